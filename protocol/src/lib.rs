@@ -1,1 +1,29 @@
-//! The Totem protocol.
+//! The contract between `totemd` and its clients.
+//!
+//! Everything a client author needs is here as plain types: the method table ([`METHODS`]), the
+//! params and results of every method, the events a session streams, the error codes and the rules
+//! for finding the daemon's socket. No I/O lives in this crate; `protocol/README.md` is the spec in
+//! prose and `protocol/schema/protocol.json` the JSON Schema generated from these types.
+
+mod api;
+mod errors;
+mod events;
+mod methods;
+pub mod schema;
+pub mod socket;
+mod types;
+
+pub use api::*;
+pub use errors::{ERROR_CODES, ErrorCode, ErrorCodeInfo};
+pub use events::{EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent};
+pub use methods::{METHODS, Method, MethodInfo, find as find_method, method};
+pub use types::*;
+
+/// The protocol major version this build speaks. Within a major version changes are additive only.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Every protocol major version this build can serve, oldest first.
+pub const SUPPORTED_VERSIONS: &[u32] = &[1];
+
+/// The longest line (one JSON-RPC message) either side may send, in bytes, newline excluded.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;

@@ -1,0 +1,199 @@
+//! Params and results of every method. Params reject unknown fields, so a typo is an error and
+//! never a silently ignored option.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Message, Page, Project, Session};
+
+/// Params of a method that takes none. `{}` or no params at all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// A result that carries nothing but success.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Ack {}
+
+/// Name and version of a program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Implementation {
+    pub name: String,
+    pub version: String,
+}
+
+/// What a client can do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientCapabilities {
+    /// The client can show permission questions to a person and send `permission.reply`.
+    #[serde(default)]
+    pub permissions: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InitializeParams {
+    /// The protocol major version the client speaks.
+    pub protocol_version: u32,
+    pub client: Implementation,
+    #[serde(default)]
+    pub capabilities: ClientCapabilities,
+}
+
+/// What the daemon offers on this connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerCapabilities {
+    /// Longest accepted line, in bytes.
+    pub max_line_bytes: u64,
+    /// Names of every method the daemon serves.
+    pub methods: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// The version this connection speaks from now on.
+    pub protocol_version: u32,
+    pub supported_versions: Vec<u32>,
+    pub server: Implementation,
+    pub capabilities: ServerCapabilities,
+}
+
+/// How many of each thing the daemon holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonCounts {
+    pub projects: u64,
+    pub sessions: u64,
+    pub connections: u64,
+    pub running_runs: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonStatus {
+    pub version: String,
+    pub protocol_version: u32,
+    pub pid: u32,
+    pub uptime_ms: u64,
+    pub started_at: u64,
+    pub home: String,
+    pub socket: String,
+    pub store_path: String,
+    pub counts: DaemonCounts,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectOpenParams {
+    /// A folder; relative paths are refused. Its canonical path becomes the project.
+    pub path: String,
+}
+
+/// Cursor and size of a page. `limit` defaults to 50 and is capped at 500.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionCreateParams {
+    pub project_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionListParams {
+    /// Only sessions of this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionRef {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionRenameParams {
+    pub session_id: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeleted {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionMessagesParams {
+    pub session_id: String,
+    /// Only messages created after this event sequence number.
+    #[serde(default)]
+    pub after_seq: u64,
+    /// At most this many messages (default 100, capped at 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessages {
+    pub messages: Vec<Message>,
+    /// Pass as `afterSeq` for the next page; absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after_seq: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionSubscribeParams {
+    pub session_id: String,
+    /// Replay every stored event after this sequence number before the live ones. 0 replays all.
+    #[serde(default)]
+    pub after_seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionUnsubscribeParams {
+    /// The id `session.subscribe` returned.
+    pub subscription: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionPromptParams {
+    pub session_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    pub run_id: String,
+    /// The stored user message.
+    pub message_id: String,
+}
+
+/// The list results, named so the schema reads well.
+pub type ProjectPage = Page<Project>;
+pub type SessionPage = Page<Session>;

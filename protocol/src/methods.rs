@@ -1,0 +1,108 @@
+//! The method table: every method is declared once, here. Dispatch names, the typed `Method`
+//! markers, the MCP mirror's list and the JSON Schema all come from this one table.
+
+use schemars::{JsonSchema, SchemaGenerator};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::api::*;
+use crate::types::Session;
+
+/// A method of the protocol, known at compile time: `method::SessionGet::NAME` and its types.
+pub trait Method {
+    const NAME: &'static str;
+    type Params: Serialize + DeserializeOwned + JsonSchema;
+    type Result: Serialize + DeserializeOwned + JsonSchema;
+}
+
+/// What the table knows about a method, at run time.
+#[derive(Clone, Copy)]
+pub struct MethodInfo {
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// Mirrored as a tool by Totem's MCP server.
+    pub mcp: bool,
+    /// A subscription: the result is a subscription id and events follow as notifications.
+    pub subscription: bool,
+    pub params_schema: fn(&mut SchemaGenerator) -> schemars::Schema,
+    pub result_schema: fn(&mut SchemaGenerator) -> schemars::Schema,
+}
+
+impl std::fmt::Debug for MethodInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MethodInfo")
+            .field("name", &self.name)
+            .field("mcp", &self.mcp)
+            .finish()
+    }
+}
+
+macro_rules! method_table {
+    ($(
+        $(#[doc = $doc:literal])+
+        $marker:ident = $name:literal ($params:ty) -> $result:ty { mcp: $mcp:literal, subscription: $sub:literal };
+    )*) => {
+        /// Typed markers, one per method.
+        pub mod method {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[doc = $doc])+
+                #[derive(Debug, Clone, Copy)]
+                pub struct $marker;
+                impl super::Method for $marker {
+                    const NAME: &'static str = $name;
+                    type Params = $params;
+                    type Result = $result;
+                }
+            )*
+        }
+
+        /// Every method, in the order of the spec.
+        pub const METHODS: &[MethodInfo] = &[$(
+            MethodInfo {
+                name: $name,
+                doc: concat!($($doc, "\n"),+),
+                mcp: $mcp,
+                subscription: $sub,
+                params_schema: |g| g.subschema_for::<$params>(),
+                result_schema: |g| g.subschema_for::<$result>(),
+            },
+        )*];
+    };
+}
+
+method_table! {
+    /// Opens the conversation: version negotiation and capabilities. Must be the first call.
+    Initialize = "initialize" (InitializeParams) -> InitializeResult { mcp: false, subscription: false };
+    /// Version, pid, uptime, store path and counts.
+    DaemonStatus = "daemon.status" (NoParams) -> crate::api::DaemonStatus { mcp: false, subscription: false };
+    /// Stops the daemon gracefully after answering; the store is persisted first.
+    DaemonShutdown = "daemon.shutdown" (NoParams) -> Ack { mcp: false, subscription: false };
+    /// Registers a folder as a project (or finds it) by its canonical path.
+    ProjectOpen = "project.open" (ProjectOpenParams) -> crate::types::Project { mcp: false, subscription: false };
+    /// Lists projects, oldest first.
+    ProjectList = "project.list" (ListParams) -> ProjectPage { mcp: true, subscription: false };
+    /// Creates a session in a project.
+    SessionCreate = "session.create" (SessionCreateParams) -> Session { mcp: true, subscription: false };
+    /// Lists sessions, newest activity first, optionally of one project.
+    SessionList = "session.list" (SessionListParams) -> SessionPage { mcp: true, subscription: false };
+    /// One session.
+    SessionGet = "session.get" (SessionRef) -> Session { mcp: true, subscription: false };
+    /// Changes a session's title.
+    SessionRename = "session.rename" (SessionRenameParams) -> Session { mcp: false, subscription: false };
+    /// Deletes a session with its messages and events.
+    SessionDelete = "session.delete" (SessionRef) -> SessionDeleted { mcp: false, subscription: false };
+    /// A session's stored messages, oldest first, after a sequence number.
+    SessionMessages = "session.messages" (SessionMessagesParams) -> crate::api::SessionMessages { mcp: true, subscription: false };
+    /// Streams a session's events as `session.event` notifications, replaying those after `afterSeq`.
+    SessionSubscribe = "session.subscribe" (SessionSubscribeParams) -> String { mcp: false, subscription: true };
+    /// Stops a subscription.
+    SessionUnsubscribe = "session.unsubscribe" (SessionUnsubscribeParams) -> bool { mcp: false, subscription: false };
+    /// Stores the user's prompt and starts a run; returns at once, progress comes as events.
+    SessionPrompt = "session.prompt" (SessionPromptParams) -> PromptAccepted { mcp: true, subscription: false };
+}
+
+/// Looks a method up by name.
+pub fn find(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|m| m.name == name)
+}

@@ -1,0 +1,95 @@
+//! The checked-in schema must be exactly what the code generates. Regenerate with
+//! `UPDATE_SCHEMA=1 cargo test -p totem-protocol --test schema`.
+
+use std::path::PathBuf;
+
+#[test]
+fn checked_in_schema_matches_the_code() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schema/protocol.json");
+    let generated = totem_protocol::schema::protocol_schema_text();
+    if std::env::var_os("UPDATE_SCHEMA").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == generated,
+        "protocol/schema/protocol.json is out of date with the protocol types; \
+         run `UPDATE_SCHEMA=1 cargo test -p totem-protocol --test schema` and commit the result"
+    );
+}
+
+#[test]
+fn every_method_name_is_unique_and_resource_dot_verb() {
+    let mut seen = std::collections::HashSet::new();
+    for m in totem_protocol::METHODS {
+        assert!(seen.insert(m.name), "duplicate method {}", m.name);
+        assert!(
+            m.name == "initialize" || m.name.split('.').count() == 2,
+            "{} is not resource.verb",
+            m.name
+        );
+    }
+}
+
+#[test]
+fn params_reject_unknown_fields() {
+    let err = serde_json::from_str::<totem_protocol::SessionRef>(
+        r#"{"sessionId":"ses_1","sesionId":"typo"}"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("unknown field"), "{err}");
+}
+
+#[test]
+fn every_event_kind_round_trips() {
+    use totem_protocol::*;
+    let run = Run {
+        id: "run_1".into(),
+        session_id: "ses_1".into(),
+        status: RunStatus::Done,
+        started_at: 1,
+        ended_at: Some(2),
+        error: None,
+    };
+    let kinds = vec![
+        EventKind::RunStarted { run: run.clone() },
+        EventKind::PartStarted {
+            run_id: "run_1".into(),
+            message_id: "msg_1".into(),
+            index: 0,
+            part_type: "text".into(),
+        },
+        EventKind::PartDelta {
+            run_id: "run_1".into(),
+            message_id: "msg_1".into(),
+            index: 0,
+            text: "hi".into(),
+        },
+        EventKind::PartDone {
+            run_id: "run_1".into(),
+            message_id: "msg_1".into(),
+            index: 0,
+            part: Part::Text { text: "hi".into() },
+        },
+        EventKind::Notice {
+            run_id: None,
+            level: "info".into(),
+            text: "x".into(),
+        },
+        EventKind::RunDone { run: run.clone() },
+        EventKind::RunFailed { run: run.clone() },
+        EventKind::RunAborted { run },
+        EventKind::Lagged {},
+    ];
+    for kind in kinds {
+        let ev = SessionEvent {
+            session_id: "ses_1".into(),
+            seq: 7,
+            at: 9,
+            kind,
+        };
+        let text = serde_json::to_string(&ev).unwrap();
+        let back: SessionEvent = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, ev, "{text}");
+    }
+}
