@@ -1,1 +1,4 @@
-//! totemd library.
+//! totemd: the daemon that owns every Totem session. `main.rs` parses the command line; this
+//! library holds the parts so tests and benchmarks can reach them.
+
+pub mod store;

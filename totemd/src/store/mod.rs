@@ -1,0 +1,444 @@
+//! The store: every project, session, message, part, run and stored event, in one fjall database.
+//! It is the single source of truth; the daemon's in-memory state is rebuilt from it at start.
+//!
+//! Keyspaces and their keys (`\0` separates id components; numbers are big-endian so keys sort):
+//! - `meta`: `store_version` → the layout version, for migrations.
+//! - `projects`: project id → Project. `project_paths`: canonical path → project id.
+//! - `sessions`: session id → SessionRecord.
+//! - `sessions_by_project`: project id `\0` recency `\0` session id → "" (recency = MAX - updatedAt,
+//!   so a forward scan yields the newest first). `sessions_by_recency`: recency `\0` session id → "".
+//! - `messages`: session id `\0` seq → MessageRecord (no parts). `message_ids`: message id → session.
+//! - `parts`: message id `\0` index → Part.
+//! - `events`: session id `\0` seq → SessionEvent (only the non-transient ones).
+//! - `runs`: run id → Run. `runs_by_session`: session id `\0` run id → "".
+
+mod blobs;
+mod keys;
+
+pub use blobs::BlobStore;
+
+use std::path::{Path, PathBuf};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use totem_protocol::{Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent};
+
+use keys::{Cursor, recency, session_key, seq_key};
+
+/// The layout version this build writes. Older layouts are migrated in [`Store::open`].
+pub const STORE_VERSION: u32 = 1;
+
+/// What went wrong inside the store, with the data it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store: {0}")]
+    Fjall(#[from] fjall::Error),
+    #[error("store: a stored record is unreadable ({what}): {source}")]
+    Corrupt {
+        what: String,
+        source: serde_json::Error,
+    },
+    #[error("store: cannot encode a record: {0}")]
+    Encode(serde_json::Error),
+    #[error("store: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(
+        "the store at {path} has layout version {found}, newer than this totemd understands ({STORE_VERSION}); upgrade Totem"
+    )]
+    TooNew { path: PathBuf, found: u32 },
+    #[error("store: bad cursor; pass back the nextCursor of the previous page")]
+    BadCursor,
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A session as stored: the protocol's view plus what only the daemon needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    pub session: Session,
+    /// Sequence numbers up to this one may have been handed out (to unstored deltas); after a
+    /// restart numbering continues above it so no number is ever reused.
+    pub seq_reserved: u64,
+}
+
+/// A message header as stored; its parts live in their own keyspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageRecord {
+    id: String,
+    session_id: String,
+    seq: u64,
+    role: Role,
+    #[serde(default)]
+    run_id: Option<String>,
+    created_at: u64,
+}
+
+/// The daemon's database. Cheap to clone (handles are reference counted).
+#[derive(Clone)]
+pub struct Store {
+    path: PathBuf,
+    db: Database,
+    meta: Keyspace,
+    projects: Keyspace,
+    project_paths: Keyspace,
+    sessions: Keyspace,
+    sessions_by_project: Keyspace,
+    sessions_by_recency: Keyspace,
+    messages: Keyspace,
+    message_ids: Keyspace,
+    parts: Keyspace,
+    events: Keyspace,
+    runs: Keyspace,
+    runs_by_session: Keyspace,
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(StoreError::Encode)
+}
+
+fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|source| StoreError::Corrupt {
+        what: what.to_string(),
+        source,
+    })
+}
+
+impl Store {
+    /// Opens (or creates) the store in `path`, checking and migrating its layout version.
+    pub fn open(path: &Path) -> Result<Store> {
+        std::fs::create_dir_all(path)?;
+        let db = Database::builder(path).open()?;
+        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default);
+        let store = Store {
+            path: path.to_path_buf(),
+            meta: ks("meta")?,
+            projects: ks("projects")?,
+            project_paths: ks("project_paths")?,
+            sessions: ks("sessions")?,
+            sessions_by_project: ks("sessions_by_project")?,
+            sessions_by_recency: ks("sessions_by_recency")?,
+            messages: ks("messages")?,
+            message_ids: ks("message_ids")?,
+            parts: ks("parts")?,
+            events: ks("events")?,
+            runs: ks("runs")?,
+            runs_by_session: ks("runs_by_session")?,
+            db,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Brings an older layout up to [`STORE_VERSION`]. Version 1 is the first layout, so the only
+    /// step today is stamping a new store; later versions add their steps here, in order.
+    fn migrate(&self) -> Result<()> {
+        let found = match self.meta.get("store_version")? {
+            Some(v) => decode::<u32>("store_version", &v)?,
+            None => 0,
+        };
+        if found > STORE_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found,
+            });
+        }
+        if found < STORE_VERSION {
+            self.meta.insert("store_version", encode(&STORE_VERSION)?)?;
+            self.db.persist(PersistMode::SyncAll)?;
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Forces everything written so far to disk.
+    pub fn persist(&self) -> Result<()> {
+        self.db.persist(PersistMode::SyncAll)?;
+        Ok(())
+    }
+
+    pub fn store_version(&self) -> Result<u32> {
+        match self.meta.get("store_version")? {
+            Some(v) => decode("store_version", &v),
+            None => Ok(0),
+        }
+    }
+
+    // ---- projects ----
+
+    pub fn project_by_path(&self, path: &str) -> Result<Option<Project>> {
+        match self.project_paths.get(path)? {
+            Some(id) => self.get_project(&String::from_utf8_lossy(&id)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn get_project(&self, id: &str) -> Result<Option<Project>> {
+        match self.projects.get(id)? {
+            Some(v) => Ok(Some(decode("project", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put_project(&self, project: &Project) -> Result<()> {
+        let mut batch = self.db.batch();
+        batch.insert(&self.projects, project.id.as_str(), encode(project)?);
+        batch.insert(
+            &self.project_paths,
+            project.path.as_str(),
+            project.id.as_str(),
+        );
+        batch.commit()?;
+        Ok(())
+    }
+
+    /// Projects in id order (ids grow with time, so oldest first).
+    pub fn list_projects(&self, cursor: Option<&str>, limit: usize) -> Result<(Vec<Project>, Option<String>)> {
+        let start = Cursor::decode_opt(cursor)?;
+        let iter = match &start {
+            Some(after) => self.projects.range::<&[u8], _>((std::ops::Bound::Excluded(after.as_slice()), std::ops::Bound::Unbounded)),
+            None => self.projects.iter(),
+        };
+        let mut items = Vec::new();
+        let mut last_key = None;
+        for guard in iter {
+            let (key, value) = guard.into_inner()?;
+            if items.len() == limit {
+                return Ok((items, last_key.map(|k: Vec<u8>| Cursor::encode(&k))));
+            }
+            items.push(decode("project", &value)?);
+            last_key = Some(key.to_vec());
+        }
+        Ok((items, None))
+    }
+
+    pub fn count_projects(&self) -> Result<u64> {
+        Ok(self.projects.len()? as u64)
+    }
+
+    // ---- sessions ----
+
+    pub fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
+        match self.sessions.get(id)? {
+            Some(v) => Ok(Some(decode("session", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes a session and moves its recency index entries, atomically. `previous` is the record
+    /// as stored before (None for a new session).
+    pub fn put_session(&self, record: &SessionRecord, previous: Option<&SessionRecord>) -> Result<()> {
+        let s = &record.session;
+        let mut batch = self.db.batch();
+        if let Some(old) = previous {
+            let o = &old.session;
+            batch.remove(&self.sessions_by_project, session_key(&o.project_id, o.updated_at, &o.id));
+            batch.remove(&self.sessions_by_recency, recency_key(o.updated_at, &o.id));
+        }
+        batch.insert(&self.sessions, s.id.as_str(), encode(record)?);
+        batch.insert(&self.sessions_by_project, session_key(&s.project_id, s.updated_at, &s.id), "");
+        batch.insert(&self.sessions_by_recency, recency_key(s.updated_at, &s.id), "");
+        batch.commit()?;
+        Ok(())
+    }
+
+    /// Sessions, newest activity first, optionally of one project.
+    pub fn list_sessions(
+        &self,
+        project_id: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<SessionRecord>, Option<String>)> {
+        let (keyspace, prefix) = match project_id {
+            Some(p) => (&self.sessions_by_project, keys::id_prefix(p)),
+            None => (&self.sessions_by_recency, Vec::new()),
+        };
+        let after = Cursor::decode_opt(cursor)?;
+        if let Some(after) = &after
+            && !after.starts_with(&prefix)
+        {
+            return Err(StoreError::BadCursor);
+        }
+        let iter = match &after {
+            Some(after) => keyspace.range::<&[u8], _>((std::ops::Bound::Excluded(after.as_slice()), std::ops::Bound::Unbounded)),
+            None => keyspace.prefix(&prefix),
+        };
+        let mut items = Vec::new();
+        let mut last_key: Option<Vec<u8>> = None;
+        for guard in iter {
+            let key = guard.key()?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if items.len() == limit {
+                return Ok((items, last_key.map(|k| Cursor::encode(&k))));
+            }
+            let id = keys::last_component(&key);
+            if let Some(record) = self.get_session(&id)? {
+                items.push(record);
+            }
+            last_key = Some(key.to_vec());
+        }
+        Ok((items, None))
+    }
+
+    pub fn count_sessions(&self) -> Result<u64> {
+        Ok(self.sessions.len()? as u64)
+    }
+
+    /// Removes a session with its messages, parts, events, runs and index entries.
+    pub fn delete_session(&self, record: &SessionRecord) -> Result<()> {
+        let s = &record.session;
+        let prefix = keys::id_prefix(&s.id);
+        let mut batch = self.db.batch();
+        for guard in self.messages.prefix(&prefix) {
+            let (key, value) = guard.into_inner()?;
+            let message: MessageRecord = decode("message", &value)?;
+            for part in self.parts.prefix(keys::id_prefix(&message.id)) {
+                batch.remove(&self.parts, part.key()?);
+            }
+            batch.remove(&self.message_ids, message.id.as_str());
+            batch.remove(&self.messages, key);
+        }
+        for guard in self.events.prefix(&prefix) {
+            batch.remove(&self.events, guard.key()?);
+        }
+        for guard in self.runs_by_session.prefix(&prefix) {
+            let key = guard.key()?;
+            batch.remove(&self.runs, keys::last_component(&key).as_str());
+            batch.remove(&self.runs_by_session, key);
+        }
+        batch.remove(&self.sessions_by_project, session_key(&s.project_id, s.updated_at, &s.id));
+        batch.remove(&self.sessions_by_recency, recency_key(s.updated_at, &s.id));
+        batch.remove(&self.sessions, s.id.as_str());
+        batch.commit()?;
+        Ok(())
+    }
+
+    // ---- messages and parts ----
+
+    /// Stores a message and all its parts at once.
+    pub fn put_message(&self, message: &Message) -> Result<()> {
+        let record = MessageRecord {
+            id: message.id.clone(),
+            session_id: message.session_id.clone(),
+            seq: message.seq,
+            role: message.role,
+            run_id: message.run_id.clone(),
+            created_at: message.created_at,
+        };
+        let mut batch = self.db.batch();
+        batch.insert(&self.messages, seq_key(&message.session_id, message.seq), encode(&record)?);
+        batch.insert(&self.message_ids, message.id.as_str(), message.session_id.as_str());
+        for (index, part) in message.parts.iter().enumerate() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            batch.insert(&self.parts, keys::part_key(&message.id, index), encode(part)?);
+        }
+        batch.commit()?;
+        Ok(())
+    }
+
+    /// Stores one finished part of a message that is already stored.
+    pub fn put_part(&self, message_id: &str, index: u32, part: &Part) -> Result<()> {
+        self.parts.insert(keys::part_key(message_id, index), encode(part)?)?;
+        Ok(())
+    }
+
+    /// Messages of a session created after `after_seq`, oldest first, with their parts; the second
+    /// value is true when more follow.
+    pub fn messages_after(&self, session_id: &str, after_seq: u64, limit: usize) -> Result<(Vec<Message>, bool)> {
+        let start = seq_key(session_id, after_seq.saturating_add(1));
+        let end = seq_key(session_id, u64::MAX);
+        let mut out = Vec::new();
+        for guard in self.messages.range(start..=end) {
+            let value = guard.value()?;
+            if out.len() == limit {
+                return Ok((out, true));
+            }
+            let record: MessageRecord = decode("message", &value)?;
+            let mut parts = Vec::new();
+            for part in self.parts.prefix(keys::id_prefix(&record.id)) {
+                parts.push(decode("part", &part.value()?)?);
+            }
+            out.push(Message {
+                id: record.id,
+                session_id: record.session_id,
+                seq: record.seq,
+                role: record.role,
+                run_id: record.run_id,
+                created_at: record.created_at,
+                parts,
+            });
+        }
+        Ok((out, false))
+    }
+
+    // ---- events ----
+
+    pub fn append_event(&self, event: &SessionEvent) -> Result<()> {
+        self.events.insert(seq_key(&event.session_id, event.seq), encode(event)?)?;
+        Ok(())
+    }
+
+    /// Stored events of a session after `after_seq`, in order.
+    pub fn events_after(&self, session_id: &str, after_seq: u64) -> Result<Vec<SessionEvent>> {
+        let start = seq_key(session_id, after_seq.saturating_add(1));
+        let end = seq_key(session_id, u64::MAX);
+        let mut out = Vec::new();
+        for guard in self.events.range(start..=end) {
+            out.push(decode("event", &guard.value()?)?);
+        }
+        Ok(out)
+    }
+
+    /// The highest stored event number of a session (0 when none).
+    pub fn last_event_seq(&self, session_id: &str) -> Result<u64> {
+        match self.events.prefix(keys::id_prefix(session_id)).next_back() {
+            Some(guard) => Ok(keys::trailing_u64(&guard.key()?)),
+            None => Ok(0),
+        }
+    }
+
+    // ---- runs ----
+
+    pub fn put_run(&self, run: &Run) -> Result<()> {
+        let mut batch = self.db.batch();
+        batch.insert(&self.runs, run.id.as_str(), encode(run)?);
+        batch.insert(&self.runs_by_session, keys::pair_key(&run.session_id, &run.id), "");
+        batch.commit()?;
+        Ok(())
+    }
+
+    pub fn get_run(&self, id: &str) -> Result<Option<Run>> {
+        match self.runs.get(id)? {
+            Some(v) => Ok(Some(decode("run", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs still marked running: after a crash these were interrupted.
+    pub fn running_runs(&self) -> Result<Vec<Run>> {
+        let mut out = Vec::new();
+        for guard in self.runs.iter() {
+            let run: Run = decode("run", &guard.value()?)?;
+            if run.status == RunStatus::Running {
+                out.push(run);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn recency_key(updated_at: u64, session_id: &str) -> Vec<u8> {
+    let mut key = recency(updated_at).to_vec();
+    key.push(0);
+    key.extend_from_slice(session_id.as_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests;
