@@ -1,1 +1,30 @@
-//! placeholder
+//! Totem's tools: what the model can do to a project, and the guard rails around it.
+//!
+//! - [`tool`]: the `Tool` trait, one file per tool, what a call asks permission for and returns;
+//! - [`registry`]: the tools on offer, their definitions, and the one `READ_ONLY` list;
+//! - [`boundary`]: the project root as a hard limit for every path;
+//! - [`recover`]: repairs for the tool calls small models get wrong;
+//! - [`context`]: what a call runs with (cancellation, blob and event sinks, jobs);
+//! - [`job`]: background commands that outlive a run but not the session.
+//!
+//! The daemon calls [`Registry::prepare`], asks permission for the returned plan, snapshots the
+//! files it names, then runs the call.
+
+pub mod boundary;
+pub mod context;
+mod fsutil;
+pub mod job;
+mod process;
+pub mod recover;
+pub mod registry;
+pub mod schema;
+pub mod tool;
+
+pub use boundary::{Boundary, BoundaryError, Resolved};
+pub use context::{BlobSink, EventSink, MemoryBlobs, MemoryEvents, ToolContext, ToolEvent};
+pub use job::JobManager;
+pub use registry::{READ_ONLY, Registry};
+pub use tool::{
+    Access, AccessKind, DynTool, FileChange, Plan, PreparedCall, Tool, ToolDefinition, ToolError,
+    ToolMeta, ToolOutput,
+};

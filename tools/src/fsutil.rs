@@ -1,0 +1,137 @@
+//! File helpers shared by the tools: atomic writes, diffs, a walker that stays in the project, and
+//! "did you mean" suggestions.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use crate::boundary::Boundary;
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
+/// reader never sees half a file. Keeps the permissions of a file it replaces.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.totem-{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A unified diff of one file's change, for clients (capped so a huge rewrite stays small).
+pub(crate) fn unified_diff(rel: &str, old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{rel}"), &format!("b/{rel}"))
+        .to_string();
+    const CAP: usize = 100_000;
+    if text.len() > CAP {
+        format!(
+            "{}\n… diff cut at {CAP} bytes\n",
+            crate::process::truncate_bytes(&text, CAP)
+        )
+    } else {
+        text
+    }
+}
+
+/// A walker over `start` that honours .gitignore/.ignore (also outside git repositories), shows
+/// hidden files, never enters `.git`, never follows symlinks, and yields entries in name order.
+pub(crate) fn walker(start: &Path, max_depth: Option<usize>) -> ignore::Walk {
+    ignore::WalkBuilder::new(start)
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .max_depth(max_depth)
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build()
+}
+
+/// Whether a walked entry may be reported and opened: a symlink only when its target is inside.
+pub(crate) fn entry_inside(boundary: &Boundary, entry: &ignore::DirEntry) -> bool {
+    !entry.path_is_symlink() || boundary.contains(entry.path())
+}
+
+/// Up to three names in the missing path's folder that look like the one asked for.
+pub(crate) fn suggestions(boundary: &Boundary, missing: &Path) -> Vec<String> {
+    let (Some(dir), Some(name)) = (missing.parent(), missing.file_name()) else {
+        return Vec::new();
+    };
+    let wanted = name.to_string_lossy().to_lowercase();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut scored: Vec<(f32, String)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let candidate = e.file_name().to_string_lossy().into_owned();
+            let lower = candidate.to_lowercase();
+            let ratio = similar::TextDiff::from_chars(wanted.as_str(), lower.as_str()).ratio();
+            let close = ratio >= 0.6 || lower.starts_with(&wanted) || wanted.starts_with(&lower);
+            let rel = boundary.relative(&dir.join(&candidate))?;
+            close.then_some((ratio, rel))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(3).map(|(_, rel)| rel).collect()
+}
+
+/// Runs blocking file work off the async threads.
+pub(crate) async fn blocking<F>(work: F) -> crate::tool::ToolOutput
+where
+    F: FnOnce() -> crate::tool::ToolOutput + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(output) => output,
+        Err(e) => crate::tool::ToolOutput::error(format!("the tool failed internally: {e}")),
+    }
+}
+
+/// Glob matching as models expect it: a pattern without `/` matches file names anywhere
+/// (`*.rs`), one with `/` matches the path from the project root (`src/**/*.rs`).
+pub(crate) struct PathGlob {
+    matcher: globset::GlobMatcher,
+    name_only: bool,
+}
+
+impl PathGlob {
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        let pattern = pattern.trim().trim_start_matches("./");
+        let name_only = !pattern.contains('/');
+        let glob = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| format!("invalid glob pattern {pattern:?}: {}", e.kind()))?;
+        Ok(Self {
+            matcher: glob.compile_matcher(),
+            name_only,
+        })
+    }
+
+    /// `rel` is relative to the project root, `/`-separated.
+    pub fn is_match(&self, rel: &str) -> bool {
+        if self.name_only {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            self.matcher.is_match(name)
+        } else {
+            self.matcher.is_match(rel)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Starting shell commands in their own process group, collecting their output, and killing the
+//! whole group. Shared by `bash` and the job manager.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// A command for `bash -c` (or `sh -c` where bash is missing), in `cwd`, as the leader of a new
+/// process group so that everything it starts can be killed together.
+pub(crate) fn shell_command(command: &str, cwd: &Path) -> tokio::process::Command {
+    let shell = if Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Nothing interactive: no pagers, no colours, no credential prompts.
+        .env("TERM", "dumb")
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Sends SIGKILL to the process group led by `pid`. A group already gone is not an error.
+pub(crate) fn kill_group(pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(raw),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Output of a command, stdout and stderr interleaved as they arrive. Keeps at most `cap` bytes —
+/// the newest — and remembers how many came before.
+#[derive(Debug)]
+pub(crate) struct OutputBuf {
+    data: Vec<u8>,
+    /// Absolute offset of `data[0]` in the whole output.
+    start: u64,
+    cap: usize,
+}
+
+impl OutputBuf {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            data: Vec::new(),
+            start: 0,
+            cap,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.data.extend_from_slice(bytes);
+        if self.data.len() > self.cap {
+            let excess = self.data.len() - self.cap;
+            self.data.drain(..excess);
+            self.start += excess as u64;
+        }
+    }
+
+    /// Total bytes ever written.
+    pub fn total(&self) -> u64 {
+        self.start + self.data.len() as u64
+    }
+
+    /// Bytes from absolute offset `from` on, and how many of those were already dropped.
+    pub fn since(&self, from: u64) -> (&[u8], u64) {
+        let skipped = self.start.saturating_sub(from);
+        let index = from.saturating_sub(self.start) as usize;
+        (self.data.get(index..).unwrap_or(&[]), skipped)
+    }
+}
+
+pub(crate) type SharedOutput = Arc<Mutex<OutputBuf>>;
+
+/// Copies a pipe into the shared buffer until it closes.
+pub(crate) async fn pump(mut reader: impl AsyncRead + Unpin, out: SharedOutput) {
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Ok(mut buf) = out.lock() {
+                    buf.push(&chunk[..n]);
+                }
+            }
+        }
+    }
+}
+
+/// Starts pumping a child's stdout and stderr into one buffer.
+pub(crate) fn collect(
+    child: &mut tokio::process::Child,
+    out: &SharedOutput,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        tasks.push(tokio::spawn(pump(stdout, Arc::clone(out))));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        tasks.push(tokio::spawn(pump(stderr, Arc::clone(out))));
+    }
+    tasks
+}
+
+/// Waits briefly for the pumps to reach end of file; a process that left the group and keeps the
+/// pipe open must not hold the call forever.
+pub(crate) async fn finish(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        let abort = task.abort_handle();
+        if tokio::time::timeout(std::time::Duration::from_millis(500), task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+}
+
+/// How a process ended, in words for the model.
+pub(crate) fn describe_status(status: &std::process::ExitStatus) -> (Option<i32>, String) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (Some(code), format!("exit code {code}")),
+        (None, Some(signal)) => (None, format!("killed by signal {signal}")),
+        (None, None) => (None, "ended".to_string()),
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary.
+pub(crate) fn truncate_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The last `max` bytes of `text`, starting on a character boundary.
+pub(crate) fn tail_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}

@@ -1,0 +1,433 @@
+//! Repairs the tool calls small models get slightly wrong, and says precisely what is wrong when
+//! they cannot be repaired.
+//!
+//! Shapes we recover: arguments as a JSON string (also double-encoded, fenced, or with trailing
+//! garbage), wrapped in an extra `input`/`arguments`/`parameters`/`args`/`params` object or in a whole
+//! `{name, arguments}` call, field names in another case or snake_case or a well-known alias
+//! (`file_path`, `old_str`, `cmd`), numbers and booleans sent as strings, a bare string for a tool
+//! with one required text field, tool names in another case or with a `functions.` prefix, and calls
+//! written as JSON in the text of a model without native tool calling. [`RepeatGuard`] notices the
+//! same call repeated in a row.
+
+use serde_json::{Map, Value};
+
+use crate::schema::Shape;
+
+/// Keys models wrap the real arguments in.
+const WRAPPERS: &[&str] = &[
+    "input",
+    "arguments",
+    "parameters",
+    "args",
+    "params",
+    "kwargs",
+];
+
+/// Prefixes some models put before tool names.
+const NAME_PREFIXES: &[&str] = &["functions.", "function.", "tools.", "tool.", "default_api."];
+
+/// Other names models use for the built-in tools.
+const NAME_ALIASES: &[(&str, &str)] = &[
+    ("read_file", "read"),
+    ("view", "read"),
+    ("cat", "read"),
+    ("ls", "list"),
+    ("list_dir", "list"),
+    ("list_files", "list"),
+    ("list_directory", "list"),
+    ("find_files", "glob"),
+    ("search", "grep"),
+    ("search_files", "grep"),
+    ("write_file", "write"),
+    ("create_file", "write"),
+    ("edit_file", "edit"),
+    ("str_replace", "edit"),
+    ("replace", "edit"),
+    ("multi_edit", "patch"),
+    ("multiedit", "patch"),
+    ("apply_patch", "patch"),
+    ("shell", "bash"),
+    ("sh", "bash"),
+    ("run", "bash"),
+    ("run_command", "bash"),
+    ("exec", "bash"),
+    ("execute", "bash"),
+    ("execute_command", "bash"),
+    ("terminal", "bash"),
+    ("todowrite", "todo"),
+    ("todo_write", "todo"),
+];
+
+/// Other names models use for argument fields.
+const FIELD_ALIASES: &[(&str, &str)] = &[
+    ("file_path", "path"),
+    ("filepath", "path"),
+    ("file", "path"),
+    ("filename", "path"),
+    ("file_name", "path"),
+    ("dir", "path"),
+    ("directory", "path"),
+    ("old_str", "oldString"),
+    ("old", "oldString"),
+    ("old_text", "oldString"),
+    ("search", "oldString"),
+    ("search", "pattern"),
+    ("new_str", "newString"),
+    ("new", "newString"),
+    ("new_text", "newString"),
+    ("replace", "newString"),
+    ("cmd", "command"),
+    ("script", "command"),
+    ("text", "content"),
+    ("contents", "content"),
+    ("data", "content"),
+    ("query", "pattern"),
+    ("regex", "pattern"),
+    ("glob", "include"),
+    ("start_line", "offset"),
+    ("line", "offset"),
+    ("lines", "limit"),
+    ("max_lines", "limit"),
+    ("changes", "edits"),
+];
+
+/// Finds the tool a model meant: exact name, then another case, a `functions.`-style prefix, a
+/// trailing `()`, or a well-known alias (`read_file` → `read`).
+pub fn normalize_tool_name<'a>(raw: &str, known: &[&'a str]) -> Option<&'a str> {
+    let mut name = raw
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'' || c == '`')
+        .trim();
+    name = name.strip_suffix("()").unwrap_or(name);
+    if let Some(k) = known.iter().find(|k| **k == name) {
+        return Some(k);
+    }
+    let lower = name.to_lowercase();
+    let mut candidates = vec![lower.clone()];
+    for prefix in NAME_PREFIXES {
+        if let Some(rest) = lower.strip_prefix(prefix) {
+            candidates.push(rest.to_string());
+        }
+    }
+    if let Some((_, last)) = lower.rsplit_once('.') {
+        candidates.push(last.to_string());
+    }
+    for candidate in &candidates {
+        if let Some(k) = known.iter().find(|k| k.to_lowercase() == *candidate) {
+            return Some(k);
+        }
+        let squashed = candidate.replace('-', "_");
+        if let Some((_, target)) = NAME_ALIASES.iter().find(|(alias, _)| *alias == squashed)
+            && let Some(k) = known.iter().find(|k| *k == target)
+        {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// Turns whatever a model sent as arguments into the object the tool's `parameters` schema
+/// describes, as far as that can be done without guessing. The result still goes through strict
+/// deserialisation; what is left wrong is reported then.
+pub fn repair_arguments(raw: Value, parameters: &Value) -> Result<Value, String> {
+    let shape = Shape::of(parameters);
+    let required: Vec<&str> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut map = to_object(raw, &shape, &required, 0)?;
+    for _ in 0..3 {
+        match unwrap_once(&map, &shape) {
+            Some(inner) => map = to_object(inner, &shape, &required, 0)?,
+            None => break,
+        }
+    }
+    rename_fields(&mut map, &shape);
+    coerce_types(&mut map, &shape);
+    Ok(Value::Object(map))
+}
+
+fn to_object(
+    raw: Value,
+    shape: &Shape<'_>,
+    required: &[&str],
+    depth: usize,
+) -> Result<Map<String, Value>, String> {
+    match raw {
+        Value::Null => Ok(Map::new()),
+        Value::Object(map) => Ok(map),
+        Value::Array(mut items) if items.len() == 1 && items[0].is_object() => {
+            to_object(items.remove(0), shape, required, depth + 1)
+        }
+        Value::String(text) => {
+            if depth > 3 {
+                return Err("arguments are nested in too many JSON strings".to_string());
+            }
+            match parse_lenient(&text) {
+                Some(value) => to_object(value, shape, required, depth + 1),
+                None if text.trim().is_empty() => Ok(Map::new()),
+                None => match single_text_field(shape, required) {
+                    // `bash("ls -la")`: the one required text field, given bare.
+                    Some(field) => {
+                        let mut map = Map::new();
+                        map.insert(field.to_string(), Value::String(text));
+                        Ok(map)
+                    }
+                    None => Err(format!(
+                        "arguments are not a JSON object: {}",
+                        clip(text.trim(), 60)
+                    )),
+                },
+            }
+        }
+        other => Err(format!(
+            "arguments must be a JSON object, got {}",
+            clip(&other.to_string(), 60)
+        )),
+    }
+}
+
+fn single_text_field<'a>(shape: &Shape<'a>, required: &[&'a str]) -> Option<&'a str> {
+    match required {
+        [only] if shape.type_of(only) == Some("string") => Some(only),
+        _ => None,
+    }
+}
+
+/// Parses the first JSON value in `text`, tolerating code fences, leading prose and trailing
+/// garbage.
+pub fn parse_lenient(text: &str) -> Option<Value> {
+    let trimmed = strip_fence(text.trim());
+    if let Some(v) = first_value(trimmed) {
+        return Some(v);
+    }
+    let start = trimmed.find(['{', '['])?;
+    first_value(&trimmed[start..])
+}
+
+fn first_value(text: &str) -> Option<Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .next()?
+        .ok()
+}
+
+fn strip_fence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let body = match rest.find('\n') {
+        Some(i) => &rest[i + 1..],
+        None => rest,
+    };
+    match body.rfind("```") {
+        Some(end) => body[..end].trim(),
+        None => body.trim(),
+    }
+}
+
+/// One level of wrapping removed, if there is one the schema does not explain.
+fn unwrap_once(map: &Map<String, Value>, shape: &Shape<'_>) -> Option<Value> {
+    let wrapper_keys: Vec<&String> = map
+        .keys()
+        .filter(|k| WRAPPERS.contains(&k.as_str()) && !shape.has(k))
+        .collect();
+    if wrapper_keys.len() != 1 {
+        return None;
+    }
+    let key = wrapper_keys[0];
+    // Alone, or beside the tool's name/type (a whole call object sent as its arguments).
+    let others_are_call_fields = map.keys().filter(|k| *k != key).all(|k| {
+        matches!(k.as_str(), "name" | "tool" | "type" | "id" | "function") && !shape.has(k)
+    });
+    if !others_are_call_fields {
+        return None;
+    }
+    match &map[key] {
+        v @ (Value::Object(_) | Value::String(_) | Value::Null) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+/// `old_string` → `oldString`, `Path` → `path`, `file_path` → `path`.
+fn rename_fields(map: &mut Map<String, Value>, shape: &Shape<'_>) {
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        if shape.has(&key) {
+            continue;
+        }
+        let squashed = squash(&key);
+        let by_case = shape
+            .properties
+            .iter()
+            .find(|(p, _)| squash(p) == squashed)
+            .map(|(p, _)| *p);
+        let by_alias = || {
+            FIELD_ALIASES
+                .iter()
+                .find(|(alias, target)| squash(alias) == squashed && shape.has(target))
+                .map(|(_, target)| *target)
+        };
+        if let Some(target) = by_case.or_else(by_alias)
+            && !map.contains_key(target)
+            && let Some(value) = map.remove(&key)
+        {
+            map.insert(target.to_string(), value);
+        }
+    }
+}
+
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Numbers and booleans sent as strings, arrays sent as JSON text, `null` for optional fields.
+fn coerce_types(map: &mut Map<String, Value>, shape: &Shape<'_>) {
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for key in keys {
+        let Some(expected) = shape.type_of(&key) else {
+            continue;
+        };
+        let Some(value) = map.get_mut(&key) else {
+            continue;
+        };
+        let replacement = match (expected, &*value) {
+            ("integer", Value::String(s)) => s.trim().parse::<i64>().ok().map(Value::from),
+            ("integer", Value::Number(n)) if n.is_f64() => n
+                .as_f64()
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| Value::from(f as i64)),
+            ("number", Value::String(s)) => s.trim().parse::<f64>().ok().map(Value::from),
+            ("boolean", Value::String(s)) => match s.trim().to_lowercase().as_str() {
+                "true" | "yes" | "1" => Some(Value::Bool(true)),
+                "false" | "no" | "0" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            ("boolean", Value::Number(n)) => n.as_i64().map(|i| Value::Bool(i != 0)),
+            ("string", Value::Number(n)) => Some(Value::String(n.to_string())),
+            ("array", Value::String(s)) => parse_lenient(s).filter(Value::is_array),
+            ("array", Value::Object(_)) => Some(Value::Array(vec![value.clone()])),
+            _ => None,
+        };
+        if let Some(replacement) = replacement {
+            *value = replacement;
+        }
+    }
+}
+
+/// A serde error in a few words, without line/column noise.
+pub fn describe_serde_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.find(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max).collect();
+    format!("{cut}…")
+}
+
+/// A tool call found in the text of a model that has no native tool calling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextCall {
+    /// The tool's canonical name.
+    pub name: String,
+    /// The arguments as written (repair them with the tool's schema before use).
+    pub arguments: Value,
+}
+
+/// Finds tool calls written as JSON in a model's text: fenced ```json blocks or bare objects such as
+/// `{"name": "read", "arguments": {...}}`, `{"tool": ..., "args": ...}`, `{"function": {...}}` or
+/// `<tool_call>{...}</tool_call>`. Only objects naming a known tool count, so JSON the model merely
+/// shows (a package.json) is not mistaken for a call.
+pub fn calls_from_text(text: &str, known: &[&str]) -> Vec<TextCall> {
+    let mut calls = Vec::new();
+    let mut i = 0;
+    while let Some(offset) = text[i..].find('{') {
+        let start = i + offset;
+        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(value)) => {
+                let end = start + stream.byte_offset();
+                if let Some(call) = call_from_value(&value, known) {
+                    calls.push(call);
+                    i = end;
+                } else {
+                    i = start + 1;
+                }
+            }
+            _ => i = start + 1,
+        }
+    }
+    calls
+}
+
+fn call_from_value(value: &Value, known: &[&str]) -> Option<TextCall> {
+    let map = value.as_object()?;
+    for nested in ["function", "tool_call", "toolCall", "function_call"] {
+        if let Some(inner @ Value::Object(_)) = map.get(nested)
+            && let Some(call) = call_from_value(inner, known)
+        {
+            return Some(call);
+        }
+    }
+    let raw_name = ["name", "tool", "tool_name", "toolName", "function"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))?;
+    let name = normalize_tool_name(raw_name, known)?;
+    let arguments = WRAPPERS
+        .iter()
+        .find_map(|k| map.get(*k))
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
+    Some(TextCall {
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+/// Notices a model calling the same tool with the same arguments again and again.
+#[derive(Debug, Default)]
+pub struct RepeatGuard {
+    last: Option<(String, Value)>,
+    count: usize,
+}
+
+impl RepeatGuard {
+    /// How many times in a row the run has now made exactly this call — record every call.
+    pub fn record(&mut self, name: &str, arguments: &Value) -> usize {
+        match &self.last {
+            Some((n, a)) if n == name && a == arguments => self.count += 1,
+            _ => {
+                self.last = Some((name.to_string(), arguments.clone()));
+                self.count = 1;
+            }
+        }
+        self.count
+    }
+
+    /// True when the last recorded call was the third (or later) identical one in a row: stop the
+    /// call and tell the model to change course.
+    pub fn is_stuck(&self) -> bool {
+        self.count >= 3
+    }
+
+    /// The message for the model when it is stuck.
+    pub fn message(&self) -> String {
+        let name = self.last.as_ref().map_or("", |(n, _)| n.as_str());
+        format!(
+            "stopped: {name} was called {} times in a row with the same arguments. \
+             Change the arguments or try a different approach.",
+            self.count
+        )
+    }
+}

@@ -1,0 +1,380 @@
+//! `edit`: replace text in a file — the exact text first, then tolerant matches.
+//!
+//! Small models copy code imperfectly: wrong indentation, trimmed or doubled spaces, `\n` written as
+//! an escape. After an exact match fails we try, in order: indentation-flexible (same lines, shifted;
+//! the new text is shifted the same way), line-trimmed, whitespace-normalised, and escape-normalised.
+//! Whatever the strategy, more than one match without `replaceAll` is refused with the candidate
+//! line numbers: a tolerant match must never pick a place at random.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::context::ToolContext;
+use crate::fsutil;
+use crate::tool::{Access, FileChange, Plan, Tool, ToolError, ToolMeta, ToolOutput};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EditInput {
+    /// File path
+    pub path: String,
+    /// Exact text to replace
+    pub old_string: String,
+    /// Replacement text
+    pub new_string: String,
+    /// Replace every occurrence
+    pub replace_all: Option<bool>,
+}
+
+pub struct Edit;
+
+impl Tool for Edit {
+    const NAME: &'static str = "edit";
+    const DESCRIPTION: &'static str = "Replace oldString with newString in a file. oldString must match one place unless replaceAll.";
+    type Input = EditInput;
+
+    fn plan(&self, input: &EditInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let resolved = ctx.resolve(&input.path)?;
+        Ok(Plan {
+            access: vec![Access::write(Self::NAME, resolved.rel.clone())],
+            writes: vec![resolved],
+        })
+    }
+
+    async fn run(&self, input: EditInput, ctx: &ToolContext) -> ToolOutput {
+        let ctx = ctx.clone();
+        fsutil::blocking(move || {
+            let change = Change {
+                path: &input.path,
+                old: &input.old_string,
+                new: &input.new_string,
+                replace_all: input.replace_all.unwrap_or(false),
+            };
+            crate::tool::patch::apply_all(&[change], &ctx)
+        })
+        .await
+    }
+}
+
+/// One replacement, as `edit` and `patch` take it.
+pub(crate) struct Change<'a> {
+    pub path: &'a str,
+    pub old: &'a str,
+    pub new: &'a str,
+    pub replace_all: bool,
+}
+
+/// A replacement done in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub content: String,
+    pub count: usize,
+    /// `exact`, `indentation-flexible`, `line-trimmed`, `whitespace-normalised`, `escape-normalised`.
+    pub strategy: &'static str,
+    /// 1-based line of the first replacement.
+    pub line: usize,
+}
+
+/// Replaces `old` with `new` in `content`. The error is a message for the model.
+pub fn apply_edit(
+    content: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<Applied, String> {
+    if old.is_empty() {
+        return Err("oldString is empty; to replace a whole file use write".to_string());
+    }
+    if old == new {
+        return Err("oldString and newString are the same; nothing to change".to_string());
+    }
+    let crlf = content.contains("\r\n");
+    let text = content.replace("\r\n", "\n");
+    let old_lf = old.replace("\r\n", "\n");
+    let new_lf = new.replace("\r\n", "\n");
+    let mut applied = find_and_replace(&text, &old_lf, &new_lf, replace_all)?;
+    if applied.is_none() {
+        let (old_u, new_u) = (unescape(&old_lf), unescape(&new_lf));
+        if old_u != old_lf {
+            applied = find_and_replace(&text, &old_u, &new_u, replace_all)?.map(|mut a| {
+                a.strategy = "escape-normalised";
+                a
+            });
+        }
+    }
+    let Some(mut applied) = applied else {
+        return Err(not_found(&text, &old_lf));
+    };
+    if crlf {
+        applied.content = applied.content.replace('\n', "\r\n");
+    }
+    Ok(applied)
+}
+
+fn find_and_replace(
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<Option<Applied>, String> {
+    let starts: Vec<usize> = text.match_indices(old).map(|(i, _)| i).collect();
+    if !starts.is_empty() {
+        let lines: Vec<usize> = starts.iter().map(|i| line_of(text, *i)).collect();
+        if starts.len() > 1 && !replace_all {
+            return Err(ambiguous(&lines));
+        }
+        return Ok(Some(Applied {
+            content: text.replace(old, new),
+            count: starts.len(),
+            strategy: "exact",
+            line: lines[0],
+        }));
+    }
+    for strategy in STRATEGIES {
+        if let Some(applied) = line_match(text, old, new, replace_all, strategy)? {
+            return Ok(Some(applied));
+        }
+    }
+    Ok(None)
+}
+
+#[derive(Clone, Copy)]
+enum Strategy {
+    Indentation,
+    Trimmed,
+    Whitespace,
+}
+
+const STRATEGIES: [Strategy; 3] = [
+    Strategy::Indentation,
+    Strategy::Trimmed,
+    Strategy::Whitespace,
+];
+
+impl Strategy {
+    fn name(self) -> &'static str {
+        match self {
+            Strategy::Indentation => "indentation-flexible",
+            Strategy::Trimmed => "line-trimmed",
+            Strategy::Whitespace => "whitespace-normalised",
+        }
+    }
+
+    fn same(self, file: &[&str], old: &[&str]) -> bool {
+        match self {
+            Strategy::Indentation => {
+                let (fi, oi) = (min_indent(file), min_indent(old));
+                file.iter().zip(old).all(|(f, o)| {
+                    if f.trim().is_empty() && o.trim().is_empty() {
+                        return true;
+                    }
+                    strip_chars(f, fi).trim_end() == strip_chars(o, oi).trim_end()
+                })
+            }
+            Strategy::Trimmed => file.iter().zip(old).all(|(f, o)| f.trim() == o.trim()),
+            Strategy::Whitespace => file.iter().zip(old).all(|(f, o)| squash(f) == squash(o)),
+        }
+    }
+}
+
+fn line_match(
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+    strategy: Strategy,
+) -> Result<Option<Applied>, String> {
+    let file: Vec<&str> = text.split('\n').collect();
+    let old_lines = trim_blank_edges(old.split('\n').collect());
+    if old_lines.is_empty() || old_lines.len() > file.len() {
+        return Ok(None);
+    }
+    let k = old_lines.len();
+    let mut starts = Vec::new();
+    let mut i = 0;
+    while i + k <= file.len() {
+        if strategy.same(&file[i..i + k], &old_lines) {
+            starts.push(i);
+            i += k;
+        } else {
+            i += 1;
+        }
+    }
+    if starts.is_empty() {
+        return Ok(None);
+    }
+    let lines: Vec<usize> = starts.iter().map(|s| s + 1).collect();
+    if starts.len() > 1 && !replace_all {
+        return Err(ambiguous(&lines));
+    }
+    let new_lines = trim_blank_edges(new.split('\n').collect());
+    let mut result: Vec<String> = Vec::with_capacity(file.len());
+    let mut next = 0;
+    for &start in &starts {
+        result.extend(file[next..start].iter().map(|s| s.to_string()));
+        result.extend(reindent(&new_lines, &old_lines, &file[start..start + k]));
+        next = start + k;
+    }
+    result.extend(file[next..].iter().map(|s| s.to_string()));
+    Ok(Some(Applied {
+        content: result.join("\n"),
+        count: starts.len(),
+        strategy: strategy.name(),
+        line: lines[0],
+    }))
+}
+
+/// Shifts the new lines by the difference between how the model indented the old text and how
+/// the file really has it.
+fn reindent(new: &[&str], old: &[&str], file: &[&str]) -> Vec<String> {
+    let first = old.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
+    let old_indent = indent(old.get(first).copied().unwrap_or(""));
+    let file_indent = indent(file.get(first).copied().unwrap_or(""));
+    new.iter()
+        .map(|line| {
+            if line.trim().is_empty() || old_indent == file_indent {
+                return line.to_string();
+            }
+            if let Some(rest) = line.strip_prefix(old_indent) {
+                format!("{file_indent}{rest}")
+            } else if let Some(extra) = file_indent.strip_prefix(old_indent) {
+                format!("{extra}{line}")
+            } else {
+                // Less indented than the old text's first line: remove what can be removed.
+                let drop = old_indent
+                    .chars()
+                    .count()
+                    .saturating_sub(file_indent.chars().count());
+                let own = indent(line).chars().count();
+                strip_chars(line, own.min(drop)).to_string()
+            }
+        })
+        .collect()
+}
+
+fn trim_blank_edges(mut lines: Vec<&str>) -> Vec<&str> {
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let lead = lines.iter().take_while(|l| l.trim().is_empty()).count();
+    lines.drain(..lead);
+    lines
+}
+
+fn indent(line: &str) -> &str {
+    &line[..line.len() - line.trim_start().len()]
+}
+
+fn min_indent(lines: &[&str]) -> usize {
+    lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent(l).chars().count())
+        .min()
+        .unwrap_or(0)
+}
+
+fn strip_chars(line: &str, n: usize) -> &str {
+    match line.char_indices().nth(n) {
+        Some((i, _)) => &line[i..],
+        None => "",
+    }
+}
+
+fn squash(line: &str) -> String {
+    line.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// `\n`, `\t`, `\"`, `\'`, `\\` written as escapes by a model that double-encoded its text.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => {}
+            Some('"') => out.push('"'),
+            Some('\'') => out.push('\''),
+            Some('\\') => out.push('\\'),
+            Some('`') => out.push('`'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte].matches('\n').count() + 1
+}
+
+fn ambiguous(lines: &[usize]) -> String {
+    let shown: Vec<String> = lines.iter().take(10).map(usize::to_string).collect();
+    format!(
+        "oldString matches {} places (lines {}); include more surrounding lines to pick one, or set replaceAll",
+        lines.len(),
+        shown.join(", ")
+    )
+}
+
+fn not_found(text: &str, old: &str) -> String {
+    let mut message =
+        "oldString not found. Read the file again and copy the text exactly".to_string();
+    let Some(first) = old.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return message;
+    };
+    if text.len() > 2_000_000 {
+        return message;
+    }
+    let best = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let ratio = similar::TextDiff::from_chars(first, l.trim()).ratio();
+            (ratio, i + 1, l.trim())
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((ratio, line, content)) = best
+        && ratio >= 0.6
+    {
+        let content: String = content.chars().take(120).collect();
+        message.push_str(&format!(" (closest: line {line}: {content})"));
+    }
+    message
+}
+
+/// Reads a file for editing: missing files are `None`.
+pub(crate) fn read_text(abs: &std::path::Path, rel: &str) -> Result<Option<String>, String> {
+    match std::fs::read(abs) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| format!("{rel} is not UTF-8 text; it cannot be edited")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+            Err(format!("{rel} is a directory"))
+        }
+        Err(e) => Err(format!("cannot read {rel}: {e}")),
+    }
+}
+
+/// The metadata of a single-file change.
+pub(crate) fn change_meta(rel: &str, before: Option<&str>, after: &str) -> ToolMeta {
+    ToolMeta {
+        files: vec![FileChange {
+            path: rel.to_string(),
+            existed_before: before.is_some(),
+            exists_after: true,
+        }],
+        diff: Some(fsutil::unified_diff(rel, before.unwrap_or(""), after)),
+        ..ToolMeta::default()
+    }
+}

@@ -1,0 +1,194 @@
+//! `grep`: lines matching a regex (or a literal) in the project, with ripgrep's engine.
+//!
+//! Results are grouped by file, files in path order with their match counts: deterministic (the
+//! same search gives the same answer, which small models and prompt caches both like) and related
+//! files stay together. At most `MAX_LINES` lines are shown; files past that still appear with their
+//! counts, up to `MAX_FILES`, so the model sees where else to look.
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::Lossy;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::context::ToolContext;
+use crate::fsutil::{self, PathGlob};
+use crate::tool::{Access, Plan, Tool, ToolError, ToolMeta, ToolOutput};
+
+/// Matching lines shown in one call.
+pub const MAX_LINES: usize = 100;
+/// Files listed in one call.
+pub const MAX_FILES: usize = 200;
+/// Matches counted before the search stops.
+const MAX_COUNT: usize = 5000;
+/// Characters kept of a matching line.
+const LINE_CHARS: usize = 200;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GrepInput {
+    /// Regex (or text if literal)
+    pub pattern: String,
+    /// Directory or file (default: root)
+    pub path: Option<String>,
+    /// File glob, e.g. *.ts
+    pub include: Option<String>,
+    /// Match pattern as plain text
+    pub literal: Option<bool>,
+    pub ignore_case: Option<bool>,
+}
+
+pub struct Grep;
+
+impl Tool for Grep {
+    const NAME: &'static str = "grep";
+    const DESCRIPTION: &'static str =
+        "Search file contents. Returns matching lines grouped by file.";
+    type Input = GrepInput;
+
+    fn plan(&self, input: &GrepInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let resolved = ctx.resolve(input.path.as_deref().unwrap_or(""))?;
+        Ok(Plan {
+            access: vec![Access::read(Self::NAME, resolved.rel)],
+            writes: Vec::new(),
+        })
+    }
+
+    async fn run(&self, input: GrepInput, ctx: &ToolContext) -> ToolOutput {
+        let ctx = ctx.clone();
+        fsutil::blocking(move || grep(&input, &ctx)).await
+    }
+}
+
+struct FileHits {
+    rel: String,
+    count: usize,
+    lines: Vec<(u64, String)>,
+}
+
+fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
+    let resolved = match ctx.resolve(input.path.as_deref().unwrap_or("")) {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    let matcher = match RegexMatcherBuilder::new()
+        .case_insensitive(input.ignore_case.unwrap_or(false))
+        .fixed_strings(input.literal.unwrap_or(false))
+        .line_terminator(Some(b'\n'))
+        .build(&input.pattern)
+    {
+        Ok(m) => m,
+        Err(e) => {
+            return ToolOutput::error(format!(
+                "invalid regex {:?}: {e}. Set literal=true to search plain text",
+                input.pattern
+            ));
+        }
+    };
+    let include = match input.include.as_deref().map(PathGlob::new).transpose() {
+        Ok(i) => i,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut files: Vec<FileHits> = Vec::new();
+    let mut shown = 0usize;
+    let mut counted = 0usize;
+    for entry in fsutil::walker(&resolved.abs, None) {
+        if ctx.cancel.is_cancelled() {
+            return ToolOutput::error("cancelled");
+        }
+        if counted >= MAX_COUNT {
+            break;
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry
+            .file_type()
+            .is_some_and(|t| t.is_file() || t.is_symlink())
+        {
+            continue;
+        }
+        if !fsutil::entry_inside(ctx.boundary(), &entry) {
+            continue;
+        }
+        let Ok(real) = std::fs::canonicalize(entry.path()) else {
+            continue;
+        };
+        if !real.is_file() {
+            continue;
+        }
+        let Some(rel) = ctx.boundary().relative(entry.path()) else {
+            continue;
+        };
+        if ctx.is_secret(&rel) {
+            continue;
+        }
+        if let Some(include) = &include {
+            let below = entry
+                .path()
+                .strip_prefix(&resolved.abs)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_else(|_| rel.clone());
+            let below = if below.is_empty() { rel.clone() } else { below };
+            if !include.is_match(&below) {
+                continue;
+            }
+        }
+        let mut hits = FileHits {
+            rel,
+            count: 0,
+            lines: Vec::new(),
+        };
+        let result = searcher.search_path(
+            &matcher,
+            &real,
+            Lossy(|line_no, line| {
+                hits.count += 1;
+                counted += 1;
+                if shown < MAX_LINES {
+                    shown += 1;
+                    hits.lines.push((line_no, clip_line(line)));
+                }
+                Ok(counted < MAX_COUNT)
+            }),
+        );
+        if result.is_ok() && hits.count > 0 {
+            files.push(hits);
+        }
+    }
+    render(&files, counted, input)
+}
+
+fn clip_line(line: &str) -> String {
+    let line = line.trim();
+    if line.chars().count() <= LINE_CHARS {
+        return line.to_string();
+    }
+    let kept: String = line.chars().take(LINE_CHARS).collect();
+    format!("{kept}…")
+}
+
+fn render(files: &[FileHits], counted: usize, input: &GrepInput) -> ToolOutput {
+    if files.is_empty() {
+        return ToolOutput::ok(format!("no matches for {}", input.pattern));
+    }
+    let more = if counted >= MAX_COUNT { "+" } else { "" };
+    let mut out = format!("{counted}{more} matches in {} files\n", files.len());
+    for file in files.iter().take(MAX_FILES) {
+        out.push_str(&format!("{} ({})\n", file.rel, file.count));
+        for (line_no, text) in &file.lines {
+            out.push_str(&format!("  {line_no}: {text}\n"));
+        }
+    }
+    let shown: usize = files.iter().map(|f| f.lines.len()).sum();
+    let mut meta = ToolMeta::default();
+    if shown < counted || files.len() > MAX_FILES {
+        out.push_str(&format!(
+            "({shown} of {counted}{more} matching lines shown; narrow with path or include)\n"
+        ));
+        meta.truncated = true;
+    }
+    ToolOutput::ok(out).with_meta(meta)
+}

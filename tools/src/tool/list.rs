@@ -1,0 +1,98 @@
+//! `list`: a directory tree that honours ignore files, capped.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::context::ToolContext;
+use crate::fsutil;
+use crate::tool::{Access, Plan, Tool, ToolError, ToolMeta, ToolOutput};
+
+/// Entries shown in one call.
+pub const MAX_ENTRIES: usize = 400;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Directory (default: project root)
+    pub path: Option<String>,
+    /// Max depth
+    pub depth: Option<usize>,
+}
+
+pub struct List;
+
+impl Tool for List {
+    const NAME: &'static str = "list";
+    const DESCRIPTION: &'static str = "List a directory as a tree (ignored files skipped).";
+    type Input = ListInput;
+
+    fn plan(&self, input: &ListInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let resolved = ctx.resolve(input.path.as_deref().unwrap_or(""))?;
+        Ok(Plan {
+            access: vec![Access::read(Self::NAME, resolved.rel)],
+            writes: Vec::new(),
+        })
+    }
+
+    async fn run(&self, input: ListInput, ctx: &ToolContext) -> ToolOutput {
+        let ctx = ctx.clone();
+        fsutil::blocking(move || list(&input, &ctx)).await
+    }
+}
+
+fn list(input: &ListInput, ctx: &ToolContext) -> ToolOutput {
+    let resolved = match ctx.resolve(input.path.as_deref().unwrap_or("")) {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    if !resolved.abs.is_dir() {
+        let what = if resolved.abs.exists() {
+            "is not a directory; use read"
+        } else {
+            "does not exist"
+        };
+        return ToolOutput::error(format!("{} {what}", resolved.rel));
+    }
+    let mut out = String::new();
+    let mut shown = 0usize;
+    let mut capped = false;
+    for entry in fsutil::walker(&resolved.abs, input.depth.map(|d| d.max(1))) {
+        if ctx.cancel.is_cancelled() {
+            return ToolOutput::error("cancelled");
+        }
+        let Ok(entry) = entry else { continue };
+        if entry.depth() == 0 {
+            continue;
+        }
+        if shown >= MAX_ENTRIES {
+            capped = true;
+            break;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let indent = "  ".repeat(entry.depth() - 1);
+        let suffix = if entry.path_is_symlink() {
+            if fsutil::entry_inside(ctx.boundary(), &entry) {
+                "@"
+            } else {
+                "@ (link outside the project)"
+            }
+        } else if entry.file_type().is_some_and(|t| t.is_dir()) {
+            "/"
+        } else {
+            ""
+        };
+        out.push_str(&format!("{indent}{name}{suffix}\n"));
+        shown += 1;
+    }
+    if shown == 0 {
+        return ToolOutput::ok(format!("{} is empty", resolved.rel));
+    }
+    let mut meta = ToolMeta::default();
+    if capped {
+        out.push_str(&format!(
+            "(stopped at {MAX_ENTRIES} entries; list a subdirectory or use glob)\n"
+        ));
+        meta.truncated = true;
+    }
+    ToolOutput::ok(out).with_meta(meta)
+}
