@@ -1,0 +1,718 @@
+//! Anthropic Messages over SSE, with extended and adaptive thinking. Signed thinking blocks are
+//! sent back unchanged and in order with the tool results of the same turn.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::Provider;
+use crate::config::ProviderConfig;
+use crate::error::{ProviderError, looks_like_context_overflow};
+use crate::event::{FinishReason, StreamEvent, Usage};
+use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::model::{Capabilities, ModelCache, ModelInfo};
+use crate::ollama::preview;
+use crate::request::{
+    AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Message, ReasoningLevel, ToolCall,
+};
+
+/// The `anthropic-version` header every request carries.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Thinking budget for a reasoning level (DESIGN §4): 2048 / 8192 / 16384 tokens, none when off.
+pub fn anthropic_thinking_budget(level: ReasoningLevel) -> Option<u32> {
+    match level {
+        ReasoningLevel::Off => None,
+        ReasoningLevel::Low => Some(2048),
+        ReasoningLevel::Medium => Some(8192),
+        ReasoningLevel::High => Some(16384),
+    }
+}
+
+/// Anthropic's Messages API.
+#[derive(Clone)]
+pub struct AnthropicProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: Arc<Transport>,
+    models: ModelCache,
+}
+
+impl AnthropicProvider {
+    pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
+        Ok(AnthropicProvider {
+            inner: Arc::new(Inner {
+                transport: Transport::new(config)?,
+                models: ModelCache::default(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.transport.config.base())
+    }
+
+    fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
+        match &self.transport.config.api_key {
+            Some(key) => builder.header("x-api-key", key),
+            None => builder,
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let mut models = Vec::new();
+        let mut after: Option<String> = None;
+        // Pages of up to 1000; a bound keeps a looping server from holding us forever.
+        for _ in 0..20 {
+            let mut url = self.url("/v1/models?limit=1000");
+            if let Some(after) = &after {
+                url.push_str("&after_id=");
+                url.push_str(after);
+            }
+            let body = self
+                .transport
+                .fetch_json(
+                    || self.authorized(self.transport.client.get(&url)),
+                    "",
+                    parse_error,
+                )
+                .await?;
+            if let Some(data) = body["data"].as_array() {
+                models.extend(data.iter().filter_map(model_from_entry));
+            }
+            match (body["has_more"].as_bool(), body["last_id"].as_str()) {
+                (Some(true), Some(last)) => after = Some(last.to_owned()),
+                _ => break,
+            }
+        }
+        self.models.put(models.clone());
+        Ok(models)
+    }
+
+    async fn model_info(&self, id: &str) -> Option<ModelInfo> {
+        if !self.models.is_fresh() && self.list().await.is_err() {
+            self.models.put(Vec::new());
+        }
+        self.models.find(id)
+    }
+
+    fn body(&self, request: &ChatRequest, info: &Capabilities) -> Value {
+        let config = &self.transport.config;
+        let mut max_tokens = request
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        let mut body = Map::new();
+        body.insert("model".into(), request.model.clone().into());
+        let budget = anthropic_thinking_budget(request.reasoning).filter(|_| info.thinking);
+        if let Some(budget) = budget {
+            // The answer keeps its own room: max_tokens grows by the thinking budget.
+            max_tokens = max_tokens.saturating_add(budget);
+        }
+        body.insert("max_tokens".into(), max_tokens.into());
+        body.insert("stream".into(), Value::Bool(true));
+        if let Some(system) = &request.system {
+            body.insert("system".into(), system.clone().into());
+        }
+        match budget {
+            Some(_) if info.adaptive_thinking => {
+                body.insert("thinking".into(), json!({"type": "adaptive"}));
+                body.insert(
+                    "output_config".into(),
+                    json!({"effort": request.reasoning.as_str()}),
+                );
+            }
+            Some(budget) => {
+                body.insert(
+                    "thinking".into(),
+                    json!({"type": "enabled", "budget_tokens": budget}),
+                );
+            }
+            // Thinking fixes the temperature; only without it may one be sent.
+            None => {
+                if let Some(t) = request.temperature.or(config.temperature) {
+                    body.insert("temperature".into(), json!(t));
+                }
+            }
+        }
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            body.insert("tool_choice".into(), json!({"type": "auto"}));
+        }
+        body.insert("messages".into(), Value::Array(messages(request)));
+        Value::Object(body)
+    }
+}
+
+fn messages(request: &ChatRequest) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(request.messages.len());
+    // Tool results of one assistant turn go together in a single user message.
+    let mut results: Vec<Value> = Vec::new();
+    for message in &request.messages {
+        if let Message::ToolResult(result) = message {
+            let mut block = json!({"type": "tool_result", "tool_use_id": result.call_id,
+                "content": result.content});
+            if result.is_error {
+                block["is_error"] = Value::Bool(true);
+            }
+            results.push(block);
+            continue;
+        }
+        if !results.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+        }
+        match message {
+            Message::User { text, images } if images.is_empty() => {
+                out.push(json!({"role": "user", "content": text}));
+            }
+            Message::User { text, images } => {
+                let mut content: Vec<Value> = images
+                    .iter()
+                    .map(|i| {
+                        json!({"type": "image", "source": {"type": "base64",
+                        "media_type": i.media_type, "data": i.data_base64}})
+                    })
+                    .collect();
+                content.push(json!({"type": "text", "text": text}));
+                out.push(json!({"role": "user", "content": content}));
+            }
+            Message::Assistant { parts } => {
+                let content: Vec<Value> = parts.iter().filter_map(assistant_block).collect();
+                if !content.is_empty() {
+                    out.push(json!({"role": "assistant", "content": content}));
+                }
+            }
+            Message::ToolResult(_) => {}
+        }
+    }
+    if !results.is_empty() {
+        out.push(json!({"role": "user", "content": results}));
+    }
+    out
+}
+
+/// One assistant part as a content block, exactly as it streamed. Reasoning without a signature
+/// (from another provider) cannot be replayed and is left out.
+fn assistant_block(part: &AssistantPart) -> Option<Value> {
+    match part {
+        AssistantPart::Text { text, .. } if text.is_empty() => None,
+        AssistantPart::Text { text, .. } => Some(json!({"type": "text", "text": text})),
+        AssistantPart::Reasoning {
+            text,
+            signature: Some(signature),
+        } => Some(json!({"type": "thinking", "thinking": text, "signature": signature})),
+        AssistantPart::Reasoning {
+            signature: None, ..
+        } => None,
+        AssistantPart::RedactedReasoning { data } => {
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
+        AssistantPart::ToolCall(call) => {
+            let input = if call.arguments.is_object() {
+                call.arguments.clone()
+            } else {
+                json!({})
+            };
+            Some(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}))
+        }
+    }
+}
+
+fn name_suggests_thinking(id: &str) -> bool {
+    id.contains("claude-3-7")
+        || [
+            "claude-opus-4",
+            "claude-sonnet-4",
+            "claude-haiku-4",
+            "claude-4",
+        ]
+        .iter()
+        .any(|p| id.starts_with(p))
+}
+
+fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
+    let id = entry["id"].as_str()?.to_owned();
+    let caps = &entry["capabilities"];
+    let capabilities = if caps.is_object() {
+        Capabilities {
+            tools: true,
+            thinking: caps["thinking"]["supported"].as_bool().unwrap_or(false),
+            vision: caps["image_input"]["supported"].as_bool().unwrap_or(false),
+            adaptive_thinking: caps["thinking"]["types"]["adaptive"]["supported"]
+                .as_bool()
+                .unwrap_or(false),
+        }
+    } else {
+        // Older lists say nothing: every current Claude takes tools and images.
+        Capabilities {
+            tools: true,
+            thinking: name_suggests_thinking(&id),
+            vision: true,
+            adaptive_thinking: false,
+        }
+    };
+    Some(ModelInfo {
+        display_name: entry["display_name"].as_str().map(str::to_owned),
+        context_window: entry["max_input_tokens"].as_u64(),
+        max_output_tokens: entry["max_tokens"].as_u64(),
+        capabilities,
+        prices: None,
+        id,
+    })
+}
+
+/// `{"type":"error","error":{"type":"…","message":"…"}}`.
+fn parse_error(body: &[u8]) -> Option<(Option<String>, String)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    let message = error["message"].as_str()?.to_owned();
+    Some((error["type"].as_str().map(str::to_owned), message))
+}
+
+impl Provider for AnthropicProvider {
+    fn config(&self) -> &ProviderConfig {
+        &self.inner.transport.config
+    }
+
+    fn stream(&self, request: ChatRequest) -> EventStream {
+        let inner = self.inner.clone();
+        let model = request.model.clone();
+        let request = Arc::new(request);
+        run_stream(
+            self.inner.transport.clone(),
+            model,
+            Framing::Sse,
+            parse_error,
+            Box::new(move || {
+                let inner = inner.clone();
+                let request = request.clone();
+                async move {
+                    let capabilities = if request.reasoning == ReasoningLevel::Off {
+                        Capabilities::default()
+                    } else {
+                        match inner.model_info(&request.model).await {
+                            Some(info) => info.capabilities,
+                            None => Capabilities {
+                                thinking: name_suggests_thinking(&request.model),
+                                ..Capabilities::default()
+                            },
+                        }
+                    };
+                    let body = inner.body(&request, &capabilities);
+                    let http = inner
+                        .authorized(inner.transport.client.post(inner.url("/v1/messages")))
+                        .json(&body);
+                    Ok((
+                        http,
+                        AnthropicDecoder::new(inner.transport.name().to_owned()),
+                    ))
+                }
+                .boxed()
+            }),
+        )
+    }
+
+    fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
+        let inner = self.inner.clone();
+        async move { inner.list().await }.boxed()
+    }
+}
+
+/// Decodes Messages stream events.
+pub(crate) struct AnthropicDecoder {
+    provider: String,
+    blocks: Vec<Block>,
+    usage: Usage,
+    stop_reason: Option<String>,
+    done: bool,
+}
+
+enum Block {
+    Text,
+    Thinking {
+        signature: Option<String>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    /// Server tools and block types Totem does not use.
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(borrow, default)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(default)]
+    content_block: Option<Value>,
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl AnthropicDecoder {
+    pub(crate) fn new(provider: String) -> Self {
+        AnthropicDecoder {
+            provider,
+            blocks: Vec::new(),
+            usage: Usage::default(),
+            stop_reason: None,
+            done: false,
+        }
+    }
+
+    fn merge_usage(&mut self, usage: WireUsage) {
+        // message_delta counts are cumulative: each one replaces what came before.
+        if let Some(n) = usage.input_tokens {
+            self.usage.input_tokens = n;
+        }
+        if let Some(n) = usage.output_tokens {
+            self.usage.output_tokens = n;
+        }
+        if let Some(n) = usage.cache_creation_input_tokens {
+            self.usage.cache_write_tokens = n;
+        }
+        if let Some(n) = usage.cache_read_input_tokens {
+            self.usage.cache_read_tokens = n;
+        }
+    }
+
+    fn block(&mut self, index: Option<usize>) -> Option<&mut Block> {
+        self.blocks.get_mut(index?)
+    }
+}
+
+impl Decoder for AnthropicDecoder {
+    fn feed(
+        &mut self,
+        _event: &str,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        let event: WireEvent<'_> =
+            serde_json::from_slice(data).map_err(|e| ProviderError::Malformed {
+                provider: self.provider.clone(),
+                message: format!("invalid event ({e}): {}", preview(data)),
+            })?;
+        match &*event.kind {
+            "content_block_delta" => {
+                let Some(delta) = event.delta else {
+                    return Ok(());
+                };
+                match delta.kind.as_deref() {
+                    Some("text_delta") => {
+                        if let Some(text) = delta.text
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::TextDelta {
+                                text: text.into_owned(),
+                            });
+                        }
+                    }
+                    Some("thinking_delta") => {
+                        if let Some(text) = delta.thinking
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::ReasoningDelta {
+                                text: text.into_owned(),
+                            });
+                        }
+                    }
+                    Some("signature_delta") => {
+                        if let Some(Block::Thinking { signature }) = self.block(event.index) {
+                            *signature = delta.signature;
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        if let Some(Block::ToolUse { json, .. }) = self.block(event.index)
+                            && let Some(partial) = delta.partial_json
+                        {
+                            json.push_str(&partial);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_start" => {
+                let block = event.content_block.unwrap_or(Value::Null);
+                let state = match block["type"].as_str() {
+                    Some("text") => {
+                        // A block may open with text already in it.
+                        if let Some(text) = block["text"].as_str()
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::TextDelta {
+                                text: text.to_owned(),
+                            });
+                        }
+                        Block::Text
+                    }
+                    Some("thinking") => {
+                        if let Some(text) = block["thinking"].as_str()
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::ReasoningDelta {
+                                text: text.to_owned(),
+                            });
+                        } else {
+                            // An empty thinking block (display "omitted") still needs its own part.
+                            out.push(StreamEvent::ReasoningDelta {
+                                text: String::new(),
+                            });
+                        }
+                        Block::Thinking {
+                            signature: block["signature"]
+                                .as_str()
+                                .filter(|s| !s.is_empty())
+                                .map(str::to_owned),
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        out.push(StreamEvent::RedactedReasoning {
+                            data: block["data"].as_str().unwrap_or_default().to_owned(),
+                        });
+                        Block::Other
+                    }
+                    Some("tool_use") => Block::ToolUse {
+                        id: block["id"].as_str().unwrap_or_default().to_owned(),
+                        name: block["name"].as_str().unwrap_or_default().to_owned(),
+                        json: String::new(),
+                    },
+                    _ => Block::Other,
+                };
+                let index = event.index.unwrap_or(self.blocks.len());
+                if index > 4096 {
+                    return Err(ProviderError::Malformed {
+                        provider: self.provider.clone(),
+                        message: format!("content block index {index} is implausible"),
+                    });
+                }
+                if self.blocks.len() <= index {
+                    self.blocks.resize_with(index + 1, || Block::Other);
+                }
+                self.blocks[index] = state;
+            }
+            "content_block_stop" => {
+                let Some(index) = event.index else {
+                    return Ok(());
+                };
+                let block = self
+                    .blocks
+                    .get_mut(index)
+                    .map(|b| std::mem::replace(b, Block::Other));
+                match block {
+                    Some(Block::Text) => out.push(StreamEvent::PartEnd { signature: None }),
+                    Some(Block::Thinking { signature }) => {
+                        out.push(StreamEvent::PartEnd { signature });
+                    }
+                    Some(Block::ToolUse { id, name, json }) => {
+                        let arguments = if json.trim().is_empty() {
+                            Value::Object(Map::new())
+                        } else {
+                            serde_json::from_str(&json).unwrap_or(Value::String(json))
+                        };
+                        out.push(StreamEvent::ToolCall(ToolCall {
+                            id,
+                            name,
+                            arguments,
+                            signature: None,
+                        }));
+                    }
+                    Some(Block::Other) | None => {}
+                }
+            }
+            "message_start" => {
+                if let Some(usage) = event.message.and_then(|m| m.usage) {
+                    self.merge_usage(usage);
+                    out.push(StreamEvent::Usage(self.usage));
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = event.usage {
+                    self.merge_usage(usage);
+                    out.push(StreamEvent::Usage(self.usage));
+                }
+            }
+            "message_stop" => {
+                self.done = true;
+                let reason = match self.stop_reason.as_deref() {
+                    Some("end_turn" | "stop_sequence") | None => FinishReason::Stop,
+                    Some("tool_use") => FinishReason::ToolCalls,
+                    Some("max_tokens") => FinishReason::Length,
+                    Some("refusal") => FinishReason::ContentFilter,
+                    Some("model_context_window_exceeded") => FinishReason::ContextWindow,
+                    Some(other) => FinishReason::Other(other.to_owned()),
+                };
+                out.push(StreamEvent::Finish(reason));
+            }
+            "error" => {
+                let error = event.error.unwrap_or(WireError {
+                    kind: None,
+                    message: None,
+                });
+                let message = error.message.unwrap_or_else(|| "unknown error".into());
+                return Err(
+                    if looks_like_context_overflow(error.kind.as_deref(), &message) {
+                        ProviderError::ContextOverflow {
+                            provider: self.provider.clone(),
+                            message,
+                            needed: None,
+                            limit: None,
+                        }
+                    } else {
+                        ProviderError::Stream {
+                            provider: self.provider.clone(),
+                            code: error.kind,
+                            message,
+                        }
+                    },
+                );
+            }
+            // ping and anything newer.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        if self.done {
+            Ok(())
+        } else {
+            Err(ProviderError::StreamBroken {
+                provider: self.provider.clone(),
+                message: "the body ended before message_stop".into(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_follow_the_design() {
+        assert_eq!(anthropic_thinking_budget(ReasoningLevel::Off), None);
+        assert_eq!(anthropic_thinking_budget(ReasoningLevel::Low), Some(2048));
+        assert_eq!(
+            anthropic_thinking_budget(ReasoningLevel::Medium),
+            Some(8192)
+        );
+        assert_eq!(anthropic_thinking_budget(ReasoningLevel::High), Some(16384));
+    }
+
+    #[test]
+    fn tool_results_of_one_turn_share_a_user_message() {
+        let request = ChatRequest {
+            messages: vec![
+                Message::user("go"),
+                Message::Assistant {
+                    parts: vec![
+                        AssistantPart::Reasoning {
+                            text: "t".into(),
+                            signature: Some("S".into()),
+                        },
+                        AssistantPart::ToolCall(ToolCall {
+                            id: "a".into(),
+                            name: "f".into(),
+                            arguments: json!({}),
+                            signature: None,
+                        }),
+                    ],
+                },
+                Message::ToolResult(crate::ToolResult {
+                    call_id: "a".into(),
+                    tool_name: "f".into(),
+                    content: "1".into(),
+                    is_error: false,
+                }),
+                Message::ToolResult(crate::ToolResult {
+                    call_id: "b".into(),
+                    tool_name: "f".into(),
+                    content: "2".into(),
+                    is_error: true,
+                }),
+            ],
+            ..ChatRequest::default()
+        };
+        let m = messages(&request);
+        assert_eq!(m.len(), 3);
+        assert_eq!(
+            m[1]["content"][0],
+            json!({"type":"thinking","thinking":"t","signature":"S"})
+        );
+        assert_eq!(m[2]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(m[2]["content"][1]["is_error"], json!(true));
+    }
+}

@@ -1,0 +1,249 @@
+//! Every way a provider call can fail, typed so the run loop can decide: retry, compact, or tell
+//! the user. Each variant keeps the provider's own message.
+
+use std::time::Duration;
+
+/// Which wait ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutPhase {
+    /// Opening the TCP/TLS connection.
+    Connect,
+    /// Waiting for the response headers.
+    Response,
+    /// Waiting for the next chunk of a streaming body.
+    BetweenChunks,
+}
+
+impl std::fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::Connect => "connecting",
+            TimeoutPhase::Response => "waiting for the response",
+            TimeoutPhase::BetweenChunks => "waiting for the next chunk of the stream",
+        })
+    }
+}
+
+/// A failed provider call. `provider` is the configured provider name; `message` is the
+/// provider's own words where it gave any.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("cannot reach provider {provider} at {url}: {message}; is the server running?")]
+    Connect {
+        provider: String,
+        url: String,
+        message: String,
+    },
+    #[error("provider {provider} timed out after {after:?} {phase}")]
+    Timeout {
+        provider: String,
+        phase: TimeoutPhase,
+        after: Duration,
+    },
+    #[error("provider {provider} is rate limiting (HTTP {status}): {message}")]
+    RateLimited {
+        provider: String,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("provider {provider} is overloaded (HTTP {status}): {message}")]
+    Overloaded {
+        provider: String,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("provider {provider} had a server error (HTTP {status}): {message}")]
+    Server {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error(
+        "provider {provider} refused the credentials (HTTP {status}): {message}; check its API key"
+    )]
+    Auth {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("provider {provider} refused payment (HTTP {status}): {message}")]
+    Billing {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    #[error("provider {provider} does not know model {model}: {message}")]
+    ModelNotFound {
+        provider: String,
+        model: String,
+        message: String,
+    },
+    /// The request does not fit the model's context: compact the conversation and try again.
+    /// `needed`/`limit` are token counts where known (always set by Ollama's `num_ctx` sizing).
+    #[error("the request does not fit the context window of provider {provider}: {message}")]
+    ContextOverflow {
+        provider: String,
+        message: String,
+        needed: Option<u64>,
+        limit: Option<u64>,
+    },
+    #[error("provider {provider} rejected the request (HTTP {status}): {message}")]
+    InvalidRequest {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    /// The provider reported an error inside a stream that had started.
+    #[error("provider {provider} reported an error mid-stream: {message}")]
+    Stream {
+        provider: String,
+        /// The provider's error type or code, when it gave one (`overloaded_error`, `500`…).
+        code: Option<String>,
+        message: String,
+    },
+    /// The connection closed before the answer was complete.
+    #[error("the stream from provider {provider} broke before the answer was complete: {message}")]
+    StreamBroken { provider: String, message: String },
+    /// A chunk could not be understood.
+    #[error("provider {provider} sent a malformed chunk: {message}")]
+    Malformed { provider: String, message: String },
+    /// Something is wrong in Totem's configuration for this provider.
+    #[error("provider {provider} is misconfigured: {message}")]
+    Config { provider: String, message: String },
+}
+
+impl ProviderError {
+    /// Worth retrying with backoff, provided nothing has been streamed yet.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Connect { .. }
+            | ProviderError::Timeout { .. }
+            | ProviderError::RateLimited { .. }
+            | ProviderError::Overloaded { .. }
+            | ProviderError::Server { .. }
+            | ProviderError::StreamBroken { .. }
+            | ProviderError::Malformed { .. } => true,
+            ProviderError::Stream { code, .. } => code.as_deref().is_some_and(is_transient_code),
+            _ => false,
+        }
+    }
+
+    /// The wait the provider asked for before the next attempt.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. }
+            | ProviderError::Overloaded { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// True when the conversation should be compacted before another try.
+    pub fn is_context_overflow(&self) -> bool {
+        matches!(self, ProviderError::ContextOverflow { .. })
+    }
+}
+
+/// Error codes a provider uses mid-stream for a failure that a new attempt may not meet.
+fn is_transient_code(code: &str) -> bool {
+    matches!(
+        code,
+        "overloaded_error"
+            | "api_error"
+            | "rate_limit_error"
+            | "timeout_error"
+            | "server_error"
+            | "internal_error"
+            | "UNAVAILABLE"
+            | "INTERNAL"
+            | "RESOURCE_EXHAUSTED"
+            | "DEADLINE_EXCEEDED"
+            | "429"
+            | "500"
+            | "502"
+            | "503"
+            | "504"
+            | "529"
+    )
+}
+
+/// Words providers use for an over-long prompt, across dialects.
+pub(crate) fn looks_like_context_overflow(code: Option<&str>, message: &str) -> bool {
+    if matches!(
+        code,
+        Some("context_length_exceeded" | "exceed_context_size_error")
+    ) {
+        return true;
+    }
+    let lower = message.to_ascii_lowercase();
+    lower.contains("prompt is too long")
+        || lower.contains("context length")
+        || lower.contains("context_length")
+        || lower.contains("context size")
+        || lower.contains("context window")
+        || lower.contains("maximum context")
+        || (lower.contains("input token count") && lower.contains("exceeds"))
+        || lower.contains("too many tokens")
+}
+
+/// Maps an HTTP error status and the provider's message to a typed error.
+pub(crate) fn from_status(
+    provider: &str,
+    model: &str,
+    status: u16,
+    code: Option<&str>,
+    message: String,
+    retry_after: Option<Duration>,
+) -> ProviderError {
+    let provider = provider.to_owned();
+    if looks_like_context_overflow(code, &message)
+        && (status == 400 || status == 413 || status >= 500)
+    {
+        return ProviderError::ContextOverflow {
+            provider,
+            message,
+            needed: None,
+            limit: None,
+        };
+    }
+    match status {
+        401 | 403 => ProviderError::Auth {
+            provider,
+            status,
+            message,
+        },
+        402 => ProviderError::Billing {
+            provider,
+            status,
+            message,
+        },
+        404 => ProviderError::ModelNotFound {
+            provider,
+            model: model.to_owned(),
+            message,
+        },
+        429 => ProviderError::RateLimited {
+            provider,
+            status,
+            message,
+            retry_after,
+        },
+        503 | 529 => ProviderError::Overloaded {
+            provider,
+            status,
+            message,
+            retry_after,
+        },
+        s if s >= 500 => ProviderError::Server {
+            provider,
+            status,
+            message,
+        },
+        _ => ProviderError::InvalidRequest {
+            provider,
+            status,
+            message,
+        },
+    }
+}

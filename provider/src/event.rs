@@ -1,0 +1,205 @@
+//! What a provider's stream yields, normalized across providers, and the accumulator that folds
+//! a stream into a finished assistant turn.
+
+use serde::{Deserialize, Serialize};
+
+use crate::request::{AssistantPart, ToolCall};
+
+/// One normalized event of a model's answer.
+///
+/// Parts are delimited implicitly: consecutive deltas of one kind extend the same part, a delta of
+/// another kind (or a tool call) starts a new one, and [`StreamEvent::PartEnd`] closes the part being
+/// streamed, attaching the opaque data that must round-trip with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum StreamEvent {
+    TextDelta {
+        text: String,
+    },
+    ReasoningDelta {
+        text: String,
+    },
+    /// Closes the current text or reasoning part. `signature` (Anthropic thinking signature, Gemini
+    /// `thoughtSignature`) belongs to that part and must be sent back with it, byte for byte.
+    PartEnd {
+        signature: Option<String>,
+    },
+    /// A whole block of encrypted reasoning (Anthropic `redacted_thinking`).
+    RedactedReasoning {
+        data: String,
+    },
+    /// A complete tool call; arguments are parsed once the call is whole.
+    ToolCall(ToolCall),
+    /// Token counts so far for this answer. A later `Usage` replaces an earlier one.
+    Usage(Usage),
+    Finish(FinishReason),
+}
+
+/// Token counts as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Prompt tokens not served from a cache.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache (OpenAI `cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_tokens: u64,
+    /// Reasoning tokens, where reported separately; already included in `output_tokens`.
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Every prompt token, cached or not.
+    pub fn total_input(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FinishReason {
+    /// The model finished its answer.
+    Stop,
+    /// The model wants its tool calls run (also reported when a provider says "stop" after calls).
+    ToolCalls,
+    /// The output token limit was reached.
+    Length,
+    /// The context window is full (Anthropic `model_context_window_exceeded`).
+    ContextWindow,
+    /// Blocked by the provider's filter (OpenAI `content_filter`, Gemini `SAFETY`, Anthropic `refusal`…).
+    ContentFilter,
+    /// Anything else, with the provider's own word for it.
+    Other(String),
+}
+
+/// A finished answer: what [`crate::Provider::complete`] returns and what [`TurnBuilder`] builds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    pub parts: Vec<AssistantPart>,
+    pub usage: Option<Usage>,
+    pub finish: Option<FinishReason>,
+}
+
+impl Completion {
+    /// All text parts joined.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            if let AssistantPart::Text { text, .. } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// All reasoning text joined.
+    pub fn reasoning(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            if let AssistantPart::Reasoning { text, .. } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// The tool calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.parts.iter().filter_map(|part| match part {
+            AssistantPart::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+}
+
+/// Folds [`StreamEvent`]s into the parts of an assistant turn, in the order they streamed, keeping
+/// every signature attached to its part. Use it to build the `Message::Assistant` sent back next turn.
+#[derive(Debug, Default)]
+pub struct TurnBuilder {
+    completion: Completion,
+    /// The last part is still open for deltas.
+    open: bool,
+}
+
+impl TurnBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::TextDelta { text } => {
+                if self.open
+                    && let Some(AssistantPart::Text { text: current, .. }) =
+                        self.completion.parts.last_mut()
+                {
+                    current.push_str(&text);
+                    return;
+                }
+                self.completion.parts.push(AssistantPart::Text {
+                    text,
+                    signature: None,
+                });
+                self.open = true;
+            }
+            StreamEvent::ReasoningDelta { text } => {
+                if self.open
+                    && let Some(AssistantPart::Reasoning { text: current, .. }) =
+                        self.completion.parts.last_mut()
+                {
+                    current.push_str(&text);
+                    return;
+                }
+                self.completion.parts.push(AssistantPart::Reasoning {
+                    text,
+                    signature: None,
+                });
+                self.open = true;
+            }
+            StreamEvent::PartEnd { signature } => {
+                if self.open
+                    && let Some(
+                        AssistantPart::Text {
+                            signature: slot, ..
+                        }
+                        | AssistantPart::Reasoning {
+                            signature: slot, ..
+                        },
+                    ) = self.completion.parts.last_mut()
+                {
+                    *slot = signature;
+                } else if let Some(signature) = signature {
+                    // A signature with nothing open before it: keep it on an empty text part so
+                    // it still goes back in position.
+                    self.completion.parts.push(AssistantPart::Text {
+                        text: String::new(),
+                        signature: Some(signature),
+                    });
+                }
+                self.open = false;
+            }
+            StreamEvent::RedactedReasoning { data } => {
+                self.completion
+                    .parts
+                    .push(AssistantPart::RedactedReasoning { data });
+                self.open = false;
+            }
+            StreamEvent::ToolCall(call) => {
+                self.completion.parts.push(AssistantPart::ToolCall(call));
+                self.open = false;
+            }
+            StreamEvent::Usage(usage) => self.completion.usage = Some(usage),
+            StreamEvent::Finish(reason) => self.completion.finish = Some(reason),
+        }
+    }
+
+    /// The turn so far (also usable after an error, to keep what did stream).
+    pub fn finish(self) -> Completion {
+        self.completion
+    }
+}

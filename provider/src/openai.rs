@@ -1,0 +1,690 @@
+//! OpenAI-compatible chat completions over SSE: OpenAI, OpenRouter, LM Studio, llama.cpp, vLLM.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::Provider;
+use crate::config::ProviderConfig;
+use crate::error::{ProviderError, looks_like_context_overflow};
+use crate::event::{FinishReason, StreamEvent, Usage};
+use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::model::{Capabilities, ModelCache, ModelInfo, Prices, per_token_to_per_million};
+use crate::ollama::preview;
+use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
+
+/// A server speaking OpenAI chat completions. The base URL includes the version path.
+#[derive(Clone)]
+pub struct OpenAiProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    transport: Arc<Transport>,
+    models: ModelCache,
+}
+
+impl OpenAiProvider {
+    pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
+        Ok(OpenAiProvider {
+            inner: Arc::new(Inner {
+                transport: Transport::new(config)?,
+                models: ModelCache::default(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.transport.config.base())
+    }
+
+    fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.transport.config.api_key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let url = self.url("/models");
+        let body = self
+            .transport
+            .fetch_json(
+                || self.authorized(self.transport.client.get(&url)),
+                "",
+                parse_error,
+            )
+            .await?;
+        let models: Vec<ModelInfo> = body["data"]
+            .as_array()
+            .map(|data| data.iter().filter_map(model_from_entry).collect())
+            .unwrap_or_default();
+        self.models.put(models.clone());
+        Ok(models)
+    }
+
+    /// What the catalogue says about a model; listed once per cache lifetime.
+    async fn model_info(&self, id: &str) -> Option<ModelInfo> {
+        if !self.models.is_fresh() && self.list().await.is_err() {
+            self.models.put(Vec::new());
+        }
+        self.models.find(id)
+    }
+
+    fn body(&self, request: &ChatRequest, thinks: bool) -> Value {
+        let config = &self.transport.config;
+        let mut body = Map::new();
+        body.insert("model".into(), request.model.clone().into());
+        body.insert("stream".into(), Value::Bool(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        body.insert("messages".into(), Value::Array(messages(request)));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+            body.insert("tool_choice".into(), "auto".into());
+        }
+        if let Some(t) = request.temperature.or(config.temperature) {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(max) = request.max_output_tokens {
+            // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`).
+            let key = if config.base_url.contains("api.openai.com") {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            body.insert(key.into(), max.into());
+        }
+        if thinks && request.reasoning != ReasoningLevel::Off {
+            body.insert("reasoning_effort".into(), request.reasoning.as_str().into());
+        }
+        Value::Object(body)
+    }
+}
+
+fn messages(request: &ChatRequest) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        out.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        match message {
+            Message::User { text, images } if images.is_empty() => {
+                out.push(json!({"role": "user", "content": text}));
+            }
+            Message::User { text, images } => {
+                let mut content = vec![json!({"type": "text", "text": text})];
+                for image in images {
+                    content.push(json!({"type": "image_url", "image_url": {
+                        "url": format!("data:{};base64,{}", image.media_type, image.data_base64)}}));
+                }
+                out.push(json!({"role": "user", "content": content}));
+            }
+            Message::Assistant { parts } => {
+                let mut text = String::new();
+                let mut calls = Vec::new();
+                for part in parts {
+                    match part {
+                        AssistantPart::Text { text: t, .. } => text.push_str(t),
+                        AssistantPart::ToolCall(call) => calls.push(json!({
+                            "id": call.id, "type": "function",
+                            "function": {"name": call.name, "arguments": arguments_string(&call.arguments)}
+                        })),
+                        // Chat completions take no reasoning back.
+                        AssistantPart::Reasoning { .. } | AssistantPart::RedactedReasoning { .. } => {}
+                    }
+                }
+                let mut m = json!({"role": "assistant",
+                    "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+                if !calls.is_empty() {
+                    m["tool_calls"] = Value::Array(calls);
+                }
+                out.push(m);
+            }
+            Message::ToolResult(result) => {
+                let content = if result.is_error {
+                    format!("error: {}", result.content)
+                } else {
+                    result.content.clone()
+                };
+                out.push(
+                    json!({"role": "tool", "tool_call_id": result.call_id, "content": content}),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Arguments go over this wire as a JSON string.
+fn arguments_string(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Models known to reason when the catalogue does not say.
+fn name_suggests_thinking(id: &str) -> bool {
+    let id = id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase();
+    ["o1", "o3", "o4", "gpt-5"]
+        .iter()
+        .any(|p| id.starts_with(p))
+        || ["-r1", "qwq", "qwen3", "thinking", "reasoner", "gpt-oss"]
+            .iter()
+            .any(|p| id.contains(p))
+}
+
+/// One `/models` entry, in OpenAI's shape or OpenRouter's (or a local server's additions).
+fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
+    let id = entry["id"].as_str()?.to_owned();
+    let context_window = entry["context_length"]
+        .as_u64()
+        .or_else(|| entry["top_provider"]["context_length"].as_u64())
+        .or_else(|| entry["max_model_len"].as_u64())
+        .or_else(|| entry["meta"]["n_ctx_train"].as_u64());
+    let params = entry["supported_parameters"].as_array();
+    let has_param = |name: &str| params.is_some_and(|p| p.iter().any(|v| v.as_str() == Some(name)));
+    let (tools, thinking) = match params {
+        Some(_) => (
+            has_param("tools"),
+            has_param("reasoning") || has_param("include_reasoning"),
+        ),
+        // OpenAI's shape says nothing: chat models take tools; reasoning goes by name.
+        None => (true, name_suggests_thinking(&id)),
+    };
+    let vision = entry["architecture"]["input_modalities"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|v| v.as_str() == Some("image")));
+    let pricing = &entry["pricing"];
+    let price = |key: &str| pricing[key].as_str().and_then(per_token_to_per_million);
+    let prices = match (price("prompt"), price("completion")) {
+        (Some(input), Some(output)) => Some(Prices {
+            input_per_million: input,
+            output_per_million: output,
+            cache_read_per_million: price("input_cache_read"),
+            cache_write_per_million: price("input_cache_write"),
+        }),
+        _ => None,
+    };
+    Some(ModelInfo {
+        display_name: entry["name"].as_str().map(str::to_owned),
+        context_window,
+        max_output_tokens: entry["top_provider"]["max_completion_tokens"].as_u64(),
+        capabilities: Capabilities {
+            tools,
+            thinking,
+            vision,
+            adaptive_thinking: false,
+        },
+        prices,
+        id,
+    })
+}
+
+/// `{"error":{"message","type","code"}}`, OpenRouter's `{"error":{"code":402,"message"}}`,
+/// vLLM's `{"object":"error","message","type"}`.
+fn parse_error(body: &[u8]) -> Option<(Option<String>, String)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    error_fields(&value)
+}
+
+fn error_fields(value: &Value) -> Option<(Option<String>, String)> {
+    let error = if value["error"].is_object() {
+        &value["error"]
+    } else if value["object"] == "error" {
+        value
+    } else if let Some(message) = value["error"].as_str() {
+        return Some((None, message.to_owned()));
+    } else {
+        return None;
+    };
+    let message = error["message"].as_str().unwrap_or("no message").to_owned();
+    let code = match (&error["code"], error["type"].as_str()) {
+        (Value::String(code), _) => Some(code.clone()),
+        (_, Some(kind)) => Some(kind.to_owned()),
+        (Value::Number(code), None) => Some(code.to_string()),
+        _ => None,
+    };
+    Some((code, message))
+}
+
+impl Provider for OpenAiProvider {
+    fn config(&self) -> &ProviderConfig {
+        &self.inner.transport.config
+    }
+
+    fn stream(&self, request: ChatRequest) -> EventStream {
+        let inner = self.inner.clone();
+        let model = request.model.clone();
+        let request = Arc::new(request);
+        run_stream(
+            self.inner.transport.clone(),
+            model,
+            Framing::Sse,
+            parse_error,
+            Box::new(move || {
+                let inner = inner.clone();
+                let request = request.clone();
+                async move {
+                    let thinks = if request.reasoning == ReasoningLevel::Off {
+                        false
+                    } else {
+                        match inner.model_info(&request.model).await {
+                            Some(info) => info.capabilities.thinking,
+                            None => name_suggests_thinking(&request.model),
+                        }
+                    };
+                    let body = inner.body(&request, thinks);
+                    let http = inner.authorized(
+                        inner
+                            .transport
+                            .client
+                            .post(inner.url("/chat/completions"))
+                            .json(&body),
+                    );
+                    Ok((http, OpenAiDecoder::new(inner.transport.name().to_owned())))
+                }
+                .boxed()
+            }),
+        )
+    }
+
+    fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
+        let inner = self.inner.clone();
+        async move { inner.list().await }.boxed()
+    }
+}
+
+/// Decodes chat-completion chunks.
+pub(crate) struct OpenAiDecoder {
+    provider: String,
+    calls: Vec<PendingCall>,
+    finish: Option<String>,
+    done: bool,
+    /// Inside a `<think>` block streamed in `content`.
+    in_think: bool,
+}
+
+#[derive(Default)]
+struct PendingCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(borrow, default)]
+    object: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolDelta<'a> {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl OpenAiDecoder {
+    pub(crate) fn new(provider: String) -> Self {
+        OpenAiDecoder {
+            provider,
+            calls: Vec::new(),
+            finish: None,
+            done: false,
+            in_think: false,
+        }
+    }
+
+    fn malformed(&self, message: String) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.provider.clone(),
+            message,
+        }
+    }
+
+    /// Text that may hold `<think>` tags (llama.cpp with reasoning format `none`, some models).
+    fn push_content(&mut self, mut text: &str, out: &mut Vec<StreamEvent>) {
+        loop {
+            let tag = if self.in_think { "</think>" } else { "<think>" };
+            let Some(at) = text.find(tag) else {
+                break;
+            };
+            self.emit(&text[..at], out);
+            self.in_think = !self.in_think;
+            text = &text[at + tag.len()..];
+        }
+        self.emit(text, out);
+    }
+
+    fn emit(&self, text: &str, out: &mut Vec<StreamEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        let text = text.to_owned();
+        out.push(if self.in_think {
+            StreamEvent::ReasoningDelta { text }
+        } else {
+            StreamEvent::TextDelta { text }
+        });
+    }
+
+    /// Emits the collected calls, each parsed once now that it is whole.
+    fn flush_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        for (n, call) in self.calls.drain(..).enumerate() {
+            let arguments = if call.arguments.trim().is_empty() {
+                Value::Object(Map::new())
+            } else {
+                // Invalid JSON is kept as the raw string so the tool layer can tell the model.
+                serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments))
+            };
+            out.push(StreamEvent::ToolCall(ToolCall {
+                id: if call.id.is_empty() {
+                    format!("call_{n}")
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments,
+                signature: None,
+            }));
+        }
+    }
+
+    fn finish_event(&self, had_calls: bool) -> StreamEvent {
+        let reason = match self.finish.as_deref() {
+            _ if had_calls => FinishReason::ToolCalls,
+            Some("stop") | None => FinishReason::Stop,
+            Some("length") => FinishReason::Length,
+            Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
+            Some("content_filter") => FinishReason::ContentFilter,
+            Some(other) => FinishReason::Other(other.to_owned()),
+        };
+        StreamEvent::Finish(reason)
+    }
+}
+
+impl Decoder for OpenAiDecoder {
+    fn feed(
+        &mut self,
+        _event: &str,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        if data == b"[DONE]" {
+            self.done = true;
+            return self.finish(out);
+        }
+        let chunk: Chunk<'_> = serde_json::from_slice(data)
+            .map_err(|e| self.malformed(format!("invalid chunk ({e}): {}", preview(data))))?;
+        let error = match chunk.error {
+            Some(error) => Some(json!({"error": error})),
+            None if chunk.object.as_deref() == Some("error") => serde_json::from_slice(data).ok(),
+            None => None,
+        };
+        if let Some(error) = error {
+            let (code, message) =
+                error_fields(&error).unwrap_or((None, "unknown error".to_owned()));
+            return Err(if looks_like_context_overflow(code.as_deref(), &message) {
+                ProviderError::ContextOverflow {
+                    provider: self.provider.clone(),
+                    message,
+                    needed: None,
+                    limit: None,
+                }
+            } else {
+                ProviderError::Stream {
+                    provider: self.provider.clone(),
+                    code,
+                    message,
+                }
+            });
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                for reasoning in [delta.reasoning, delta.reasoning_content]
+                    .into_iter()
+                    .flatten()
+                {
+                    if !reasoning.is_empty() {
+                        out.push(StreamEvent::ReasoningDelta {
+                            text: reasoning.into_owned(),
+                        });
+                    }
+                }
+                if let Some(content) = delta.content
+                    && !content.is_empty()
+                {
+                    if self.in_think || content.contains("<think>") {
+                        self.push_content(&content, out);
+                    } else {
+                        out.push(StreamEvent::TextDelta {
+                            text: content.into_owned(),
+                        });
+                    }
+                }
+                for fragment in delta.tool_calls.unwrap_or_default() {
+                    let index = fragment.index.unwrap_or(self.calls.len().saturating_sub(1));
+                    if index > 1024 {
+                        return Err(
+                            self.malformed(format!("tool call index {index} is implausible"))
+                        );
+                    }
+                    if self.calls.len() <= index {
+                        self.calls.resize_with(index + 1, PendingCall::default);
+                    }
+                    let call = &mut self.calls[index];
+                    if let Some(id) = fragment.id {
+                        call.id = id;
+                    }
+                    if let Some(function) = fragment.function {
+                        if let Some(name) = function.name {
+                            call.name = name;
+                        }
+                        if let Some(arguments) = function.arguments {
+                            call.arguments.push_str(&arguments);
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(reason.into_owned());
+                let had_calls = !self.calls.is_empty();
+                self.flush_calls(out);
+                if self.finish.as_deref() == Some("error") {
+                    return Err(ProviderError::Stream {
+                        provider: self.provider.clone(),
+                        code: Some("error".into()),
+                        message: "the provider ended the answer with an error".into(),
+                    });
+                }
+                out.push(self.finish_event(had_calls));
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            let cached = usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
+            out.push(StreamEvent::Usage(Usage {
+                input_tokens: usage.prompt_tokens.saturating_sub(cached),
+                output_tokens: usage.completion_tokens,
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens)
+                    .unwrap_or(0),
+            }));
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        if !self.calls.is_empty() {
+            // A server that ends without a finish reason after calls: the calls are still whole
+            // only if the stream was complete ([DONE]).
+            if !self.done {
+                return Err(ProviderError::StreamBroken {
+                    provider: self.provider.clone(),
+                    message: "the body ended in the middle of a tool call".into(),
+                });
+            }
+            self.flush_calls(out);
+            out.push(self.finish_event(true));
+            return Ok(());
+        }
+        if self.done || self.finish.is_some() {
+            return Ok(());
+        }
+        Err(ProviderError::StreamBroken {
+            provider: self.provider.clone(),
+            message: "the body ended before a finish reason or [DONE]".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(lines: &[&str]) -> (Vec<StreamEvent>, Result<(), ProviderError>) {
+        let mut d = OpenAiDecoder::new("openai".into());
+        let mut out = Vec::new();
+        for line in lines {
+            if let Err(e) = d.feed("", line.as_bytes(), &mut out) {
+                return (out, Err(e));
+            }
+        }
+        let r = d.finish(&mut out);
+        (out, r)
+    }
+
+    #[test]
+    fn think_tags_in_content_become_reasoning() {
+        let (out, r) = feed_all(&[
+            r#"{"choices":[{"index":0,"delta":{"content":"<think>hmm"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":" ok</think>Hello"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        r.unwrap();
+        assert_eq!(
+            out[..3],
+            [
+                StreamEvent::ReasoningDelta { text: "hmm".into() },
+                StreamEvent::ReasoningDelta { text: " ok".into() },
+                StreamEvent::TextDelta {
+                    text: "Hello".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_after_tool_calls_still_reports_tool_calls() {
+        let (out, r) = feed_all(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        r.unwrap();
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Finish(FinishReason::ToolCalls))
+        );
+        assert!(matches!(&out[0], StreamEvent::ToolCall(c) if c.arguments == json!({})));
+    }
+
+    #[test]
+    fn openrouter_prices_become_per_million() {
+        let m = model_from_entry(&json!({"id":"a/b","context_length":200000,
+            "pricing":{"prompt":"0.000003","completion":"0.000015"},
+            "supported_parameters":["tools","reasoning"],
+            "architecture":{"input_modalities":["text","image"]}}))
+        .unwrap();
+        let p = m.prices.unwrap();
+        assert_eq!((p.input_per_million, p.output_per_million), (3.0, 15.0));
+        assert!(m.capabilities.tools && m.capabilities.thinking && m.capabilities.vision);
+        assert_eq!(m.context_window, Some(200000));
+    }
+}
