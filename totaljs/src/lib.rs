@@ -1,1 +1,24 @@
-//! placeholder
+//! Totem's knowledge of Total.js 5, as a pure library the daemon calls:
+//!
+//! - [`detect`]: is a folder a Total.js 5 project, an older Total.js project, or empty?
+//! - [`primer`] and [`reminder`]: what the model is told about Total.js 5 in its system prompt and
+//!   with each request.
+//! - [`check`]: the conventions check run on every file a tool writes in a Total.js 5 project;
+//!   [`format_findings`] turns its findings into text appended to the tool result.
+//! - [`scaffold`] and [`write_scaffold`]: the files of a new project, for `/init` in an empty folder.
+//!
+//! The facts behind all of it are in `shared/TOTALJS.md` (framework5 source and live runs).
+
+mod check;
+mod detect;
+mod js;
+mod primer;
+mod scaffold;
+
+pub use check::{
+    CheckConfig, CheckConfigError, Confidence, Finding, ProjectContext, Rule, Severity, check,
+    check_in_project, format_findings, rules,
+};
+pub use detect::{Evidence, LegacyVersion, Project, detect};
+pub use primer::{estimate_tokens, primer, reminder};
+pub use scaffold::{ScaffoldError, scaffold, write_scaffold};

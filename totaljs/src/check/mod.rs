@@ -1,0 +1,248 @@
+//! The conventions check: runs the rules of `rules` on one file that a tool wrote into a Total.js 5
+//! project and turns what they find into short lines the model can act on.
+//!
+//! A rule knows which files it applies to (by path relative to the project root), so calling
+//! [`check`] on any file is safe: files no rule covers (`public/`, `node_modules/`, images…) give no
+//! findings.
+
+mod file;
+mod rules;
+mod syntax;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use rules::{Rule, rules};
+
+/// How much a finding matters. The model is told all of them; clients may show errors louder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The code will not work on Total.js 5 (crashes, 400s, silently ignored settings).
+    Error,
+    /// It works, but goes against the framework's conventions in a way that tends to cause bugs.
+    Warning,
+    /// A style or habit worth fixing when the file is touched anyway.
+    Info,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        })
+    }
+}
+
+/// How sure we are that the rule describes Total.js 5 (TOTALJS.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Confidence {
+    /// Verified in the framework5 source or in a live run.
+    High,
+    /// An official convention that the framework does not enforce.
+    Medium,
+    /// A style preference.
+    Low,
+}
+
+/// One problem found in a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// 1-based line the problem is on (1 for whole-file problems).
+    pub line: usize,
+    /// The rule's stable id, e.g. `handler-this`; the key to switch it off in settings.
+    pub rule: &'static str,
+    pub severity: Severity,
+    /// What is wrong and how to fix it, on one line.
+    pub message: String,
+}
+
+/// Settings of the conventions check. Every field is optional; unknown fields are rejected so a
+/// typo in the settings file is reported instead of silently ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CheckConfig {
+    /// Rule ids to switch off.
+    #[serde(default)]
+    pub disabled: HashSet<String>,
+    /// Rule ids that are off by default (see [`Rule::default_on`]) to switch on.
+    #[serde(default)]
+    pub enabled: HashSet<String>,
+    /// Severity to report a rule's findings with, instead of its default.
+    #[serde(default)]
+    pub severity: HashMap<String, Severity>,
+}
+
+/// A settings problem found by [`CheckConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckConfigError {
+    #[error(
+        "unknown Total.js check rule {id:?} in settings ({field}); known rules: {known}",
+        known = rules().map(|r| r.id).collect::<Vec<_>>().join(", ")
+    )]
+    UnknownRule { id: String, field: &'static str },
+}
+
+impl CheckConfig {
+    /// Checks that every rule id the settings name exists, so a misspelt id is reported when the
+    /// settings are loaded rather than silently doing nothing.
+    pub fn validate(&self) -> Result<(), CheckConfigError> {
+        let known = |id: &str| rules().any(|r| r.id == id);
+        let named = [
+            ("disabled", self.disabled.iter().collect::<Vec<_>>()),
+            ("enabled", self.enabled.iter().collect()),
+            ("severity", self.severity.keys().collect()),
+        ];
+        for (field, ids) in named {
+            let mut ids = ids;
+            ids.sort();
+            if let Some(id) = ids.into_iter().find(|id| !known(id)) {
+                return Err(CheckConfigError::UnknownRule {
+                    id: id.clone(),
+                    field,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `rule` runs under these settings.
+    pub fn is_on(&self, rule: &Rule) -> bool {
+        if self.disabled.contains(rule.id) {
+            return false;
+        }
+        rule.default_on || self.enabled.contains(rule.id)
+    }
+
+    /// The severity `rule`'s findings are reported with.
+    pub fn severity_of(&self, rule: &Rule) -> Severity {
+        self.severity.get(rule.id).copied().unwrap_or(rule.severity)
+    }
+}
+
+/// What the check knows about the rest of the project. Rules that need it (today only
+/// `auth-delegate`) stay silent when it is unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectContext {
+    /// Whether an `AUTH(...)` delegate is defined somewhere the framework loads it.
+    pub has_auth: Option<bool>,
+}
+
+/// Folders scanned for an `AUTH()` delegate; everything the framework auto-loads except controllers.
+const AUTH_FOLDERS: &[&str] = &[
+    "definitions",
+    "modules",
+    "extensions",
+    "middleware",
+    "actions",
+    "schemas",
+    "models",
+    "plugins",
+];
+
+impl ProjectContext {
+    /// Reads the project under `root` for the facts the rules need. Unreadable files are skipped.
+    pub fn scan(root: &Path) -> ProjectContext {
+        let mut files = vec![root.join("index.js")];
+        for folder in AUTH_FOLDERS {
+            collect_js(&root.join(folder), 0, &mut files);
+        }
+        let has_auth = files.iter().any(|f| {
+            std::fs::read_to_string(f)
+                .map(|text| syntax::defines_auth(&crate::js::lex(&text).tokens))
+                .unwrap_or(false)
+        });
+        ProjectContext {
+            has_auth: Some(has_auth),
+        }
+    }
+}
+
+/// Largest file the context scan reads; bigger ones are generated or vendored.
+const SCAN_MAX_BYTES: u64 = 1 << 20;
+
+fn collect_js(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+    if depth > 4 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "node_modules" || name == "public" {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            collect_js(&path, depth + 1, out);
+        } else if name.ends_with(".js") && meta.len() <= SCAN_MAX_BYTES {
+            out.push(path);
+        }
+    }
+}
+
+/// Checks one file against the Total.js 5 conventions, without knowledge of the rest of the
+/// project. `path` is relative to the project root (`controllers/users.js`), with `/` or `\`.
+pub fn check(path: &str, content: &str, cfg: &CheckConfig) -> Vec<Finding> {
+    check_in_project(path, content, cfg, &ProjectContext::default())
+}
+
+/// Like [`check`], with facts about the rest of the project (see [`ProjectContext::scan`]).
+pub fn check_in_project(
+    path: &str,
+    content: &str,
+    cfg: &CheckConfig,
+    ctx: &ProjectContext,
+) -> Vec<Finding> {
+    let file = file::classify(path);
+    if !file.is_checked() {
+        return Vec::new();
+    }
+    let source = rules::Source::new(file, content);
+    let mut findings = Vec::new();
+    for def in rules::DEFS {
+        if !cfg.is_on(&def.rule) || !(def.applies)(&file) {
+            continue;
+        }
+        let severity = cfg.severity_of(&def.rule);
+        for (line, message) in (def.run)(&source, ctx) {
+            findings.push(Finding {
+                line,
+                rule: def.rule.id,
+                severity,
+                message,
+            });
+        }
+    }
+    findings.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
+    findings.dedup();
+    findings
+}
+
+/// Renders findings as text to append to a tool result: a header line, then one
+/// `file:line [rule] message` line per finding. Empty when there are none.
+pub fn format_findings(path: &str, findings: &[Finding]) -> String {
+    if findings.is_empty() {
+        return String::new();
+    }
+    let path = path.replace('\\', "/");
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let mut out = format!(
+        "Total.js 5 conventions check: {} error(s), {} warning(s), {} note(s). Fix the errors before going on.\n",
+        count(Severity::Error),
+        count(Severity::Warning),
+        count(Severity::Info)
+    );
+    for f in findings {
+        out.push_str(&format!("{}:{} [{}] {}\n", path, f.line, f.rule, f.message));
+    }
+    out
+}

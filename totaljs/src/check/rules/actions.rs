@@ -1,0 +1,219 @@
+//! Action and schema rules: API action ids (#8), the v4 schema API (#9), controller-only methods
+//! on an action's `$` (#10) and hand-made success envelopes (#14).
+
+use super::{Hits, Source};
+use crate::check::ProjectContext;
+use crate::check::syntax::{
+    Func, function_at, global_calls, method_calls, prev_is, property, route_str, string_in,
+};
+use crate::js::{Kind, Token};
+
+/// #8: `NEWACTION('Ns/name', { route: 'API ?' })`: the API endpoint is the id's first segment, so
+/// every `Ns/...` action collides and the last one registered answers all of them.
+pub(crate) fn api_action_id(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for call in global_calls(tokens, "NEWACTION") {
+        let Some((id, line)) = call.args.first().and_then(|a| string_in(tokens, a)) else {
+            continue;
+        };
+        if !id.contains('/') {
+            continue;
+        }
+        let api = call
+            .args
+            .get(1)
+            .and_then(|o| property(tokens, o, "route"))
+            .and_then(|r| string_in(tokens, &r))
+            .is_some_and(|(r, _)| route_str(r.trim()).method.eq_ignore_ascii_case("API"));
+        if api {
+            let fixed = id.replacen('/', "|", 1);
+            hits.push((
+                line,
+                format!(
+                    "action id '{id}' with an API route: API endpoints split on '/', so every '{}/...' action collides; name it '{fixed}'",
+                    id.split('/').next().unwrap_or(id)
+                ),
+            ));
+        }
+    }
+    hits
+}
+
+const V4_SCHEMA_METHODS: &[&str] = &[
+    "define",
+    "setSave",
+    "setQuery",
+    "setRead",
+    "setGet",
+    "setInsert",
+    "setUpdate",
+    "setPatch",
+    "setRemove",
+    "setList",
+    "setDefault",
+    "setPrefix",
+    "setValidate",
+    "addWorkflow",
+    "addTask",
+    "addOperation",
+    "addHook",
+    "addTransform",
+];
+
+/// #9: `schema.define()`, `setSave()`, `addWorkflow()`… do not exist on a v5 schema, which has only
+/// `action()`; nor does `$.model.$clean()` or `NEWSCHEMA(...).make()`.
+pub(crate) fn schema_v4_api(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut schema_names = vec!["schema"];
+    let schemas = global_calls(tokens, "NEWSCHEMA");
+    for call in &schemas {
+        if let Some(f) = call.args.get(1).and_then(|a| function_at(tokens, a))
+            && let Some(p) = f.params.first()
+        {
+            schema_names.push(p);
+        }
+    }
+    let fix = "a v5 schema only has schema.action('name', { input: '*name:String', action: function($, model) { ... } }); or use NEWACTION('Ns|name', { ... })";
+    let mut hits = Hits::new();
+    for i in 0..tokens.len() {
+        let t = &tokens[i];
+        let next_is = |off: usize, f: &dyn Fn(&Token) -> bool| tokens.get(i + off).is_some_and(f);
+        if t.kind == Kind::Ident
+            && schema_names.contains(&t.text)
+            && !prev_is(tokens, i, |p| p.is_punct("."))
+            && next_is(1, &|n| n.is_punct("."))
+            && next_is(2, &|n| V4_SCHEMA_METHODS.contains(&n.text))
+            && next_is(3, &|n| n.is_punct("("))
+        {
+            hits.push((
+                t.line,
+                format!(
+                    "{}.{}() is the Total.js 4 schema API and does not exist in v5: {fix}",
+                    t.text,
+                    tokens[i + 2].text
+                ),
+            ));
+        } else if t.is_ident("$clean")
+            && prev_is(tokens, i, |p| p.is_punct("."))
+            && next_is(1, &|n| n.is_punct("("))
+        {
+            hits.push((
+                t.line,
+                "$clean() is Total.js 4; in v5 the validated model is the action's second argument (action: function($, model)), already clean".to_string(),
+            ));
+        }
+    }
+    for call in &schemas {
+        let close = crate::check::syntax::matching(tokens, call.open);
+        if tokens.get(close + 1).is_some_and(|t| t.is_punct("."))
+            && tokens.get(close + 2).is_some_and(|t| t.is_ident("make"))
+        {
+            hits.push((
+                tokens[close + 2].line,
+                format!("NEWSCHEMA(...).make() is Total.js 4: write NEWSCHEMA('Name', function(schema) {{ ... }}); {fix}"),
+            ));
+        }
+    }
+    hits
+}
+
+/// Methods of the HTTP controller's `$` that an action's `$` (an Options object) does not have.
+const CONTROLLER_ONLY: &[&str] = &[
+    "json", "view", "file", "plain", "html", "binary", "filefs", "stream",
+];
+
+/// Functions whose `$` is an Options object: `action` of NEWACTION / `schema.action`, and AUTH.
+fn action_bodies<'a>(tokens: &[Token<'a>]) -> Vec<Func<'a>> {
+    let mut out = Vec::new();
+    let calls = global_calls(tokens, "NEWACTION")
+        .into_iter()
+        .chain(method_calls(tokens, "action"));
+    for call in calls {
+        let is_def = call
+            .args
+            .first()
+            .and_then(|a| string_in(tokens, a))
+            .is_some();
+        if !is_def {
+            continue;
+        }
+        if let Some(f) = call
+            .args
+            .get(1)
+            .and_then(|o| property(tokens, o, "action"))
+            .and_then(|v| function_at(tokens, &v))
+        {
+            out.push(f);
+        }
+    }
+    for call in global_calls(tokens, "AUTH") {
+        if let Some(f) = call.args.first().and_then(|a| function_at(tokens, a)) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// #10: `$.json()`, `$.view()`, `$.file()`… inside an action or AUTH body.
+pub(crate) fn controller_methods(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for f in action_bodies(tokens) {
+        let dollar = f.params.first().copied().unwrap_or("$");
+        for i in f.body.clone() {
+            let t = &tokens[i];
+            if t.is_ident(dollar)
+                && !prev_is(tokens, i, |p| p.is_punct("."))
+                && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
+                && tokens
+                    .get(i + 2)
+                    .is_some_and(|n| CONTROLLER_ONLY.contains(&n.text))
+                && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
+            {
+                let m = tokens[i + 2].text;
+                let fix = if m == "view" {
+                    "render views in a controller handler (ROUTE('GET /x/', fn) with $.view()) and let the action return data"
+                } else {
+                    "return data with $.success(value) (JSON envelope) or $.callback(value) (raw)"
+                };
+                hits.push((
+                    t.line,
+                    format!("{dollar}.{m}() does not exist on an action's $ (only on controller handlers): {fix}"),
+                ));
+            }
+        }
+    }
+    hits
+}
+
+/// #14: `$.json({ success: true, ... })` instead of `$.success(value)`.
+pub(crate) fn success_envelope(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for call in method_calls(tokens, "json")
+        .into_iter()
+        .chain(method_calls(tokens, "callback"))
+    {
+        let Some(arg) = call.args.first() else {
+            continue;
+        };
+        if !tokens.get(arg.start).is_some_and(|t| t.is_punct("{")) {
+            continue;
+        }
+        let key = tokens.get(arg.start + 1);
+        let key = key.and_then(|k| match k.kind {
+            Kind::Ident => Some(k.text),
+            Kind::Str => k.str_value(),
+            _ => None,
+        });
+        let colon = tokens.get(arg.start + 2).is_some_and(|t| t.is_punct(":"));
+        if colon && matches!(key, Some("success" | "ok")) {
+            hits.push((
+                tokens[call.at].line,
+                "hand-made success envelope: call $.success(value) (sends { success: true, value }) or $.invalid(error) instead".to_string(),
+            ));
+        }
+    }
+    hits
+}

@@ -1,0 +1,65 @@
+//! #2: the boot file. Total.js 5 starts with `require('total5'); Total.run(options);`; the v4
+//! form `require('total4/debug')(options)` and `F.http('debug')` do not exist in v5.
+
+use super::{Hits, Source};
+use crate::check::ProjectContext;
+use crate::check::syntax::{module_refs, prev_is};
+
+const BOOT: &str = "require('total5'); then Total.run({});";
+
+pub(crate) fn boot_total5(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    let refs = module_refs(tokens);
+    for (name, line) in &refs {
+        let legacy = ["total4", "total.js", "total3"]
+            .iter()
+            .any(|p| *name == *p || name.starts_with(&format!("{p}/")));
+        if legacy {
+            hits.push((
+                *line,
+                format!(
+                    "require('{name}') boots Total.js 4 or older; Total.js 5 boots with {BOOT}"
+                ),
+            ));
+        }
+    }
+    for i in 0..tokens.len() {
+        let t = &tokens[i];
+        if (t.is_ident("F") || t.is_ident("framework"))
+            && !prev_is(tokens, i, |p| p.is_punct("."))
+            && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
+            && tokens
+                .get(i + 2)
+                .is_some_and(|n| n.is_ident("http") || n.is_ident("https"))
+        {
+            hits.push((
+                t.line,
+                format!("F.http() is the Total.js 4 start; Total.js 5 boots with {BOOT}"),
+            ));
+        }
+    }
+    if !hits.is_empty() {
+        return hits;
+    }
+    let requires_total5 = refs.iter().any(|(n, _)| *n == "total5");
+    let runs = (0..tokens.len()).any(|i| {
+        (tokens[i].is_ident("Total") || tokens[i].is_ident("F"))
+            && !prev_is(tokens, i, |p| p.is_punct("."))
+            && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
+            && tokens.get(i + 2).is_some_and(|n| n.is_ident("run"))
+            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
+    });
+    if !requires_total5 {
+        hits.push((
+            1,
+            format!("index.js does not load the framework: it must start with {BOOT}"),
+        ));
+    } else if !runs {
+        hits.push((
+            1,
+            "index.js never starts the app: call Total.run({}) after require('total5') (Total.run({ release: true, watcher: false }) for production)".to_string(),
+        ));
+    }
+    hits
+}

@@ -1,0 +1,123 @@
+//! Controller rules: routes are declared in `exports.install` (#3), and handlers use their `$`
+//! argument because v5 calls them as `route.action(ctrl)`, with `this` not the controller (#4).
+
+use std::ops::Range;
+
+use super::{Hits, Source};
+use crate::check::ProjectContext;
+use crate::check::syntax::{
+    depths, function_at, global_calls, prev_is, route_str, string_in, this_binding_functions,
+};
+use crate::js::Kind;
+
+/// #3: `exports.install = function() { ROUTE(...) }`, no `ROUTE()` at the top level.
+pub(crate) fn install(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let has_install = (2..tokens.len()).any(|i| {
+        tokens[i].is_ident("install")
+            && tokens[i - 1].is_punct(".")
+            && tokens[i - 2].is_ident("exports")
+            && tokens.get(i + 1).is_some_and(|t| t.is_punct("="))
+    });
+    let routes = global_calls(tokens, "ROUTE");
+    if !has_install {
+        let line = routes.first().map(|c| tokens[c.at].line).unwrap_or(1);
+        return vec![(
+            line,
+            "a controller registers its routes in exports.install = function() { ROUTE('GET /url/', handler); } with named handler functions below it".to_string(),
+        )];
+    }
+    let depth = depths(tokens);
+    routes
+        .iter()
+        .filter(|c| depth[c.at] == 0 && !prev_is(tokens, c.at, |p| p.is_punct("=>")))
+        .map(|c| {
+            (
+                tokens[c.at].line,
+                "ROUTE() at the top level of a controller: move it inside exports.install = function() { ... }".to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Controller members a v4 handler reaches through `this`/`self`.
+const CONTROLLER_MEMBERS: &[&str] = &[
+    "json", "view", "success", "invalid", "plain", "redirect", "callback", "done", "html", "file",
+    "binary", "empty", "content", "layout", "text", "xml", "stream", "filefs", "image", "proxy",
+    "throw400", "throw401", "throw403", "throw404", "throw500", "body", "query", "params", "user",
+    "files", "headers", "req", "res",
+];
+
+/// #4: `this`/`var self = this` inside non-SOCKET route handlers.
+pub(crate) fn handler_this(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    // SOCKET handlers are called as action.call(ws, ws): `this` is right there.
+    let mut socket_names = Vec::new();
+    let mut socket_bodies: Vec<Range<usize>> = Vec::new();
+    for call in global_calls(tokens, "ROUTE") {
+        let Some((route, _)) = call.args.first().and_then(|a| string_in(tokens, a)) else {
+            continue;
+        };
+        let method = route_str(route).method.to_ascii_uppercase();
+        if method != "SOCKET" && method != "WEBSOCKET" {
+            continue;
+        }
+        let Some(handler) = call.args.get(1) else {
+            continue;
+        };
+        if handler.len() == 1 && tokens[handler.start].kind == Kind::Ident {
+            socket_names.push(tokens[handler.start].text);
+        } else if let Some(f) = function_at(tokens, handler) {
+            socket_bodies.push(f.body);
+        }
+    }
+    let funcs = this_binding_functions(tokens);
+    let mut hits = Hits::new();
+    for i in 0..tokens.len() {
+        if !tokens[i].is_ident("this") || prev_is(tokens, i, |p| p.is_punct(".")) {
+            continue;
+        }
+        let member = tokens
+            .get(i + 2)
+            .filter(|_| tokens.get(i + 1).is_some_and(|t| t.is_punct(".")))
+            .map(|t| t.text)
+            .filter(|m| CONTROLLER_MEMBERS.contains(m));
+        let alias = i >= 3
+            && tokens[i - 1].is_punct("=")
+            && tokens[i - 2].kind == Kind::Ident
+            && matches!(tokens[i - 3].text, "var" | "let" | "const")
+            && !tokens
+                .get(i + 1)
+                .is_some_and(|t| t.is_punct(".") || t.is_punct("["));
+        if member.is_none() && !alias {
+            continue;
+        }
+        let enclosing = funcs
+            .iter()
+            .filter(|f| f.body.start < i && i < f.body.end)
+            .min_by_key(|f| f.body.len());
+        if let Some(f) = enclosing {
+            let is_socket = f.name.is_some_and(|n| socket_names.contains(&n))
+                || socket_bodies.iter().any(|b| b.start == f.body.start);
+            // A capitalised function is a constructor, where `this` is the new object.
+            let constructor = f
+                .name
+                .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_uppercase()));
+            if is_socket || constructor {
+                continue;
+            }
+        }
+        let message = match member {
+            Some(m) => format!(
+                "this.{m} in a route handler: Total.js 5 passes the controller as the handler's argument and `this` is not it; write function name($) {{ $.{m}... }}"
+            ),
+            None => format!(
+                "`var {} = this` in a route handler: Total.js 5 passes the controller as the argument (function name($) {{ $.json(...) }}); `this` is not the controller, so {}.json() throws",
+                tokens[i - 2].text,
+                tokens[i - 2].text
+            ),
+        };
+        hits.push((tokens[i].line, message));
+    }
+    hits
+}

@@ -1,0 +1,126 @@
+//! Global rules: globals that exist only in Total.js 4 (#11) and `process.env` in feature code (#20).
+
+use std::collections::HashSet;
+
+use super::{Hits, Source};
+use crate::check::ProjectContext;
+use crate::check::syntax::prev_is;
+use crate::js::{Kind, Token};
+
+/// v4-only globals (TOTALJS.md §1.7, §1.11) and what to write in v5 instead.
+const V4_GLOBALS: &[(&str, &str)] = &[
+    ("TABLE", "DATA.find('tbl_name') or NOSQL('name')"),
+    ("TEXTDB", "DATA or NOSQL('name')"),
+    ("INMEMORY", "MAIN (runtime state) or CACHE"),
+    ("COUNTER", "DATA/NOSQL documents"),
+    ("MODULE", "MODS.name"),
+    ("MODEL", "MODS.name or NEWSCHEMA/NEWACTION"),
+    ("MAKE", "a plain object literal"),
+    ("FAKE", "a plain object literal"),
+    ("WORKFLOW", "NEWACTION and ACTION('Ns|name', data)"),
+    ("SCHEDULE", "CRON('*/5 * * * *', fn)"),
+    ("WEBSOCKET", "ROUTE('SOCKET /url/', handler)"),
+    ("VIEW", "$.view(name, model) in a controller handler"),
+    ("FILE", "ROUTE('FILE /url/*.jpg', handler)"),
+    ("RESOURCE", "TRANSLATE()"),
+    ("PREF", "CONF or a NOSQL('prefs') document"),
+    ("SESSION", "AUTH() and $.user"),
+    ("WORKER", "NEWTHREAD() or NEWFORK()"),
+    ("WORKER2", "NEWTHREAD() or NEWFORK()"),
+    ("HTTP", "require('total5'); Total.run({}) in index.js"),
+    (
+        "HTTPS",
+        "require('total5'); Total.run({ https: ... }) in index.js",
+    ),
+    ("NEWCOMMAND", "ON()/EMIT() or NEWACTION"),
+    ("CMD", "EMIT() or ACTION()"),
+    ("NEWEXTENSION", "a file in modules/ or plugins/"),
+    ("NEWJSONSCHEMA", "NEWSCHEMA('@Name', 'a:String, b:Number')"),
+    ("JSONSCHEMA", "NEWSCHEMA('@Name', 'a:String, b:Number')"),
+    ("UID16", "UID()"),
+    ("UID1", "UID()"),
+    ("STATUS", "MAIN or a NOSQL document"),
+    ("MAP", "ROUTE('FILE /url/', handler)"),
+    ("REDIRECT", "$.redirect(url) in a handler"),
+    ("UPDATE", "a script or an action"),
+    ("MODIFY", "a script or an action"),
+    (
+        "NEWOPERATION",
+        "NEWACTION('Ns|name', { action: function($, model) { ... } })",
+    ),
+    ("OPERATION", "ACTION('Ns|name', data).promise($)"),
+    ("RUN", "ACTION('Ns|name', data).promise($)"),
+];
+
+/// Names the file itself declares (a local `function MAP()` is not the v4 global).
+fn declared<'a>(tokens: &[Token<'a>]) -> HashSet<&'a str> {
+    let mut out = HashSet::new();
+    for i in 1..tokens.len() {
+        if tokens[i].kind == Kind::Ident
+            && matches!(
+                tokens[i - 1].text,
+                "function" | "var" | "let" | "const" | "class"
+            )
+            && tokens[i - 1].kind == Kind::Ident
+        {
+            out.insert(tokens[i].text);
+        }
+    }
+    out
+}
+
+/// #11: calls of v4-only globals, `PREF.x`, and `F.route(...)`.
+pub(crate) fn v4_globals(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let local = declared(tokens);
+    let mut hits = Hits::new();
+    for i in 0..tokens.len() {
+        let t = &tokens[i];
+        if t.kind != Kind::Ident || prev_is(tokens, i, |p| p.is_punct(".")) {
+            continue;
+        }
+        let next = tokens.get(i + 1);
+        if t.text == "F"
+            && next.is_some_and(|n| n.is_punct("."))
+            && tokens.get(i + 2).is_some_and(|n| n.is_ident("route"))
+            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
+        {
+            hits.push((
+                t.line,
+                "F.route() is Total.js 4: declare routes with ROUTE('GET /url/', handler) inside exports.install of a controller".to_string(),
+            ));
+            continue;
+        }
+        let Some((name, fix)) = V4_GLOBALS.iter().find(|(g, _)| *g == t.text) else {
+            continue;
+        };
+        let used = next.is_some_and(|n| n.is_punct("("))
+            || (*name == "PREF" && next.is_some_and(|n| n.is_punct(".")));
+        if used && !local.contains(name) {
+            hits.push((
+                t.line,
+                format!("{name} is a Total.js 4 global that does not exist in v5: use {fix}"),
+            ));
+        }
+    }
+    hits
+}
+
+/// #20: `process.env.X` in feature code instead of `CONF.x`.
+pub(crate) fn process_env(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    (0..tokens.len())
+        .filter(|&i| {
+            tokens[i].is_ident("process")
+                && !prev_is(tokens, i, |p| p.is_punct("."))
+                && tokens.get(i + 1).is_some_and(|t| t.is_punct("."))
+                && tokens.get(i + 2).is_some_and(|t| t.is_ident("env"))
+        })
+        .map(|i| {
+            (
+                tokens[i].line,
+                "process.env in feature code: read settings from CONF.key and map variables in config with 'key (env) : VARIABLE'".to_string(),
+            )
+        })
+        .collect()
+}

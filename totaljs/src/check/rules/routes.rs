@@ -1,0 +1,165 @@
+//! Route rules: the method token (#5), v4 schema syntax (#6), the v4 flags array (#7) and the
+//! `AUTH()` delegate that `+`/`-` routes rely on (#17). Route strings are read from `ROUTE()`'s
+//! first argument and from the `route:` option of `NEWACTION` and `schema.action`.
+
+use super::{Hits, Source};
+use crate::check::ProjectContext;
+use crate::check::syntax::{
+    defines_auth, global_calls, method_calls, property, route_str, string_in,
+};
+use crate::js::Token;
+
+/// A route string found in the file.
+struct Site<'a> {
+    value: &'a str,
+    line: usize,
+}
+
+fn sites<'a>(tokens: &[Token<'a>]) -> Vec<Site<'a>> {
+    let mut out = Vec::new();
+    for call in global_calls(tokens, "ROUTE") {
+        if let Some((value, line)) = call.args.first().and_then(|a| string_in(tokens, a)) {
+            out.push(Site { value, line });
+        }
+    }
+    let action_calls = global_calls(tokens, "NEWACTION")
+        .into_iter()
+        .chain(method_calls(tokens, "action"));
+    for call in action_calls {
+        let route = call
+            .args
+            .get(1)
+            .and_then(|opts| property(tokens, opts, "route"))
+            .and_then(|r| string_in(tokens, &r));
+        if let Some((value, line)) = route {
+            out.push(Site { value, line });
+        }
+    }
+    out.sort_by_key(|s| s.line);
+    out
+}
+
+const METHODS: &[&str] = &[
+    "GET",
+    "POST",
+    "PUT",
+    "PATCH",
+    "DELETE",
+    "API",
+    "SOCKET",
+    "WEBSOCKET",
+    "FILE",
+    "HEAD",
+    "OPTIONS",
+];
+
+/// #5: the first word of a route string is a known method, in uppercase.
+pub(crate) fn method(src: &Source, _: &ProjectContext) -> Hits {
+    let mut hits = Hits::new();
+    for site in sites(src.tokens()) {
+        let s = site.value.trim();
+        if s.starts_with('#') {
+            continue;
+        }
+        let r = route_str(s);
+        let upper = r.method.to_ascii_uppercase();
+        let message = if METHODS.contains(&upper.as_str()) {
+            if r.method == upper {
+                continue;
+            }
+            format!(
+                "route method '{}': write it in uppercase, '{upper}'",
+                r.method
+            )
+        } else if r.method.starts_with('/') || r.method.is_empty() {
+            format!(
+                "route '{s}' has no method: start it with one, e.g. 'GET {}'",
+                r.method
+            )
+        } else {
+            format!(
+                "'{}' is not a route method: use GET, POST, PUT, PATCH, DELETE, API, SOCKET or FILE (prefix + for signed-in users, - for anonymous), or '#404' for an error page",
+                r.method
+            )
+        };
+        hits.push((site.line, message));
+    }
+    hits
+}
+
+/// #6: `*Schema --> action` (Total.js 4); v5 answers such routes with 400 "action not found".
+pub(crate) fn v4_schema(src: &Source, _: &ProjectContext) -> Hits {
+    let mut hits = Hits::new();
+    for site in sites(src.tokens()) {
+        let before = site.value.split("-->").next().unwrap_or("");
+        let r = route_str(before);
+        let upper = r.method.to_ascii_uppercase();
+        if upper == "FILE" {
+            continue;
+        }
+        // Skip the URL; an API route's first name is its endpoint (`+name`, `-name`, `*name`).
+        let mut words = r
+            .rest
+            .iter()
+            .skip(1)
+            .filter(|w| !w.starts_with('@') && !w.starts_with('#') && !w.starts_with('<'));
+        if upper == "API" {
+            words.next();
+        }
+        let schema = words.find(|w| {
+            let mut c = w.chars();
+            c.next() == Some('*') && c.next().is_some_and(|c| c.is_ascii_uppercase())
+        });
+        if let Some(schema) = schema {
+            let name = &schema[1..];
+            hits.push((
+                site.line,
+                format!(
+                    "'{schema} --> ...' is Total.js 4 route syntax and answers 400 in v5: drop '{schema}' and name the action after the arrow, e.g. '--> {name}/list' or '--> {name}|list'"
+                ),
+            ));
+        }
+    }
+    hits
+}
+
+/// #7: `ROUTE(url, fn, ['upload'], 1024)`: v5 takes (url, handler, sizeInBytes).
+pub(crate) fn flags_array(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for call in global_calls(tokens, "ROUTE") {
+        let array = call
+            .args
+            .iter()
+            .skip(1)
+            .any(|a| tokens.get(a.start).is_some_and(|t| t.is_punct("[")));
+        if array || call.args.len() > 3 {
+            hits.push((
+                tokens[call.at].line,
+                "ROUTE() takes (url, handler, sizeInBytes): an array of flags silently disables the payload limit in v5; put flags and limits in the url string, e.g. ROUTE('POST /upload/ @upload <10MB', upload)".to_string(),
+            ));
+        }
+    }
+    hits
+}
+
+/// #17: a `+`/`-` route in a project without `AUTH()`. Needs [`ProjectContext::has_auth`].
+pub(crate) fn auth_delegate(src: &Source, ctx: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    if ctx.has_auth != Some(false) || defines_auth(tokens) {
+        return Hits::new();
+    }
+    let site = sites(tokens)
+        .into_iter()
+        .find(|s| route_str(s.value.trim()).auth.is_some());
+    match site {
+        Some(site) => vec![(
+            site.line,
+            format!(
+                "route '{}' depends on a session but the project defines no AUTH(): '+' routes then run for everyone (and '+API' always answers 401); add definitions/auth.js with AUTH(function($) {{ ... $.success(user) or $.invalid(); }})",
+                site.value.trim()
+            ),
+        )],
+        None => Hits::new(),
+    }
+}

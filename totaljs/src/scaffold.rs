@@ -1,0 +1,145 @@
+//! The files of a new Total.js 5 project (TOTALJS.md §6), written by `/init` in an empty folder.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const PACKAGE_JSON: &str = r#"{
+	"name": "app",
+	"version": "1.0.0",
+	"private": true,
+	"description": "A Total.js 5 application",
+	"main": "index.js",
+	"scripts": {
+		"start": "node index.js"
+	},
+	"dependencies": {
+		"total5": "latest"
+	}
+}
+"#;
+
+const INDEX_JS: &str = "\
+// Boots the app: node index.js
+// Debug mode watches the files and restarts on changes (it writes index.pid).
+// For production: Total.run({ release: true, watcher: false });
+// The port comes from options.port, else $PORT, else 8000.
+require('total5');
+
+Total.run({});
+";
+
+const CONFIG: &str = "\
+# One \"key : value\" per line; keep the space after the colon.
+# Framework settings start with $, e.g. $port, $api, $httpmaxsize.
+name : App
+";
+
+const CONTROLLER: &str = "\
+exports.install = function() {
+	ROUTE('GET /', index);
+	ROUTE('GET /api/ping/', ping);
+};
+
+function index($) {
+	$.plain('Hello from ' + CONF.name);
+}
+
+function ping($) {
+	$.success(NOW);
+}
+";
+
+const DEFINITION: &str = "\
+// Startup code: runs once when the app loads, before controllers.
+// Put AUTH(), FUNC.name = function() { ... }, CRON() and ON('ready') here.
+//
+// '+' routes need a session check, for example:
+// AUTH(function($) {
+// 	var token = $.headers['x-token'];
+// 	if (token && token === CONF.token)
+// 		$.success({ id: 'admin', name: 'Admin' });
+// 	else
+// 		$.invalid();
+// });
+
+ON('ready', function() {
+	// Everything is loaded and the server listens.
+});
+";
+
+const GITIGNORE: &str = "\
+node_modules/
+tmp/
+*.pid
+logs/
+databases/
+";
+
+/// The files of a new Total.js 5 project: (path relative to the root, content). Every one passes
+/// the conventions check without findings.
+pub fn scaffold() -> Vec<(&'static str, String)> {
+    vec![
+        ("package.json", PACKAGE_JSON.to_string()),
+        ("index.js", INDEX_JS.to_string()),
+        ("config", CONFIG.to_string()),
+        ("controllers/default.js", CONTROLLER.to_string()),
+        ("definitions/init.js", DEFINITION.to_string()),
+        (".gitignore", GITIGNORE.to_string()),
+    ]
+}
+
+/// Why the scaffold could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error(
+        "not creating a Total.js project in {root}: these files already exist and would be overwritten: {}; move them away or create the project in an empty folder",
+        existing.join(", ")
+    )]
+    WouldOverwrite {
+        root: PathBuf,
+        existing: Vec<String>,
+    },
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writes [`scaffold`] under `root` (creating folders as needed) and returns the paths written.
+/// Refuses, writing nothing, when any of the files already exists.
+pub fn write_scaffold(root: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let files = scaffold();
+    let existing: Vec<String> = files
+        .iter()
+        .filter(|(rel, _)| root.join(rel).symlink_metadata().is_ok())
+        .map(|(rel, _)| rel.to_string())
+        .collect();
+    if !existing.is_empty() {
+        return Err(ScaffoldError::WouldOverwrite {
+            root: root.to_path_buf(),
+            existing,
+        });
+    }
+    let mut written = Vec::new();
+    for (rel, content) in files {
+        let path = root.join(rel);
+        let io = |source| ScaffoldError::Io {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        // create_new: a file that appeared since the check above is still never overwritten.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io)?;
+        file.write_all(content.as_bytes()).map_err(io)?;
+        written.push(path);
+    }
+    Ok(written)
+}
