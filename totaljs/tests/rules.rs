@@ -1,0 +1,545 @@
+//! One violating and one clean snippet per rule of the conventions check.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use totem_totaljs::{CheckConfig, Finding, ProjectContext, check, check_in_project};
+
+fn findings(path: &str, src: &str, rule: &str) -> Vec<Finding> {
+    let mut cfg = CheckConfig::default();
+    cfg.enabled.insert(rule.to_string());
+    check(path, src, &cfg)
+        .into_iter()
+        .filter(|f| f.rule == rule)
+        .collect()
+}
+
+fn lines(path: &str, src: &str, rule: &str) -> Vec<usize> {
+    findings(path, src, rule).iter().map(|f| f.line).collect()
+}
+
+fn clean(path: &str, src: &str, rule: &str) {
+    let found = findings(path, src, rule);
+    assert!(found.is_empty(), "unexpected findings: {found:#?}");
+}
+
+// #1 no-express
+
+#[test]
+fn express_require_and_habits_are_flagged() {
+    let src = "var express = require('express');\nvar app = express();\napp.get('/', function(req, res) {\n\tres.json({ a: 1 });\n});\n";
+    assert_eq!(
+        lines("controllers/api.js", src, "no-express"),
+        vec![1, 3, 4]
+    );
+    assert_eq!(
+        lines("index.js", "import cors from 'cors';\n", "no-express"),
+        vec![1]
+    );
+}
+
+#[test]
+fn express_words_in_strings_and_comments_are_not_flagged() {
+    let src = "// we used to require('express') and app.get()\nexports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.plain(\"res.json() and require('express')\");\n}\n";
+    clean("controllers/default.js", src, "no-express");
+}
+
+// #2 boot-total5
+
+#[test]
+fn v4_boot_in_index_is_flagged() {
+    assert_eq!(
+        lines(
+            "index.js",
+            "require('total4/debug')({ port: 8000 });\n",
+            "boot-total5"
+        ),
+        vec![1]
+    );
+    assert_eq!(
+        lines(
+            "index.js",
+            "require('total.js');\nF.http('debug');\n",
+            "boot-total5"
+        ),
+        vec![1, 2]
+    );
+}
+
+#[test]
+fn index_without_boot_or_run_is_flagged() {
+    let f = findings("index.js", "console.log('hi');\n", "boot-total5");
+    assert!(f[0].message.contains("require('total5')"));
+    let f = findings("index.js", "require('total5');\n", "boot-total5");
+    assert!(f[0].message.contains("Total.run"));
+}
+
+#[test]
+fn v5_boot_is_clean_and_only_index_is_checked() {
+    clean(
+        "index.js",
+        "require('total5');\nTotal.run({ port: 8000 });\n",
+        "boot-total5",
+    );
+    clean(
+        "index.js",
+        "require('total5');\nF.run({ release: true });\n",
+        "boot-total5",
+    );
+    clean(
+        "scripts/old.js",
+        "require('total4/debug')({});\n",
+        "boot-total5",
+    );
+}
+
+// #3 controller-install
+
+#[test]
+fn controller_without_install_is_flagged() {
+    let src = "ROUTE('GET /', index);\nfunction index($) { $.plain('x'); }\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "controller-install"),
+        vec![1]
+    );
+}
+
+#[test]
+fn top_level_route_next_to_install_is_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('GET /', index);\n};\nROUTE('GET /b/', index);\nfunction index($) { $.plain('x'); }\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "controller-install"),
+        vec![4]
+    );
+}
+
+#[test]
+fn routes_inside_install_are_clean() {
+    let src = "exports.install = function () {\n\tROUTE('GET /', index);\n\tROUTE('GET /x/', $ => $.plain('x'));\n};\nfunction index($) { $.plain('x'); }\n";
+    clean("controllers/default.js", src, "controller-install");
+    clean(
+        "definitions/routes.js",
+        "ROUTE('GET /', $ => $.plain('x'));\n",
+        "controller-install",
+    );
+}
+
+// #4 handler-this
+
+#[test]
+fn v4_handlers_using_this_are_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /b/', b);\n};\n\nfunction a() {\n\tvar self = this;\n\tself.json({});\n}\n\nfunction b() {\n\tthis.view('index');\n}\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "handler-this"),
+        vec![7, 12]
+    );
+}
+
+#[test]
+fn inline_handler_using_this_is_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('GET /a/', function() {\n\t\tthis.plain('x');\n\t});\n};\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "handler-this"),
+        vec![3]
+    );
+}
+
+#[test]
+fn socket_handlers_and_dollar_handlers_may_use_this() {
+    let src = "exports.install = function() {\n\tROUTE('SOCKET /ws/', socket);\n\tROUTE('+SOCKET /in/', function() {\n\t\tvar self = this;\n\t\tself.on('open', function() {});\n\t});\n\tROUTE('GET /', index);\n};\n\nfunction socket() {\n\tvar self = this;\n\tself.on('message', function(client, msg) { client.send(msg); });\n}\n\nfunction index($) {\n\t$.json({ a: 1 });\n}\n\nfunction Cache() {\n\tthis.json = {};\n}\n";
+    clean("controllers/default.js", src, "handler-this");
+}
+
+// #5 route-method
+
+#[test]
+fn unknown_lowercase_or_missing_route_methods_are_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('FETCH /a/', a);\n\tROUTE('get /b/', a);\n\tROUTE('/c/', a);\n};\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "route-method"),
+        vec![2, 3, 4]
+    );
+    let action = "NEWACTION('Items|list', { route: 'GTE /items/', action: $ => $.success() });\n";
+    assert_eq!(lines("actions/items.js", action, "route-method"), vec![1]);
+}
+
+#[test]
+fn known_route_methods_are_clean() {
+    let src = "exports.install = function() {\n\tROUTE('GET /', a);\n\tROUTE('+POST /b/ @upload <5MB', a);\n\tROUTE('-API ?  +login --> Users|login');\n\tROUTE('SOCKET /ws/ @text', a);\n\tROUTE('FILE /download/*.*', a);\n\tROUTE('#404', a);\n\tROUTE('DELETE /x/{id}/ --> Items|remove');\n};\n";
+    clean("controllers/default.js", src, "route-method");
+    clean(
+        "actions/items.js",
+        "NEWACTION('Items|list', { route: '+API ?', action: $ => $.success() });\n",
+        "route-method",
+    );
+}
+
+// #6 route-v4-schema
+
+#[test]
+fn v4_schema_route_syntax_is_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('GET /api/items/ *Items --> list');\n\tROUTE('API /api/ -items_query *Items --> query');\n};\n";
+    let f = findings("controllers/api.js", src, "route-v4-schema");
+    assert_eq!(f.iter().map(|f| f.line).collect::<Vec<_>>(), vec![2, 3]);
+    assert!(f[0].message.contains("--> Items|list"));
+}
+
+#[test]
+fn v5_action_routes_are_clean() {
+    let src = "exports.install = function() {\n\tROUTE('GET /api/items/ --> *Items/list');\n\tROUTE('GET /api/x/ --> Items|list');\n\tROUTE('API /v1/ -api_basic --> APIRoutes/success');\n\tROUTE('API /v1/ *api_star --> APIRoutes/success');\n\tROUTE('FILE /files/*.jpg', a);\n};\n";
+    clean("controllers/api.js", src, "route-v4-schema");
+}
+
+// #7 route-flags-array
+
+#[test]
+fn v4_flags_array_and_fourth_argument_are_flagged() {
+    let src = "exports.install = function() {\n\tROUTE('POST /upload/', upload, ['upload'], 1024 * 10);\n\tROUTE('POST /x/', upload, ['json']);\n};\n";
+    assert_eq!(
+        lines("controllers/files.js", src, "route-flags-array"),
+        vec![2, 3]
+    );
+}
+
+#[test]
+fn flags_in_the_url_string_and_byte_size_are_clean() {
+    let src = "exports.install = function() {\n\tROUTE('POST /upload/ @upload <10MB', upload);\n\tROUTE('POST /x/', upload, 1024 * 1024);\n\tROUTE('GET /y/', function($) { $.json([1, 2]); });\n};\n";
+    clean("controllers/files.js", src, "route-flags-array");
+}
+
+// #8 api-action-id
+
+#[test]
+fn slash_action_id_with_api_route_is_flagged() {
+    let src = "NEWACTION('Coll/one', {\n\troute: 'API ?',\n\taction: $ => $.success(1)\n});\n";
+    let f = findings("actions/coll.js", src, "api-action-id");
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("'Coll|one'"));
+}
+
+#[test]
+fn pipe_ids_and_slash_ids_without_api_route_are_clean() {
+    let src = "NEWACTION('Coll|one', { route: '+API ?', action: $ => $.success(1) });\nNEWACTION('Coll/two', { route: 'POST /coll/', action: $ => $.success(2) });\nNEWACTION('Coll/three', { action: $ => $.success(3) });\n";
+    clean("actions/coll.js", src, "api-action-id");
+}
+
+// #9 schema-v4-api
+
+#[test]
+fn v4_schema_methods_are_flagged() {
+    let src = "NEWSCHEMA('Users', function(s) {\n\ts.define('name', String, true);\n\ts.setSave(function($, model) {\n\t\tmodel.$clean();\n\t});\n});\nNEWSCHEMA('Old').make(function(schema) {\n\tschema.addWorkflow('x', function() {});\n});\n";
+    assert_eq!(
+        lines("schemas/users.js", src, "schema-v4-api"),
+        vec![2, 3, 4, 7, 8]
+    );
+}
+
+#[test]
+fn v5_schema_actions_are_clean() {
+    let src = "NEWSCHEMA('Users', function(schema) {\n\tschema.action('list', {\n\t\tname: 'List users',\n\t\taction: $ => $.success([])\n\t});\n});\nNEWSCHEMA('@Address', 'street:String, city:String');\n";
+    clean("schemas/users.js", src, "schema-v4-api");
+}
+
+// #10 action-controller-method
+
+#[test]
+fn controller_methods_inside_actions_and_auth_are_flagged() {
+    let src = "NEWACTION('Items|list', {\n\taction: function($) {\n\t\t$.json([]);\n\t}\n});\nNEWSCHEMA('Pages', function(schema) {\n\tschema.action('read', {\n\t\taction($) { $.view('page'); }\n\t});\n});\nAUTH(function($) {\n\t$.plain('no');\n});\nNEWACTION('Files|get', { action: (ctx) => ctx.file('x.pdf') });\n";
+    assert_eq!(
+        lines("actions/items.js", src, "action-controller-method"),
+        vec![3, 8, 12, 14]
+    );
+}
+
+#[test]
+fn options_methods_in_actions_and_json_in_handlers_are_clean() {
+    let action = "NEWACTION('Items|list', {\n\taction: async function($, model) {\n\t\tvar items = await DATA.find('tbl_items').promise($);\n\t\t$.callback(items);\n\t\t$.controller.json(items);\n\t}\n});\n";
+    clean("actions/items.js", action, "action-controller-method");
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n};\nfunction index($) {\n\t$.json({});\n\t$.action('Items|list', { action: 1 });\n}\n";
+    clean(
+        "controllers/default.js",
+        controller,
+        "action-controller-method",
+    );
+}
+
+// #11 v4-global
+
+#[test]
+fn v4_globals_are_flagged() {
+    let src = "SCHEDULE('12:00', '1 day', fn);\nvar t = TABLE('users');\nMODULE('auth').check();\nPREF.set('a', 1);\nF.route('/x/', fn);\nOPERATION('send', {});\n";
+    let f = findings("definitions/init.js", src, "v4-global");
+    assert_eq!(
+        f.iter().map(|f| f.line).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
+    assert!(f[0].message.contains("CRON"));
+}
+
+#[test]
+fn v5_globals_members_and_local_names_are_clean() {
+    let src = "CRON('*/5 * * * *', fn);\nNOSQL('users').find();\nMODS.auth.check();\nvar x = obj.TABLE('a');\nfunction MAP(a) { return a; }\nMAP(1);\nvar s = 'TABLE(\"x\")';\n";
+    clean("definitions/init.js", src, "v4-global");
+}
+
+// #12 no-app-require
+
+#[test]
+fn requiring_app_files_is_flagged() {
+    let src = "var helper = require('../modules/helper');\nvar x = require('./x.js');\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "no-app-require"),
+        vec![1, 2]
+    );
+    assert_eq!(
+        lines(
+            "plugins/admin/index.js",
+            "require('./lib');\n",
+            "no-app-require"
+        ),
+        vec![1]
+    );
+}
+
+#[test]
+fn package_requires_and_other_folders_are_clean() {
+    clean(
+        "controllers/default.js",
+        "var qb = require('querybuilderpg');\n",
+        "no-app-require",
+    );
+    clean("scripts/seed.js", "require('./lib');\n", "no-app-require");
+}
+
+// #13 node-builtin
+
+#[test]
+fn node_builtins_and_interval_jobs_are_noted() {
+    let src = "var fs = require('fs');\nvar p = require('node:path');\nsetInterval(function() {}, 60000);\n";
+    assert_eq!(
+        lines("definitions/jobs.js", src, "node-builtin"),
+        vec![1, 2, 3]
+    );
+}
+
+#[test]
+fn framework_helpers_and_boot_file_are_clean() {
+    clean(
+        "definitions/jobs.js",
+        "CRON('*/5 * * * *', fn);\nvar file = PATH.root('a.txt');\nTotal.Fs.readFile(file, fn);\n",
+        "node-builtin",
+    );
+    clean(
+        "index.js",
+        "var fs = require('fs');\nrequire('total5');\nTotal.run({});\n",
+        "node-builtin",
+    );
+}
+
+// #14 success-envelope
+
+#[test]
+fn hand_made_success_envelope_is_flagged() {
+    let src =
+        "function save($) {\n\t$.json({ success: true, value: 1 });\n\t$.json({ 'ok': 1 });\n}\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "success-envelope"),
+        vec![2, 3]
+    );
+}
+
+#[test]
+fn success_helper_and_other_json_are_clean() {
+    let src = "function save($) {\n\t$.success(1);\n\t$.json({ items: [], success: true });\n}\n";
+    clean("controllers/default.js", src, "success-envelope");
+}
+
+// #15 config-format
+
+#[test]
+fn config_without_space_after_colon_is_flagged() {
+    let src = "name:Foo\n$port : 8000\nurl :http://x\n";
+    let f = findings("config", src, "config-format");
+    assert_eq!(f.iter().map(|f| f.line).collect::<Vec<_>>(), vec![1, 3]);
+    assert!(f[0].message.contains("name : Foo"));
+}
+
+#[test]
+fn json_yaml_and_v4_keys_in_config_are_flagged() {
+    assert_eq!(
+        lines("config", "{\n\t\"name\": \"App\"\n}\n", "config-format"),
+        vec![1]
+    );
+    assert_eq!(
+        lines(
+            "config",
+            "db :\n  host : x\nport = 8000\ndefault_port : 8000\n",
+            "config-format"
+        ),
+        vec![2, 3, 4]
+    );
+}
+
+#[test]
+fn well_formed_config_is_clean() {
+    let src = "# comment\n// another\nname : App\n$api : /api/\n$port (number) : 8000\ndatabase : postgresql://user:pass@localhost/db\nempty :\n\n";
+    clean("config", src, "config-format");
+    clean("plugins/admin/config", "name : Admin\n", "config-format");
+}
+
+// #16 config-overlay
+
+#[test]
+fn config_overlays_are_flagged() {
+    assert_eq!(
+        lines("config-debug", "name : Dev\n", "config-overlay"),
+        vec![1]
+    );
+    assert_eq!(
+        lines("config-release", "name : Prod\n", "config-overlay"),
+        vec![1]
+    );
+}
+
+#[test]
+fn plain_config_is_not_an_overlay() {
+    clean("config", "name : App\n", "config-overlay");
+    clean("docs/config-debug.md", "notes\n", "config-overlay");
+}
+
+// #17 auth-delegate
+
+const AUTH_ROUTES: &str = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('+GET /admin/', index);\n};\nfunction index($) { $.plain('x'); }\n";
+
+fn auth_findings(src: &str, has_auth: Option<bool>) -> Vec<usize> {
+    let ctx = ProjectContext { has_auth };
+    check_in_project("controllers/admin.js", src, &CheckConfig::default(), &ctx)
+        .into_iter()
+        .filter(|f| f.rule == "auth-delegate")
+        .map(|f| f.line)
+        .collect()
+}
+
+#[test]
+fn session_routes_without_auth_in_project_are_flagged() {
+    assert_eq!(auth_findings(AUTH_ROUTES, Some(false)), vec![3]);
+    let action = "NEWACTION('Users|update', { route: '+API ?', action: $ => $.success() });\n";
+    let ctx = ProjectContext {
+        has_auth: Some(false),
+    };
+    let f = check_in_project("actions/users.js", action, &CheckConfig::default(), &ctx);
+    assert!(f.iter().any(|f| f.rule == "auth-delegate"));
+}
+
+#[test]
+fn session_routes_with_auth_or_unknown_context_are_clean() {
+    assert!(auth_findings(AUTH_ROUTES, Some(true)).is_empty());
+    assert!(auth_findings(AUTH_ROUTES, None).is_empty());
+    let plain = "exports.install = function() {\n\tROUTE('GET /', index);\n};\nfunction index($) { $.plain('x'); }\n";
+    assert!(auth_findings(plain, Some(false)).is_empty());
+}
+
+#[test]
+fn project_scan_finds_auth_in_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(ProjectContext::scan(dir.path()).has_auth, Some(false));
+    std::fs::create_dir(dir.path().join("definitions")).unwrap();
+    std::fs::write(dir.path().join("definitions/auth.js"), "// AUTH(fn)\n").unwrap();
+    assert_eq!(ProjectContext::scan(dir.path()).has_auth, Some(false));
+    std::fs::write(
+        dir.path().join("definitions/auth.js"),
+        "AUTH(function($) {\n\t$.invalid();\n});\n",
+    )
+    .unwrap();
+    assert_eq!(ProjectContext::scan(dir.path()).has_auth, Some(true));
+}
+
+// #18 indent-tabs
+
+#[test]
+fn space_indentation_is_flagged_once_per_file() {
+    let src = "exports.install = function() {\n    ROUTE('GET /', index);\n};\n\nfunction index($) {\n    $.plain('x');\n}\n";
+    let f = findings("controllers/default.js", src, "indent-tabs");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].line, 2);
+    assert!(f[0].message.starts_with("2 line(s)"));
+}
+
+#[test]
+fn tab_indentation_and_comment_or_string_continuations_are_clean() {
+    let src = "/**\n * Doc comment.\n */\nexports.install = function() {\n\tROUTE('GET /', index);\n};\n\nvar s = `multi\n    line`;\n\nfunction index($) {\n\t$.plain('x');\n}\n";
+    clean("controllers/default.js", src, "indent-tabs");
+}
+
+// #19 realtime-package
+
+#[test]
+fn cron_and_socket_packages_are_flagged() {
+    let src = "var cron = require('node-cron');\nvar io = require('socket.io');\nconst WebSocket = require('ws');\n";
+    assert_eq!(
+        lines("definitions/jobs.js", src, "realtime-package"),
+        vec![1, 2, 3]
+    );
+}
+
+#[test]
+fn framework_cron_and_sockets_are_clean() {
+    let src = "CRON('0 * * * *', fn);\nROUTE('SOCKET /ws/', socket);\nvar x = require('wsse');\n";
+    clean("definitions/jobs.js", src, "realtime-package");
+}
+
+// #20 process-env (off by default)
+
+#[test]
+fn process_env_in_feature_code_is_noted_when_enabled() {
+    let src = "var key = process.env.API_KEY;\n";
+    assert_eq!(lines("definitions/init.js", src, "process-env"), vec![1]);
+    let off = check("definitions/init.js", src, &CheckConfig::default());
+    assert!(off.iter().all(|f| f.rule != "process-env"));
+}
+
+#[test]
+fn process_env_in_index_and_conf_reads_are_clean() {
+    clean(
+        "index.js",
+        "require('total5');\nTotal.run({ port: process.env.PORT });\n",
+        "process-env",
+    );
+    clean(
+        "definitions/init.js",
+        "var key = CONF.api_key;\n",
+        "process-env",
+    );
+}
+
+// #21 package-total5
+
+#[test]
+fn package_json_on_total4_or_without_total5_is_flagged() {
+    let src =
+        "{\n\t\"name\": \"app\",\n\t\"dependencies\": {\n\t\t\"total4\": \"^0.0.90\"\n\t}\n}\n";
+    let f = findings("package.json", src, "package-total5");
+    assert_eq!(f.len(), 2);
+    assert_eq!(f[0].line, 3);
+    assert_eq!(f[1].line, 4);
+}
+
+#[test]
+fn malformed_package_json_is_reported_not_panicking() {
+    let f = findings(
+        "package.json",
+        "{\n\t\"name\": \"app\",\n}\n",
+        "package-total5",
+    );
+    assert_eq!(f.len(), 1);
+    assert!(f[0].message.contains("not valid JSON"));
+}
+
+#[test]
+fn package_json_with_total5_is_clean() {
+    clean(
+        "package.json",
+        "{ \"devDependencies\": { \"total5\": \"latest\" } }",
+        "package-total5",
+    );
+    clean("plugins/x/package.json", "not json", "package-total5");
+}
