@@ -1,1 +1,98 @@
-//! placeholder
+//! Totem's permission engine: decides whether a tool call may read a file, change one, run a
+//! command line or call an MCP tool — allow, ask a person, or deny — and explains why.
+//!
+//! It is a pure library: the daemon builds a [`Policy`] from settings, keeps a [`PermissionState`]
+//! per session, calls [`Policy::evaluate`] for every [`Access`] a tool call plans, asks on
+//! [`Decision::Ask`], and feeds the person's [`Reply`] to [`PermissionState::answer`]. The project
+//! boundary (paths outside the project root) is enforced before this crate is consulted and no
+//! rule here can lift it.
+//!
+//! # Rules in settings
+//!
+//! Rules are a map from a *rule key* to a map from *pattern* to `"allow"`, `"ask"` or `"deny"`:
+//!
+//! ```json
+//! {
+//!   "bash": { "git status *": "allow", "npm test *": "allow", "git push *": "ask", "rm *": "deny" },
+//!   "edit": { "src/**": "allow", "*.lock": "deny" },
+//!   "read": { "private/": "deny" },
+//!   "mcp":  { "github/*": "allow" },
+//!   "webfetch": { "*": "ask" }
+//! }
+//! ```
+//!
+//! Keys: `read` covers every tool that reads (read, list, glob, grep), `edit` every tool that
+//! writes (write, edit, patch, and output redirections of commands), `bash` every tool that runs a
+//! command line (bash, job), `mcp` every MCP tool (target `server/tool`); any other key is one
+//! tool's own name and wins over its kind's key; `*` covers every tool.
+//!
+//! Patterns: for `read`/`edit`, globs over project-relative paths with `.gitignore` anchoring (a
+//! pattern without `/` matches at any depth, `src/**` is anchored, a trailing `/` means the whole
+//! folder). For `bash` and `mcp`, `*` matches any text, and a pattern ending in ` *` also matches
+//! the command without arguments (`git status *` covers `git status`). Within one map the most
+//! specific matching pattern decides (most literal characters; on a tie the strictest), so the
+//! order in the file does not matter.
+//!
+//! Agents list rules as `allow:`/`deny:` entries such as `bash(git *)` or `read`; see
+//! [`Rules::from_lists`].
+//!
+//! # Layers
+//!
+//! Built-in defaults < user settings < agent lists < project rules. The highest layer with a
+//! matching rule decides ([`Policy::add_layer`]); rules read from a file inside the repository
+//! should be added with [`Policy::add_tightening_layer`], which can only make decisions stricter.
+//! Remembered "always" answers ([`PermissionState`], for the session or the project) come last and
+//! only turn a question into an allow: they never lift a deny.
+//!
+//! # Command lines
+//!
+//! A command line is split into every command it runs ([`bash::split_commands`]): separators,
+//! pipes, subshells, substitutions, `bash -c`, `eval`, `xargs`, `find -exec`, `sudo` …. Every
+//! sub-command must be allowed for the line to be allowed; deny wins over ask over allow. An
+//! output redirection to a file is a write of that file under the `edit` rules. A line that cannot
+//! be read with confidence, code that cannot be seen (`eval "$x"`), and a program name that is an
+//! expansion always ask. A rule `rm *` → deny also catches `FOO=1 rm x`; an allow must name the
+//! assignment (`FOO=1 ls` is not `ls`).
+//!
+//! # Defaults
+//!
+//! See [`defaults`]: reading allowed, writing asks, commands ask except a short list of read-only
+//! ones, MCP tools ask.
+//!
+//! # Secret files
+//!
+//! See [`secret`]: `.env`, keys, certificates, credential stores ask even for reading, even where
+//! a rule allows, and also when a command names them (`cat .env`). Only a deny rule or an answer
+//! for that exact file settles them.
+//!
+//! # Answers
+//!
+//! "Always" remembers, per asking part, the pattern in [`Part::always`]: for a file that exact
+//! path; for a command its prefix (`npm test *`, `ls *`), or the exact command when a prefix would
+//! be too broad (`rm`, interpreters, wrappers) or when the question came from a secret, an
+//! expansion or an unreadable line.
+
+pub mod bash;
+pub mod defaults;
+mod pattern;
+mod policy;
+mod rules;
+pub mod secret;
+mod state;
+
+pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict};
+pub use rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
+pub use secret::{SecretPatterns, SecretSettings, is_secret};
+pub use state::{Answer, PermissionState, Reply, Scope};
+
+use serde::{Deserialize, Serialize};
+
+/// The `permission` section of a settings file: rules plus adjustments to the secret patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionSettings {
+    #[serde(default, skip_serializing_if = "Rules::is_empty")]
+    pub rules: Rules,
+    #[serde(default)]
+    pub secrets: SecretSettings,
+}

@@ -1,0 +1,513 @@
+//! The engine: layers of rules, secret files and remembered answers, evaluated for one access.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bash::{SubCommand, Word, split_commands};
+use crate::defaults::default_rules;
+use crate::pattern::{exact_command_pattern, exact_path_pattern, normalize_path};
+use crate::rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
+use crate::secret::SecretPatterns;
+use crate::state::PermissionState;
+
+/// Why a part of an access got its decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Reason {
+    /// A configured rule decided.
+    Rule { rule: MatchedRule },
+    /// A remembered "always" answer turned a question into an allow.
+    Remembered { rule: MatchedRule },
+    /// The file is a secret (or the command names one); only an explicit answer for it allows it.
+    Secret { pattern: String },
+    /// The command line could not be split with confidence.
+    Unparsed { error: String },
+    /// The command runs code that cannot be seen before it runs (`eval "$x"`, `bash -c "$s"`,
+    /// a program name that is an expansion).
+    Opaque,
+    /// A built-in allow does not cover this use: it reaches outside the project or depends on an
+    /// expansion.
+    ReachesOutside { word: String },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Rule { rule } => write!(f, "{rule}"),
+            Reason::Remembered { rule } => write!(f, "{rule}"),
+            Reason::Secret { pattern } => write!(f, "secret file (matches `{pattern}`)"),
+            Reason::Unparsed { error } => write!(f, "the command could not be read: {error}"),
+            Reason::Opaque => f.write_str("runs code that cannot be checked before it runs"),
+            Reason::ReachesOutside { word } => write!(
+                f,
+                "`{word}` reaches outside the project or depends on an expansion"
+            ),
+        }
+    }
+}
+
+/// The rule an "always" answer would add for one part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlwaysRule {
+    pub key: String,
+    pub pattern: String,
+}
+
+/// One decided piece of an access: a sub-command of a command line, a file a redirection writes,
+/// or the access itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    pub kind: AccessKind,
+    /// The sub-command text or the path.
+    pub subject: String,
+    pub decision: Decision,
+    pub reason: Reason,
+    /// What answering "always" remembers for this part (only for parts that ask).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub always: Option<AlwaysRule>,
+}
+
+/// The outcome of evaluating an access: the strictest decision over its parts (deny over ask over
+/// allow), with every part and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub decision: Decision,
+    pub parts: Vec<Part>,
+}
+
+impl Verdict {
+    /// The part that decided: the first one with the verdict's decision.
+    pub fn deciding_part(&self) -> Option<&Part> {
+        self.parts.iter().find(|p| p.decision == self.decision)
+    }
+
+    /// The reason of the deciding part.
+    pub fn reason(&self) -> Option<&Reason> {
+        self.deciding_part().map(|p| &p.reason)
+    }
+
+    /// One line for a person or a model: "ask: `rm -rf x` (built-in default: bash `*` → ask)".
+    pub fn explain(&self) -> String {
+        match self.deciding_part() {
+            Some(p) => format!("{}: `{}` ({})", self.decision, p.subject, p.reason),
+            None => format!("{}: nothing to run", self.decision),
+        }
+    }
+
+    /// The rules an "always" answer adds: one per part that asks.
+    pub fn always_rules(&self) -> Rules {
+        let mut rules = Rules::new();
+        for part in &self.parts {
+            if let (Decision::Ask, Some(a)) = (part.decision, &part.always) {
+                rules.insert(a.key.clone(), a.pattern.clone(), Decision::Allow);
+            }
+        }
+        rules
+    }
+}
+
+struct Layer {
+    rules: RuleSet,
+    /// Rules from a place the user does not control (a file inside the repository) may only make
+    /// decisions stricter.
+    tighten_only: bool,
+}
+
+/// The configured rules and secret patterns. Build one per agent and project; evaluate with the
+/// session's [`PermissionState`].
+pub struct Policy {
+    layers: Vec<Layer>,
+    secrets: SecretPatterns,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Policy {
+    /// The built-in defaults and secret patterns, nothing else.
+    pub fn new() -> Self {
+        let defaults = RuleSet::compile(Source::Default, default_rules());
+        Policy {
+            layers: defaults
+                .into_iter()
+                .map(|rules| Layer {
+                    rules,
+                    tighten_only: false,
+                })
+                .collect(),
+            secrets: SecretPatterns::default(),
+        }
+    }
+
+    /// Adds the rules of one source. Layers are ordered by [`Source`] whatever the call order;
+    /// among layers of the same source, later calls win.
+    pub fn add_layer(&mut self, source: Source, rules: Rules) -> Result<(), RuleError> {
+        self.insert(source, rules, false)
+    }
+
+    /// Adds rules that may only make decisions stricter (ask or deny where lower layers allow).
+    /// Use it for rules read from a file inside the project, which whoever wrote the repository
+    /// controls.
+    pub fn add_tightening_layer(&mut self, source: Source, rules: Rules) -> Result<(), RuleError> {
+        self.insert(source, rules, true)
+    }
+
+    fn insert(
+        &mut self,
+        source: Source,
+        rules: Rules,
+        tighten_only: bool,
+    ) -> Result<(), RuleError> {
+        let rules = RuleSet::compile(source, rules)?;
+        let at = self
+            .layers
+            .iter()
+            .position(|l| l.rules.source() > source)
+            .unwrap_or(self.layers.len());
+        self.layers.insert(
+            at,
+            Layer {
+                rules,
+                tighten_only,
+            },
+        );
+        Ok(())
+    }
+
+    /// Replaces the secret patterns (see [`SecretPatterns::from_settings`]).
+    pub fn set_secrets(&mut self, secrets: SecretPatterns) {
+        self.secrets = secrets;
+    }
+
+    pub fn secrets(&self) -> &SecretPatterns {
+        &self.secrets
+    }
+
+    /// Decides `access` under these rules and the answers remembered in `state`.
+    pub fn evaluate(&self, access: &Access, state: &PermissionState) -> Verdict {
+        let mut parts = Vec::new();
+        match access.kind {
+            AccessKind::Execute => self.command_line_parts(access, state, &mut parts),
+            AccessKind::Read | AccessKind::Write => {
+                parts.push(self.path_part(access.kind, &access.tool, &access.target, state));
+            }
+            AccessKind::Mcp => {
+                let (decision, rule) = self.configured(access.kind, &access.tool, &access.target);
+                let always = AlwaysRule {
+                    key: AccessKind::Mcp.rule_key().into(),
+                    pattern: exact_command_pattern(&access.target),
+                };
+                let part = Part {
+                    kind: access.kind,
+                    subject: access.target.clone(),
+                    decision,
+                    reason: Reason::Rule { rule },
+                    always: Some(always),
+                };
+                parts.push(self.settle(&access.tool, part, state));
+            }
+        }
+        let decision = parts
+            .iter()
+            .map(|p| p.decision)
+            .max()
+            .unwrap_or(Decision::Allow);
+        Verdict { decision, parts }
+    }
+
+    /// The decision of the configured layers: the highest layer with a matching rule decides,
+    /// except that a tightening layer only counts where it is stricter.
+    fn configured(&self, kind: AccessKind, tool: &str, subject: &str) -> (Decision, MatchedRule) {
+        let mut current: Option<MatchedRule> = None;
+        for layer in &self.layers {
+            let Some(m) = layer.rules.decide(kind, tool, subject) else {
+                continue;
+            };
+            let stricter = current.as_ref().is_none_or(|c| m.decision > c.decision);
+            if !layer.tighten_only || stricter {
+                current = Some(m);
+            }
+        }
+        let rule = current.unwrap_or(MatchedRule {
+            source: Source::Default,
+            key: "*".into(),
+            pattern: "*".into(),
+            decision: Decision::Ask,
+        });
+        (rule.decision, rule)
+    }
+
+    /// Applies remembered answers to a part that asks. `part.always` holds the rule an "always"
+    /// answer would add; it is kept only on a part that still asks.
+    fn settle(&self, tool: &str, mut part: Part, state: &PermissionState) -> Part {
+        if part.decision == Decision::Ask {
+            // A question raised by something specific (a secret, an expansion, an unreadable line)
+            // is settled only by an answer for exactly this subject, never by a broad pattern.
+            let exact_only = !matches!(part.reason, Reason::Rule { .. });
+            if let Some(rule) = state.lift(part.kind, tool, &part.subject, exact_only) {
+                part.decision = Decision::Allow;
+                part.reason = Reason::Remembered { rule };
+            }
+        }
+        if part.decision != Decision::Ask {
+            part.always = None;
+        }
+        part
+    }
+
+    fn path_part(&self, kind: AccessKind, tool: &str, path: &str, state: &PermissionState) -> Part {
+        let path = normalize_path(path);
+        let (mut decision, rule) = self.configured(kind, tool, path);
+        let mut reason = Reason::Rule { rule };
+        if decision != Decision::Deny
+            && let Some(pattern) = self.secrets.matching_pattern(path)
+        {
+            decision = Decision::Ask;
+            reason = Reason::Secret {
+                pattern: pattern.to_string(),
+            };
+        }
+        let always = AlwaysRule {
+            key: kind.rule_key().into(),
+            pattern: exact_path_pattern(path),
+        };
+        let part = Part {
+            kind,
+            subject: path.to_string(),
+            decision,
+            reason,
+            always: Some(always),
+        };
+        self.settle(tool, part, state)
+    }
+
+    fn command_line_parts(&self, access: &Access, state: &PermissionState, parts: &mut Vec<Part>) {
+        let tool = access.tool.as_str();
+        let line = access.target.as_str();
+        let commands = match split_commands(line) {
+            Ok(commands) => commands,
+            Err(error) => {
+                let (decision, rule) = self.configured(AccessKind::Execute, tool, line);
+                let (decision, reason) = if decision == Decision::Deny {
+                    (decision, Reason::Rule { rule })
+                } else {
+                    let error = error.to_string();
+                    (Decision::Ask, Reason::Unparsed { error })
+                };
+                let always = AlwaysRule {
+                    key: AccessKind::Execute.rule_key().into(),
+                    pattern: exact_command_pattern(line),
+                };
+                let part = Part {
+                    kind: AccessKind::Execute,
+                    subject: line.to_string(),
+                    decision,
+                    reason,
+                    always: Some(always),
+                };
+                parts.push(self.settle(tool, part, state));
+                return;
+            }
+        };
+        for cmd in &commands {
+            if !cmd.words.is_empty() || !cmd.assignments.is_empty() {
+                parts.push(self.command_part(tool, cmd, state));
+            }
+            for redirect in &cmd.redirects {
+                let Some(file) = redirect.written_file() else {
+                    continue;
+                };
+                let mut part = self.path_part(AccessKind::Write, tool, file, state);
+                if redirect.target.dynamic && part.decision == Decision::Allow {
+                    part.decision = Decision::Ask;
+                    part.reason = Reason::ReachesOutside {
+                        word: redirect.target.text.clone(),
+                    };
+                }
+                parts.push(part);
+            }
+        }
+    }
+
+    fn command_part(&self, tool: &str, cmd: &SubCommand, state: &PermissionState) -> Part {
+        let kind = AccessKind::Execute;
+        let text = cmd.text();
+        let (mut decision, rule) = self.configured(kind, tool, &text);
+        let mut reason = Reason::Rule { rule };
+        if !cmd.assignments.is_empty() && !cmd.words.is_empty() {
+            // `FOO=1 rm x` must not escape a deny on `rm *`; an allow must name the assignment.
+            let (bare, bare_rule) = self.configured(kind, tool, &cmd.command_text());
+            if bare == Decision::Deny {
+                decision = bare;
+                reason = Reason::Rule { rule: bare_rule };
+            }
+        }
+        let mut exact = false;
+        if decision != Decision::Deny {
+            if cmd.opaque || cmd.program_is_dynamic() {
+                decision = Decision::Ask;
+                reason = Reason::Opaque;
+                exact = true;
+            } else if let Some(pattern) = self.secret_named_by(cmd) {
+                decision = Decision::Ask;
+                reason = Reason::Secret { pattern };
+                exact = true;
+            } else if decision == Decision::Allow
+                && matches!(&reason, Reason::Rule { rule } if rule.source == Source::Default)
+                && let Some(word) = reaches_outside(cmd)
+            {
+                decision = Decision::Ask;
+                reason = Reason::ReachesOutside { word };
+                exact = true;
+            }
+        }
+        let always = AlwaysRule {
+            key: kind.rule_key().into(),
+            pattern: if exact {
+                exact_command_pattern(&text)
+            } else {
+                prefix_pattern(cmd)
+            },
+        };
+        let part = Part {
+            kind,
+            subject: text,
+            decision,
+            reason,
+            always: Some(always),
+        };
+        self.settle(tool, part, state)
+    }
+
+    /// The secret pattern matched by a file the command names in an argument, an assignment or an
+    /// input redirection (`cat .env`, `--file=id_rsa`, `< secrets/.env`).
+    fn secret_named_by(&self, cmd: &SubCommand) -> Option<String> {
+        let words = cmd
+            .words
+            .iter()
+            .skip(1)
+            .chain(&cmd.assignments)
+            .chain(cmd.redirects.iter().map(|r| &r.target));
+        for word in words {
+            for candidate in word_paths(word) {
+                if let Some(p) = self.secrets.matching_pattern(candidate) {
+                    return Some(p.to_string());
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The texts of a word that may be paths: the word itself and what follows a `=` in it.
+fn word_paths(word: &Word) -> impl Iterator<Item = &str> {
+    let text = word.text.as_str();
+    let value = text.split_once('=').map(|(_, v)| v);
+    std::iter::once(text).chain(value).filter(|s| !s.is_empty())
+}
+
+const DEVICES: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
+
+/// The first argument of `cmd` that reaches outside the project or is an expansion.
+fn reaches_outside(cmd: &SubCommand) -> Option<String> {
+    let words = cmd.words.iter().skip(1).chain(
+        cmd.redirects
+            .iter()
+            .filter(|r| r.read_file().is_some())
+            .map(|r| &r.target),
+    );
+    for word in words {
+        if word.dynamic {
+            return Some(word.text.clone());
+        }
+        for path in word_paths(word) {
+            let outside = (path.starts_with('/') && !DEVICES.contains(&path))
+                || path.starts_with('~')
+                || path.split('/').any(|seg| seg == "..");
+            if outside {
+                return Some(word.text.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Commands whose subcommand (second word) says what they do: `npm test`, `git push`.
+const TWO_WORD_COMMANDS: &[&str] = &[
+    "git",
+    "npm",
+    "npx",
+    "pnpm",
+    "yarn",
+    "bun",
+    "bunx",
+    "cargo",
+    "go",
+    "docker",
+    "podman",
+    "kubectl",
+    "make",
+    "just",
+    "gh",
+    "rustup",
+    "deno",
+    "dotnet",
+    "mvn",
+    "gradle",
+    "composer",
+    "bundle",
+    "rake",
+    "poetry",
+    "uv",
+    "pip",
+    "pip3",
+    "brew",
+    "apt",
+    "systemctl",
+    "total5",
+];
+
+/// Commands for which no prefix is safe to remember: interpreters, wrappers and destroyers. An
+/// "always" answer for them remembers the exact command only.
+const EXACT_ONLY_COMMANDS: &[&str] = &[
+    "rm", "rmdir", "dd", "shred", "mkfs", "chmod", "chown", "sudo", "doas", "su", "eval", "exec",
+    "env", "xargs", "bash", "sh", "zsh", "dash", "ksh", "fish", "python", "python3", "node",
+    "perl", "ruby", "php", "ssh", "scp", "curl", "wget", "nohup", "timeout", "nice", "watch",
+    "source", ".",
+];
+
+/// The pattern an "always" answer remembers for a command: its program (and subcommand for tools
+/// like `git` and `npm`) followed by ` *`, or the exact command where a prefix would be too broad.
+fn prefix_pattern(cmd: &SubCommand) -> String {
+    let text = cmd.text();
+    let Some(program) = cmd.words.first() else {
+        return exact_command_pattern(&text);
+    };
+    let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+    let take = if EXACT_ONLY_COMMANDS.contains(&name) {
+        return exact_command_pattern(&text);
+    } else if TWO_WORD_COMMANDS.contains(&name) {
+        match cmd.words.get(1) {
+            Some(w) if !w.text.starts_with('-') => 2,
+            // `git -C x push`: the subcommand is not where we expect; remember exactly.
+            Some(_) => return exact_command_pattern(&text),
+            None => 1,
+        }
+    } else {
+        1
+    };
+    let head: Vec<&str> = cmd
+        .assignments
+        .iter()
+        .chain(cmd.words.iter().take(take))
+        .map(|w| w.text.as_str())
+        .collect();
+    format!("{} *", exact_command_pattern(&head.join(" ")))
+}

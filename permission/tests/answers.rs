@@ -1,0 +1,385 @@
+//! Replies to questions, and "always" answers that make the same question quiet.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use totem_permission::{
+    Access, Decision, PermissionState, Policy, Reason, Reply, Rules, Scope, Source,
+};
+
+fn ask_and_answer(policy: &Policy, state: &mut PermissionState, access: &Access, reply: Reply) {
+    let v = policy.evaluate(access, state);
+    assert_eq!(v.decision, Decision::Ask, "{access:?} should ask first");
+    let answer = state.answer(&v, &reply).unwrap();
+    assert!(answer.allowed);
+}
+
+fn decide(policy: &Policy, state: &PermissionState, access: &Access) -> Decision {
+    policy.evaluate(access, state).decision
+}
+
+#[test]
+fn once_allows_without_remembering() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "npm test");
+    ask_and_answer(&p, &mut s, &a, Reply::Once);
+    assert_eq!(decide(&p, &s, &a), Decision::Ask);
+    assert!(s.session_rules().is_empty());
+}
+
+#[test]
+fn always_for_a_command_remembers_its_prefix() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "npm test -- --ci"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        s.session_rules().0["bash"].keys().collect::<Vec<_>>(),
+        ["npm test *"]
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "npm test")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "npm test -- -u")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "npm publish")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_for_a_single_word_program_remembers_program_star() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "pytest -x tests"),
+        Reply::AlwaysSession,
+    );
+    assert!(s.session_rules().0["bash"].contains_key("pytest *"));
+}
+
+#[test]
+fn always_for_a_dangerous_program_remembers_the_exact_command() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "rm build.log"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "rm build.log")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "rm -rf /")),
+        Decision::Ask
+    );
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "python3 x.py"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "python3 -c 'evil'")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_for_a_compound_line_remembers_each_asking_part() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "cargo build && cargo test > out.txt");
+    let v = p.evaluate(&a, &s);
+    let always = v.always_rules();
+    assert!(always.0["bash"].contains_key("cargo build *"));
+    assert!(always.0["bash"].contains_key("cargo test *"));
+    assert!(always.0["edit"].contains_key("/out.txt"));
+    s.answer(&v, &Reply::AlwaysSession).unwrap();
+    assert_eq!(decide(&p, &s, &a), Decision::Allow);
+    // The remembered parts do not let a new part through.
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "cargo build && rm x")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_for_a_file_remembers_that_path_only() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::write("edit", "src/lib.rs"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::write("edit", "src/lib.rs")),
+        Decision::Allow
+    );
+    // The `edit` key covers every writing tool.
+    assert_eq!(
+        decide(&p, &s, &Access::write("write", "src/lib.rs")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::write("edit", "src/main.rs")),
+        Decision::Ask
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::write("edit", "other/src/lib.rs")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_for_a_path_with_glob_characters_matches_it_literally() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::write("edit", "app/[id]/page.tsx"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::write("edit", "app/[id]/page.tsx")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::write("edit", "app/i/page.tsx")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_for_an_mcp_tool_remembers_that_tool() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::mcp("github/list_issues"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::mcp("github/list_issues")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::mcp("github/delete_repo")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn always_never_lifts_a_configured_deny() {
+    let mut p = Policy::new();
+    let mut r = Rules::new();
+    r.insert("bash", "git push --force*", Decision::Deny);
+    p.add_layer(Source::User, r).unwrap();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "git push origin"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "git push origin")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "git push --force origin")),
+        Decision::Deny
+    );
+}
+
+#[test]
+fn remembered_answer_is_named_in_the_verdict() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "make check");
+    ask_and_answer(&p, &mut s, &a, Reply::AlwaysProject);
+    let v = p.evaluate(&a, &s);
+    match v.reason() {
+        Some(Reason::Remembered { rule }) => {
+            assert_eq!(rule.source, Source::ProjectAnswer);
+            assert_eq!(rule.pattern, "make check *");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn always_for_project_is_persisted_and_restored() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "cargo clippy --all-targets");
+    let v = p.evaluate(&a, &s);
+    let answer = s.answer(&v, &Reply::AlwaysProject).unwrap();
+    assert_eq!(answer.remembered, Some(Scope::Project));
+    assert!(s.session_rules().is_empty());
+
+    let saved = serde_json::to_string(s.project_rules()).unwrap();
+    let restored =
+        PermissionState::with_project_rules(serde_json::from_str(&saved).unwrap()).unwrap();
+    assert_eq!(decide(&p, &restored, &a), Decision::Allow);
+}
+
+#[test]
+fn whole_state_round_trips_through_json() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "npm ci"),
+        Reply::AlwaysSession,
+    );
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::write("edit", "a.txt"),
+        Reply::AlwaysProject,
+    );
+    let json = serde_json::to_string(&s).unwrap();
+    let back: PermissionState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.session_rules(), s.session_rules());
+    assert_eq!(back.project_rules(), s.project_rules());
+    assert!(serde_json::from_str::<PermissionState>(r#"{"sesion": {}}"#).is_err());
+}
+
+#[test]
+fn deny_reply_refuses_with_its_note_and_remembers_nothing() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "rm -rf target");
+    let v = p.evaluate(&a, &s);
+    let answer = s
+        .answer(
+            &v,
+            &Reply::Deny {
+                note: Some("use cargo clean".into()),
+            },
+        )
+        .unwrap();
+    assert!(!answer.allowed);
+    assert_eq!(answer.note.as_deref(), Some("use cargo clean"));
+    assert_eq!(answer.remembered, None);
+    assert_eq!(decide(&p, &s, &a), Decision::Ask);
+}
+
+#[test]
+fn replies_have_a_stable_wire_form() {
+    let cases = [
+        (Reply::Once, r#"{"type":"once"}"#),
+        (Reply::AlwaysSession, r#"{"type":"alwaysSession"}"#),
+        (Reply::AlwaysProject, r#"{"type":"alwaysProject"}"#),
+        (
+            Reply::Deny {
+                note: Some("no".into()),
+            },
+            r#"{"type":"deny","note":"no"}"#,
+        ),
+        (Reply::Deny { note: None }, r#"{"type":"deny"}"#),
+    ];
+    for (reply, json) in cases {
+        assert_eq!(serde_json::to_string(&reply).unwrap(), json);
+        assert_eq!(serde_json::from_str::<Reply>(json).unwrap(), reply);
+    }
+    assert!(serde_json::from_str::<Reply>(r#"{"type":"once","x":1}"#).is_err());
+    assert!(serde_json::from_str::<Reply>(r#"{"type":"once","note":"n"}"#).is_err());
+    assert!(serde_json::from_str::<Reply>(r#"{"type":"maybe"}"#).is_err());
+}
+
+#[test]
+fn secret_named_by_a_command_is_remembered_exactly() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "cat .env"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "cat .env")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "cat id_rsa")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn outside_reach_is_remembered_exactly() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "ls /tmp"),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "ls /tmp")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "ls /etc")),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn unparseable_line_is_remembered_exactly() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let line = "case $x in a) echo a;; esac";
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", line),
+        Reply::AlwaysSession,
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", line)),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(
+            &p,
+            &s,
+            &Access::execute("bash", "case $x in a) rm x;; esac")
+        ),
+        Decision::Ask
+    );
+}
+
+#[test]
+fn answering_a_denied_verdict_does_not_allow_it() {
+    let mut p = Policy::new();
+    let mut r = Rules::new();
+    r.insert("bash", "rm *", Decision::Deny);
+    p.add_layer(Source::User, r).unwrap();
+    let mut s = PermissionState::new();
+    let v = p.evaluate(&Access::execute("bash", "rm x"), &s);
+    assert!(!s.answer(&v, &Reply::AlwaysSession).unwrap().allowed);
+    assert!(s.session_rules().is_empty());
+}
