@@ -321,6 +321,13 @@ impl Policy {
                 parts.push(self.command_part(tool, cmd, state));
             }
             for redirect in &cmd.redirects {
+                if let Some(file) = redirect.read_file() {
+                    // `$(< .env)` reads a file with no command at all.
+                    let part = self.path_part(AccessKind::Read, tool, file, state);
+                    if part.decision != Decision::Allow {
+                        parts.push(part);
+                    }
+                }
                 let Some(file) = redirect.written_file() else {
                     continue;
                 };

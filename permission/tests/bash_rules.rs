@@ -356,3 +356,52 @@ fn every_sub_command_appears_in_the_verdict() {
     let subjects: Vec<_> = v.parts.iter().map(|p| p.subject.as_str()).collect();
     assert_eq!(subjects, ["ls", "cargo test", "out.txt"]);
 }
+
+#[test]
+fn separators_without_spaces_still_split() {
+    let p = policy_with(&[("bash", "git status*", Allow)]);
+    assert_eq!(decide(&p, "git status;rm x"), Ask);
+    assert_eq!(decide(&p, "git status&&rm x"), Ask);
+    assert_eq!(decide(&p, "git status|rm x"), Ask);
+}
+
+#[test]
+fn escaped_semicolon_is_an_argument_not_a_separator() {
+    // bash passes `;` to ls as an argument: nothing else runs.
+    assert_eq!(default_decision("ls -la \\; rm x"), Allow);
+}
+
+#[test]
+fn newline_inside_quotes_does_not_start_a_command() {
+    assert_eq!(default_decision("echo \"a\nrm x\""), Allow);
+}
+
+#[test]
+fn reading_a_secret_by_redirection_alone_asks() {
+    let p = policy_with(&[("bash", "*", Allow)]);
+    assert_eq!(decide(&p, "echo $(< .env)"), Ask);
+    assert_eq!(decide(&p, "read -r KEY < config/.env.local"), Ask);
+}
+
+#[test]
+fn here_string_substitution_is_checked() {
+    let p = policy_with(&[("bash", "rm *", Deny)]);
+    assert_eq!(decide(&p, "cat <<< \"$(rm x)\""), Deny);
+}
+
+#[test]
+fn substitution_inside_test_brackets_is_checked() {
+    let p = policy_with(&[("bash", "rm *", Deny)]);
+    assert_eq!(decide(&p, "[[ -n $(rm x) ]] && ls"), Deny);
+}
+
+#[test]
+fn alias_definition_asks() {
+    assert_eq!(default_decision("alias ls='rm -rf x'; ls"), Ask);
+}
+
+#[test]
+fn assignment_only_command_asks() {
+    // `PATH=/tmp/evil; ls` would run another `ls`.
+    assert_eq!(default_decision("PATH=/tmp/evil; ls"), Ask);
+}
