@@ -145,7 +145,7 @@ fn inline_handler_using_this_is_flagged() {
 
 #[test]
 fn socket_handlers_and_dollar_handlers_may_use_this() {
-    let src = "exports.install = function() {\n\tROUTE('SOCKET /ws/', socket);\n\tROUTE('+SOCKET /in/', function() {\n\t\tvar self = this;\n\t\tself.on('open', function() {});\n\t});\n\tROUTE('GET /', index);\n};\n\nfunction socket() {\n\tvar self = this;\n\tself.on('message', function(client, msg) { client.send(msg); });\n}\n\nfunction index($) {\n\t$.json({ a: 1 });\n}\n\nfunction Cache() {\n\tthis.json = {};\n}\n";
+    let src = "exports.install = function() {\n\tROUTE('SOCKET /ws/', socket);\n\tROUTE('+SOCKET /in/', function() {\n\t\tvar self = this;\n\t\tself.on('open', function() {});\n\t});\n\tROUTE('GET /', index);\n};\n\nfunction socket() {\n\tvar self = this;\n\tself.on('message', function(client, msg) { client.send(msg); });\n}\n\nfunction index($) {\n\t$.json({ a: 1 });\n}\n\nfunction Cache() {\n\tthis.json = {};\n}\n\nCache.prototype.read = function() {\n\treturn this.query;\n};\n";
     clean("controllers/default.js", src, "handler-this");
 }
 
@@ -466,7 +466,7 @@ fn space_indentation_is_flagged_once_per_file() {
 
 #[test]
 fn tab_indentation_and_comment_or_string_continuations_are_clean() {
-    let src = "/**\n * Doc comment.\n */\nexports.install = function() {\n\tROUTE('GET /', index);\n};\n\nvar s = `multi\n    line`;\n\nfunction index($) {\n\t$.plain('x');\n}\n";
+    let src = "/**\n * Doc comment.\n */\nif (a &&\n\t  b)\n\tx();\nexports.install = function() {\n\tROUTE('GET /', index);\n};\n\nvar s = `multi\n    line`;\n\nfunction index($) {\n\t$.plain('x');\n}\n";
     clean("controllers/default.js", src, "indent-tabs");
 }
 

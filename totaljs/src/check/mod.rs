@@ -235,9 +235,15 @@ pub fn format_findings(path: &str, findings: &[Finding]) -> String {
     }
     let path = path.replace('\\', "/");
     let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let errors = count(Severity::Error);
+    let advice = if errors > 0 {
+        "Fix the errors before going on."
+    } else {
+        "Fix them while the file is open."
+    };
     let mut out = format!(
-        "Total.js 5 conventions check: {} error(s), {} warning(s), {} note(s). Fix the errors before going on.\n",
-        count(Severity::Error),
+        "Total.js 5 conventions check: {} error(s), {} warning(s), {} note(s). {advice}\n",
+        errors,
         count(Severity::Warning),
         count(Severity::Info)
     );

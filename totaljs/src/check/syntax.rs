@@ -149,6 +149,8 @@ pub(crate) fn property(tokens: &[Token], range: &Range<usize>, key: &str) -> Opt
 /// expression of an arrow function without braces).
 #[derive(Debug, Clone)]
 pub(crate) struct Func<'a> {
+    /// Index of the first token (`async`, `function`, the parameter list or the method name).
+    pub start: usize,
     pub name: Option<&'a str>,
     pub params: Vec<&'a str>,
     pub body: Range<usize>,
@@ -200,6 +202,7 @@ pub(crate) fn function_at<'a>(tokens: &[Token<'a>], range: &Range<usize>) -> Opt
             return None;
         }
         return Some(Func {
+            start: range.start,
             name,
             params: params(tokens, j),
             body: block_or_expr(tokens, body_open, range.end),
@@ -208,6 +211,7 @@ pub(crate) fn function_at<'a>(tokens: &[Token<'a>], range: &Range<usize>) -> Opt
     }
     if t.kind == Kind::Ident && tokens.get(i + 1)?.is_punct("=>") {
         return Some(Func {
+            start: range.start,
             name: None,
             params: vec![t.text],
             body: block_or_expr(tokens, i + 2, range.end),
@@ -218,6 +222,7 @@ pub(crate) fn function_at<'a>(tokens: &[Token<'a>], range: &Range<usize>) -> Opt
         let close = matching(tokens, i);
         if tokens.get(close + 1)?.is_punct("=>") {
             return Some(Func {
+                start: range.start,
                 name: None,
                 params: params(tokens, i),
                 body: block_or_expr(tokens, close + 2, range.end),
@@ -230,6 +235,7 @@ pub(crate) fn function_at<'a>(tokens: &[Token<'a>], range: &Range<usize>) -> Opt
         let close = matching(tokens, i + 1);
         if tokens.get(close + 1)?.is_punct("{") {
             return Some(Func {
+                start: range.start,
                 name: Some(t.text),
                 params: params(tokens, i + 1),
                 body: block_or_expr(tokens, close + 1, range.end),

@@ -103,7 +103,13 @@ pub(crate) fn handler_this(src: &Source, _: &ProjectContext) -> Hits {
             let constructor = f
                 .name
                 .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_uppercase()));
-            if is_socket || constructor {
+            // `X.prototype.name = function` is a method of a class, not a handler.
+            let s = f.start;
+            let prototype_method = s >= 4
+                && tokens[s - 1].is_punct("=")
+                && tokens[s - 3].is_punct(".")
+                && tokens[s - 4].is_ident("prototype");
+            if is_socket || constructor || prototype_method {
                 continue;
             }
         }

@@ -16,8 +16,9 @@ pub(crate) fn indent_tabs(src: &Source, _: &ProjectContext) -> Hits {
         if indent.len() == raw.len() {
             continue; // blank line
         }
-        // Two or more spaces in the indentation; a single space is alignment, not indentation.
-        if indent.matches(' ').count() >= 2 {
+        // Indentation that starts with two or more spaces. A single space, or spaces after tabs,
+        // is alignment (JSDoc, wrapped conditions), not indentation.
+        if indent.starts_with("  ") {
             count += 1;
             first.get_or_insert(line);
         }
