@@ -8,6 +8,18 @@
 //! - [`scaffold`] and [`write_scaffold`]: the files of a new project, for `/init` in an empty folder.
 //!
 //! The facts behind all of it are in `shared/TOTALJS.md` (framework5 source and live runs).
+//!
+//! Wiring in the daemon:
+//!
+//! 1. At session start, `detect(root)`. When [`Project::is_totaljs5`] (a Total.js 5 project or an
+//!    empty folder), put [`primer()`] in the system prompt and append [`reminder()`] to each
+//!    request. Show [`Project::message`] to the user when it has one (older Total.js, unreadable
+//!    package.json).
+//! 2. After a tool writes a file in such a project: `check_in_project(rel_path, content, &cfg,
+//!    &ProjectContext::scan(root))` and append `format_findings(rel_path, &findings)` to the tool
+//!    result (it is empty when there is nothing to say). `cfg` comes from settings; call
+//!    [`CheckConfig::validate`] when loading them.
+//! 3. `/init` in an empty folder: [`write_scaffold`]; it refuses to overwrite and lists the files.
 
 mod check;
 mod detect;

@@ -25,7 +25,7 @@ Example:
 controllers/items.js
 exports.install = function() {
 	ROUTE('GET /', index);
-	ROUTE('+POST /api/items/ --> Items|create');
+	ROUTE('POST /api/items/ --> Items|create');
 };
 
 function index($) {
@@ -43,15 +43,15 @@ NEWACTION('Items|create', {
 });
 
 ## Actions and schemas
-- NEWACTION('Ns|name', { input, query, params, route: '+API ?', action($, model) }). Input fields: '*name:String, age:Number, tags:[String]' (* = required).
+- NEWACTION('Ns|name', { input, query, params, route: '+API ?', action($, model) }). Input fields: '*name:String, age:Number, tags:[String]' (* = required). Invalid input gets a 400 before the action runs.
 - Use 'Ns|name' ids with API routes, never 'Ns/name'.
 - NEWSCHEMA('Users', function(schema) { schema.action('list', { action: $ => $.success([]) }); }). No schema.define/setSave/setQuery/addWorkflow.
-- Action $: $.success(value), $.invalid('@(Error text)'), $.callback(raw), $.model, $.params, $.query, $.user. It has no $.json/$.view/$.file.
+- Action $: $.success(value) (sends { success: true, value }), $.invalid('@(Error text)'), $.callback(raw), $.model, $.params, $.query, $.user. It has no $.json/$.view/$.file.
 - Call an action from code: await ACTION('Items|create', data).promise($).
 - Route to actions with --> Ns|name, not the v4 '*Schema --> action'.
 
 ## Globals
-CONF (config values), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), DATA (query builder: DATA.find('tbl_x').where('id', id).promise($)), NOSQL(name), FILESTORAGE(name), PATH.root()/PATH.public(), CRON('*/5 * * * *', fn), ON('ready', fn), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder for HTTP calls.
+CONF (config values), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), DATA (query builder: DATA.find('tbl_x').where('id', id).promise($)), NOSQL(name), FILESTORAGE(name), PATH.root()/PATH.public(), CRON('*/5 * * * *', fn), ON('ready', fn), MIDDLEWARE('name', ($, next) => next()), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder for HTTP calls.
 Sockets: ROUTE('SOCKET /ws/', socket); function socket($) { $.on('message', (client, msg) => client.send(msg)); }
 
 ## Never
