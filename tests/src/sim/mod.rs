@@ -1,1 +1,760 @@
-//! Provider simulators.
+//! Provider simulators: one HTTP server per provider on 127.0.0.1 (port 0) that speaks that
+//! provider's wire format byte for byte (see shared/PROVIDERS.md), answers from a per-test queue
+//! of scripted replies, records every request, and serves the model-list endpoints.
+//!
+//! ```ignore
+//! let sim = Sim::start(SimKind::Anthropic).await;
+//! sim.push(Reply::stream([SimEvent::text("Hello")]));
+//! // point a provider at sim.url(), call it, then:
+//! assert_eq!(sim.chat_requests()[0].body["max_tokens"], 8192);
+//! ```
+
+mod anthropic;
+mod gemini;
+mod ollama;
+mod openai;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which provider a simulator speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SimKind {
+    Ollama,
+    /// OpenAI chat completions, OpenAI's own shapes (`/v1/models` without context lengths).
+    Openai,
+    /// OpenAI chat completions as OpenRouter speaks them: priced model list, keep-alive
+    /// comments, `{"error":{"code":<int>,…}}` errors. Served under `/api/v1`.
+    Openrouter,
+    Anthropic,
+    Gemini,
+}
+
+/// One scripted answer to the next chat request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Reply {
+    /// A streamed answer.
+    Stream(Script),
+    /// An HTTP error with the provider's real error body.
+    #[serde(rename_all = "camelCase")]
+    Error {
+        status: u16,
+        message: String,
+        /// Provider error code or type (`context_length_exceeded`, `overloaded_error`…);
+        /// defaults to what the provider uses for `status`.
+        #[serde(default)]
+        code: Option<String>,
+        /// Value of a `Retry-After` header, if any.
+        #[serde(default)]
+        retry_after: Option<String>,
+    },
+    /// `deltas` one-token text deltas, pre-rendered and sent as fast as the socket takes them.
+    #[serde(rename_all = "camelCase")]
+    Bench { deltas: usize },
+    /// Exact bytes, for cases no script covers.
+    #[serde(rename_all = "camelCase")]
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+}
+
+impl Reply {
+    /// A streamed answer made of these events, with no faults.
+    pub fn stream(events: impl IntoIterator<Item = SimEvent>) -> Reply {
+        Reply::Stream(Script::new(events))
+    }
+
+    /// An HTTP error with the provider's default code for the status.
+    pub fn error(status: u16, message: impl Into<String>) -> Reply {
+        Reply::Error {
+            status,
+            message: message.into(),
+            code: None,
+            retry_after: None,
+        }
+    }
+}
+
+/// A streamed answer and the faults to inject into it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Script {
+    pub events: Vec<SimEvent>,
+    /// Pause between two chunks (not before the first).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Send this many chunks, then drop the connection mid-body.
+    #[serde(default)]
+    pub cut_after: Option<usize>,
+    /// Send a line of garbage just before chunk number N.
+    #[serde(default)]
+    pub malformed_at: Option<usize>,
+    /// OpenAI-compatible only: put reasoning in `reasoning_content` instead of `reasoning`.
+    #[serde(default)]
+    pub reasoning_content: bool,
+    /// OpenAI-compatible only: send an SSE keep-alive comment before every chunk.
+    #[serde(default)]
+    pub keepalive: bool,
+}
+
+impl Script {
+    pub fn new(events: impl IntoIterator<Item = SimEvent>) -> Script {
+        Script {
+            events: events.into_iter().collect(),
+            ..Script::default()
+        }
+    }
+}
+
+/// One thing the simulated model does. Consecutive `ToolCall`s are parallel calls of one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum SimEvent {
+    Text {
+        text: String,
+    },
+    /// Reasoning; `signature` is Anthropic's block signature or Gemini's `thoughtSignature`.
+    Thinking {
+        text: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    /// Anthropic `redacted_thinking`.
+    RedactedThinking {
+        data: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+        /// Gemini `thoughtSignature` on the `functionCall` part.
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    /// Gemini: an empty text part carrying only a `thoughtSignature`.
+    Signature {
+        signature: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Usage {
+        input: u64,
+        output: u64,
+        #[serde(default)]
+        cached: u64,
+        #[serde(default)]
+        reasoning: u64,
+    },
+    /// The provider's own finish reason, overriding the derived one.
+    Finish {
+        reason: String,
+    },
+    /// A mid-stream error in the provider's form; the stream ends after it.
+    Error {
+        message: String,
+        #[serde(default)]
+        code: Option<String>,
+    },
+}
+
+impl SimEvent {
+    pub fn text(text: impl Into<String>) -> SimEvent {
+        SimEvent::Text { text: text.into() }
+    }
+
+    pub fn thinking(text: impl Into<String>, signature: Option<&str>) -> SimEvent {
+        SimEvent::Thinking {
+            text: text.into(),
+            signature: signature.map(str::to_owned),
+        }
+    }
+
+    pub fn tool_call(id: &str, name: &str, arguments: Value) -> SimEvent {
+        SimEvent::ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments,
+            signature: None,
+        }
+    }
+
+    pub fn usage(input: u64, output: u64) -> SimEvent {
+        SimEvent::Usage {
+            input,
+            output,
+            cached: 0,
+            reasoning: 0,
+        }
+    }
+}
+
+/// A model the simulator lists, rendered in each provider's catalogue shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimModel {
+    pub id: String,
+    pub context_window: u64,
+    #[serde(default)]
+    pub tools: bool,
+    #[serde(default)]
+    pub thinking: bool,
+    #[serde(default)]
+    pub vision: bool,
+    /// Anthropic: adaptive thinking supported.
+    #[serde(default)]
+    pub adaptive: bool,
+    /// USD per million tokens (OpenRouter lists them).
+    #[serde(default)]
+    pub input_price: Option<f64>,
+    #[serde(default)]
+    pub output_price: Option<f64>,
+}
+
+impl SimModel {
+    pub fn new(id: &str, context_window: u64) -> SimModel {
+        SimModel {
+            id: id.to_owned(),
+            context_window,
+            tools: true,
+            thinking: false,
+            vision: false,
+            adaptive: false,
+            input_price: None,
+            output_price: None,
+        }
+    }
+
+    pub fn thinking(mut self) -> SimModel {
+        self.thinking = true;
+        self
+    }
+
+    pub fn adaptive(mut self) -> SimModel {
+        self.thinking = true;
+        self.adaptive = true;
+        self
+    }
+
+    pub fn without_tools(mut self) -> SimModel {
+        self.tools = false;
+        self
+    }
+}
+
+/// One request the simulator received.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    /// Header names lowercased.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body, or `Null` when there was none (or it was not JSON).
+    pub body: Value,
+    /// Ollama: the prompt exceeded `num_ctx` and was silently truncated.
+    pub truncated: bool,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// A reply ready to send.
+struct Prepared {
+    status: u16,
+    content_type: String,
+    headers: Vec<(String, String)>,
+    frames: Vec<Bytes>,
+    delay: Duration,
+    cut_after: Option<usize>,
+    malformed_at: Option<usize>,
+}
+
+enum Queued {
+    /// Rendered when the request arrives (it may depend on the request, e.g. `num_ctx`).
+    Reply(Reply),
+    /// Rendered when queued, so a benchmark times the client, not the simulator.
+    Ready(Prepared),
+}
+
+struct SimState {
+    kind: SimKind,
+    queue: VecDeque<Queued>,
+    requests: Vec<Recorded>,
+    models: Vec<SimModel>,
+    /// Ollama's `num_ctx` when the request sets none.
+    ollama_default_ctx: u64,
+    log_requests: bool,
+}
+
+/// A running simulator. Stops when dropped.
+pub struct Sim {
+    kind: SimKind,
+    addr: SocketAddr,
+    state: Arc<Mutex<SimState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sim {
+    /// Starts a simulator on 127.0.0.1, on a free port.
+    pub async fn start(kind: SimKind) -> Sim {
+        Sim::start_on(kind, 0)
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the {kind:?} simulator: {e}"))
+    }
+
+    /// Starts a simulator on 127.0.0.1:`port` (0 for any free port).
+    pub async fn start_on(kind: SimKind, port: u16) -> std::io::Result<Sim> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(SimState {
+            kind,
+            queue: VecDeque::new(),
+            requests: Vec::new(),
+            models: default_models(kind),
+            ollama_default_ctx: 4096,
+            log_requests: false,
+        }));
+        let app = Router::new().fallback(handle).with_state(state.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Sim {
+            kind,
+            addr,
+            state,
+            task,
+        })
+    }
+
+    pub fn kind(&self) -> SimKind {
+        self.kind
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL a provider config takes: the host root, plus `/v1` (`/api/v1` for
+    /// OpenRouter) for OpenAI-compatible servers.
+    pub fn url(&self) -> String {
+        match self.kind {
+            SimKind::Openai => format!("http://{}/v1", self.addr),
+            SimKind::Openrouter => format!("http://{}/api/v1", self.addr),
+            _ => format!("http://{}", self.addr),
+        }
+    }
+
+    /// Queues the answer to the next chat request. With an empty queue the simulator answers a
+    /// short text.
+    pub fn push(&self, reply: Reply) {
+        let queued = match reply {
+            Reply::Bench { deltas } => Queued::Ready(render_bench(self.kind, deltas)),
+            other => Queued::Reply(other),
+        };
+        self.lock().queue.push_back(queued);
+    }
+
+    /// Replaces the model list.
+    pub fn set_models(&self, models: Vec<SimModel>) {
+        self.lock().models = models;
+    }
+
+    /// Ollama: the context used when a request sets no `num_ctx` (4096 by default, as on a
+    /// small-VRAM server).
+    pub fn set_ollama_default_ctx(&self, ctx: u64) {
+        self.lock().ollama_default_ctx = ctx;
+    }
+
+    /// Print every request to stderr as one JSON line (for `totem-sim`).
+    pub fn set_log_requests(&self, on: bool) {
+        self.lock().log_requests = on;
+    }
+
+    /// Every request so far, model lists included.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// The chat (generation) requests so far.
+    pub fn chat_requests(&self) -> Vec<Recorded> {
+        let kind = self.kind;
+        self.requests()
+            .into_iter()
+            .filter(|r| is_chat_path(kind, &r.path))
+            .collect()
+    }
+
+    /// Replies still queued.
+    pub fn pending(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn is_chat_path(kind: SimKind, path: &str) -> bool {
+    match kind {
+        SimKind::Ollama => path.starts_with("/api/chat"),
+        SimKind::Openai | SimKind::Openrouter => path.ends_with("/chat/completions"),
+        SimKind::Anthropic => path.starts_with("/v1/messages"),
+        SimKind::Gemini => path.contains(":streamGenerateContent"),
+    }
+}
+
+fn default_models(kind: SimKind) -> Vec<SimModel> {
+    match kind {
+        SimKind::Ollama => vec![
+            SimModel::new("qwen3:8b", 40960).thinking(),
+            SimModel::new("llama3.2:latest", 131072),
+            SimModel {
+                vision: true,
+                ..SimModel::new("gemma3:4b", 131072).without_tools()
+            },
+        ],
+        SimKind::Openai => vec![
+            SimModel::new("gpt-4o-mini", 128000),
+            SimModel::new("o3-mini", 200000).thinking(),
+        ],
+        SimKind::Openrouter => vec![
+            SimModel {
+                vision: true,
+                input_price: Some(3.0),
+                output_price: Some(15.0),
+                ..SimModel::new("anthropic/claude-sonnet-4", 200000).thinking()
+            },
+            SimModel {
+                input_price: Some(0.15),
+                output_price: Some(0.6),
+                ..SimModel::new("openai/gpt-4o-mini", 128000)
+            },
+        ],
+        SimKind::Anthropic => vec![
+            SimModel::new("claude-sonnet-4-5", 200000).thinking(),
+            SimModel::new("claude-opus-4-6", 1000000).adaptive(),
+            SimModel::new("claude-3-5-haiku-20241022", 200000),
+        ],
+        SimKind::Gemini => vec![
+            SimModel::new("gemini-2.5-flash", 1048576).thinking(),
+            SimModel::new("gemini-2.5-pro", 1048576).thinking(),
+            SimModel::new("gemini-3-pro-preview", 1048576).thinking(),
+            SimModel::new("gemini-2.0-flash", 1048576),
+        ],
+    }
+}
+
+async fn handle(
+    State(state): State<Arc<Mutex<SimState>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut recorded = Recorded {
+        method: method.to_string(),
+        path: path.clone(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: json.clone(),
+        truncated: false,
+    };
+
+    let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
+    let kind = guard.kind;
+    let rejected = if is_chat_path(kind, &path) {
+        match kind {
+            SimKind::Ollama => ollama::reject(&json, &guard.models),
+            SimKind::Anthropic => anthropic::reject(&json, &recorded.headers),
+            SimKind::Gemini => gemini::reject(&path, &json, &guard.models),
+            SimKind::Openai | SimKind::Openrouter => None,
+        }
+    } else {
+        None
+    };
+    let prepared = if let Some(rejected) = rejected {
+        rejected
+    } else if is_chat_path(kind, &path) {
+        let queued = guard.queue.pop_front().unwrap_or_else(|| {
+            Queued::Reply(Reply::stream([SimEvent::text(
+                "(totem-sim: no scripted reply left)",
+            )]))
+        });
+        match queued {
+            Queued::Ready(prepared) => prepared,
+            Queued::Reply(reply) => {
+                let context = RenderContext {
+                    request: &json,
+                    ollama_default_ctx: guard.ollama_default_ctx,
+                };
+                let (prepared, truncated) = render(kind, reply, &context);
+                recorded.truncated = truncated;
+                prepared
+            }
+        }
+    } else {
+        catalogue(kind, &method, uri.path(), &json, &guard.models)
+    };
+    if guard.log_requests
+        && let Ok(line) = serde_json::to_string(&recorded)
+    {
+        eprintln!("{line}");
+    }
+    guard.requests.push(recorded);
+    drop(guard);
+    respond(prepared)
+}
+
+/// What a renderer may look at.
+pub(crate) struct RenderContext<'a> {
+    pub request: &'a Value,
+    pub ollama_default_ctx: u64,
+}
+
+fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared, bool) {
+    match reply {
+        Reply::Stream(script) => {
+            let (frames, truncated) = match kind {
+                SimKind::Ollama => ollama::render(&script, context),
+                SimKind::Openai | SimKind::Openrouter => {
+                    (openai::render(&script, context, kind), false)
+                }
+                SimKind::Anthropic => (anthropic::render(&script, context), false),
+                SimKind::Gemini => (gemini::render(&script, context), false),
+            };
+            let frames = if kind == SimKind::Openrouter || script.keepalive {
+                openai::with_keepalives(frames)
+            } else {
+                frames
+            };
+            (
+                Prepared {
+                    status: 200,
+                    content_type: stream_content_type(kind).to_owned(),
+                    headers: Vec::new(),
+                    frames,
+                    delay: Duration::from_millis(script.delay_ms),
+                    cut_after: script.cut_after,
+                    malformed_at: script.malformed_at,
+                },
+                truncated,
+            )
+        }
+        Reply::Error {
+            status,
+            message,
+            code,
+            retry_after,
+        } => {
+            let body = match kind {
+                SimKind::Ollama => ollama::error_body(&message),
+                SimKind::Openai | SimKind::Openrouter => {
+                    openai::error_body(kind, status, &message, code.as_deref())
+                }
+                SimKind::Anthropic => anthropic::error_body(status, &message, code.as_deref()),
+                SimKind::Gemini => gemini::error_body(status, &message, code.as_deref()),
+            };
+            let mut headers = Vec::new();
+            if let Some(retry_after) = retry_after {
+                headers.push(("retry-after".to_owned(), retry_after));
+            }
+            (json_reply(status, body, headers), false)
+        }
+        Reply::Bench { deltas } => (render_bench(kind, deltas), false),
+        Reply::Raw {
+            status,
+            content_type,
+            body,
+        } => (
+            Prepared {
+                status,
+                content_type,
+                headers: Vec::new(),
+                frames: vec![Bytes::from(body)],
+                delay: Duration::ZERO,
+                cut_after: None,
+                malformed_at: None,
+            },
+            false,
+        ),
+    }
+}
+
+fn stream_content_type(kind: SimKind) -> &'static str {
+    match kind {
+        SimKind::Ollama => "application/x-ndjson",
+        _ => "text/event-stream",
+    }
+}
+
+/// `deltas` text deltas of one token each, coalesced into 64 KiB writes.
+fn render_bench(kind: SimKind, deltas: usize) -> Prepared {
+    let script = Script::new(
+        std::iter::repeat_n(SimEvent::text(" tok"), deltas)
+            .chain([SimEvent::usage(10, deltas as u64)]),
+    );
+    let request = serde_json::json!({"stream_options": {"include_usage": true}});
+    let context = RenderContext {
+        request: &request,
+        ollama_default_ctx: u64::MAX,
+    };
+    let (mut prepared, _) = render(kind, Reply::Stream(script), &context);
+    let mut chunks = Vec::new();
+    let mut current = Vec::with_capacity(64 * 1024);
+    for frame in prepared.frames.drain(..) {
+        current.extend_from_slice(&frame);
+        if current.len() >= 64 * 1024 {
+            chunks.push(Bytes::from(std::mem::replace(
+                &mut current,
+                Vec::with_capacity(64 * 1024),
+            )));
+        }
+    }
+    if !current.is_empty() {
+        chunks.push(Bytes::from(current));
+    }
+    prepared.frames = chunks;
+    prepared
+}
+
+fn json_reply(status: u16, body: Value, headers: Vec<(String, String)>) -> Prepared {
+    Prepared {
+        status,
+        content_type: "application/json".to_owned(),
+        headers,
+        frames: vec![Bytes::from(body.to_string())],
+        delay: Duration::ZERO,
+        cut_after: None,
+        malformed_at: None,
+    }
+}
+
+fn catalogue(
+    kind: SimKind,
+    method: &Method,
+    path: &str,
+    request: &Value,
+    models: &[SimModel],
+) -> Prepared {
+    let found = match kind {
+        SimKind::Ollama => ollama::catalogue(method, path, request, models),
+        SimKind::Openai | SimKind::Openrouter => openai::catalogue(kind, method, path, models),
+        SimKind::Anthropic => anthropic::catalogue(method, path, models),
+        SimKind::Gemini => gemini::catalogue(method, path, models),
+    };
+    found.unwrap_or_else(|| {
+        let message = format!("totem-sim: no route for {method} {path}");
+        let body = match kind {
+            SimKind::Ollama => ollama::error_body(&message),
+            SimKind::Openai | SimKind::Openrouter => openai::error_body(kind, 404, &message, None),
+            SimKind::Anthropic => anthropic::error_body(404, &message, None),
+            SimKind::Gemini => gemini::error_body(404, &message, None),
+        };
+        json_reply(404, body, Vec::new())
+    })
+}
+
+fn respond(prepared: Prepared) -> Response {
+    let Prepared {
+        status,
+        content_type,
+        headers,
+        frames,
+        delay,
+        cut_after,
+        malformed_at,
+    } = prepared;
+    let body = async_stream::stream! {
+        for (index, frame) in frames.into_iter().enumerate() {
+            if cut_after == Some(index) {
+                yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "totem-sim: cut"));
+                return;
+            }
+            if index > 0 && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if malformed_at == Some(index) {
+                yield Ok(Bytes::from_static(b"data: {\"this is\": not json\n\n"));
+            }
+            yield Ok::<Bytes, std::io::Error>(frame);
+        }
+        if cut_after.is_some() {
+            yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "totem-sim: cut"));
+        }
+    };
+    let mut builder = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", content_type);
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    builder
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// Splits text roughly in half on a char boundary (to stream one value in two fragments).
+pub(crate) fn halves(text: &str) -> (&str, &str) {
+    let mut mid = text.len() / 2;
+    while !text.is_char_boundary(mid) {
+        mid += 1;
+    }
+    text.split_at(mid)
+}
+
+/// The last usage event of a script.
+pub(crate) fn script_usage(script: &Script) -> Option<(u64, u64, u64, u64)> {
+    script.events.iter().rev().find_map(|e| match e {
+        SimEvent::Usage {
+            input,
+            output,
+            cached,
+            reasoning,
+        } => Some((*input, *output, *cached, *reasoning)),
+        _ => None,
+    })
+}
+
+/// The finish reason a script overrides, if any.
+pub(crate) fn script_finish(script: &Script) -> Option<&str> {
+    script.events.iter().rev().find_map(|e| match e {
+        SimEvent::Finish { reason } => Some(reason.as_str()),
+        _ => None,
+    })
+}

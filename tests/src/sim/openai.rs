@@ -1,0 +1,225 @@
+//! OpenAI-compatible chat completions (`data: <json>` events ending in `data: [DONE]`), and the
+//! OpenAI and OpenRouter model lists.
+
+use axum::http::Method;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::{
+    Prepared, RenderContext, Script, SimEvent, SimKind, SimModel, halves, json_reply,
+    script_finish, script_usage,
+};
+
+const KEEPALIVE: &[u8] = b": OPENROUTER PROCESSING\n\n";
+
+fn event(value: &Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+struct Chunks<'a> {
+    model: &'a str,
+    include_usage: bool,
+}
+
+impl Chunks<'_> {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
+        let mut value = json!({"id": "chatcmpl-sim1", "object": "chat.completion.chunk",
+            "created": 1735000000, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        if self.include_usage {
+            value["usage"] = Value::Null;
+        }
+        event(&value)
+    }
+}
+
+pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind) -> Vec<Bytes> {
+    let request = context.request;
+    let chunks = Chunks {
+        model: request["model"].as_str().unwrap_or("sim-model"),
+        include_usage: request["stream_options"]["include_usage"] == json!(true),
+    };
+    let reasoning_key = if script.reasoning_content {
+        "reasoning_content"
+    } else {
+        "reasoning"
+    };
+    let mut frames = vec![chunks.chunk(json!({"role": "assistant", "content": ""}), None)];
+    let mut group: Vec<(&str, &str, String)> = Vec::new();
+    let mut next_index = 0;
+    let mut any_calls = false;
+    for item in &script.events {
+        if !matches!(item, SimEvent::ToolCall { .. }) {
+            flush_calls(&chunks, &mut group, &mut next_index, &mut frames);
+        }
+        match item {
+            SimEvent::Text { text } => frames.push(chunks.chunk(json!({ "content": text }), None)),
+            SimEvent::Thinking { text, .. } => {
+                frames.push(chunks.chunk(json!({ reasoning_key: text }), None));
+            }
+            SimEvent::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => {
+                any_calls = true;
+                group.push((id, name, arguments.to_string()));
+            }
+            SimEvent::Error { message, code } => {
+                let body = match kind {
+                    SimKind::Openrouter => json!({"error": {"code": 502, "message": message},
+                        "choices": [{"delta": {"content": ""}, "finish_reason": "error"}]}),
+                    _ => json!({"error": {"message": message, "type": "server_error",
+                        "param": null, "code": code}}),
+                };
+                frames.push(event(&body));
+                return frames;
+            }
+            SimEvent::RedactedThinking { .. }
+            | SimEvent::Signature { .. }
+            | SimEvent::Usage { .. }
+            | SimEvent::Finish { .. } => {}
+        }
+    }
+    flush_calls(&chunks, &mut group, &mut next_index, &mut frames);
+    let finish = script_finish(script).unwrap_or(if any_calls { "tool_calls" } else { "stop" });
+    frames.push(chunks.chunk(json!({}), Some(finish)));
+    if chunks.include_usage {
+        let (input, output, cached, reasoning) = script_usage(script).unwrap_or((0, 0, 0, 0));
+        frames.push(event(
+            &json!({"id": "chatcmpl-sim1", "object": "chat.completion.chunk",
+            "created": 1735000000, "model": chunks.model, "choices": [],
+            "usage": {"prompt_tokens": input, "completion_tokens": output,
+                "total_tokens": input + output,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}}),
+        ));
+    }
+    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    frames
+}
+
+/// Parallel calls as real servers stream them: each call's first fragment (id, name, empty
+/// arguments), then the argument pieces of all calls interleaved by index.
+fn flush_calls(
+    chunks: &Chunks<'_>,
+    group: &mut Vec<(&str, &str, String)>,
+    next_index: &mut usize,
+    frames: &mut Vec<Bytes>,
+) {
+    if group.is_empty() {
+        return;
+    }
+    let base = *next_index;
+    for (offset, (id, name, _)) in group.iter().enumerate() {
+        frames.push(chunks.chunk(
+            json!({"tool_calls": [{"index": base + offset, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ));
+    }
+    for half in 0..2 {
+        for (offset, (_, _, arguments)) in group.iter().enumerate() {
+            let (first, second) = halves(arguments);
+            let piece = if half == 0 { first } else { second };
+            frames.push(chunks.chunk(
+                json!({"tool_calls": [{"index": base + offset, "function": {"arguments": piece}}]}),
+                None,
+            ));
+        }
+    }
+    *next_index += group.len();
+    group.clear();
+}
+
+/// Puts an SSE keep-alive comment in front of every chunk (in the same write, so chunk numbers
+/// for faults stay the same).
+pub(super) fn with_keepalives(frames: Vec<Bytes>) -> Vec<Bytes> {
+    frames
+        .into_iter()
+        .map(|frame| {
+            let mut joined = Vec::with_capacity(KEEPALIVE.len() + frame.len());
+            joined.extend_from_slice(KEEPALIVE);
+            joined.extend_from_slice(&frame);
+            Bytes::from(joined)
+        })
+        .collect()
+}
+
+pub(super) fn error_body(kind: SimKind, status: u16, message: &str, code: Option<&str>) -> Value {
+    if kind == SimKind::Openrouter {
+        return json!({"error": {"code": status, "message": message, "metadata": {}}});
+    }
+    let (kind, default_code) = match status {
+        400 => ("invalid_request_error", None),
+        401 => ("invalid_request_error", Some("invalid_api_key")),
+        404 => ("invalid_request_error", Some("model_not_found")),
+        429 => ("requests", Some("rate_limit_exceeded")),
+        _ => ("server_error", None),
+    };
+    json!({"error": {"message": message, "type": kind, "param": null,
+        "code": code.or(default_code)}})
+}
+
+pub(super) fn catalogue(
+    kind: SimKind,
+    method: &Method,
+    path: &str,
+    models: &[SimModel],
+) -> Option<Prepared> {
+    if method != Method::GET {
+        return None;
+    }
+    match (kind, path) {
+        (SimKind::Openai, "/v1/models") => {
+            let data: Vec<Value> = models
+                .iter()
+                .map(|m| json!({"id": m.id, "object": "model", "created": 1686935002, "owned_by": "openai"}))
+                .collect();
+            Some(json_reply(
+                200,
+                json!({"object": "list", "data": data}),
+                Vec::new(),
+            ))
+        }
+        (SimKind::Openrouter, "/api/v1/models") => {
+            let data: Vec<Value> = models.iter().map(openrouter_entry).collect();
+            Some(json_reply(200, json!({ "data": data }), Vec::new()))
+        }
+        _ => None,
+    }
+}
+
+fn per_token(price: Option<f64>) -> String {
+    format!("{}", price.unwrap_or(0.0) / 1_000_000.0)
+}
+
+fn openrouter_entry(model: &SimModel) -> Value {
+    let mut params = vec!["max_tokens", "stop", "temperature", "top_p"];
+    if model.tools {
+        params.extend(["tool_choice", "tools"]);
+    }
+    if model.thinking {
+        params.extend(["include_reasoning", "reasoning"]);
+    }
+    let inputs: Vec<&str> = if model.vision {
+        vec!["text", "image"]
+    } else {
+        vec!["text"]
+    };
+    json!({
+        "id": model.id, "canonical_slug": model.id, "name": model.id, "created": 1747930371,
+        "description": "A simulated model.", "context_length": model.context_window,
+        "architecture": {"modality": if model.vision { "text+image->text" } else { "text->text" },
+            "input_modalities": inputs, "output_modalities": ["text"], "tokenizer": "Other",
+            "instruct_type": null},
+        "pricing": {"prompt": per_token(model.input_price), "completion": per_token(model.output_price),
+            "request": "0", "image": "0", "web_search": "0", "internal_reasoning": "0"},
+        "top_provider": {"context_length": model.context_window, "max_completion_tokens": 64000,
+            "is_moderated": false},
+        "per_request_limits": null,
+        "supported_parameters": params,
+        "default_parameters": {}
+    })
+}
