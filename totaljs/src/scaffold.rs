@@ -91,6 +91,7 @@ pub fn scaffold() -> Vec<(&'static str, String)> {
 /// Why the scaffold could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
+    /// Some of the files exist; nothing was written.
     #[error(
         "not creating a Total.js project in {root}: these files already exist and would be overwritten: {}; move them away or create the project in an empty folder",
         existing.join(", ")
@@ -99,6 +100,7 @@ pub enum ScaffoldError {
         root: PathBuf,
         existing: Vec<String>,
     },
+    /// Writing a file failed (files written before it stay).
     #[error("cannot write {path}: {source}")]
     Io {
         path: PathBuf,
@@ -107,13 +109,18 @@ pub enum ScaffoldError {
     },
 }
 
+/// The one scaffold file that may already exist: an existing `.gitignore` (a fresh clone often
+/// has one) gets the missing entries appended instead.
+const MERGED: &str = ".gitignore";
+
 /// Writes [`scaffold`] under `root` (creating folders as needed) and returns the paths written.
-/// Refuses, writing nothing, when any of the files already exists.
+/// Refuses, writing nothing, when any of the files already exists, except `.gitignore`, which
+/// gets the entries it lacks appended.
 pub fn write_scaffold(root: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
     let files = scaffold();
     let existing: Vec<String> = files
         .iter()
-        .filter(|(rel, _)| root.join(rel).symlink_metadata().is_ok())
+        .filter(|(rel, _)| *rel != MERGED && root.join(rel).symlink_metadata().is_ok())
         .map(|(rel, _)| rel.to_string())
         .collect();
     if !existing.is_empty() {
@@ -129,6 +136,12 @@ pub fn write_scaffold(root: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
             path: path.clone(),
             source,
         };
+        if rel == MERGED && path.exists() {
+            if merge_lines(&path, &content).map_err(io)? {
+                written.push(path);
+            }
+            continue;
+        }
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -142,4 +155,29 @@ pub fn write_scaffold(root: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// Appends the lines of `wanted` that `path` lacks; true when it changed the file.
+fn merge_lines(path: &Path, wanted: &str) -> std::io::Result<bool> {
+    let current = std::fs::read_to_string(path)?;
+    let have: Vec<&str> = current.lines().map(str::trim).collect();
+    let missing: Vec<&str> = wanted
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !have.contains(&l.trim()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    let mut text = String::new();
+    if !current.is_empty() && !current.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("\n# Total.js\n");
+    for line in missing {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    file.write_all(text.as_bytes())?;
+    Ok(true)
 }

@@ -97,3 +97,17 @@ fn write_scaffold_refuses_to_overwrite_and_lists_the_files() {
         "// mine\n"
     );
 }
+
+#[test]
+fn existing_gitignore_gets_missing_entries_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join(".gitignore"), "node_modules/\n.env").unwrap();
+    let written = write_scaffold(dir.path()).unwrap();
+    assert!(written.contains(&dir.path().join(".gitignore")));
+    let text = fs::read_to_string(dir.path().join(".gitignore")).unwrap();
+    assert!(text.starts_with("node_modules/\n.env\n"), "{text}");
+    assert_eq!(text.matches("node_modules/").count(), 1, "{text}");
+    for entry in ["tmp/", "*.pid", "logs/", "databases/"] {
+        assert!(text.lines().any(|l| l == entry), "{text}");
+    }
+}
