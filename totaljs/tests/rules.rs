@@ -132,6 +132,11 @@ fn v4_handlers_using_this_are_flagged() {
         lines("controllers/default.js", src, "handler-this"),
         vec![7, 12]
     );
+    let save = "exports.install = function() {\n\tROUTE('POST /a/', a);\n};\nfunction a() {\n\tthis.$save();\n}\n";
+    assert_eq!(
+        lines("controllers/default.js", save, "handler-this"),
+        vec![5]
+    );
 }
 
 #[test]
