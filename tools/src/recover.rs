@@ -164,10 +164,24 @@ fn to_object(
             if depth > 3 {
                 return Err("arguments are nested in too many JSON strings".to_string());
             }
-            match parse_lenient(&text) {
-                Some(value) => to_object(value, shape, required, depth + 1),
-                None if text.trim().is_empty() => Ok(Map::new()),
-                None => match single_text_field(shape, required) {
+            let trimmed = strip_fence(text.trim());
+            // JSON from the start, or an object after some prose — the latter only when it names
+            // one of the tool's fields, so `echo {"a":1}` stays a command.
+            let parsed = first_value(trimmed).or_else(|| {
+                let start = trimmed.find('{')?;
+                first_value(&trimmed[start..]).filter(|v| {
+                    v.as_object().is_some_and(|m| {
+                        m.keys()
+                            .any(|k| shape.has(k) || WRAPPERS.contains(&k.as_str()))
+                    })
+                })
+            });
+            match parsed {
+                Some(value @ (Value::Object(_) | Value::String(_) | Value::Array(_))) => {
+                    to_object(value, shape, required, depth + 1)
+                }
+                _ if trimmed.is_empty() => Ok(Map::new()),
+                _ => match single_text_field(shape, required) {
                     // `bash("ls -la")`: the one required text field, given bare.
                     Some(field) => {
                         let mut map = Map::new();
@@ -176,7 +190,7 @@ fn to_object(
                     }
                     None => Err(format!(
                         "arguments are not a JSON object: {}",
-                        clip(text.trim(), 60)
+                        clip(trimmed, 60)
                     )),
                 },
             }

@@ -1,6 +1,8 @@
 //! The corpus of malformed tool calls small models produce, each recovered (or refused with a
 //! precise message) by the registry.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde_json::{Value, json};
 use totem_tools::recover::{RepeatGuard, calls_from_text};
 use totem_tools::{Registry, ToolContext};
@@ -442,4 +444,20 @@ fn repeats_compare_arguments_regardless_of_key_order() {
     guard.record("read", &json!({"offset": 1, "path": "a"}));
     guard.record("read", &json!({"path": "a", "offset": 1}));
     assert!(guard.is_stuck());
+}
+
+#[test]
+fn bare_command_with_json_inside_stays_a_command() {
+    assert_eq!(
+        recovered("bash", json!("echo {\"a\": 1} | jq .a")).1,
+        json!({"command": "echo {\"a\": 1} | jq .a"})
+    );
+}
+
+#[test]
+fn bare_command_that_is_valid_json_stays_a_command() {
+    assert_eq!(
+        recovered("bash", json!("true")).1,
+        json!({"command": "true"})
+    );
 }
