@@ -11,6 +11,7 @@
 
 mod anthropic;
 mod gemini;
+pub mod harness;
 mod ollama;
 mod openai;
 
@@ -703,6 +704,8 @@ fn respond(prepared: Prepared) -> Response {
     let body = async_stream::stream! {
         for (index, frame) in frames.into_iter().enumerate() {
             if cut_after == Some(index) {
+                // Let what was written reach the client before the connection drops.
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "totem-sim: cut"));
                 return;
             }
@@ -715,6 +718,7 @@ fn respond(prepared: Prepared) -> Response {
             yield Ok::<Bytes, std::io::Error>(frame);
         }
         if cut_after.is_some() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
             yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "totem-sim: cut"));
         }
     };
