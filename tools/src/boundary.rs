@@ -69,6 +69,8 @@ impl Boundary {
     pub fn resolve(&self, input: &str) -> Result<Resolved, BoundaryError> {
         check_text(input)?;
         let trimmed = input.trim();
+        // `file:///abs/path`, as some models write paths.
+        let trimmed = trimmed.strip_prefix("file://").unwrap_or(trimmed);
         let expanded = expand_tilde(trimmed);
         let joined = match &expanded {
             Some(home) => home.clone(),

@@ -53,14 +53,36 @@ pub(crate) fn unified_diff(rel: &str, old: &str, new: &str) -> String {
 /// A walker over `start` that honours .gitignore/.ignore (also outside git repositories), shows
 /// hidden files, never enters `.git`, never follows symlinks, and yields entries in name order.
 pub(crate) fn walker(start: &Path, max_depth: Option<usize>) -> ignore::Walk {
-    ignore::WalkBuilder::new(start)
+    builder(start, max_depth)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+}
+
+/// Like [`walker`], but does not enter dependency folders (`node_modules`) that a project without
+/// ignore files would otherwise pour into a listing; the folder itself is still yielded.
+pub(crate) fn shallow_walker(start: &Path, max_depth: Option<usize>) -> ignore::Walk {
+    builder(start, max_depth)
+        .filter_entry(|e| {
+            e.file_name() != ".git"
+                && !(e.depth() > 0 && e.path().parent().is_some_and(is_dependency_dir))
+        })
+        .build()
+}
+
+/// Folders whose content a listing leaves out.
+pub(crate) fn is_dependency_dir(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "node_modules")
+}
+
+fn builder(start: &Path, max_depth: Option<usize>) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(start);
+    builder
         .hidden(false)
         .require_git(false)
         .follow_links(false)
         .max_depth(max_depth)
-        .filter_entry(|e| e.file_name() != ".git")
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build()
+        .sort_by_file_name(|a, b| a.cmp(b));
+    builder
 }
 
 /// Whether a walked entry may be reported and opened: a symlink only when its target is inside.

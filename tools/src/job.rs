@@ -163,7 +163,7 @@ impl JobManager {
         let buf = job.output.lock().ok()?;
         let mut read_to = job.read_to.lock().ok()?;
         let (bytes, skipped) = buf.since(*read_to);
-        let text = String::from_utf8_lossy(bytes).into_owned();
+        let text = process::clean_terminal_text(&String::from_utf8_lossy(bytes));
         *read_to = buf.total();
         Some(JobOutput {
             text,

@@ -163,3 +163,61 @@ pub(crate) fn tail_bytes(text: &str, max: usize) -> &str {
     }
     &text[start..]
 }
+
+/// Terminal output as a model should read it: colour and cursor escape sequences removed, and a
+/// line redrawn with `\r` (progress bars) reduced to its last state.
+pub(crate) fn clean_terminal_text(text: &str) -> String {
+    if !text.contains(['\u{1b}', '\r']) {
+        return text.to_string();
+    }
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            plain.push(c);
+            continue;
+        }
+        match chars.next() {
+            // CSI: parameters and intermediates, then one final byte.
+            Some('[') => {
+                for n in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&n) {
+                        break;
+                    }
+                }
+            }
+            // OSC: up to BEL or ESC \.
+            Some(']') => {
+                while let Some(n) = chars.next() {
+                    if n == '\u{7}' {
+                        break;
+                    }
+                    if n == '\u{1b}' && chars.peek() == Some(&'\\') {
+                        chars.next();
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    plain
+        .split('\n')
+        .map(|line| {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            line.rsplit('\r').next().unwrap_or(line)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_terminal_text_drops_colours_and_progress_redraws() {
+        let raw = "\u{1b}[31merror\u{1b}[0m: bad\r\n10%\r50%\r100%\ndone\u{1b}]0;title\u{7}\n";
+        assert_eq!(clean_terminal_text(raw), "error: bad\n100%\ndone\n");
+    }
+}

@@ -465,3 +465,15 @@ fn root_itself_may_be_a_symlink() {
             .is_err()
     );
 }
+
+#[test]
+fn file_url_inside_is_inside() {
+    let f = fixture();
+    let url = format!("file://{}", f.root.join("src/main.rs").display());
+    assert_eq!(f.ctx.resolve(&url).unwrap().rel, "src/main.rs");
+}
+
+#[test]
+fn file_url_outside_is_outside() {
+    outside("file:///etc/passwd");
+}

@@ -416,3 +416,15 @@ async fn todo_needs_no_permission_and_is_allowed_in_plan_mode() {
     assert!(call.plan.access.is_empty());
     assert!(call.plan.writes.is_empty());
 }
+
+#[tokio::test]
+async fn bash_output_loses_colour_codes_and_progress_redraws() {
+    let (_dir, ctx) = project();
+    let out = call(
+        &ctx,
+        "bash",
+        json!({"command": "printf '\\033[32mok\\033[0m\\n10%%\\r100%%\\n'"}),
+    )
+    .await;
+    assert_eq!(out.text, "ok\n100%\n");
+}

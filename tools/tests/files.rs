@@ -730,3 +730,12 @@ async fn patch_declares_every_file_once() {
     assert_eq!(targets, ["a.txt", "b.txt"]);
     assert_eq!(call.plan.writes.len(), 2);
 }
+
+#[tokio::test]
+async fn list_does_not_expand_node_modules() {
+    let p = Project::new();
+    p.put("node_modules/left-pad/index.js", "")
+        .put("app.js", "");
+    let out = p.call("list", json!({})).await;
+    assert_eq!(out.text, "app.js\nnode_modules/ (not expanded)\n");
+}

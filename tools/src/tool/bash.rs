@@ -96,7 +96,7 @@ async fn run_command(command: &str, timeout: Duration, ctx: &ToolContext) -> Too
         }
         Err(_) => (Vec::new(), 0),
     };
-    let full = String::from_utf8_lossy(&bytes).into_owned();
+    let full = process::clean_terminal_text(&String::from_utf8_lossy(&bytes));
     let mut meta = ToolMeta::default();
     let mut text = if full.len() > MAX_TEXT {
         meta.truncated = true;

@@ -56,7 +56,7 @@ fn list(input: &ListInput, ctx: &ToolContext) -> ToolOutput {
     let mut out = String::new();
     let mut shown = 0usize;
     let mut capped = false;
-    for entry in fsutil::walker(&resolved.abs, input.depth.map(|d| d.max(1))) {
+    for entry in fsutil::shallow_walker(&resolved.abs, input.depth.map(|d| d.max(1))) {
         if ctx.cancel.is_cancelled() {
             return ToolOutput::error("cancelled");
         }
@@ -77,7 +77,11 @@ fn list(input: &ListInput, ctx: &ToolContext) -> ToolOutput {
                 "@ (link outside the project)"
             }
         } else if entry.file_type().is_some_and(|t| t.is_dir()) {
-            "/"
+            if fsutil::is_dependency_dir(entry.path()) && entry.depth() > 0 {
+                "/ (not expanded)"
+            } else {
+                "/"
+            }
         } else {
             ""
         };
