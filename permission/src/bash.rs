@@ -924,11 +924,17 @@ fn inner_commands(cmd: &SubCommand, depth: usize) -> Result<Vec<SubCommand>, Par
             }
         }
         _ if SHELLS.contains(&name) => {
-            // `bash -c 'script'`, `bash -lc '…'`, `su -c '…'`: the script follows the option.
+            // `bash -c 'script'`, `bash -lc '…'`, `bash -c -e '…'`, `su -c '…'`: the script is
+            // the first word after the option that is not itself an option.
             let c = texts.iter().position(|t| {
                 t.starts_with('-') && !t.starts_with("--") && t.contains('c') || *t == "--command"
             });
-            match c.and_then(|i| args.get(i + 1)) {
+            let script_word = c.and_then(|i| {
+                args.iter()
+                    .skip(i + 1)
+                    .find(|w| w.dynamic || !w.text.starts_with('-'))
+            });
+            match script_word {
                 Some(word) => script(word)?,
                 None => Vec::new(),
             }

@@ -2,8 +2,9 @@
 //! command line or call an MCP tool — allow, ask a person, or deny — and explains why.
 //!
 //! It is a pure library: the daemon builds a [`Policy`] from settings, keeps a [`PermissionState`]
-//! per session, calls [`Policy::evaluate`] for every [`Access`] a tool call plans, asks on
-//! [`Decision::Ask`], and feeds the person's [`Reply`] to [`PermissionState::answer`]. The project
+//! per session, calls [`Policy::evaluate`] for every [`Access`] a tool call plans, on
+//! [`Decision::Ask`] sends a [`Question`] to the clients, and feeds the first [`Reply`] to
+//! [`PermissionState::answer`]. The project
 //! boundary (paths outside the project root) is enforced before this crate is consulted and no
 //! rule here can lift it.
 //!
@@ -76,11 +77,13 @@ pub mod bash;
 pub mod defaults;
 mod pattern;
 mod policy;
+mod question;
 mod rules;
 pub mod secret;
 mod state;
 
 pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict};
+pub use question::Question;
 pub use rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
 pub use secret::{SecretPatterns, SecretSettings, is_secret};
 pub use state::{Answer, PermissionState, Reply, Scope};

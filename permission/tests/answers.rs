@@ -383,3 +383,27 @@ fn answering_a_denied_verdict_does_not_allow_it() {
     assert!(!s.answer(&v, &Reply::AlwaysSession).unwrap().allowed);
     assert!(s.session_rules().is_empty());
 }
+
+#[test]
+fn question_carries_what_always_would_remember_and_survives_json() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("bash", "ls && npm run build");
+    let v = p.evaluate(&a, &s);
+    let q = totem_permission::Question::new(&a, &v).unwrap();
+    assert!(q.explanation.contains("npm run build"), "{}", q.explanation);
+    assert_eq!(q.always.0["bash"].keys().collect::<Vec<_>>(), ["npm run *"]);
+    // Persisted while no client is attached, answered later.
+    let stored = serde_json::to_string(&q).unwrap();
+    let q: totem_permission::Question = serde_json::from_str(&stored).unwrap();
+    assert!(s.answer(&q.verdict, &Reply::AlwaysSession).unwrap().allowed);
+    assert_eq!(decide(&p, &s, &a), Decision::Allow);
+}
+
+#[test]
+fn no_question_when_nothing_asks() {
+    let p = Policy::new();
+    let a = Access::read("read", "src/main.rs");
+    let v = p.evaluate(&a, &PermissionState::new());
+    assert!(totem_permission::Question::new(&a, &v).is_none());
+}

@@ -405,3 +405,17 @@ fn assignment_only_command_asks() {
     // `PATH=/tmp/evil; ls` would run another `ls`.
     assert_eq!(default_decision("PATH=/tmp/evil; ls"), Ask);
 }
+
+#[test]
+fn shell_options_between_dash_c_and_the_script_do_not_hide_it() {
+    let p = policy_with(&[("bash", "bash *", Allow), ("bash", "rm *", Deny)]);
+    assert_eq!(decide(&p, "bash -c -e 'rm -rf x'"), Deny);
+    assert_eq!(decide(&p, "bash -ec 'rm -rf x'"), Deny);
+    assert_eq!(decide(&p, "bash --norc -c 'rm -rf x'"), Deny);
+}
+
+#[test]
+fn find_exec_shell_script_is_checked() {
+    let p = policy_with(&[("bash", "find *", Allow), ("bash", "rm *", Deny)]);
+    assert_eq!(decide(&p, "find . -exec sh -c 'rm \"$1\"' sh {} \\;"), Deny);
+}
