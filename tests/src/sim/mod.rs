@@ -370,8 +370,8 @@ impl Sim {
         }
     }
 
-    /// Queues the answer to the next chat request. With an empty queue the simulator answers a
-    /// short text.
+    /// Queues the answer to the next chat request. With an empty queue the simulator answers
+    /// HTTP 500 "totem-sim: no scripted reply left".
     pub fn push(&self, reply: Reply) {
         let queued = match reply {
             Reply::Bench { deltas } => Queued::Ready(render_bench(self.kind, deltas)),
@@ -513,9 +513,7 @@ async fn handle(
         rejected
     } else if is_chat_path(kind, &path) {
         let queued = guard.queue.pop_front().unwrap_or_else(|| {
-            Queued::Reply(Reply::stream([SimEvent::text(
-                "(totem-sim: no scripted reply left)",
-            )]))
+            Queued::Reply(Reply::error(500, "totem-sim: no scripted reply left"))
         });
         match queued {
             Queued::Ready(prepared) => prepared,

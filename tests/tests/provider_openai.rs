@@ -1,0 +1,389 @@
+//! The OpenAI-compatible provider against the OpenAI and OpenRouter simulators.
+
+use serde_json::json;
+use totem_provider::{
+    AssistantPart, FinishReason, Message, ProviderError, ReasoningLevel, StreamEvent, ToolCall,
+    ToolResult,
+};
+use totem_tests::sim::harness::{self, config_for, provider, request, run, weather_tool};
+use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+
+const KIND: SimKind = SimKind::Openai;
+
+#[tokio::test]
+async fn openai_streams_text_and_usage() {
+    harness::check_text_and_usage(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_request_shape_and_auth() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let mut config = config_for(&sim);
+    config.temperature = Some(0.2);
+    let p = provider(config);
+    let mut req = request("gpt-4o-mini", "hi");
+    req.max_output_tokens = Some(1024);
+    run(p.as_ref(), req).await.expect_ok();
+    let chat = &sim.chat_requests()[0];
+    assert_eq!(chat.path, "/v1/chat/completions");
+    assert_eq!(chat.header("authorization"), Some("Bearer sk-sim-secret"));
+    assert_eq!(chat.body["stream"], json!(true));
+    assert_eq!(chat.body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(chat.body["max_tokens"], 1024);
+    assert_eq!(
+        chat.body["messages"],
+        json!([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}])
+    );
+    assert!(chat.body.get("reasoning_effort").is_none());
+}
+
+#[tokio::test]
+async fn openai_tool_call_fragments_are_joined_and_parsed_once() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([
+        SimEvent::text("Let me check."),
+        SimEvent::tool_call("call_abc", "get_weather", json!({"city": "Paris"})),
+        SimEvent::usage(85, 18),
+    ]));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Weather in Paris?");
+    req.tools = vec![weather_tool()];
+    let out = run(p.as_ref(), req).await;
+    let done = out.expect_ok();
+    let calls: Vec<_> = done.tool_calls().collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].id, "call_abc");
+    assert_eq!(calls[0].arguments, json!({"city": "Paris"}));
+    assert_eq!(done.finish, Some(FinishReason::ToolCalls));
+    assert_eq!(done.text(), "Let me check.");
+    let sent = &sim.chat_requests()[0].body;
+    assert_eq!(sent["tools"][0]["function"]["name"], "get_weather");
+    assert_eq!(sent["tool_choice"], "auto");
+}
+
+#[tokio::test]
+async fn openai_parallel_calls_with_interleaved_fragments() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([
+        SimEvent::tool_call("call_1", "get_weather", json!({"city": "Paris"})),
+        SimEvent::tool_call("call_2", "get_weather", json!({"city": "Oslo"})),
+    ]));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Paris and Oslo?");
+    req.tools = vec![weather_tool()];
+    let done = run(p.as_ref(), req).await.expect_ok();
+    let calls: Vec<_> = done
+        .tool_calls()
+        .map(|c| (c.id.as_str(), c.arguments.clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call_1", json!({"city": "Paris"})),
+            ("call_2", json!({"city": "Oslo"}))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn openai_tool_round_trip_sends_string_arguments_and_tool_messages() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::text("18C")]));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Weather?");
+    req.messages.push(Message::Assistant {
+        parts: vec![AssistantPart::ToolCall(ToolCall {
+            id: "call_abc".into(),
+            name: "get_weather".into(),
+            arguments: json!({"city": "Paris"}),
+            signature: None,
+        })],
+    });
+    req.messages.push(Message::ToolResult(ToolResult {
+        call_id: "call_abc".into(),
+        tool_name: "get_weather".into(),
+        content: "18C sunny".into(),
+        is_error: false,
+    }));
+    run(p.as_ref(), req).await.expect_ok();
+    let messages = &sim.chat_requests()[0].body["messages"];
+    assert_eq!(
+        messages[2],
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_abc",
+            "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_abc", "content": "18C sunny"})
+    );
+}
+
+#[tokio::test]
+async fn openai_reasoning_field_is_read() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([
+        SimEvent::thinking("thinking hard", None),
+        SimEvent::text("42"),
+    ]));
+    let p = provider(config_for(&sim));
+    let mut req = request("o3-mini", "answer?");
+    req.reasoning = ReasoningLevel::Medium;
+    let done = run(p.as_ref(), req).await.expect_ok();
+    assert_eq!(done.reasoning(), "thinking hard");
+    assert_eq!(done.text(), "42");
+    assert_eq!(sim.chat_requests()[0].body["reasoning_effort"], "medium");
+}
+
+#[tokio::test]
+async fn openai_reasoning_content_field_is_read() {
+    let sim = Sim::start(KIND).await;
+    let mut script = Script::new([
+        SimEvent::thinking("deep thought", None),
+        SimEvent::text("ok"),
+    ]);
+    script.reasoning_content = true;
+    sim.push(Reply::Stream(script));
+    let p = provider(config_for(&sim));
+    let done = run(p.as_ref(), request("gpt-4o-mini", "hi"))
+        .await
+        .expect_ok();
+    assert_eq!(done.reasoning(), "deep thought");
+}
+
+#[tokio::test]
+async fn openai_reasoning_effort_only_for_models_known_to_think() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "hi");
+    req.reasoning = ReasoningLevel::High;
+    run(p.as_ref(), req).await.expect_ok();
+    assert!(
+        sim.chat_requests()[0]
+            .body
+            .get("reasoning_effort")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn openai_cached_tokens_are_reported_separately() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([
+        SimEvent::text("ok"),
+        SimEvent::Usage {
+            input: 100,
+            output: 5,
+            cached: 60,
+            reasoning: 2,
+        },
+    ]));
+    let p = provider(config_for(&sim));
+    let usage = run(p.as_ref(), request("gpt-4o-mini", "hi"))
+        .await
+        .expect_ok()
+        .usage
+        .unwrap();
+    assert_eq!(usage.input_tokens, 40);
+    assert_eq!(usage.cache_read_tokens, 60);
+    assert_eq!(usage.total_input(), 100);
+    assert_eq!(usage.reasoning_tokens, 2);
+}
+
+#[tokio::test]
+async fn openai_model_list_in_openai_shape() {
+    let sim = Sim::start(KIND).await;
+    let p = provider(config_for(&sim));
+    let models = p.list_models().await.unwrap();
+    let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["gpt-4o-mini", "o3-mini"]);
+    assert_eq!(models[0].context_window, None);
+    assert!(models[0].capabilities.tools);
+    assert!(!models[0].capabilities.thinking && models[1].capabilities.thinking);
+    assert_eq!(sim.requests()[0].path, "/v1/models");
+}
+
+#[tokio::test]
+async fn openrouter_model_list_has_context_and_prices() {
+    let sim = Sim::start(SimKind::Openrouter).await;
+    let p = provider(config_for(&sim));
+    let models = p.list_models().await.unwrap();
+    let sonnet = models
+        .iter()
+        .find(|m| m.id == "anthropic/claude-sonnet-4")
+        .unwrap();
+    assert_eq!(sonnet.context_window, Some(200000));
+    let prices = sonnet.prices.unwrap();
+    assert_eq!(prices.input_per_million, 3.0);
+    assert_eq!(prices.output_per_million, 15.0);
+    assert!(
+        sonnet.capabilities.thinking && sonnet.capabilities.tools && sonnet.capabilities.vision
+    );
+    let mini = models
+        .iter()
+        .find(|m| m.id == "openai/gpt-4o-mini")
+        .unwrap();
+    assert_eq!(mini.prices.unwrap().input_per_million, 0.15);
+    assert!(!mini.capabilities.thinking);
+    assert_eq!(sim.requests()[0].path, "/api/v1/models");
+}
+
+#[tokio::test]
+async fn openrouter_keepalive_comments_are_skipped_and_reasoning_is_gated_by_catalogue() {
+    let sim = Sim::start(SimKind::Openrouter).await;
+    sim.push(Reply::stream([
+        SimEvent::thinking("hm", None),
+        SimEvent::text("fine"),
+    ]));
+    let p = provider(config_for(&sim));
+    let mut req = request("anthropic/claude-sonnet-4", "hi");
+    req.reasoning = ReasoningLevel::Low;
+    let done = run(p.as_ref(), req).await.expect_ok();
+    assert_eq!(done.text(), "fine");
+    assert_eq!(done.reasoning(), "hm");
+    let chat = &sim.chat_requests()[0];
+    assert_eq!(chat.path, "/api/v1/chat/completions");
+    assert_eq!(chat.body["reasoning_effort"], "low");
+}
+
+#[tokio::test]
+async fn openrouter_402_is_billing_error() {
+    let sim = Sim::start(SimKind::Openrouter).await;
+    sim.push(Reply::error(402, "Insufficient credits"));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("openai/gpt-4o-mini", "hi")).await;
+    match out.expect_err() {
+        ProviderError::Billing {
+            message, status, ..
+        } => {
+            assert_eq!(message, "Insufficient credits");
+            assert_eq!(*status, 402);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn openrouter_mid_stream_error_ends_the_stream() {
+    harness::check_mid_stream_error(SimKind::Openrouter, None).await;
+}
+
+#[tokio::test]
+async fn openai_context_length_exceeded_is_context_overflow() {
+    harness::check_context_overflow(
+        KIND,
+        400,
+        "This model's maximum context length is 128000 tokens.",
+        Some("context_length_exceeded"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn llamacpp_exceed_context_size_is_context_overflow() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::Raw {
+        status: 400,
+        content_type: "application/json".into(),
+        body: r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":14429,"n_ctx":8192}}"#.into(),
+    });
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("gpt-4o-mini", "hi")).await;
+    assert!(out.expect_err().is_context_overflow(), "{:?}", out.error);
+}
+
+#[tokio::test]
+async fn openai_empty_200_stream_is_a_broken_stream() {
+    let sim = Sim::start(KIND).await;
+    for _ in 0..3 {
+        sim.push(Reply::Raw {
+            status: 200,
+            content_type: "text/event-stream".into(),
+            body: String::new(),
+        });
+    }
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("gpt-4o-mini", "hi")).await;
+    assert!(
+        matches!(out.expect_err(), ProviderError::StreamBroken { .. }),
+        "{:?}",
+        out.error
+    );
+}
+
+#[tokio::test]
+async fn openai_auth_error_is_not_retried() {
+    harness::check_auth_error(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_500_is_retried() {
+    harness::check_server_error_is_retried(KIND, 500).await;
+}
+
+#[tokio::test]
+async fn openai_502_retries_give_up_with_message() {
+    harness::check_retries_give_up_with_provider_message(KIND, 502).await;
+}
+
+#[tokio::test]
+async fn openai_429_honours_retry_after() {
+    harness::check_retry_after_is_honoured(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_long_retry_after_goes_to_caller() {
+    harness::check_long_retry_after_goes_to_caller(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_refused_connection_is_connect_error() {
+    harness::check_refused_connection(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_cut_stream_after_output_is_not_retried() {
+    harness::check_cut_after_output(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_cut_stream_before_output_is_retried() {
+    harness::check_cut_before_output_is_retried(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_malformed_chunk_is_malformed_error() {
+    harness::check_malformed_chunk(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_slow_stream_hits_between_chunk_timeout() {
+    harness::check_slow_stream_times_out(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_slow_stream_within_timeout_completes() {
+    harness::check_slow_stream_within_timeout(KIND).await;
+}
+
+#[tokio::test]
+async fn openai_error_event_mid_stream_ends_the_stream() {
+    harness::check_mid_stream_error(KIND, Some("server_error")).await;
+}
+
+#[tokio::test]
+async fn openai_keepalive_comments_do_not_disturb_the_stream() {
+    let sim = Sim::start(KIND).await;
+    let mut script = Script::new([SimEvent::text("a"), SimEvent::text("b")]);
+    script.keepalive = true;
+    sim.push(Reply::Stream(script));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("gpt-4o-mini", "hi")).await;
+    assert_eq!(out.expect_ok().text(), "ab");
+    assert!(
+        out.events
+            .iter()
+            .all(|e| !matches!(e, StreamEvent::TextDelta { text } if text.contains("OPENROUTER")))
+    );
+}
