@@ -110,6 +110,7 @@ impl Verdict {
     }
 }
 
+#[derive(Debug, Clone)]
 struct Layer {
     rules: RuleSet,
     /// Rules from a place the user does not control (a file inside the repository) may only make
@@ -119,6 +120,7 @@ struct Layer {
 
 /// The configured rules and secret patterns. Build one per agent and project; evaluate with the
 /// session's [`PermissionState`].
+#[derive(Debug, Clone)]
 pub struct Policy {
     layers: Vec<Layer>,
     secrets: SecretPatterns,
