@@ -21,6 +21,7 @@ pub trait BlobSink: Send + Sync {
 
 /// Receives what tools report outside their result (the todo list today).
 pub trait EventSink: Send + Sync {
+    /// Delivers one event; must not block.
     fn emit(&self, event: ToolEvent);
 }
 
@@ -116,26 +117,31 @@ impl ToolContext {
         })
     }
 
+    /// Uses the run's cancellation token.
     pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
         self.cancel = cancel;
         self
     }
 
+    /// Uses the daemon's blob store.
     pub fn with_blobs(mut self, blobs: Arc<dyn BlobSink>) -> Self {
         self.blobs = blobs;
         self
     }
 
+    /// Uses the session's job manager (jobs outlive the run).
     pub fn with_jobs(mut self, jobs: JobManager) -> Self {
         self.jobs = jobs;
         self
     }
 
+    /// Sends tool events to the daemon.
     pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
         self.events = events;
         self
     }
 
+    /// Names the files `grep` must not open.
     pub fn with_secret_filter(mut self, secret: SecretFilter) -> Self {
         self.secret = Some(secret);
         self

@@ -89,6 +89,7 @@ impl std::fmt::Debug for JobManager {
 }
 
 impl JobManager {
+    /// A manager without jobs.
     pub fn new() -> Self {
         Self::default()
     }

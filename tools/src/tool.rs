@@ -50,8 +50,11 @@ pub trait Tool: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AccessKind {
+    /// Reading a file or listing/searching a folder.
     Read,
+    /// Creating, changing or deleting a file.
     Write,
+    /// Running a shell command.
     Execute,
 }
 
@@ -66,6 +69,7 @@ pub struct Access {
 }
 
 impl Access {
+    /// Reading `target` (a relative path).
     pub fn read(tool: &'static str, target: impl Into<String>) -> Self {
         Self {
             kind: AccessKind::Read,
@@ -73,6 +77,7 @@ impl Access {
             target: target.into(),
         }
     }
+    /// Creating, changing or deleting `target` (a relative path).
     pub fn write(tool: &'static str, target: impl Into<String>) -> Self {
         Self {
             kind: AccessKind::Write,
@@ -80,6 +85,7 @@ impl Access {
             target: target.into(),
         }
     }
+    /// Running the shell command `target`.
     pub fn execute(tool: &'static str, target: impl Into<String>) -> Self {
         Self {
             kind: AccessKind::Execute,
@@ -147,6 +153,7 @@ pub struct ToolOutput {
 }
 
 impl ToolOutput {
+    /// A successful result.
     pub fn ok(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
@@ -154,6 +161,7 @@ impl ToolOutput {
         }
     }
 
+    /// A failed result; the text tells the model what went wrong.
     pub fn error(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
@@ -162,6 +170,7 @@ impl ToolOutput {
         }
     }
 
+    /// Attaches metadata.
     pub fn with_meta(mut self, meta: ToolMeta) -> Self {
         self.meta = meta;
         self
@@ -251,7 +260,9 @@ pub struct ToolDefinition {
 /// The object-safe face of a tool, held by the registry. Built-in tools get it from [`Tool`] through
 /// [`Typed`]; tools defined at run time (MCP) may implement it directly.
 pub trait DynTool: Send + Sync {
+    /// The name the model calls.
     fn name(&self) -> &str;
+    /// The definition the model sees.
     fn definition(&self) -> &ToolDefinition;
     /// Parses already-repaired arguments and plans the call.
     fn prepare(
@@ -268,6 +279,7 @@ pub struct Typed<T: Tool> {
 }
 
 impl<T: Tool> Typed<T> {
+    /// Wraps a tool and generates its definition.
     pub fn new(tool: T) -> Self {
         let definition = ToolDefinition {
             name: T::NAME.to_string(),

@@ -26,12 +26,14 @@ const KEEP: usize = 16 << 20;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `bash`.
 pub struct BashInput {
     pub command: String,
     /// Seconds (default 120)
     pub timeout: Option<u64>,
 }
 
+/// The `bash` tool.
 pub struct Bash;
 
 impl Tool for Bash {
@@ -51,12 +53,17 @@ impl Tool for Bash {
     }
 
     async fn run(&self, input: BashInput, ctx: &ToolContext) -> ToolOutput {
-        let timeout = input
-            .timeout
-            .unwrap_or(DEFAULT_TIMEOUT)
-            .clamp(1, MAX_TIMEOUT);
+        let timeout = seconds(input.timeout);
         run_command(&input.command, Duration::from_secs(timeout), ctx).await
     }
+}
+
+/// The timeout in seconds. Models used to other agents send milliseconds (`120000`); no one means
+/// a timeout of more than a day, so large values are read as milliseconds.
+fn seconds(timeout: Option<u64>) -> u64 {
+    let t = timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let t = if t > 86_400 { t / 1000 } else { t };
+    t.clamp(1, MAX_TIMEOUT)
 }
 
 enum Ending {
@@ -146,5 +153,19 @@ async fn run_command(command: &str, timeout: Duration, ctx: &ToolContext) -> Too
         text,
         is_error,
         meta,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_in_milliseconds_are_read_as_seconds() {
+        assert_eq!(seconds(None), 120);
+        assert_eq!(seconds(Some(30)), 30);
+        assert_eq!(seconds(Some(120_000)), 120);
+        assert_eq!(seconds(Some(0)), 1);
+        assert_eq!(seconds(Some(5000)), 600);
     }
 }

@@ -15,6 +15,7 @@ use crate::tool::{Access, FileChange, Plan, Tool, ToolError, ToolMeta, ToolOutpu
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// Arguments of `edit`.
 pub struct EditInput {
     /// File path
     pub path: String,
@@ -26,6 +27,7 @@ pub struct EditInput {
     pub replace_all: Option<bool>,
 }
 
+/// The `edit` tool.
 pub struct Edit;
 
 impl Tool for Edit {

@@ -15,6 +15,7 @@ pub const MAX_RESULTS: usize = 200;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `glob`.
 pub struct GlobInput {
     /// Glob, e.g. **/*.js
     pub pattern: String,
@@ -22,6 +23,7 @@ pub struct GlobInput {
     pub path: Option<String>,
 }
 
+/// The `glob` tool.
 pub struct Glob;
 
 impl Tool for Glob {

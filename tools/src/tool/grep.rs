@@ -26,6 +26,7 @@ const LINE_CHARS: usize = 200;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// Arguments of `grep`.
 pub struct GrepInput {
     /// Regex (or text if literal)
     pub pattern: String,
@@ -38,6 +39,7 @@ pub struct GrepInput {
     pub ignore_case: Option<bool>,
 }
 
+/// The `grep` tool.
 pub struct Grep;
 
 impl Tool for Grep {

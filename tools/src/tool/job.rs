@@ -18,6 +18,7 @@ const MAX_TEXT: usize = 20_000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `job`.
 pub struct JobInput {
     pub action: JobAction,
     /// For start
@@ -30,6 +31,7 @@ pub struct JobInput {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+/// What `job` should do.
 pub enum JobAction {
     Start,
     Output,
@@ -38,6 +40,7 @@ pub enum JobAction {
     List,
 }
 
+/// The `job` tool.
 pub struct Job;
 
 impl Tool for Job {

@@ -12,6 +12,7 @@ pub const MAX_ENTRIES: usize = 400;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `list`.
 pub struct ListInput {
     /// Directory (default: project root)
     pub path: Option<String>,
@@ -19,6 +20,7 @@ pub struct ListInput {
     pub depth: Option<usize>,
 }
 
+/// The `list` tool.
 pub struct List;
 
 impl Tool for List {

@@ -16,6 +16,7 @@ use crate::tool::{Access, FileChange, Plan, Tool, ToolError, ToolMeta, ToolOutpu
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `patch`.
 pub struct PatchInput {
     /// Applied in order
     pub edits: Vec<PatchEdit>,
@@ -23,6 +24,7 @@ pub struct PatchInput {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// One edit of a patch (the fields of `edit`).
 pub struct PatchEdit {
     pub path: String,
     /// Empty to create a new file
@@ -31,6 +33,7 @@ pub struct PatchEdit {
     pub replace_all: Option<bool>,
 }
 
+/// The `patch` tool.
 pub struct Patch;
 
 impl Tool for Patch {

@@ -22,6 +22,7 @@ const COUNT_LIMIT: u64 = 32 << 20;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `read`.
 pub struct ReadInput {
     /// File path
     pub path: String,
@@ -31,6 +32,7 @@ pub struct ReadInput {
     pub limit: Option<usize>,
 }
 
+/// The `read` tool.
 pub struct Read;
 
 impl Tool for Read {

@@ -8,6 +8,7 @@ use crate::tool::{Plan, Tool, ToolError, ToolOutput};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `todo`.
 pub struct TodoInput {
     /// The whole list, replacing the previous one
     pub todos: Vec<TodoItem>,
@@ -23,6 +24,7 @@ pub struct TodoItem {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+/// Where a step stands.
 pub enum TodoStatus {
     Pending,
     #[serde(alias = "in-progress", alias = "active")]
@@ -31,6 +33,7 @@ pub enum TodoStatus {
     Done,
 }
 
+/// The `todo` tool.
 pub struct Todo;
 
 impl Tool for Todo {

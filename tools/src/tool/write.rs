@@ -10,6 +10,7 @@ use crate::tool::{Access, Plan, Tool, ToolError, ToolOutput};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// Arguments of `write`.
 pub struct WriteInput {
     /// File path
     pub path: String,
@@ -17,6 +18,7 @@ pub struct WriteInput {
     pub content: String,
 }
 
+/// The `write` tool.
 pub struct Write;
 
 impl Tool for Write {
