@@ -74,6 +74,17 @@ pub(crate) fn is_dependency_dir(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == "node_modules")
 }
 
+/// Like [`walker`], on several threads and in no particular order (callers sort).
+pub(crate) fn parallel_walker(start: &Path) -> ignore::WalkParallel {
+    let mut builder = ignore::WalkBuilder::new(start);
+    builder
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git");
+    builder.build_parallel()
+}
+
 fn builder(start: &Path, max_depth: Option<usize>) -> ignore::WalkBuilder {
     let mut builder = ignore::WalkBuilder::new(start);
     builder

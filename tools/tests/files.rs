@@ -739,3 +739,26 @@ async fn list_does_not_expand_node_modules() {
     let out = p.call("list", json!({})).await;
     assert_eq!(out.text, "app.js\nnode_modules/ (not expanded)\n");
 }
+
+#[tokio::test]
+async fn grep_searches_a_single_file_path() {
+    let p = Project::new();
+    p.put("src/a.rs", "needle\n").put("src/b.rs", "needle\n");
+    let out = p
+        .call("grep", json!({"pattern": "needle", "path": "src/b.rs"}))
+        .await;
+    assert_eq!(
+        out.text,
+        "1 matches in 1 files\nsrc/b.rs (1)\n  1: needle\n"
+    );
+}
+
+#[tokio::test]
+async fn grep_follows_a_symlink_that_stays_inside() {
+    let p = Project::new();
+    p.put("real/a.txt", "needle\n");
+    std::os::unix::fs::symlink(p.root().join("real/a.txt"), p.root().join("link.txt")).unwrap();
+    let out = p.call("grep", json!({"pattern": "needle"})).await;
+    assert!(out.text.contains("link.txt (1)"), "{}", out.text);
+    assert!(out.text.contains("real/a.txt (1)"), "{}", out.text);
+}

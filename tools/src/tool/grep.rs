@@ -5,9 +5,13 @@
 //! files stay together. At most `MAX_LINES` lines are shown; files past that still appear with their
 //! counts, up to `MAX_FILES`, so the model sees where else to look.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -62,6 +66,54 @@ impl Tool for Grep {
     }
 }
 
+/// A file the walk met that may be searched.
+struct Searchable {
+    real: std::path::PathBuf,
+    rel: String,
+}
+
+/// Whether `entry` is a regular file (or a link to one) inside the project, not secret, and
+/// matching the include glob.
+fn searchable(
+    ctx: &ToolContext,
+    start: &crate::boundary::Resolved,
+    include: Option<&PathGlob>,
+    entry: &ignore::DirEntry,
+) -> Option<Searchable> {
+    let file_type = entry.file_type()?;
+    let real = if file_type.is_symlink() {
+        if !fsutil::entry_inside(ctx.boundary(), entry) {
+            return None;
+        }
+        let real = std::fs::canonicalize(entry.path()).ok()?;
+        real.is_file().then_some(real)?
+    } else if file_type.is_file() {
+        entry.path().to_path_buf()
+    } else {
+        return None;
+    };
+    let rel = ctx.boundary().relative(entry.path())?;
+    if ctx.is_secret(&rel) {
+        return None;
+    }
+    if let Some(include) = include {
+        let below = entry
+            .path()
+            .strip_prefix(&start.abs)
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
+        let below = if below.is_empty() {
+            rel.as_str()
+        } else {
+            below.as_str()
+        };
+        if !include.is_match(below) {
+            return None;
+        }
+    }
+    Some(Searchable { real, rel })
+}
+
 struct FileHits {
     rel: String,
     count: usize,
@@ -91,75 +143,62 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         Ok(i) => i,
         Err(e) => return ToolOutput::error(e),
     };
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(0))
-        .line_number(true)
-        .build();
-    let mut files: Vec<FileHits> = Vec::new();
-    let mut shown = 0usize;
-    let mut counted = 0usize;
-    for entry in fsutil::walker(&resolved.abs, None) {
-        if ctx.cancel.is_cancelled() {
-            return ToolOutput::error("cancelled");
-        }
-        if counted >= MAX_COUNT {
-            break;
-        }
-        let Ok(entry) = entry else { continue };
-        if !entry
-            .file_type()
-            .is_some_and(|t| t.is_file() || t.is_symlink())
-        {
-            continue;
-        }
-        if !fsutil::entry_inside(ctx.boundary(), &entry) {
-            continue;
-        }
-        let Ok(real) = std::fs::canonicalize(entry.path()) else {
-            continue;
-        };
-        if !real.is_file() {
-            continue;
-        }
-        let Some(rel) = ctx.boundary().relative(entry.path()) else {
-            continue;
-        };
-        if ctx.is_secret(&rel) {
-            continue;
-        }
-        if let Some(include) = &include {
-            let below = entry
-                .path()
-                .strip_prefix(&resolved.abs)
-                .map(|p| p.to_string_lossy().replace('\\', "/"))
-                .unwrap_or_else(|_| rel.clone());
-            let below = if below.is_empty() { rel.clone() } else { below };
-            if !include.is_match(&below) {
-                continue;
+    let counted = AtomicUsize::new(0);
+    let found: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
+    fsutil::parallel_walker(&resolved.abs).run(|| {
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .build();
+        let (matcher, include, resolved, counted, found) =
+            (&matcher, &include, &resolved, &counted, &found);
+        Box::new(move |entry| {
+            if ctx.cancel.is_cancelled() || counted.load(Ordering::Relaxed) >= MAX_COUNT {
+                return WalkState::Quit;
             }
-        }
-        let mut hits = FileHits {
-            rel,
-            count: 0,
-            lines: Vec::new(),
-        };
-        let result = searcher.search_path(
-            &matcher,
-            &real,
-            Lossy(|line_no, line| {
-                hits.count += 1;
-                counted += 1;
-                if shown < MAX_LINES {
-                    shown += 1;
-                    hits.lines.push((line_no, clip_line(line)));
-                }
-                Ok(counted < MAX_COUNT)
-            }),
-        );
-        if result.is_ok() && hits.count > 0 {
-            files.push(hits);
-        }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            let Some(file) = searchable(ctx, resolved, include.as_ref(), &entry) else {
+                return WalkState::Continue;
+            };
+            let mut hits = FileHits {
+                rel: file.rel,
+                count: 0,
+                lines: Vec::new(),
+            };
+            let result = searcher.search_path(
+                matcher,
+                &file.real,
+                Lossy(|line_no, line| {
+                    hits.count += 1;
+                    if hits.lines.len() < MAX_LINES {
+                        hits.lines.push((line_no, clip_line(line)));
+                    }
+                    Ok(counted.fetch_add(1, Ordering::Relaxed) + 1 < MAX_COUNT)
+                }),
+            );
+            if result.is_ok()
+                && hits.count > 0
+                && let Ok(mut found) = found.lock()
+            {
+                found.push(hits);
+            }
+            WalkState::Continue
+        })
+    });
+    if ctx.cancel.is_cancelled() {
+        return ToolOutput::error("cancelled");
     }
+    let mut files = found.into_inner().unwrap_or_default();
+    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    // Lines are shown in path order up to the cap; later files keep only their counts.
+    let mut budget = MAX_LINES;
+    for file in &mut files {
+        file.lines.truncate(budget);
+        budget -= file.lines.len();
+    }
+    let counted = counted.into_inner().min(MAX_COUNT);
     render(&files, counted, input)
 }
 
