@@ -762,3 +762,18 @@ async fn grep_follows_a_symlink_that_stays_inside() {
     assert!(out.text.contains("link.txt (1)"), "{}", out.text);
     assert!(out.text.contains("real/a.txt (1)"), "{}", out.text);
 }
+
+#[tokio::test]
+async fn edit_strips_line_numbers_copied_from_read_output() {
+    let p = Project::new();
+    p.put("a.rs", "fn a() {}\nfn b() {}\n");
+    let out = p
+        .call(
+            "edit",
+            json!({"path": "a.rs", "oldString": "    2\tfn b() {}", "newString": "    2\tfn c() {}"}),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    assert!(out.text.contains("line-numbers-removed"), "{}", out.text);
+    assert_eq!(p.get("a.rs"), "fn a() {}\nfn c() {}\n");
+}

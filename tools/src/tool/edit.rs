@@ -2,7 +2,8 @@
 //!
 //! Small models copy code imperfectly: wrong indentation, trimmed or doubled spaces, `\n` written as
 //! an escape. After an exact match fails we try, in order: indentation-flexible (same lines, shifted;
-//! the new text is shifted the same way), line-trimmed, whitespace-normalised, and escape-normalised.
+//! the new text is shifted the same way), line-trimmed, whitespace-normalised, escape-normalised,
+//! and finally with the line numbers of `read` output removed.
 //! Whatever the strategy, more than one match without `replaceAll` is refused with the candidate
 //! line numbers: a tolerant match must never pick a place at random.
 
@@ -71,7 +72,8 @@ pub(crate) struct Change<'a> {
 pub struct Applied {
     pub content: String,
     pub count: usize,
-    /// `exact`, `indentation-flexible`, `line-trimmed`, `whitespace-normalised`, `escape-normalised`.
+    /// `exact`, `indentation-flexible`, `line-trimmed`, `whitespace-normalised`, `escape-normalised`,
+    /// `line-numbers-removed`.
     pub strategy: &'static str,
     /// 1-based line of the first replacement.
     pub line: usize,
@@ -103,6 +105,16 @@ pub fn apply_edit(
                 a
             });
         }
+    }
+    if applied.is_none()
+        && let Some(old_n) = strip_line_numbers(&old_lf)
+    {
+        // Copied from `read` output with its line numbers.
+        let new_n = strip_line_numbers(&new_lf).unwrap_or_else(|| new_lf.clone());
+        applied = find_and_replace(&text, &old_n, &new_n, replace_all)?.map(|mut a| {
+            a.strategy = "line-numbers-removed";
+            a
+        });
     }
     let Some(mut applied) = applied else {
         return Err(not_found(&text, &old_lf));
@@ -312,6 +324,25 @@ fn unescape(text: &str) -> String {
         }
     }
     out
+}
+
+/// The text without the `   12\t` prefixes `read` puts before each line, when every non-blank line
+/// has one.
+fn strip_line_numbers(text: &str) -> Option<String> {
+    let mut out = Vec::new();
+    for line in text.split('\n') {
+        if line.trim().is_empty() {
+            out.push(line);
+            continue;
+        }
+        let (number, rest) = line.split_once('\t')?;
+        let number = number.trim();
+        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        out.push(rest);
+    }
+    Some(out.join("\n"))
 }
 
 fn line_of(text: &str, byte: usize) -> usize {
