@@ -38,8 +38,7 @@ pub struct Bash;
 
 impl Tool for Bash {
     const NAME: &'static str = "bash";
-    const DESCRIPTION: &'static str =
-        "Run a shell command in the project root. For servers or long tasks use job.";
+    const DESCRIPTION: &'static str = "Run a shell command in the project root (timeout 120 s, output capped). For servers or long tasks use job.";
     type Input = BashInput;
 
     fn plan(&self, input: &BashInput, _ctx: &ToolContext) -> Result<Plan, ToolError> {

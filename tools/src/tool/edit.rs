@@ -33,7 +33,7 @@ pub struct Edit;
 
 impl Tool for Edit {
     const NAME: &'static str = "edit";
-    const DESCRIPTION: &'static str = "Replace oldString with newString in a file. oldString must match one place unless replaceAll.";
+    const DESCRIPTION: &'static str = "Replace oldString with newString in a file. Copy oldString exactly from the file, without line numbers; it must match one place unless replaceAll.";
     type Input = EditInput;
 
     fn plan(&self, input: &EditInput, ctx: &ToolContext) -> Result<Plan, ToolError> {

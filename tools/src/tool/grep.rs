@@ -48,8 +48,7 @@ pub struct Grep;
 
 impl Tool for Grep {
     const NAME: &'static str = "grep";
-    const DESCRIPTION: &'static str =
-        "Search file contents. Returns matching lines grouped by file.";
+    const DESCRIPTION: &'static str = "Search file contents with a regex (literal=true for plain text). Returns matching lines grouped by file.";
     type Input = GrepInput;
 
     fn plan(&self, input: &GrepInput, ctx: &ToolContext) -> Result<Plan, ToolError> {

@@ -38,7 +38,7 @@ pub struct Read;
 impl Tool for Read {
     const NAME: &'static str = "read";
     const DESCRIPTION: &'static str =
-        "Read a file with numbered lines. Use offset/limit for long files.";
+        "Read a text file; lines are numbered. Use offset/limit for long files.";
     type Input = ReadInput;
 
     fn plan(&self, input: &ReadInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
