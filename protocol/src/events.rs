@@ -71,6 +71,12 @@ pub enum EventKind {
     RunFailed { run: Run },
     #[serde(rename = "run.aborted")]
     RunAborted { run: Run },
+    /// The daemon stopped while the run was going; found and marked when it started again.
+    #[serde(rename = "run.interrupted")]
+    RunInterrupted { run: Run },
+    /// The session was deleted; the subscription ends.
+    #[serde(rename = "session.deleted")]
+    SessionDeleted {},
     /// This subscription fell too far behind and was closed. Nothing after `seq` was delivered:
     /// call `session.subscribe` again with `afterSeq` = `seq`.
     #[serde(rename = "lagged")]
@@ -80,7 +86,10 @@ pub enum EventKind {
 impl EventKind {
     /// Deltas are sent live but not stored; the finished part replaces them.
     pub fn is_transient(&self) -> bool {
-        matches!(self, EventKind::PartDelta { .. } | EventKind::Lagged {})
+        matches!(
+            self,
+            EventKind::PartDelta { .. } | EventKind::Lagged {} | EventKind::SessionDeleted {}
+        )
     }
 }
 

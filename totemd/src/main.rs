@@ -1,1 +1,110 @@
-fn main() {}
+//! `totemd`: serve Totem's protocol on a Unix socket until SIGTERM, SIGINT or `daemon.shutdown`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use totemd::daemon::Daemon;
+use totemd::server::{self, listener};
+
+/// The Totem daemon. Clients (`totem`, editors, MCP) attach to it over a local socket.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Socket to listen on (default: $XDG_RUNTIME_DIR/totem/totemd.sock, or $TOTEM_HOME/run/totemd.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Totem's home: store, blobs, logs, settings (default: $TOTEM_HOME, else ~/.totem).
+    #[arg(long, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Log filter, e.g. `info` or `totemd=debug` (default: $TOTEM_LOG, else info).
+    #[arg(long, value_name = "FILTER")]
+    log: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("totemd: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let (default_home, default_socket) = totem_protocol::socket::from_env()
+        .context("cannot find a home folder: set TOTEM_HOME or HOME")?;
+    // An explicit --home keeps its socket beside it, as TOTEM_HOME does.
+    let socket = match (args.socket, &args.home) {
+        (Some(s), _) => s,
+        (None, Some(home)) => home.join("run").join(totem_protocol::socket::SOCKET_FILE),
+        (None, None) => default_socket,
+    };
+    let home = args.home.unwrap_or(default_home);
+    let _log_guard = init_logging(&home, args.log)?;
+    let _lock = listener::lock_home(&home, &socket)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = Arc::new(Daemon::open(&home, &socket)?);
+        let listening = listener::bind(&socket)?;
+        tracing::info!(socket = %socket.display(), home = %home.display(), pid = std::process::id(), "totemd ready");
+        spawn_signal_watch(daemon.clone())?;
+        server::serve(daemon.clone(), listening).await;
+        tracing::info!("shutting down");
+        daemon.store().persist()?;
+        let _ = std::fs::remove_file(&socket);
+        tracing::info!("stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    // Sessions' tasks may still hold the store; the runtime is gone, so nothing writes anymore.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    Ok(())
+}
+
+fn spawn_signal_watch(daemon: Arc<Daemon>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
+        daemon.request_shutdown();
+    });
+    Ok(())
+}
+
+fn init_logging(
+    home: &std::path::Path,
+    filter: Option<String>,
+) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+    let logs = home.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let appender = tracing_appender::rolling::Builder::new()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix("totemd")
+        .filename_suffix("log")
+        .max_log_files(7)
+        .build(&logs)
+        .with_context(|| format!("cannot write logs in {}", logs.display()))?;
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = filter
+        .or_else(|| std::env::var("TOTEM_LOG").ok())
+        .unwrap_or_else(|| "info".to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .with_context(|| format!("bad log filter `{filter}`"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(false)
+        .init();
+    Ok(guard)
+}

@@ -1,0 +1,119 @@
+//! The daemon's shared state, handed to every method handler: the store, the live sessions, the
+//! paths it serves, and the shutdown switch.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use tokio::sync::watch;
+use totem_protocol::{EventKind, Project, RunStatus, SessionStatus};
+
+use crate::session::SessionHub;
+use crate::store::{BlobStore, Store, StoreError};
+use crate::util::{new_id, now_ms};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error("project path must be absolute: {0}")]
+    NotAbsolute(String),
+    #[error("cannot open project {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("project path is not a folder: {0}")]
+    NotAFolder(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct Daemon {
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    store: Store,
+    pub blobs: BlobStore,
+    pub sessions: SessionHub,
+    pub started: Instant,
+    pub started_at: u64,
+    pub connections: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Daemon {
+    /// Opens the store under `home` and marks runs a previous daemon left running as interrupted.
+    pub fn open(home: &Path, socket: &Path) -> anyhow::Result<Daemon> {
+        let store = Store::open(&home.join("store"))?;
+        let blobs = BlobStore::open(&home.join("blobs"))?;
+        let (shutdown, _) = watch::channel(false);
+        let daemon = Daemon {
+            home: home.to_path_buf(),
+            socket: socket.to_path_buf(),
+            sessions: SessionHub::new(store.clone()),
+            store,
+            blobs,
+            started: Instant::now(),
+            started_at: now_ms(),
+            connections: AtomicU64::new(0),
+            shutdown,
+        };
+        daemon.mark_interrupted_runs()?;
+        Ok(daemon)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn mark_interrupted_runs(&self) -> anyhow::Result<()> {
+        for mut run in self.store.running_runs()? {
+            run.status = RunStatus::Interrupted;
+            run.ended_at = Some(now_ms());
+            run.error = Some("the daemon stopped while this run was going".into());
+            self.store.put_run(&run)?;
+            match self.sessions.get(&run.session_id) {
+                Ok(session) => {
+                    session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
+                    session.emit(&self.store, EventKind::RunInterrupted { run })?;
+                }
+                Err(e) => tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds or registers the project whose root is the canonical form of `path`.
+    pub fn open_project(&self, path: &str) -> Result<Project, ProjectError> {
+        if !Path::new(path).is_absolute() {
+            return Err(ProjectError::NotAbsolute(path.to_string()));
+        }
+        let canonical = std::fs::canonicalize(path).map_err(|source| ProjectError::Unreadable {
+            path: path.to_string(),
+            source,
+        })?;
+        if !canonical.is_dir() {
+            return Err(ProjectError::NotAFolder(canonical.display().to_string()));
+        }
+        let key = canonical.display().to_string();
+        if let Some(project) = self.store.project_by_path(&key)? {
+            return Ok(project);
+        }
+        let project = Project {
+            id: new_id("prj"),
+            name: canonical
+                .file_name()
+                .map_or_else(|| key.clone(), |n| n.to_string_lossy().into_owned()),
+            path: key,
+            created_at: now_ms(),
+        };
+        self.store.put_project(&project)?;
+        Ok(project)
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn shutdown_requested(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}

@@ -1,0 +1,54 @@
+//! The socket server: accepts connections from the daemon's own user and serves each one.
+
+pub mod connection;
+pub mod listener;
+pub mod rpc;
+mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::net::UnixListener;
+
+use crate::daemon::Daemon;
+
+/// Accepts connections until shutdown is requested.
+pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
+    let methods: jsonrpsee::core::server::Methods = rpc::module(daemon.clone()).into();
+    let uid = nix::unistd::getuid().as_raw();
+    let next_id = AtomicUsize::new(1);
+    let mut shutdown = daemon.shutdown_requested();
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == uid => {}
+            Ok(cred) => {
+                tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "refused a connection without peer credentials");
+                continue;
+            }
+        }
+        let conn_id = next_id.fetch_add(1, Ordering::Relaxed);
+        let methods = methods.clone();
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            daemon.connections.fetch_add(1, Ordering::Relaxed);
+            connection::serve(stream, methods, conn_id).await;
+            daemon.connections.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}

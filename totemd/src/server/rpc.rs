@@ -1,0 +1,324 @@
+//! The method handlers, registered under the names of the protocol's method table. A handler
+//! parses its params (unknown fields are errors), calls into the daemon and maps its errors to
+//! protocol error codes with messages that say what to do.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use jsonrpsee::core::server::{
+    Extensions, PendingSubscriptionSink, RpcModule, SubscriptionMessage,
+};
+use jsonrpsee::core::traits::IdProvider;
+use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Params, SubscriptionId};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast::error::RecvError;
+use totem_protocol::{
+    Ack, DaemonCounts, DaemonStatus, ErrorCode, EventKind, Implementation, InitializeParams,
+    InitializeResult, ListParams, Method, NoParams, Page, ProjectOpenParams, SUPPORTED_VERSIONS,
+    ServerCapabilities, SessionCreateParams, SessionDeleted, SessionEvent, SessionListParams,
+    SessionMessages, SessionMessagesParams, SessionPromptParams, SessionRef, SessionRenameParams,
+    SessionSubscribeParams, method,
+};
+
+use super::connection::ConnectionState;
+use crate::daemon::{Daemon, ProjectError};
+use crate::session::SessionError;
+use crate::store::StoreError;
+
+type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+/// Subscription ids: opaque strings, unique for the daemon's life.
+#[derive(Debug)]
+pub struct SubscriptionIds;
+
+impl IdProvider for SubscriptionIds {
+    fn next_id(&self) -> SubscriptionId<'static> {
+        SubscriptionId::Str(crate::util::new_id("sub").into())
+    }
+}
+
+pub fn err(code: ErrorCode, message: impl Into<String>) -> ErrorObjectOwned {
+    ErrorObject::owned(code.0, message.into(), None::<()>)
+}
+
+impl From<SessionError> for ErrorObjectOwned {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::NotFound(_) => err(ErrorCode::NOT_FOUND, e.to_string()),
+            SessionError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ProjectError> for ErrorObjectOwned {
+    fn from(e: ProjectError) -> Self {
+        match e {
+            ProjectError::Store(s) => s.into(),
+            other => err(ErrorCode::INVALID_PATH, other.to_string()),
+        }
+    }
+}
+
+impl From<StoreError> for ErrorObjectOwned {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::BadCursor => err(ErrorCode::INVALID_PARAMS, e.to_string()),
+            other => {
+                tracing::error!(error = %other, "store failure");
+                err(ErrorCode::INTERNAL_ERROR, other.to_string())
+            }
+        }
+    }
+}
+
+/// Params as a named object; none at all counts as `{}`. Positional arrays are refused.
+fn parse<T: DeserializeOwned>(params: &Params<'_>) -> RpcResult<T> {
+    let raw = params.as_str().unwrap_or("{}");
+    let raw = if raw.trim() == "null" { "{}" } else { raw };
+    if raw.trim_start().starts_with('[') {
+        return Err(err(
+            ErrorCode::INVALID_PARAMS,
+            "params must be an object with named fields, not an array",
+        ));
+    }
+    serde_json::from_str(raw).map_err(|e| err(ErrorCode::INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn page_limit(limit: Option<u32>, default: usize, max: usize) -> usize {
+    limit.map_or(default, |l| (l as usize).clamp(1, max))
+}
+
+/// Registers one async method under its table name with typed params and result.
+fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    F: Fn(M::Params, Arc<Daemon>, Extensions) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = RpcResult<M::Result>> + Send + 'static,
+    M::Params: Send,
+    M::Result: Clone + Send + 'static,
+{
+    let registered = module.register_async_method(M::NAME, move |params, daemon, ext| {
+        let handler = handler.clone();
+        async move {
+            let params: M::Params = parse(&params)?;
+            handler(params, daemon, ext).await
+        }
+    });
+    if let Err(e) = registered {
+        tracing::error!(method = M::NAME, error = %e, "method registered twice");
+    }
+}
+
+/// Builds the method table the connections dispatch to.
+pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
+    let mut m = RpcModule::from_arc(daemon);
+
+    register::<method::Initialize, _, _>(&mut m, |p: InitializeParams, _d, ext| async move {
+        if !SUPPORTED_VERSIONS.contains(&p.protocol_version) {
+            return Err(ErrorObject::owned(
+                ErrorCode::UNSUPPORTED_VERSION.0,
+                format!(
+                    "protocol version {} is not supported; this daemon speaks {:?}. Update the client or the daemon",
+                    p.protocol_version, SUPPORTED_VERSIONS
+                ),
+                Some(serde_json::json!({ "supported": SUPPORTED_VERSIONS })),
+            ));
+        }
+        if let Some(state) = ext.get::<Arc<ConnectionState>>() {
+            state.protocol_version.store(p.protocol_version, Ordering::Release);
+            state.answers_permissions.store(p.capabilities.permissions, Ordering::Release);
+        }
+        tracing::debug!(client = %p.client.name, version = %p.client.version, "client initialized");
+        Ok(InitializeResult {
+            protocol_version: p.protocol_version,
+            supported_versions: SUPPORTED_VERSIONS.to_vec(),
+            server: Implementation {
+                name: "totemd".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            capabilities: ServerCapabilities {
+                max_line_bytes: totem_protocol::MAX_LINE_BYTES as u64,
+                methods: totem_protocol::METHODS.iter().map(|m| m.name.to_string()).collect(),
+            },
+        })
+    });
+
+    register::<method::DaemonStatus, _, _>(&mut m, |_: NoParams, d, _| async move {
+        Ok(DaemonStatus {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: totem_protocol::PROTOCOL_VERSION,
+            pid: std::process::id(),
+            uptime_ms: d.started.elapsed().as_millis() as u64,
+            started_at: d.started_at,
+            home: d.home.display().to_string(),
+            socket: d.socket.display().to_string(),
+            store_path: d.store().path().display().to_string(),
+            counts: DaemonCounts {
+                projects: d.store().count_projects()?,
+                sessions: d.store().count_sessions()?,
+                connections: d.connections.load(Ordering::Relaxed),
+                running_runs: d.sessions.running(),
+            },
+        })
+    });
+
+    register::<method::DaemonShutdown, _, _>(&mut m, |_: NoParams, d, _| async move {
+        tracing::info!("shutdown requested by a client");
+        // Answer first; the shutdown starts right after.
+        let d2 = d.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            d2.request_shutdown();
+        });
+        Ok(Ack {})
+    });
+
+    register::<method::ProjectOpen, _, _>(&mut m, |p: ProjectOpenParams, d, _| async move {
+        Ok(d.open_project(&p.path)?)
+    });
+
+    register::<method::ProjectList, _, _>(&mut m, |p: ListParams, d, _| async move {
+        let (items, next_cursor) = d
+            .store()
+            .list_projects(p.cursor.as_deref(), page_limit(p.limit, 50, 500))?;
+        Ok(Page { items, next_cursor })
+    });
+
+    register::<method::SessionCreate, _, _>(&mut m, |p: SessionCreateParams, d, _| async move {
+        if d.store().get_project(&p.project_id)?.is_none() {
+            return Err(err(
+                ErrorCode::NOT_FOUND,
+                format!("no project {}; open one with `project.open {{path}}`", p.project_id),
+            ));
+        }
+        Ok(d.sessions.create(&p.project_id, p.title)?)
+    });
+
+    register::<method::SessionList, _, _>(&mut m, |p: SessionListParams, d, _| async move {
+        let (records, next_cursor) = d.store().list_sessions(
+            p.project_id.as_deref(),
+            p.cursor.as_deref(),
+            page_limit(p.limit, 50, 500),
+        )?;
+        let items = records.into_iter().map(|r| d.sessions.refresh(r)).collect();
+        Ok(Page { items, next_cursor })
+    });
+
+    register::<method::SessionGet, _, _>(&mut m, |p: SessionRef, d, _| async move {
+        Ok(d.sessions.snapshot(&p.session_id)?)
+    });
+
+    register::<method::SessionRename, _, _>(&mut m, |p: SessionRenameParams, d, _| async move {
+        let title = p.title.trim();
+        if title.is_empty() {
+            return Err(err(ErrorCode::INVALID_PARAMS, "title is empty; give the session a name"));
+        }
+        Ok(d.sessions.rename(&p.session_id, title.to_string())?)
+    });
+
+    register::<method::SessionDelete, _, _>(&mut m, |p: SessionRef, d, _| async move {
+        d.sessions.delete(&p.session_id)?;
+        Ok(SessionDeleted {
+            session_id: p.session_id,
+        })
+    });
+
+    register::<method::SessionMessages, _, _>(&mut m, |p: SessionMessagesParams, d, _| async move {
+        d.sessions.get(&p.session_id)?;
+        let limit = page_limit(p.limit, 100, 1000);
+        let (messages, more) = d.store().messages_after(&p.session_id, p.after_seq, limit)?;
+        let next_after_seq = if more { messages.last().map(|m| m.seq) } else { None };
+        Ok(SessionMessages {
+            messages,
+            next_after_seq,
+        })
+    });
+
+    register::<method::SessionPrompt, _, _>(&mut m, |p: SessionPromptParams, d, _| async move {
+        if p.text.trim().is_empty() {
+            return Err(err(ErrorCode::INVALID_PARAMS, "the prompt is empty; say what you want done"));
+        }
+        Ok(d.sessions.prompt(&p.session_id, p.text)?)
+    });
+
+    let subscribed = m.register_subscription(
+        method::SessionSubscribe::NAME,
+        "session.event",
+        "session.unsubscribe",
+        |params, pending, d, _| async move { subscribe(params, pending, d).await },
+    );
+    if let Err(e) = subscribed {
+        tracing::error!(error = %e, "subscription registered twice");
+    }
+    m
+}
+
+async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, d: Arc<Daemon>) {
+    let p: SessionSubscribeParams = match parse(&params) {
+        Ok(p) => p,
+        Err(e) => return pending.reject(e).await,
+    };
+    let subscription = match d
+        .sessions
+        .get(&p.session_id)
+        .and_then(|s| s.subscribe(d.store(), p.after_seq))
+    {
+        Ok(s) => s,
+        Err(e) => return pending.reject(ErrorObjectOwned::from(e)).await,
+    };
+    let Ok(mut sink) = pending.accept().await else {
+        return;
+    };
+    let mut delivered = p.after_seq;
+    let mut live = subscription.live;
+    // Replayed events first, then live ones, skipping any the replay already covered.
+    let mut pending_replay = subscription.replay.into_iter();
+    loop {
+        let event = match pending_replay.next() {
+            Some(e) => e,
+            None => tokio::select! {
+                _ = sink.closed() => return,
+                received = live.recv() => match received {
+                    Ok(e) => e,
+                    Err(RecvError::Closed) => return,
+                    Err(RecvError::Lagged(_)) => return lagged(&sink, &p.session_id, delivered).await,
+                },
+            },
+        };
+        if event.seq <= delivered && !matches!(event.kind, EventKind::SessionDeleted {}) {
+            continue;
+        }
+        let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
+            continue;
+        };
+        match sink.try_send(SubscriptionMessage::from(raw)) {
+            Ok(()) => delivered = event.seq,
+            Err(jsonrpsee::core::server::TrySendError::Full(_)) => {
+                return lagged(&sink, &p.session_id, delivered).await;
+            }
+            Err(jsonrpsee::core::server::TrySendError::Closed(_)) => return,
+        }
+        if matches!(event.kind, EventKind::SessionDeleted {}) {
+            return;
+        }
+    }
+}
+
+/// Tells a subscriber it fell behind and ends its subscription; it resubscribes from `seq`.
+async fn lagged(sink: &jsonrpsee::core::server::SubscriptionSink, session_id: &str, seq: u64) {
+    tracing::debug!(session = session_id, seq, "subscriber lagged");
+    let event = SessionEvent {
+        session_id: session_id.to_string(),
+        seq,
+        at: crate::util::now_ms(),
+        kind: EventKind::Lagged {},
+    };
+    if let Ok(raw) = serde_json::value::to_raw_value(&event) {
+        // Waits for room in this connection's queue only; nobody else is held up.
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            sink.send(SubscriptionMessage::from(raw)),
+        )
+        .await;
+    }
+}

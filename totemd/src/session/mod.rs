@@ -1,0 +1,273 @@
+//! Live sessions: event numbering, fan-out to subscribers and replay for clients that reattach.
+//!
+//! Each session loaded into memory is a [`LiveSession`]. Every event gets the next sequence number
+//! under the session's lock, is stored (unless transient) before it is announced, joins a ring of
+//! recent events and goes out on a broadcast channel. A subscriber takes its replay and its live
+//! receiver under the same lock, so it sees every event exactly once, in order.
+
+mod prompt;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+use totem_protocol::{EventKind, Session, SessionEvent, SessionStatus};
+
+use crate::store::{SessionRecord, Store, StoreError};
+use crate::util::now_ms;
+
+/// Events kept in memory per session for replay (deltas included).
+const RECENT_EVENTS: usize = 4096;
+/// Events a subscriber may fall behind the broadcast before it is told it lagged.
+const BROADCAST_CAPACITY: usize = 4096;
+/// Sequence numbers reserved ahead in the store, so a restart never reuses one.
+const SEQ_RESERVATION: u64 = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no session {0}; list sessions with `session.list`")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T> = std::result::Result<T, SessionError>;
+
+/// The sessions currently in memory.
+pub struct SessionHub {
+    store: Store,
+    live: Mutex<HashMap<String, Arc<LiveSession>>>,
+}
+
+/// One session in memory.
+pub struct LiveSession {
+    id: String,
+    state: Mutex<State>,
+    events: broadcast::Sender<Arc<SessionEvent>>,
+}
+
+struct State {
+    record: SessionRecord,
+    recent: VecDeque<Arc<SessionEvent>>,
+    deleted: bool,
+}
+
+/// What a new subscriber receives: the events it missed, then the live stream.
+pub struct Subscription {
+    pub replay: Vec<Arc<SessionEvent>>,
+    pub live: broadcast::Receiver<Arc<SessionEvent>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SessionHub {
+    pub fn new(store: Store) -> SessionHub {
+        SessionHub {
+            store,
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Creates and stores a new session.
+    pub fn create(&self, project_id: &str, title: Option<String>) -> Result<Session> {
+        let now = now_ms();
+        let id = crate::util::new_id("ses");
+        let session = Session {
+            title: title.unwrap_or_else(|| "New session".to_string()),
+            id,
+            project_id: project_id.to_string(),
+            created_at: now,
+            updated_at: now,
+            last_seq: 0,
+            status: SessionStatus::Idle,
+            message_count: 0,
+            parent_id: None,
+        };
+        let record = SessionRecord {
+            session: session.clone(),
+            seq_reserved: 0,
+        };
+        self.store.put_session(&record, None)?;
+        Ok(session)
+    }
+
+    /// The session, loaded into memory if it is not yet.
+    pub fn get(&self, id: &str) -> Result<Arc<LiveSession>> {
+        let mut live = lock(&self.live);
+        if let Some(session) = live.get(id) {
+            return Ok(session.clone());
+        }
+        let Some(mut record) = self.store.get_session(id)? else {
+            return Err(SessionError::NotFound(id.to_string()));
+        };
+        let stored = self.store.last_event_seq(id)?;
+        record.session.last_seq = record.session.last_seq.max(stored).max(record.seq_reserved);
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let session = Arc::new(LiveSession {
+            id: id.to_string(),
+            state: Mutex::new(State {
+                record,
+                recent: VecDeque::new(),
+                deleted: false,
+            }),
+            events,
+        });
+        live.insert(id.to_string(), session.clone());
+        Ok(session)
+    }
+
+    /// A session as clients see it, with its live sequence number.
+    pub fn snapshot(&self, id: &str) -> Result<Session> {
+        let session = self.get(id)?;
+        let state = lock(&session.state);
+        Ok(state.record.session.clone())
+    }
+
+    /// Sessions of a page, with the live numbers of those in memory.
+    pub fn refresh(&self, mut record: SessionRecord) -> Session {
+        if let Some(live) = lock(&self.live).get(&record.session.id) {
+            record.session = lock(&live.state).record.session.clone();
+        }
+        record.session
+    }
+
+    pub fn rename(&self, id: &str, title: String) -> Result<Session> {
+        let session = self.get(id)?;
+        let updated = session.update(&self.store, |s| s.title = title)?;
+        session.emit(
+            &self.store,
+            EventKind::SessionUpdated {
+                session: updated.clone(),
+            },
+        )?;
+        Ok(updated)
+    }
+
+    /// Deletes a session; its subscribers get `session.deleted` and their streams end.
+    pub fn delete(&self, id: &str) -> Result<()> {
+        let session = self.get(id)?;
+        {
+            let mut state = lock(&session.state);
+            if state.deleted {
+                return Err(SessionError::NotFound(id.to_string()));
+            }
+            self.store.delete_session(&state.record)?;
+            state.deleted = true;
+        }
+        lock(&self.live).remove(id);
+        let event = SessionEvent {
+            session_id: id.to_string(),
+            seq: lock(&session.state).record.session.last_seq,
+            at: now_ms(),
+            kind: EventKind::SessionDeleted {},
+        };
+        let _ = session.events.send(Arc::new(event));
+        Ok(())
+    }
+
+    /// Number of sessions with a run going.
+    pub fn running(&self) -> u64 {
+        lock(&self.live)
+            .values()
+            .filter(|s| lock(&s.state).record.session.status == SessionStatus::Running)
+            .count() as u64
+    }
+}
+
+impl LiveSession {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Applies a change to the session's fields, stamps `updatedAt` and stores it.
+    pub fn update(&self, store: &Store, change: impl FnOnce(&mut Session)) -> Result<Session> {
+        let mut state = lock(&self.state);
+        if state.deleted {
+            return Err(SessionError::NotFound(self.id.clone()));
+        }
+        let previous = state.record.clone();
+        change(&mut state.record.session);
+        state.record.session.updated_at = now_ms().max(previous.session.updated_at);
+        store.put_session(&state.record, Some(&previous))?;
+        Ok(state.record.session.clone())
+    }
+
+    /// Numbers, stores (unless transient) and announces one event.
+    pub fn emit(&self, store: &Store, kind: EventKind) -> Result<Arc<SessionEvent>> {
+        self.emit_with(store, |_| Ok(kind))
+    }
+
+    /// Like [`LiveSession::emit`], for events that must know their own number (a message's seq).
+    /// `make` runs under the session lock; keep it short.
+    pub fn emit_with(
+        &self,
+        store: &Store,
+        make: impl FnOnce(u64) -> std::result::Result<EventKind, StoreError>,
+    ) -> Result<Arc<SessionEvent>> {
+        let mut state = lock(&self.state);
+        if state.deleted {
+            return Err(SessionError::NotFound(self.id.clone()));
+        }
+        let seq = state.record.session.last_seq + 1;
+        let kind = make(seq)?;
+        let event = Arc::new(SessionEvent {
+            session_id: self.id.clone(),
+            seq,
+            at: now_ms(),
+            kind,
+        });
+        if seq > state.record.seq_reserved {
+            let previous = state.record.clone();
+            state.record.seq_reserved = seq + SEQ_RESERVATION;
+            state.record.session.last_seq = seq;
+            store.put_session(&state.record, Some(&previous))?;
+        }
+        if !event.kind.is_transient() {
+            store.append_event(&event)?;
+        }
+        state.record.session.last_seq = seq;
+        if state.recent.len() == RECENT_EVENTS {
+            state.recent.pop_front();
+        }
+        state.recent.push_back(event.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(event.clone());
+        Ok(event)
+    }
+
+    /// Every event after `after_seq` (stored ones from the store, recent ones from memory, deltas
+    /// included while they are recent) and a receiver for what follows.
+    pub fn subscribe(&self, store: &Store, after_seq: u64) -> Result<Subscription> {
+        let state = lock(&self.state);
+        if state.deleted {
+            return Err(SessionError::NotFound(self.id.clone()));
+        }
+        let oldest_recent = state.recent.front().map_or(u64::MAX, |e| e.seq);
+        let mut replay: Vec<Arc<SessionEvent>> = Vec::new();
+        if after_seq + 1 < oldest_recent {
+            replay.extend(
+                store
+                    .events_after(&self.id, after_seq)?
+                    .into_iter()
+                    .filter(|e| e.seq < oldest_recent)
+                    .map(Arc::new),
+            );
+        }
+        replay.extend(state.recent.iter().filter(|e| e.seq > after_seq).cloned());
+        Ok(Subscription {
+            replay,
+            live: self.events.subscribe(),
+        })
+    }
+
+    pub fn status(&self) -> SessionStatus {
+        lock(&self.state).record.session.status
+    }
+}
