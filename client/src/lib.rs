@@ -1,0 +1,269 @@
+//! A client for totemd: connect to the socket, `initialize`, call methods with their typed
+//! params and results, and follow sessions' events. Used by the `totem` command line, the tests
+//! and the benchmarks; other Rust programs may use it too.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{mpsc, oneshot};
+use totem_protocol::{
+    ClientCapabilities, Implementation, InitializeParams, InitializeResult, Method,
+    PROTOCOL_VERSION, SessionEvent, method,
+};
+
+/// What can go wrong talking to the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach totemd at {path}: {source}")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("connection to totemd failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("totemd closed the connection")]
+    Closed,
+    #[error("{message} (error {code})")]
+    Rpc {
+        code: i32,
+        message: String,
+        data: Option<Value>,
+    },
+    #[error("totemd sent something this client cannot read: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+impl ClientError {
+    /// The protocol error code, when the daemon answered with an error.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ClientError::Rpc { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+type Reply = Result<Value, ClientError>;
+
+enum Slot {
+    /// Notifications that arrived before the subscriber registered.
+    Early(Vec<Value>),
+    Live(mpsc::UnboundedSender<Value>),
+}
+
+#[derive(Default)]
+struct Shared {
+    pending: HashMap<u64, oneshot::Sender<Reply>>,
+    subscriptions: HashMap<String, Slot>,
+    closed: bool,
+}
+
+/// A connection to totemd. Calls may be made concurrently from clones of the same `Client`.
+#[derive(Clone)]
+pub struct Client {
+    writer: Arc<tokio::sync::Mutex<OwnedWriteHalf>>,
+    shared: Arc<Mutex<Shared>>,
+    next_id: Arc<AtomicU64>,
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The events of one subscribed session.
+pub struct EventStream {
+    pub subscription: String,
+    rx: mpsc::UnboundedReceiver<Value>,
+}
+
+impl EventStream {
+    /// The next event; None when the subscription or the connection ended.
+    pub async fn next(&mut self) -> Option<Result<SessionEvent, ClientError>> {
+        let value = self.rx.recv().await?;
+        Some(serde_json::from_value(value).map_err(ClientError::from))
+    }
+}
+
+#[derive(Deserialize)]
+struct Incoming {
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<RpcErrorBody>,
+}
+
+#[derive(Deserialize)]
+struct RpcErrorBody {
+    code: i32,
+    message: String,
+    data: Option<Value>,
+}
+
+impl Client {
+    /// Connects without initializing (for tests of the handshake itself).
+    pub async fn connect_raw(socket: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(socket)
+            .await
+            .map_err(|source| ClientError::Connect {
+                path: socket.to_path_buf(),
+                source,
+            })?;
+        let (read, write) = stream.into_split();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        tokio::spawn(read_loop(BufReader::new(read), shared.clone()));
+        Ok(Client {
+            writer: Arc::new(tokio::sync::Mutex::new(write)),
+            shared,
+            next_id: Arc::new(AtomicU64::new(1)),
+        })
+    }
+
+    /// Connects and runs `initialize` for this protocol version.
+    pub async fn connect(
+        socket: &Path,
+        name: &str,
+        capabilities: ClientCapabilities,
+    ) -> Result<(Client, InitializeResult), ClientError> {
+        let client = Client::connect_raw(socket).await?;
+        let init = client
+            .call::<method::Initialize>(InitializeParams {
+                protocol_version: PROTOCOL_VERSION,
+                client: Implementation {
+                    name: name.to_string(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                },
+                capabilities,
+            })
+            .await?;
+        Ok((client, init))
+    }
+
+    /// Calls a method of the protocol with typed params and result.
+    pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
+        let value = self.call_raw(M::NAME, serde_json::to_value(params)?).await?;
+        Ok(serde_json::from_value(value)?)
+    }
+
+    /// Calls any method with JSON params.
+    pub async fn call_raw(&self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut shared = lock(&self.shared);
+            if shared.closed {
+                return Err(ClientError::Closed);
+            }
+            shared.pending.insert(id, tx);
+        }
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(serde_json::to_string(&line)?.as_bytes()).await?;
+        rx.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// Writes one raw line (a newline is added). For tests of malformed input.
+    pub async fn send_line(&self, line: &[u8]) -> Result<(), ClientError> {
+        let mut writer = self.writer.lock().await;
+        writer.write_all(line).await?;
+        writer.write_all(b"\n").await?;
+        writer.flush().await?;
+        Ok(())
+    }
+
+    /// Subscribes to a session's events after `after_seq`.
+    pub async fn subscribe(&self, session_id: &str, after_seq: u64) -> Result<EventStream, ClientError> {
+        let value = self
+            .call_raw(
+                method::SessionSubscribe::NAME,
+                json!({"sessionId": session_id, "afterSeq": after_seq}),
+            )
+            .await?;
+        let subscription: String = serde_json::from_value(value)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut shared = lock(&self.shared);
+        if let Some(Slot::Early(early)) = shared.subscriptions.remove(&subscription) {
+            for v in early {
+                let _ = tx.send(v);
+            }
+        }
+        if !shared.closed {
+            shared.subscriptions.insert(subscription.clone(), Slot::Live(tx));
+        }
+        Ok(EventStream { subscription, rx })
+    }
+
+    /// Ends a subscription.
+    pub async fn unsubscribe(&self, subscription: &str) -> Result<bool, ClientError> {
+        let done = self
+            .call_raw(method::SessionUnsubscribe::NAME, json!({"subscription": subscription}))
+            .await?;
+        lock(&self.shared).subscriptions.remove(subscription);
+        Ok(done.as_bool().unwrap_or(false))
+    }
+}
+
+async fn read_loop(mut reader: BufReader<tokio::net::unix::OwnedReadHalf>, shared: Arc<Mutex<Shared>>) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(incoming) = serde_json::from_str::<Incoming>(&line) else {
+            continue;
+        };
+        dispatch(incoming, &shared);
+    }
+    let mut shared = lock(&shared);
+    shared.closed = true;
+    for (_, tx) in shared.pending.drain() {
+        let _ = tx.send(Err(ClientError::Closed));
+    }
+    shared.subscriptions.clear();
+}
+
+fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
+    if let Some(method) = incoming.method {
+        if method != "session.event" {
+            return;
+        }
+        let Some(mut params) = incoming.params else {
+            return;
+        };
+        let Some(Value::String(sub)) = params.get("subscription").cloned() else {
+            return;
+        };
+        let result = params.get_mut("result").map(Value::take).unwrap_or(Value::Null);
+        let mut shared = lock(shared);
+        match shared.subscriptions.entry(sub).or_insert_with(|| Slot::Early(Vec::new())) {
+            Slot::Early(early) => early.push(result),
+            Slot::Live(tx) => {
+                let _ = tx.send(result);
+            }
+        }
+        return;
+    }
+    let Some(id) = incoming.id.as_ref().and_then(Value::as_u64) else {
+        return;
+    };
+    let Some(tx) = lock(shared).pending.remove(&id) else {
+        return;
+    };
+    let reply = match (incoming.error, incoming.result) {
+        (Some(e), _) => Err(ClientError::Rpc {
+            code: e.code,
+            message: e.message,
+            data: e.data,
+        }),
+        (None, result) => Ok(result.unwrap_or(Value::Null)),
+    };
+    let _ = tx.send(reply);
+}
