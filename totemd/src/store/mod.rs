@@ -11,6 +11,7 @@
 //! - `parts`: message id `\0` index → Part.
 //! - `events`: session id `\0` seq → SessionEvent (only the non-transient ones).
 //! - `runs`: run id → Run. `runs_by_session`: session id `\0` run id → "".
+//! - `run_changes`: run id → the run's file changes (a JSON record owned by the snapshot code).
 
 mod blobs;
 mod keys;
@@ -92,6 +93,7 @@ pub struct Store {
     events: Keyspace,
     runs: Keyspace,
     runs_by_session: Keyspace,
+    run_changes: Keyspace,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -125,6 +127,7 @@ impl Store {
             events: ks("events")?,
             runs: ks("runs")?,
             runs_by_session: ks("runs_by_session")?,
+            run_changes: ks("run_changes")?,
             db,
         };
         store.migrate()?;
@@ -309,7 +312,9 @@ impl Store {
         }
         for guard in self.runs_by_session.prefix(&prefix) {
             let key = guard.key()?;
-            batch.remove(&self.runs, keys::last_component(&key).as_str());
+            let run_id = keys::last_component(&key);
+            batch.remove(&self.runs, run_id.as_str());
+            batch.remove(&self.run_changes, run_id.as_str());
             batch.remove(&self.runs_by_session, key);
         }
         batch.remove(&self.sessions_by_project, session_key(&s.project_id, s.updated_at, &s.id));
@@ -418,6 +423,28 @@ impl Store {
             Some(v) => Ok(Some(decode("run", &v)?)),
             None => Ok(None),
         }
+    }
+
+    /// Stores what a run changed on disk (an opaque JSON record of the snapshot code).
+    pub fn put_run_changes(&self, run_id: &str, record: &[u8]) -> Result<()> {
+        self.run_changes.insert(run_id, record)?;
+        Ok(())
+    }
+
+    pub fn get_run_changes(&self, run_id: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.run_changes.get(run_id)?.map(|v| v.to_vec()))
+    }
+
+    /// Runs of a session, oldest first (run ids grow with time).
+    pub fn session_runs(&self, session_id: &str) -> Result<Vec<Run>> {
+        let mut out = Vec::new();
+        for guard in self.runs_by_session.prefix(keys::id_prefix(session_id)) {
+            let key = guard.key()?;
+            if let Some(run) = self.get_run(&keys::last_component(&key))? {
+                out.push(run);
+            }
+        }
+        Ok(out)
     }
 
     /// Runs still marked running: after a crash these were interrupted.
