@@ -1,1 +1,5 @@
+//! End-to-end tests of Totem: the real binaries, the provider simulators and the benchmark
+//! programs.
+
+pub mod harness;
 pub mod sim;

@@ -1,0 +1,160 @@
+//! Starting the real `totemd` for a test: a temporary home, its own socket, a client, and ways to
+//! stop it gently (SIGTERM) or not (SIGKILL).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use totem_client::Client;
+use totem_protocol::ClientCapabilities;
+
+/// The workspace's target folder, found from this test executable (target/debug/deps/…).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let mut dir = exe.parent().expect("exe folder").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// Path of a workspace binary (`totemd`, `totem`), built on first use if it is missing so that
+/// `cargo test -p totem-tests` works on its own.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let path = target_dir().join(name);
+    BUILT.get_or_init(|| {
+        if !target_dir().join("totemd").exists() || !target_dir().join("totem").exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "totemd", "-p", "totem-cli"])
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building totemd and totem failed");
+        }
+    });
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace`",
+        path.display()
+    );
+    path
+}
+
+/// A running daemon in its own temporary home.
+pub struct TestDaemon {
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    child: Option<Child>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDaemon {
+    /// Starts totemd in a new temporary home and waits until it answers.
+    pub fn start() -> TestDaemon {
+        let dir = tempfile::tempdir().expect("temp home");
+        let mut daemon = TestDaemon::start_in(dir.path());
+        daemon._dir = Some(dir);
+        daemon
+    }
+
+    /// Starts totemd on an existing home (for restarts); the caller keeps the folder alive.
+    pub fn start_in(home: &Path) -> TestDaemon {
+        let socket = home.join("totemd.sock");
+        let child = spawn(home, &socket).expect("spawn totemd");
+        let mut daemon = TestDaemon {
+            home: home.to_path_buf(),
+            socket,
+            child: Some(child),
+            _dir: None,
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "totemd exited before it was ready: {status}; logs in {}",
+                    self.home.join("logs").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "totemd did not answer on {} within 20 s",
+            self.socket.display()
+        );
+    }
+
+    /// A connected, initialized client that can answer permission questions.
+    pub async fn client(&self) -> Client {
+        let (client, _) = Client::connect(
+            &self.socket,
+            "totem-tests",
+            ClientCapabilities { permissions: true },
+        )
+        .await
+        .expect("connect to totemd");
+        client
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns whether it exited successfully.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Spawns totemd on `home` and `socket` without waiting.
+pub fn spawn(home: &Path, socket: &Path) -> std::io::Result<Child> {
+    Command::new(binary("totemd"))
+        .arg("--home")
+        .arg(home)
+        .arg("--socket")
+        .arg(socket)
+        .env_remove("TOTEM_HOME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+}
