@@ -89,6 +89,13 @@ impl EventStream {
         let value = self.rx.recv().await?;
         Some(serde_json::from_value(value).map_err(ClientError::from))
     }
+
+    /// The next event as the daemon sent it, for clients that pass events on untouched (`--json`)
+    /// or that must show kinds newer than their build. None when the subscription or the
+    /// connection ended.
+    pub async fn next_value(&mut self) -> Option<Value> {
+        self.rx.recv().await
+    }
 }
 
 #[derive(Deserialize)]

@@ -1,1 +1,57 @@
-fn main() {}
+//! `totem`, the command line of Totem: attach to sessions, run prompts headless, manage the daemon.
+//! `--version`, `--help` and `completions` answer before any runtime or socket is touched.
+
+mod cli;
+mod daemon;
+mod exit;
+mod format;
+mod project;
+mod render;
+mod repl;
+mod run;
+mod sessions;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command, DaemonCommand};
+use crate::daemon::Endpoint;
+use crate::exit::Exit;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Completions { shell }) = &cli.command {
+        clap_complete::generate(*shell, &mut Cli::command(), "totem", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    match dispatch(cli) {
+        Ok(exit) => ExitCode::from(exit.code()),
+        Err(error) => {
+            eprintln!("totem: {error:#}");
+            ExitCode::from(exit::exit_for(&error).code())
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+    let endpoint = Endpoint::resolve(cli.socket)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        match cli.command {
+            None => repl::attach(&endpoint, cli::AttachArgs::default()).await,
+            Some(Command::Attach(args)) => repl::attach(&endpoint, args).await,
+            Some(Command::Run(args)) => run::run(&endpoint, &args).await,
+            Some(Command::Sessions(args)) => sessions::list(&endpoint, &args).await,
+            Some(Command::Daemon(DaemonCommand::Start)) => daemon::start_command(&endpoint).await,
+            Some(Command::Daemon(DaemonCommand::Stop)) => daemon::stop_command(&endpoint).await,
+            Some(Command::Daemon(DaemonCommand::Status { json })) => {
+                daemon::status_command(&endpoint, json).await
+            }
+            Some(Command::Completions { .. }) => Ok(Exit::Success),
+        }
+    })
+}

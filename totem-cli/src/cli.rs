@@ -1,0 +1,124 @@
+//! The command line's shape: every command, option and help text, declared once for clap (and for
+//! the shell completions generated from it).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes, as `--help` documents them.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  the run failed, was aborted or interrupted, or the command failed
+  2  bad usage (unknown option, missing prompt, conflicting flags)
+  3  totemd is unreachable (it could not be started or stopped answering)
+  4  a permission the run needed was denied";
+
+/// Totem, a coding agent. `totem` alone attaches to the latest session of the current folder.
+#[derive(Debug, Parser)]
+#[command(name = "totem", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// The daemon's socket (default: $TOTEM_HOME/run/totemd.sock when TOTEM_HOME is set, else
+    /// $XDG_RUNTIME_DIR/totem/totemd.sock, else ~/.totem/run/totemd.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Attach to a session in an interactive prompt (the default command).
+    #[command(after_help = ATTACH_HELP)]
+    Attach(AttachArgs),
+    /// Send one prompt, stream the answer to stdout and exit when the run ends.
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// List sessions, newest activity first.
+    Sessions(SessionsArgs),
+    /// Start, stop or inspect the daemon.
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Print a shell completion script: `totem completions bash > ~/.local/share/bash-completion/completions/totem`.
+    Completions {
+        /// The shell to generate for.
+        shell: clap_complete::Shell,
+    },
+}
+
+const ATTACH_HELP: &str = "\
+Inside the prompt: /help lists the commands, Enter sends, a line ending in \\ or Alt-Enter continues
+on the next line, Ctrl-C aborts the running run (twice within a second leaves), Ctrl-D leaves.
+Leaving never stops a run: reattach with `totem attach --session ID`.";
+
+#[derive(Debug, Args, Default)]
+pub struct AttachArgs {
+    /// Attach to this session (see `totem sessions`).
+    #[arg(long, value_name = "ID", conflicts_with = "new")]
+    pub session: Option<String>,
+    /// Start a new session instead of attaching to the latest one.
+    #[arg(long)]
+    pub new: bool,
+    /// The project folder (default: the current folder).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The prompt; `-` reads it from standard input.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: String,
+    /// Continue this session instead of starting a new one.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub session: Option<String>,
+    /// Continue the latest session of the project.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_latest: bool,
+    /// Print every event as one JSON object per line instead of the rendered answer.
+    #[arg(long)]
+    pub json: bool,
+    /// The model, as `provider/model` (e.g. `ollama/qwen3:8b`; see `model.list`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The mode: `build` (all tools), `plan` (read-only tools) or an agent from settings.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// How hard the model should think, for models that can.
+    #[arg(long, value_name = "LEVEL", value_parser = ["off", "low", "medium", "high"])]
+    pub reasoning: Option<String>,
+    /// A permission rule granted for this run, e.g. `bash:cargo test` (repeatable; needs a daemon
+    /// that supports it).
+    #[arg(long, value_name = "RULE")]
+    pub allow: Vec<String>,
+    /// The project folder (default: the current folder).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Only sessions of the project in this folder.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Print the page as JSON (`{items, nextCursor}`) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// At most this many sessions (the daemon caps it at 500).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCommand {
+    /// Start totemd in the background and wait until it answers.
+    Start,
+    /// Ask totemd to stop and wait until its socket is gone.
+    Stop,
+    /// Print the daemon's version, pid, uptime, socket, store and counts.
+    Status {
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

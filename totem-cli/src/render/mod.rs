@@ -1,0 +1,533 @@
+//! Session events as terminal text. [`Renderer`] turns each event (as the raw JSON the daemon sent,
+//! so kinds newer than this build still show) into [`Chunk`]s; the caller decides where they go
+//! (stdout for `totem run`, the REPL's external printer for `totem attach`).
+//!
+//! A new event kind gets one arm in [`Renderer::known`] once it is in `EventKind`, or in
+//! [`Renderer::by_name`] while it is not.
+
+mod markdown;
+mod tools;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+
+use serde_json::Value;
+use totem_protocol::{EventKind, Message, Part, Role, Run, SessionEvent};
+
+/// Whether to draw with ANSI colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset (or empty).
+    pub fn for_stdout() -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: !no_color && std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        match self.color {
+            true => format!("\x1b[{code}m{text}\x1b[0m"),
+            false => text.to_string(),
+        }
+    }
+
+    pub fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+    pub fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+    pub fn red(&self, text: &str) -> String {
+        self.paint("31", text)
+    }
+    pub fn green(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+    pub fn yellow(&self, text: &str) -> String {
+        self.paint("33", text)
+    }
+    pub fn cyan(&self, text: &str) -> String {
+        self.paint("36", text)
+    }
+    pub fn thinking(&self, text: &str) -> String {
+        self.paint("2;3", text)
+    }
+}
+
+/// How the model's text is drawn as it streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextMode {
+    /// Markdown drawn block by block (colour on).
+    Markdown,
+    /// The text as written, a whole line at a time (for printers that need whole lines).
+    Lines,
+    /// The text as written, each delta as it comes (plain `totem run`).
+    Raw,
+}
+
+/// What to show besides the answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub style: Style,
+    pub text: TextMode,
+    /// Show the model's reasoning (folded to a few lines).
+    pub reasoning: bool,
+    /// Show user messages (replays, and prompts typed in other terminals).
+    pub user_messages: bool,
+    /// Show run ends (done, failed, aborted) as lines; `totem run` reports them itself.
+    pub run_ends: bool,
+}
+
+/// Output for the caller to place.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    /// The model's answer. Whole lines, except in [`TextMode::Raw`].
+    Answer(String),
+    /// Everything else: tool calls, notices, run ends. Whole lines.
+    Aside(String),
+}
+
+/// A part being streamed: its type and the text not yet drawn.
+#[derive(Debug, Default)]
+struct Streaming {
+    part_type: String,
+    text: String,
+    /// Bytes of `text` already drawn.
+    drawn: usize,
+}
+
+/// Turns a session's events into terminal output, keeping the state of streaming parts.
+pub struct Renderer {
+    options: Options,
+    parts: HashMap<(String, u32), Streaming>,
+    /// The text of a prompt this terminal sent, not to be echoed back when its message arrives.
+    own_prompts: Vec<String>,
+}
+
+/// Lines of reasoning shown before it is folded.
+const REASONING_LINES: usize = 3;
+
+impl Renderer {
+    pub fn new(options: Options) -> Renderer {
+        Renderer {
+            options,
+            parts: HashMap::new(),
+            own_prompts: Vec::new(),
+        }
+    }
+
+    /// The user typed this prompt here: do not show it again when the daemon echoes it.
+    pub fn sent_prompt(&mut self, text: &str) {
+        self.own_prompts.push(text.to_string());
+    }
+
+    /// Draws one event, as received.
+    pub fn event(&mut self, raw: &Value) -> Vec<Chunk> {
+        match serde_json::from_value::<SessionEvent>(raw.clone()) {
+            Ok(event) => self.known(event.kind, raw),
+            Err(_) => self.by_name(raw),
+        }
+    }
+
+    fn known(&mut self, kind: EventKind, raw: &Value) -> Vec<Chunk> {
+        let s = self.options.style;
+        match kind {
+            EventKind::MessageCreated { message } => self.message_created(&message),
+            EventKind::RunStarted { .. } | EventKind::SessionUpdated { .. } => vec![],
+            EventKind::PartStarted {
+                message_id,
+                index,
+                part_type,
+                ..
+            } => {
+                self.parts.insert(
+                    (message_id, index),
+                    Streaming {
+                        part_type,
+                        ..Streaming::default()
+                    },
+                );
+                vec![]
+            }
+            EventKind::PartDelta {
+                message_id,
+                index,
+                text,
+                ..
+            } => self.delta(message_id, index, &text),
+            EventKind::PartDone {
+                message_id,
+                index,
+                part,
+                ..
+            } => {
+                let streamed = self.parts.remove(&(message_id, index));
+                self.part_done(&part, streamed)
+            }
+            EventKind::Notice { level, text, .. } => {
+                let line = match level.as_str() {
+                    "error" => s.red(&format!("✗ {text}")),
+                    "warning" => s.yellow(&format!("! {text}")),
+                    _ => s.dim(&format!("· {text}")),
+                };
+                vec![Chunk::Aside(format!("{line}\n"))]
+            }
+            EventKind::RunDone { run } => self.run_end(&run, "done"),
+            EventKind::RunFailed { run } => self.run_end(&run, "failed"),
+            EventKind::RunAborted { run } => self.run_end(&run, "aborted"),
+            EventKind::RunInterrupted { run } => self.run_end(&run, "interrupted"),
+            EventKind::SessionDeleted {} => vec![Chunk::Aside(format!(
+                "{}\n",
+                s.yellow("This session was deleted.")
+            ))],
+            EventKind::Lagged {} => vec![],
+            // Kinds added to the protocol after this renderer was written are drawn from their
+            // JSON until they get an arm of their own.
+            #[allow(unreachable_patterns)]
+            _ => self.by_name(raw),
+        }
+    }
+
+    /// Kinds drawn from their JSON, by their `type`: those newer than this build, and the
+    /// permission, usage and todo events.
+    fn by_name(&mut self, raw: &Value) -> Vec<Chunk> {
+        let s = self.options.style;
+        let kind = raw.get("type").and_then(Value::as_str).unwrap_or("event");
+        let text = |ptr: &str| raw.pointer(ptr).and_then(Value::as_str).unwrap_or("");
+        let out = match kind {
+            "permission.asked" => {
+                let line = format!(
+                    "? {} wants to {} {}",
+                    text("/question/tool"),
+                    match text("/question/kind") {
+                        "" => "run",
+                        k => k,
+                    },
+                    text("/question/target")
+                );
+                let why = text("/question/explanation");
+                let mut out = s.yellow(&line);
+                if !why.is_empty() {
+                    out.push_str(&format!("\n  {}", s.dim(why)));
+                }
+                out
+            }
+            "permission.resolved" => match raw.pointer("/reply/type").and_then(Value::as_str) {
+                Some("deny") => s.red("· permission denied"),
+                Some(_) => s.dim("· permission granted"),
+                None => s.dim("· permission question withdrawn"),
+            },
+            "usage" => match usage_line(raw) {
+                Some(line) => s.dim(&line),
+                None => return vec![],
+            },
+            "todo" => {
+                let items = raw
+                    .get("todos")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut out = s.dim("plan:");
+                for item in &items {
+                    let mark = match item.get("status").and_then(Value::as_str) {
+                        Some("done") => "[x]",
+                        Some("in_progress") => "[>]",
+                        _ => "[ ]",
+                    };
+                    let content = item.get("content").and_then(Value::as_str).unwrap_or("");
+                    out.push_str(&format!("\n  {mark} {content}"));
+                }
+                out
+            }
+            _ => s.dim(&format!("· {kind}")),
+        };
+        vec![Chunk::Aside(format!("{out}\n"))]
+    }
+
+    fn message_created(&mut self, message: &Message) -> Vec<Chunk> {
+        if message.role != Role::User {
+            return vec![];
+        }
+        let text: String = message
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Some(i) = self.own_prompts.iter().position(|p| *p == text) {
+            self.own_prompts.remove(i);
+            return vec![];
+        }
+        if !self.options.user_messages {
+            return vec![];
+        }
+        let s = self.options.style;
+        let mut out = String::new();
+        for (i, line) in text.lines().enumerate() {
+            let mark = if i == 0 { "› " } else { "  " };
+            out.push_str(&s.bold(&format!("{mark}{line}")));
+            out.push('\n');
+        }
+        vec![Chunk::Aside(out)]
+    }
+
+    fn delta(&mut self, message_id: String, index: u32, text: &str) -> Vec<Chunk> {
+        let mode = self.options.text;
+        let style = self.options.style;
+        let part = self
+            .parts
+            .entry((message_id, index))
+            .or_insert_with(|| Streaming {
+                part_type: "text".into(),
+                ..Streaming::default()
+            });
+        part.text.push_str(text);
+        if part.part_type != "text" {
+            // Reasoning and tool input are shown whole, when done.
+            return vec![];
+        }
+        let pending = &part.text[part.drawn..];
+        let ready = match mode {
+            TextMode::Raw => pending.len(),
+            TextMode::Lines => pending.rfind('\n').map_or(0, |i| i + 1),
+            TextMode::Markdown => markdown::complete_blocks(pending),
+        };
+        if ready == 0 {
+            return vec![];
+        }
+        let chunk = &pending[..ready];
+        let out = match mode {
+            TextMode::Markdown => markdown::render(chunk, style),
+            _ => chunk.to_string(),
+        };
+        part.drawn += ready;
+        if out.is_empty() {
+            return vec![];
+        }
+        vec![Chunk::Answer(out)]
+    }
+
+    fn part_done(&mut self, part: &Part, streamed: Option<Streaming>) -> Vec<Chunk> {
+        let s = self.options.style;
+        match part {
+            Part::Text { text } => {
+                let drawn = streamed.map_or(0, |p| p.drawn);
+                // The finished part is the truth; draw what the deltas did not.
+                let rest = match text.get(drawn..) {
+                    Some(rest) => rest,
+                    None => text.as_str(),
+                };
+                if rest.trim().is_empty() {
+                    return match (self.options.text, rest.is_empty()) {
+                        (TextMode::Raw, false) => vec![Chunk::Answer(rest.to_string())],
+                        _ => vec![],
+                    };
+                }
+                let out = match self.options.text {
+                    TextMode::Markdown => markdown::render(rest, s),
+                    TextMode::Lines => {
+                        let mut r = rest.to_string();
+                        if !r.ends_with('\n') {
+                            r.push('\n');
+                        }
+                        r
+                    }
+                    TextMode::Raw => rest.to_string(),
+                };
+                vec![Chunk::Answer(out)]
+            }
+            Part::Reasoning { text } => {
+                if !self.options.reasoning || text.trim().is_empty() {
+                    return vec![];
+                }
+                let lines: Vec<&str> = text.trim().lines().collect();
+                let mut out = String::new();
+                for line in lines.iter().take(REASONING_LINES) {
+                    out.push_str(&s.thinking(&format!("┊ {line}")));
+                    out.push('\n');
+                }
+                if lines.len() > REASONING_LINES {
+                    let more = lines.len() - REASONING_LINES;
+                    out.push_str(&s.dim(&format!("┊ … {more} more lines of thinking")));
+                    out.push('\n');
+                }
+                vec![Chunk::Aside(out)]
+            }
+            Part::ToolCall { tool, input, .. } => {
+                vec![Chunk::Aside(format!(
+                    "{}\n",
+                    tools::call_line(tool, input, s)
+                ))]
+            }
+            Part::ToolResult {
+                output, is_error, ..
+            } => vec![Chunk::Aside(tools::result_lines(output, *is_error, s))],
+        }
+    }
+
+    fn run_end(&mut self, run: &Run, how: &str) -> Vec<Chunk> {
+        self.parts.retain(|_, _| false);
+        if !self.options.run_ends {
+            return vec![];
+        }
+        let s = self.options.style;
+        let took = run
+            .ended_at
+            .map(|end| crate::format::duration_ms(end.saturating_sub(run.started_at)));
+        let took = took.map(|t| format!(" in {t}")).unwrap_or_default();
+        let line = match how {
+            "done" => s.dim(&format!("✓ done{took}")),
+            "aborted" => s.yellow(&format!("■ run aborted{took}")),
+            _ => {
+                let why = run.error.as_deref().unwrap_or("no reason given");
+                s.red(&format!("✗ run {how}{took}: {why}"))
+            }
+        };
+        vec![Chunk::Aside(format!("{line}\n"))]
+    }
+}
+
+/// `· 1.2k in · 310 out · $0.0042 · context 12k/128k` from a `usage` event.
+fn usage_line(raw: &Value) -> Option<String> {
+    let input = raw.pointer("/usage/inputTokens").and_then(Value::as_u64)?;
+    let output = raw.pointer("/usage/outputTokens").and_then(Value::as_u64)?;
+    let mut line = format!("· {} in · {} out", tokens(input), tokens(output));
+    if let Some(cost) = raw.pointer("/session/costUsd").and_then(Value::as_f64) {
+        line.push_str(&format!(" · ${cost:.4} this session"));
+    }
+    let context = raw.get("contextTokens").and_then(Value::as_u64);
+    let window = raw.get("contextWindow").and_then(Value::as_u64);
+    if let (Some(used), Some(window)) = (context, window) {
+        line.push_str(&format!(" · context {}/{}", tokens(used), tokens(window)));
+    }
+    Some(line)
+}
+
+fn tokens(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        _ => format!("{:.1}k", n as f64 / 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plain(text: TextMode) -> Renderer {
+        Renderer::new(Options {
+            style: Style { color: false },
+            text,
+            reasoning: true,
+            user_messages: true,
+            run_ends: true,
+        })
+    }
+
+    fn answer(chunks: Vec<Chunk>) -> String {
+        chunks
+            .into_iter()
+            .map(|c| match c {
+                Chunk::Answer(s) | Chunk::Aside(s) => s,
+            })
+            .collect()
+    }
+
+    fn delta(text: &str) -> Value {
+        json!({"sessionId": "ses_1", "seq": 3, "at": 0, "type": "part.delta", "runId": "run_1",
+               "messageId": "msg_1", "index": 0, "text": text})
+    }
+
+    fn done(text: &str) -> Value {
+        json!({"sessionId": "ses_1", "seq": 4, "at": 0, "type": "part.done", "runId": "run_1",
+               "messageId": "msg_1", "index": 0, "part": {"type": "text", "text": text}})
+    }
+
+    #[test]
+    fn lines_mode_draws_whole_lines_and_the_rest_when_done() {
+        let mut r = plain(TextMode::Lines);
+        assert_eq!(answer(r.event(&delta("Hel"))), "");
+        assert_eq!(answer(r.event(&delta("lo\nwor"))), "Hello\n");
+        assert_eq!(answer(r.event(&done("Hello\nworld"))), "world\n");
+    }
+
+    #[test]
+    fn raw_mode_streams_every_delta() {
+        let mut r = plain(TextMode::Raw);
+        assert_eq!(answer(r.event(&delta("Hel"))), "Hel");
+        assert_eq!(answer(r.event(&delta("lo"))), "lo");
+        assert_eq!(answer(r.event(&done("Hello"))), "");
+    }
+
+    #[test]
+    fn a_replayed_part_is_drawn_whole() {
+        let mut r = plain(TextMode::Lines);
+        assert_eq!(answer(r.event(&done("all at once"))), "all at once\n");
+    }
+
+    #[test]
+    fn a_failed_run_shows_its_reason() {
+        let mut r = plain(TextMode::Lines);
+        let ev = json!({"sessionId": "ses_1", "seq": 5, "at": 0, "type": "run.failed",
+            "run": {"id": "run_1", "sessionId": "ses_1", "status": "failed", "startedAt": 0,
+                    "endedAt": 10, "error": "no agent loop"}});
+        let out = answer(r.event(&ev));
+        assert!(
+            out.contains("run failed") && out.contains("no agent loop"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_still_show_their_name() {
+        let mut r = plain(TextMode::Lines);
+        let ev = json!({"sessionId": "ses_1", "seq": 6, "at": 0, "type": "todo.updated"});
+        assert_eq!(answer(r.event(&ev)), "· todo.updated\n");
+    }
+
+    #[test]
+    fn usage_reads_as_one_status_line() {
+        let mut r = plain(TextMode::Lines);
+        let ev = json!({"sessionId": "ses_1", "seq": 7, "at": 0, "type": "usage", "runId": "run_1",
+            "messageId": "msg_1", "usage": {"inputTokens": 1200, "outputTokens": 310},
+            "run": {"inputTokens": 1200, "outputTokens": 310},
+            "session": {"inputTokens": 1200, "outputTokens": 310, "costUsd": 0.0042},
+            "contextTokens": 12000, "contextWindow": 128000});
+        assert_eq!(
+            answer(r.event(&ev)),
+            "· 1.2k in · 310 out · $0.0042 this session · context 12.0k/128.0k\n"
+        );
+    }
+
+    #[test]
+    fn a_permission_question_says_what_and_why() {
+        let mut r = plain(TextMode::Lines);
+        let ev = json!({"sessionId": "ses_1", "seq": 8, "at": 0, "type": "permission.asked",
+            "question": {"id": "q_1", "tool": "bash", "kind": "execute", "target": "rm -rf build",
+                         "explanation": "deletes files"}});
+        assert_eq!(
+            answer(r.event(&ev)),
+            "? bash wants to execute rm -rf build\n  deletes files\n"
+        );
+    }
+
+    #[test]
+    fn own_prompts_are_not_echoed() {
+        let mut r = plain(TextMode::Lines);
+        r.sent_prompt("hi");
+        let ev = json!({"sessionId": "ses_1", "seq": 1, "at": 0, "type": "message.created",
+            "message": {"id": "msg_0", "sessionId": "ses_1", "seq": 1, "role": "user",
+                        "createdAt": 0, "parts": [{"type": "text", "text": "hi"}]}});
+        assert_eq!(answer(r.event(&ev)), "");
+        assert_eq!(answer(r.event(&ev)), "› hi\n");
+    }
+}

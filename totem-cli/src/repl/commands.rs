@@ -1,0 +1,413 @@
+//! Slash commands. Each names the daemon method it needs; one the daemon does not serve (per
+//! `initialize`'s method list) says so instead of pretending. Commands whose methods are not in
+//! the protocol yet call them by the names the design gives them, with `{sessionId}` and the
+//! argument, and show what comes back.
+
+use serde_json::{Value, json};
+use totem_protocol::{SessionListParams, SessionRenameParams, method};
+
+use super::{Flow, Repl};
+
+/// One slash command.
+pub struct SlashCommand {
+    pub name: &'static str,
+    pub args: &'static str,
+    pub help: &'static str,
+    /// The daemon method it needs, if any.
+    pub needs: Option<&'static str>,
+}
+
+const fn cmd(
+    name: &'static str,
+    args: &'static str,
+    help: &'static str,
+    needs: Option<&'static str>,
+) -> SlashCommand {
+    SlashCommand {
+        name,
+        args,
+        help,
+        needs,
+    }
+}
+
+pub const COMMANDS: &[SlashCommand] = &[
+    cmd("/help", "", "list these commands", None),
+    cmd("/new", "", "start a new session in this project", None),
+    cmd(
+        "/sessions",
+        "",
+        "list this project's sessions and pick one",
+        None,
+    ),
+    cmd(
+        "/rename",
+        "TITLE",
+        "rename this session",
+        Some("session.rename"),
+    ),
+    cmd(
+        "/abort",
+        "",
+        "abort the running run (also Ctrl-C)",
+        Some("session.abort"),
+    ),
+    cmd(
+        "/mode",
+        "[plan|build]",
+        "the mode for the next prompts (plan: read-only tools)",
+        None,
+    ),
+    cmd(
+        "/model",
+        "[MODEL]",
+        "list the models, or use MODEL for the next prompts",
+        None,
+    ),
+    cmd(
+        "/reasoning",
+        "[off|low|medium|high]",
+        "how hard the model thinks on the next prompts",
+        None,
+    ),
+    cmd(
+        "/undo",
+        "",
+        "revert the last run's file changes",
+        Some("session.undo"),
+    ),
+    cmd(
+        "/redo",
+        "",
+        "re-apply the last undone run",
+        Some("session.redo"),
+    ),
+    cmd(
+        "/diff",
+        "",
+        "show the session's file changes",
+        Some("session.diff"),
+    ),
+    cmd(
+        "/compact",
+        "",
+        "summarise older turns to free context",
+        Some("session.command"),
+    ),
+    cmd(
+        "/fork",
+        "",
+        "copy this session into a new one and switch to it",
+        Some("session.fork"),
+    ),
+    cmd(
+        "/init",
+        "",
+        "write AGENTS.md from a look at the project",
+        Some("session.command"),
+    ),
+    cmd("/jobs", "", "list background jobs", Some("job.list")),
+    cmd("/quit", "", "leave (a running run goes on)", None),
+];
+
+/// Names for completion.
+pub fn names() -> Vec<String> {
+    COMMANDS.iter().map(|c| c.name.to_string()).collect()
+}
+
+impl Repl<'_> {
+    pub(super) async fn slash(&mut self, line: &str) -> Flow {
+        let (name, arg) = match line.split_once(char::is_whitespace) {
+            Some((name, arg)) => (name, arg.trim()),
+            None => (line, ""),
+        };
+        let Some(command) = COMMANDS.iter().find(|c| c.name == name) else {
+            self.error(&format!("unknown command {name}. /help lists them"));
+            return Flow::Continue;
+        };
+        if let Some(method) = command.needs
+            && !self.connection.has(method)
+        {
+            self.note(&format!(
+                "{name} is not available in this daemon yet (it has no {method})."
+            ));
+            return Flow::Continue;
+        }
+        if !command.args.is_empty() && !command.args.starts_with('[') && arg.is_empty() {
+            self.error(&format!("usage: {name} {}", command.args));
+            return Flow::Continue;
+        }
+        let result = match name {
+            "/help" => {
+                self.help();
+                Ok(())
+            }
+            "/quit" => return Flow::Leave,
+            "/new" => self.new_session().await,
+            "/sessions" => self.list_sessions().await,
+            "/rename" => self.rename(arg).await,
+            "/abort" => self.call_and_show("session.abort", json!({})).await,
+            "/mode" => {
+                self.set_mode(arg);
+                Ok(())
+            }
+            "/reasoning" => {
+                self.set_reasoning(arg);
+                Ok(())
+            }
+            "/model" => self.model(arg).await,
+            "/undo" => self.call_and_show("session.undo", json!({})).await,
+            "/redo" => self.call_and_show("session.redo", json!({})).await,
+            "/diff" => self.call_and_show("session.diff", json!({})).await,
+            "/compact" => {
+                self.call_and_show("session.command", json!({"command": "compact"}))
+                    .await
+            }
+            "/init" => {
+                self.call_and_show("session.command", json!({"command": "init"}))
+                    .await
+            }
+            "/fork" => self.fork().await,
+            "/jobs" => self.call_and_show("job.list", json!({})).await,
+            _ => Ok(()),
+        };
+        if let Err(e) = result {
+            self.error(&format!("{name} failed: {e:#}"));
+        }
+        Flow::Continue
+    }
+
+    fn help(&mut self) {
+        let s = self.style();
+        let mut out = String::new();
+        for c in COMMANDS {
+            let usage = format!("{} {}", c.name, c.args);
+            let missing = c.needs.is_some_and(|m| !self.connection.has(m));
+            let help = match missing {
+                true => s.dim(&format!("{} (not available in this daemon yet)", c.help)),
+                false => c.help.to_string(),
+            };
+            out.push_str(&format!("  {:<22} {help}\n", usage.trim_end()));
+        }
+        out.push_str(&s.dim(
+            "  Enter sends; end a line with \\ (or press Alt-Enter) to go on on the next one.\n  Ctrl-C aborts a run (twice within a second leaves); Ctrl-D leaves. Runs go on after you leave.\n",
+        ));
+        self.print(&out);
+    }
+
+    async fn new_session(&mut self) -> anyhow::Result<()> {
+        let session = crate::project::create_session(&self.connection, &self.project, None).await?;
+        self.switch_to(session).await
+    }
+
+    async fn list_sessions(&mut self) -> anyhow::Result<()> {
+        let page = self
+            .connection
+            .client
+            .call::<method::SessionList>(SessionListParams {
+                project_id: Some(self.project.id.clone()),
+                cursor: None,
+                limit: Some(20),
+            })
+            .await?;
+        let s = self.style();
+        let mut out = String::new();
+        for (i, session) in page.items.iter().enumerate() {
+            let mark = if session.id == self.session.id {
+                "*"
+            } else {
+                " "
+            };
+            let title = if session.title.is_empty() {
+                "(untitled)"
+            } else {
+                &session.title
+            };
+            out.push_str(&format!(
+                "{mark}{:>3}. {:<40} {} {}\n",
+                i + 1,
+                crate::format::one_line(title, 40),
+                s.dim(&crate::format::age(session.updated_at)),
+                s.dim(&session.id)
+            ));
+        }
+        self.print(&out);
+        if page.items.len() > 1 {
+            self.picking = Some(page.items);
+        }
+        Ok(())
+    }
+
+    async fn rename(&mut self, title: &str) -> anyhow::Result<()> {
+        let session = self
+            .connection
+            .client
+            .call::<method::SessionRename>(SessionRenameParams {
+                session_id: self.session.id.clone(),
+                title: title.to_string(),
+            })
+            .await?;
+        self.note(&format!("Renamed to “{}”.", session.title));
+        self.session = session;
+        Ok(())
+    }
+
+    async fn model(&mut self, arg: &str) -> anyhow::Result<()> {
+        if !arg.is_empty() {
+            self.settings.model = Some(arg.to_string());
+            self.note(&format!("The next prompts use {arg}."));
+            return Ok(());
+        }
+        if !self.connection.has("model.list") {
+            self.note("Listing models is not available in this daemon yet (it has no model.list).");
+            return Ok(());
+        }
+        let list = self
+            .connection
+            .client
+            .call_raw("model.list", json!({}))
+            .await?;
+        let default = list.get("defaultModel").and_then(Value::as_str);
+        let chosen = self.settings.model.clone();
+        let s = self.style();
+        let mut out = String::new();
+        for model in list
+            .get("models")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = model.get("name").and_then(Value::as_str).unwrap_or("?");
+            let mark = if chosen.as_deref() == Some(name) {
+                "*"
+            } else {
+                " "
+            };
+            let mut line = format!("{mark} {name}");
+            if let Some(window) = model.get("contextWindow").and_then(Value::as_u64) {
+                line.push_str(&s.dim(&format!("  {}k context", window / 1000)));
+            }
+            if default == Some(name) {
+                line.push_str(&s.dim("  (default)"));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for error in list
+            .get("errors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let provider = error.get("provider").and_then(Value::as_str).unwrap_or("?");
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no answer");
+            out.push_str(&s.yellow(&format!("! {provider}: {message}")));
+            out.push('\n');
+        }
+        if out.is_empty() {
+            out = "No models: add a provider with `totem provider add` (or start Ollama).\n".into();
+        }
+        out.push_str(&s.dim("/model NAME uses one for the next prompts.\n"));
+        self.print(&out);
+        Ok(())
+    }
+
+    fn set_mode(&mut self, arg: &str) {
+        match arg {
+            "" => {
+                let mode = self
+                    .settings
+                    .mode
+                    .clone()
+                    .unwrap_or_else(|| "the daemon's default".into());
+                self.note(&format!(
+                    "Mode: {mode}. /mode plan or /mode build changes it."
+                ));
+            }
+            mode => {
+                self.settings.mode = Some(mode.to_string());
+                self.note(&format!("The next prompts run in {mode} mode."));
+            }
+        }
+    }
+
+    fn set_reasoning(&mut self, arg: &str) {
+        match arg {
+            "off" | "low" | "medium" | "high" => {
+                self.settings.reasoning = Some(arg.to_string());
+                self.note(&format!("Reasoning: {arg} for the next prompts."));
+            }
+            "" => {
+                let level = self
+                    .settings
+                    .reasoning
+                    .clone()
+                    .unwrap_or_else(|| "the daemon's default".into());
+                self.note(&format!(
+                    "Reasoning: {level}. /reasoning off|low|medium|high changes it."
+                ));
+            }
+            other => self.error(&format!(
+                "unknown reasoning level {other}: use off, low, medium or high"
+            )),
+        }
+    }
+
+    async fn fork(&mut self) -> anyhow::Result<()> {
+        let value = self
+            .connection
+            .client
+            .call_raw("session.fork", json!({"sessionId": self.session.id}))
+            .await?;
+        match serde_json::from_value(value.clone()) {
+            Ok(session) => self.switch_to(session).await,
+            Err(_) => {
+                self.show(&value);
+                Ok(())
+            }
+        }
+    }
+
+    /// Calls `method` with `{sessionId}` plus `extra`, and shows the answer.
+    async fn call_and_show(&mut self, method: &str, extra: Value) -> anyhow::Result<()> {
+        let mut params = json!({"sessionId": self.session.id});
+        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+            params.extend(extra);
+        }
+        let value = self.connection.client.call_raw(method, params).await?;
+        self.show(&value);
+        Ok(())
+    }
+
+    /// An answer as text: a string as it is, a diff coloured, anything else as indented JSON.
+    fn show(&mut self, value: &Value) {
+        let text = match value {
+            Value::Null => return,
+            Value::Object(map) if map.is_empty() => return,
+            Value::String(s) => s.clone(),
+            other => match other.get("diff").and_then(Value::as_str) {
+                Some(diff) => diff.to_string(),
+                None => serde_json::to_string_pretty(other).unwrap_or_default(),
+            },
+        };
+        let s = self.style();
+        let mut out = String::new();
+        for line in text.lines() {
+            let drawn = if line.starts_with('+') && !line.starts_with("+++") {
+                s.green(line)
+            } else if line.starts_with('-') && !line.starts_with("---") {
+                s.red(line)
+            } else if line.starts_with("@@") {
+                s.cyan(line)
+            } else {
+                line.to_string()
+            };
+            out.push_str(&drawn);
+            out.push('\n');
+        }
+        self.print(&out);
+    }
+}

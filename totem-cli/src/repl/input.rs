@@ -1,0 +1,198 @@
+//! The line editor on its own thread: rustyline's `readline` blocks, so it runs here and hands
+//! each line to the async side, which asks for the next one when it has dealt with it. The
+//! external printer lets the async side print above the prompt while a line is being typed.
+
+use std::path::PathBuf;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::FileHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{
+    Cmd, CompletionType, Config, Context, Editor, EventHandler, ExternalPrinter, Helper, KeyCode,
+    KeyEvent, Modifiers,
+};
+use tokio::sync::mpsc;
+
+/// What the person did at the prompt.
+#[derive(Debug)]
+pub enum Input {
+    Line(String),
+    /// Ctrl-C.
+    Interrupted,
+    /// Ctrl-D on an empty line.
+    Eof,
+    Failed(String),
+}
+
+/// The line editor's thread, seen from the async side.
+pub struct LineEditor {
+    pub lines: mpsc::UnboundedReceiver<Input>,
+    next: std::sync::mpsc::Sender<Option<String>>,
+    /// Prints above the prompt; None when stdin or stdout is not a terminal.
+    pub printer: Option<Box<dyn ExternalPrinter + Send>>,
+}
+
+impl LineEditor {
+    /// Starts the thread with the history in `history` (created when missing) and completion of
+    /// `commands`.
+    pub fn spawn(history: PathBuf, commands: Vec<String>) -> anyhow::Result<LineEditor> {
+        let (lines_tx, lines) = mpsc::unbounded_channel();
+        let (next, next_rx) = std::sync::mpsc::channel::<Option<String>>();
+        let (printer_tx, printer_rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("totem-readline".into())
+            .spawn(move || {
+                let mut editor = match new_editor(&history, commands) {
+                    Ok(editor) => editor,
+                    Err(e) => {
+                        let _ = printer_tx.send(None);
+                        let _ = lines_tx.send(Input::Failed(e.to_string()));
+                        return;
+                    }
+                };
+                let printer = editor
+                    .create_external_printer()
+                    .ok()
+                    .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>);
+                let _ = printer_tx.send(printer);
+                while let Ok(Some(prompt)) = next_rx.recv() {
+                    let input = match editor.readline(&prompt) {
+                        Ok(line) => {
+                            if !line.trim().is_empty() {
+                                let _ = editor.add_history_entry(line.as_str());
+                                // Saved line by line: a REPL may end any way, history stays.
+                                let _ = editor.append_history(&history);
+                            }
+                            Input::Line(join_continued(&line))
+                        }
+                        Err(ReadlineError::Interrupted) => Input::Interrupted,
+                        Err(ReadlineError::Eof) => Input::Eof,
+                        Err(e) => Input::Failed(e.to_string()),
+                    };
+                    if lines_tx.send(input).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        let printer = printer_rx.recv().unwrap_or(None);
+        Ok(LineEditor {
+            lines,
+            next,
+            printer,
+        })
+    }
+
+    /// Shows `prompt` and reads the next line.
+    pub fn read(&self, prompt: &str) {
+        let _ = self.next.send(Some(prompt.to_string()));
+    }
+
+    /// Ends the thread once it is done with the current line.
+    pub fn stop(&self) {
+        let _ = self.next.send(None);
+    }
+}
+
+fn new_editor(
+    history: &PathBuf,
+    commands: Vec<String>,
+) -> rustyline::Result<Editor<ReplHelper, FileHistory>> {
+    let config = Config::builder()
+        .auto_add_history(false)
+        .max_history_size(2000)?
+        .completion_type(CompletionType::List)
+        .build();
+    let mut editor = Editor::with_config(config)?;
+    editor.set_helper(Some(ReplHelper { commands }));
+    // Alt-Enter starts a new line inside the input, as a trailing backslash does.
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::ALT),
+        EventHandler::Simple(Cmd::Newline),
+    );
+    if let Some(dir) = history.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if history.exists() {
+        let _ = editor.load_history(history);
+    }
+    Ok(editor)
+}
+
+/// A line ending in `\` continues on the next one; the backslashes go.
+fn join_continued(line: &str) -> String {
+    line.replace("\\\n", "\n")
+}
+
+/// Input is complete unless it ends with `\` or leaves a code fence open.
+pub fn is_incomplete(input: &str) -> bool {
+    let fences = input
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    input.ends_with('\\') || fences % 2 == 1
+}
+
+/// Completion of slash commands; multi-line input.
+struct ReplHelper {
+    commands: Vec<String>,
+}
+
+impl Completer for ReplHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let typed = &line[..pos];
+        if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
+            return Ok((pos, vec![]));
+        }
+        let candidates = self
+            .commands
+            .iter()
+            .filter(|c| c.starts_with(typed))
+            .map(|c| Pair {
+                display: c.clone(),
+                replacement: format!("{c} "),
+            })
+            .collect();
+        Ok((0, candidates))
+    }
+}
+
+impl Hinter for ReplHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ReplHelper {}
+
+impl Validator for ReplHelper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(match is_incomplete(ctx.input()) {
+            true => ValidationResult::Incomplete,
+            false => ValidationResult::Valid(None),
+        })
+    }
+}
+
+impl Helper for ReplHelper {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backslash_and_open_fences_continue_the_input() {
+        assert!(is_incomplete("first line \\"));
+        assert!(is_incomplete("look:\n```rust\nfn x() {}"));
+        assert!(!is_incomplete("look:\n```rust\nfn x() {}\n```"));
+        assert!(!is_incomplete("plain"));
+        assert_eq!(join_continued("a \\\nb"), "a \nb");
+    }
+}

@@ -1,0 +1,544 @@
+//! `totem attach` (and bare `totem`): the interactive prompt. The async side owns the connection,
+//! the subscription and the renderer; the line editor runs on its own thread ([`input`]). Leaving
+//! never stops a run: the daemon owns it, and the reattach command is printed on the way out.
+
+mod commands;
+mod input;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use totem_client::ClientError;
+use totem_client::EventStream;
+use totem_protocol::{ErrorCode, Method, Project, Session, SessionStatus, method};
+
+use crate::cli::AttachArgs;
+use crate::daemon::{self, Connection, Endpoint};
+use crate::exit::Exit;
+use crate::render::{Chunk, Options, Renderer, Style, TextMode};
+use input::{Input, LineEditor};
+
+/// Events replayed when attaching, so the screen shows where the session stands.
+const REPLAY_EVENTS: u64 = 200;
+/// Two Ctrl-C within this time leave.
+const DOUBLE_INTERRUPT: Duration = Duration::from_secs(1);
+/// A run that took longer than this rings the bell when it ends (`TOTEM_NOTIFY_AFTER`, seconds).
+const NOTIFY_AFTER: Duration = Duration::from_secs(10);
+
+const PROMPT: &str = "› ";
+
+/// What the loop does after an input.
+enum Flow {
+    Continue,
+    Leave,
+}
+
+/// A run going on in the attached session.
+struct Running {
+    id: Option<String>,
+    since: Instant,
+}
+
+pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start_interactive(endpoint).await?;
+    let (project, session) = match &args.session {
+        Some(id) => {
+            let session = crate::project::get_session(&connection, id).await?;
+            let project = crate::project::open(&connection, args.dir.as_deref()).await?;
+            (project, session)
+        }
+        None => {
+            let project = crate::project::open(&connection, args.dir.as_deref()).await?;
+            let latest = match args.new {
+                true => None,
+                false => crate::project::latest_session(&connection, &project).await?,
+            };
+            let session = match latest {
+                Some(session) => session,
+                None => crate::project::create_session(&connection, &project, None).await?,
+            };
+            (project, session)
+        }
+    };
+    let history = endpoint
+        .home
+        .join("history")
+        .join(format!("{}.history", project.id));
+    let editor = LineEditor::spawn(history, commands::names())?;
+    let style = Style::for_stdout();
+    let options = Options {
+        style,
+        text: if style.color {
+            TextMode::Markdown
+        } else {
+            TextMode::Lines
+        },
+        reasoning: true,
+        user_messages: true,
+        run_ends: true,
+    };
+    let mut repl = Repl {
+        endpoint,
+        connection,
+        project,
+        session: session.clone(),
+        stream: None,
+        last_seq: 0,
+        options,
+        renderer: Renderer::new(options),
+        editor,
+        running: None,
+        last_interrupt: None,
+        picking: None,
+        questions: Vec::new(),
+        settings: PromptSettings::default(),
+        disconnected: false,
+    };
+    repl.switch_to(session).await?;
+    repl.print(&format!(
+        "{}\n",
+        style.dim("Type a prompt, /help for commands, Ctrl-D to leave.")
+    ));
+    let exit = repl.run().await;
+    repl.editor.stop();
+    repl.print(&format!(
+        "Left session {}; a running run goes on. Reattach with:\n  {}\n",
+        repl.session.id,
+        repl.endpoint.reattach_command(&repl.session.id)
+    ));
+    exit
+}
+
+struct Repl<'a> {
+    endpoint: &'a Endpoint,
+    connection: Connection,
+    project: Project,
+    session: Session,
+    stream: Option<EventStream>,
+    /// The newest event seen, to resubscribe after a lag.
+    last_seq: u64,
+    options: Options,
+    renderer: Renderer,
+    editor: LineEditor,
+    running: Option<Running>,
+    last_interrupt: Option<Instant>,
+    /// `/sessions` listed these; the next line picks one by number.
+    picking: Option<Vec<Session>>,
+    /// Permission questions waiting for this person, oldest first.
+    questions: Vec<Question>,
+    /// `/mode`, `/model` and `/reasoning`, sent with every prompt.
+    settings: PromptSettings,
+    /// The connection to the daemon was lost; the next line reconnects.
+    disconnected: bool,
+}
+
+/// What the next prompts ask for; unset fields leave the daemon's choice.
+#[derive(Debug, Default)]
+pub(crate) struct PromptSettings {
+    pub mode: Option<String>,
+    pub model: Option<String>,
+    pub reasoning: Option<String>,
+}
+
+/// A permission question shown here and not answered yet.
+struct Question {
+    id: String,
+    answered_here: bool,
+}
+
+const ANSWER_HINT: &str =
+    "Answer: o = once · s = always in this session · p = always in this project · d [note] = deny";
+
+impl Repl<'_> {
+    async fn run(&mut self) -> anyhow::Result<Exit> {
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        self.editor.read(PROMPT);
+        loop {
+            tokio::select! {
+                input = self.editor.lines.recv() => {
+                    let Some(input) = input else { return Ok(Exit::Success) };
+                    match self.on_input(input).await {
+                        Flow::Continue => {
+                            let prompt = self.prompt();
+                            self.editor.read(&prompt);
+                        }
+                        Flow::Leave => return Ok(Exit::Success),
+                    }
+                }
+                event = next_event(&mut self.stream) => self.on_event(event).await,
+                // Ctrl-C arrives as a signal only while the editor is not reading a line.
+                _ = sigint.recv() => {
+                    if let Flow::Leave = self.on_interrupt().await {
+                        return Ok(Exit::Success);
+                    }
+                }
+            }
+        }
+    }
+
+    fn prompt(&self) -> String {
+        if self.questions.iter().any(|q| !q.answered_here) {
+            return "allow? o/s/p/d› ".to_string();
+        }
+        match &self.picking {
+            Some(list) => format!("pick 1-{} (Enter keeps this one)› ", list.len()),
+            None => PROMPT.to_string(),
+        }
+    }
+
+    /// Prints whole lines (ending in a newline) above the prompt.
+    fn print(&mut self, text: &str) {
+        match &mut self.editor.printer {
+            // Keep the newline: while a line is being read rustyline adds none to text that has
+            // one, and while none is, the text is written as it is.
+            Some(printer) => {
+                let _ = printer.print(text.to_string());
+            }
+            None => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+            }
+        }
+    }
+
+    fn style(&self) -> Style {
+        self.options.style
+    }
+
+    fn error(&mut self, text: &str) {
+        let line = self.style().red(text);
+        self.print(&format!("{line}\n"));
+    }
+
+    fn note(&mut self, text: &str) {
+        let line = self.style().dim(text);
+        self.print(&format!("{line}\n"));
+    }
+
+    async fn on_input(&mut self, input: Input) -> Flow {
+        match input {
+            Input::Line(line) => {
+                self.last_interrupt = None;
+                if self.disconnected {
+                    self.reconnect().await;
+                    if line.trim().is_empty() {
+                        return Flow::Continue;
+                    }
+                }
+                if let Some(list) = self.picking.take() {
+                    self.pick(list, line.trim()).await;
+                    return Flow::Continue;
+                }
+                let text = line.trim();
+                if text.is_empty() {
+                    return Flow::Continue;
+                }
+                if text.starts_with('/') {
+                    return self.slash(text).await;
+                }
+                if self.questions.iter().any(|q| !q.answered_here) {
+                    self.answer(text).await;
+                    return Flow::Continue;
+                }
+                self.send_prompt(line.trim_end().to_string()).await;
+                Flow::Continue
+            }
+            Input::Interrupted => self.on_interrupt().await,
+            Input::Eof => Flow::Leave,
+            Input::Failed(e) => {
+                self.error(&format!("the line editor failed: {e}"));
+                Flow::Leave
+            }
+        }
+    }
+
+    async fn send_prompt(&mut self, text: String) {
+        self.renderer.sent_prompt(&text);
+        let mut params = serde_json::json!({"sessionId": self.session.id, "text": text});
+        let settings = [
+            ("mode", &self.settings.mode),
+            ("model", &self.settings.model),
+            ("reasoning", &self.settings.reasoning),
+        ];
+        let chosen: Vec<&str> = settings
+            .iter()
+            .filter_map(|(name, value)| {
+                let value = value.as_ref()?;
+                params[*name] = Value::String(value.clone());
+                Some(*name)
+            })
+            .collect();
+        match self
+            .connection
+            .client
+            .call_raw(method::SessionPrompt::NAME, params)
+            .await
+        {
+            Ok(accepted) => {
+                if self.running.is_none() {
+                    self.running = Some(Running {
+                        id: accepted
+                            .get("runId")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                        since: Instant::now(),
+                    });
+                }
+            }
+            Err(ClientError::Rpc { code, message, .. })
+                if code == ErrorCode::INVALID_PARAMS.0 && !chosen.is_empty() =>
+            {
+                self.settings = PromptSettings::default();
+                self.error(&format!(
+                    "totemd refused the prompt's {} ({message}); they are cleared, send the prompt again",
+                    chosen.join(", ")
+                ));
+            }
+            Err(e) => self.error(&format!(
+                "totemd did not take the prompt: {e}. Try again, or check `totem daemon status`"
+            )),
+        }
+    }
+
+    /// Answers the oldest open permission question.
+    async fn answer(&mut self, text: &str) {
+        let Some(question) = self.questions.iter_mut().find(|q| !q.answered_here) else {
+            return;
+        };
+        let (word, note) = match text.split_once(char::is_whitespace) {
+            Some((word, note)) => (word, Some(note.trim().to_string())),
+            None => (text, None),
+        };
+        let reply = match word.to_lowercase().as_str() {
+            "o" | "once" | "y" | "yes" => serde_json::json!({"type": "once"}),
+            "s" | "session" => serde_json::json!({"type": "alwaysSession"}),
+            "p" | "project" => serde_json::json!({"type": "alwaysProject"}),
+            "d" | "deny" | "n" | "no" => serde_json::json!({"type": "deny", "note": note}),
+            _ => {
+                self.note(ANSWER_HINT);
+                return;
+            }
+        };
+        question.answered_here = true;
+        let params = serde_json::json!({
+            "sessionId": self.session.id,
+            "questionId": question.id,
+            "reply": reply,
+        });
+        if let Err(e) = self
+            .connection
+            .client
+            .call_raw("permission.reply", params)
+            .await
+        {
+            self.error(&format!("the answer was not taken: {e}"));
+        }
+    }
+
+    async fn on_interrupt(&mut self) -> Flow {
+        let now = Instant::now();
+        if self
+            .last_interrupt
+            .is_some_and(|t| now.duration_since(t) < DOUBLE_INTERRUPT)
+        {
+            return Flow::Leave;
+        }
+        self.last_interrupt = Some(now);
+        if self.running.is_none() {
+            self.note("(Ctrl-C again within a second, or Ctrl-D, leaves)");
+            return Flow::Continue;
+        }
+        if !self.connection.has("session.abort") {
+            self.note("This daemon cannot abort runs yet (no session.abort); the run goes on. Ctrl-C again within a second leaves.");
+            return Flow::Continue;
+        }
+        let params = serde_json::json!({"sessionId": self.session.id});
+        match self
+            .connection
+            .client
+            .call_raw("session.abort", params)
+            .await
+        {
+            Ok(_) => self.note("Aborting the run… (Ctrl-C again within a second leaves)"),
+            Err(e) => self.error(&format!("cannot abort the run: {e}")),
+        }
+        Flow::Continue
+    }
+
+    async fn on_event(&mut self, event: Option<Value>) {
+        let Some(event) = event else {
+            self.stream = None;
+            self.disconnected = true;
+            self.error(
+                "Lost the connection to totemd. Press Enter to reconnect (it starts again if needed), Ctrl-D to leave.",
+            );
+            return;
+        };
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "lagged" {
+            self.resubscribe().await;
+            return;
+        }
+        if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
+            self.last_seq = self.last_seq.max(seq);
+        }
+        match kind {
+            "run.started" => {
+                self.running = Some(Running {
+                    id: event
+                        .pointer("/run/id")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                    since: Instant::now(),
+                });
+            }
+            "run.done" | "run.failed" | "run.aborted" | "run.interrupted" => {
+                let ended = event.pointer("/run/id").and_then(Value::as_str);
+                if let Some(running) = self.running.take()
+                    && running.id.as_deref().is_none_or(|id| Some(id) == ended)
+                {
+                    self.notify(running.since.elapsed(), kind);
+                }
+            }
+            "permission.asked" => {
+                if let Some(id) = event.pointer("/question/id").and_then(Value::as_str) {
+                    self.questions.push(Question {
+                        id: id.to_string(),
+                        answered_here: false,
+                    });
+                }
+            }
+            "permission.resolved" => {
+                let id = event.get("questionId").and_then(Value::as_str);
+                if let Some(i) = self
+                    .questions
+                    .iter()
+                    .position(|q| Some(q.id.as_str()) == id)
+                {
+                    let question = self.questions.remove(i);
+                    if !question.answered_here && event.get("reply").is_some() {
+                        self.note("(answered in another terminal)");
+                    }
+                }
+            }
+            "session.updated" => {
+                if let Some(session) = event
+                    .get("session")
+                    .and_then(|s| serde_json::from_value::<Session>(s.clone()).ok())
+                {
+                    self.session = session;
+                }
+            }
+            _ => {}
+        }
+        for chunk in self.renderer.event(&event) {
+            match chunk {
+                Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
+            }
+        }
+        if kind == "permission.asked" {
+            if self.connection.has("permission.reply") {
+                self.note(ANSWER_HINT);
+            } else {
+                self.note("This daemon cannot take answers yet (no permission.reply).");
+            }
+        }
+        if kind == "session.deleted" {
+            self.stream = None;
+            self.note("/new starts a session, /sessions picks another, Ctrl-D leaves.");
+        }
+    }
+
+    /// The bell, and an OSC 9 desktop notice, when a long run ends.
+    fn notify(&mut self, took: Duration, kind: &str) {
+        let after = std::env::var("TOTEM_NOTIFY_AFTER")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map_or(NOTIFY_AFTER, Duration::from_secs);
+        if !self.style().color || took < after {
+            return;
+        }
+        let what = kind.trim_start_matches("run.");
+        self.print(&format!("\x1b]9;Totem: run {what}\x07\x07"));
+    }
+
+    /// Follows `session` from now on, replaying its recent events.
+    async fn switch_to(&mut self, session: Session) -> anyhow::Result<()> {
+        if let Some(old) = self.stream.take() {
+            let _ = self.connection.client.unsubscribe(&old.subscription).await;
+        }
+        self.renderer = Renderer::new(self.options);
+        let after = session.last_seq.saturating_sub(REPLAY_EVENTS);
+        self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
+        self.last_seq = after;
+        self.questions.clear();
+        self.running = (session.status == SessionStatus::Running).then(|| Running {
+            id: None,
+            since: Instant::now(),
+        });
+        let s = self.style();
+        let title = if session.title.is_empty() {
+            "new session"
+        } else {
+            &session.title
+        };
+        let header = format!("── {} · {} · {} ──", self.project.name, title, session.id);
+        self.session = session;
+        self.print(&format!("{}\n", s.bold(&header)));
+        Ok(())
+    }
+
+    async fn resubscribe(&mut self) {
+        match self
+            .connection
+            .client
+            .subscribe(&self.session.id, self.last_seq)
+            .await
+        {
+            Ok(stream) => self.stream = Some(stream),
+            Err(e) => self.error(&format!("cannot follow the session again: {e}")),
+        }
+    }
+
+    async fn reconnect(&mut self) {
+        match daemon::connect_or_start_interactive(self.endpoint).await {
+            Ok(connection) => {
+                self.connection = connection;
+                self.disconnected = false;
+                self.resubscribe().await;
+                self.note("Reconnected.");
+            }
+            Err(e) => self.error(&format!("{e:#}")),
+        }
+    }
+
+    async fn pick(&mut self, list: Vec<Session>, answer: &str) {
+        if answer.is_empty() {
+            return;
+        }
+        let chosen = answer
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| list.get(i).cloned());
+        match chosen {
+            Some(session) => {
+                if let Err(e) = self.switch_to(session).await {
+                    self.error(&format!("cannot switch: {e}"));
+                }
+            }
+            None => self.error(&format!(
+                "no session number {answer}; /sessions lists them again"
+            )),
+        }
+    }
+}
+
+async fn next_event(stream: &mut Option<EventStream>) -> Option<Value> {
+    match stream {
+        Some(stream) => stream.next_value().await,
+        None => std::future::pending().await,
+    }
+}

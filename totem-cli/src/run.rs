@@ -1,0 +1,312 @@
+//! `totem run "prompt"`: one prompt, headless. The answer streams to stdout (or every event as one
+//! JSON line with `--json`); the exit code says how the run ended.
+
+use std::io::{IsTerminal, Read, Write};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use totem_client::{ClientError, EventStream};
+use totem_protocol::Method;
+use totem_protocol::{ErrorCode, PromptAccepted, Session, method};
+
+use crate::cli::RunArgs;
+use crate::daemon::{self, Connection, Endpoint};
+use crate::exit::{Exit, Unreachable, Usage};
+use crate::format::one_line;
+use crate::render::{Chunk, Options, Renderer, Style, TextMode};
+
+pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
+    let prompt = read_prompt(&args.prompt)?;
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let session = pick_session(&connection, args, &prompt).await?;
+    let mut stream = connection
+        .client
+        .subscribe(&session.id, session.last_seq)
+        .await?;
+    let accepted = send_prompt(&connection, args, &session, &prompt).await?;
+    follow(
+        &connection,
+        endpoint,
+        args,
+        &session,
+        &accepted,
+        &mut stream,
+    )
+    .await
+}
+
+fn read_prompt(arg: &str) -> anyhow::Result<String> {
+    let prompt = match arg {
+        "-" => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the prompt from standard input")?;
+            text.trim_end().to_string()
+        }
+        text => text.to_string(),
+    };
+    if prompt.trim().is_empty() {
+        return Err(Usage(
+            "the prompt is empty. Pass it as an argument, or `-` to read it from standard input"
+                .into(),
+        )
+        .into());
+    }
+    Ok(prompt)
+}
+
+async fn pick_session(
+    connection: &Connection,
+    args: &RunArgs,
+    prompt: &str,
+) -> anyhow::Result<Session> {
+    if let Some(id) = &args.session {
+        return crate::project::get_session(connection, id).await;
+    }
+    let project = crate::project::open(connection, args.dir.as_deref()).await?;
+    if args.continue_latest {
+        return crate::project::latest_session(connection, &project)
+            .await?
+            .ok_or_else(|| {
+                Usage(format!(
+                    "no session to continue in {}. Drop --continue to start one",
+                    project.path
+                ))
+                .into()
+            });
+    }
+    crate::project::create_session(connection, &project, Some(one_line(prompt, 60))).await
+}
+
+/// Sends the prompt with the run options the user gave. They go to the daemon as they are; a
+/// daemon that does not know them yet refuses the params, and the user hears which option.
+async fn send_prompt(
+    connection: &Connection,
+    args: &RunArgs,
+    session: &Session,
+    prompt: &str,
+) -> anyhow::Result<PromptAccepted> {
+    let mut params = json!({"sessionId": session.id, "text": prompt});
+    let mut extras = Vec::new();
+    if let Some(model) = &args.model {
+        params["model"] = json!(model);
+        extras.push("--model");
+    }
+    if let Some(mode) = &args.mode {
+        params["mode"] = json!(mode);
+        extras.push("--mode");
+    }
+    if let Some(reasoning) = &args.reasoning {
+        params["reasoning"] = json!(reasoning);
+        extras.push("--reasoning");
+    }
+    if !args.allow.is_empty() {
+        params["allow"] = json!(args.allow);
+        extras.push("--allow");
+    }
+    match connection
+        .client
+        .call_raw(method::SessionPrompt::NAME, params)
+        .await
+    {
+        Ok(value) => Ok(serde_json::from_value(value)?),
+        Err(ClientError::Rpc { code, message, .. })
+            if code == ErrorCode::INVALID_PARAMS.0 && !extras.is_empty() =>
+        {
+            Err(Usage(format!(
+                "this totemd does not support {} yet ({message}). Run again without {}",
+                extras.join(", "),
+                if extras.len() == 1 { "it" } else { "them" }
+            ))
+            .into())
+        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!(
+            "totemd did not take the prompt for session {}",
+            session.id
+        ))),
+    }
+}
+
+/// Where the rendered output goes: the answer to stdout; the rest too on a terminal, to stderr
+/// when stdout is a pipe, so scripts read the answer alone.
+struct Terminal {
+    asides_to_stderr: bool,
+    at_line_start: bool,
+}
+
+impl Terminal {
+    fn write(&mut self, chunk: Chunk) {
+        let mut stdout = std::io::stdout().lock();
+        match chunk {
+            Chunk::Answer(text) => {
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+                if !text.is_empty() {
+                    self.at_line_start = text.ends_with('\n');
+                }
+            }
+            Chunk::Aside(text) if self.asides_to_stderr => {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+            }
+            Chunk::Aside(text) => {
+                if !self.at_line_start {
+                    let _ = stdout.write_all(b"\n");
+                }
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+                self.at_line_start = true;
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if !self.at_line_start {
+            println!();
+            self.at_line_start = true;
+        }
+    }
+}
+
+/// The run an event belongs to, when it belongs to one.
+pub fn event_run_id(event: &Value) -> Option<&str> {
+    event
+        .get("runId")
+        .or_else(|| event.pointer("/run/id"))
+        .or_else(|| event.pointer("/message/runId"))
+        .and_then(Value::as_str)
+}
+
+/// A permission question of the run was answered with a refusal.
+fn is_denial(event: &Value) -> bool {
+    event.get("type").and_then(Value::as_str) == Some("permission.resolved")
+        && event.pointer("/reply/type").and_then(Value::as_str) == Some("deny")
+}
+
+async fn follow(
+    connection: &Connection,
+    endpoint: &Endpoint,
+    args: &RunArgs,
+    session: &Session,
+    accepted: &PromptAccepted,
+    stream: &mut EventStream,
+) -> anyhow::Result<Exit> {
+    let style = Style::for_stdout();
+    let tty = std::io::stdout().is_terminal();
+    let mut renderer = Renderer::new(Options {
+        style,
+        text: if style.color {
+            TextMode::Markdown
+        } else {
+            TextMode::Raw
+        },
+        reasoning: tty,
+        user_messages: false,
+        run_ends: false,
+    });
+    let mut out = Terminal {
+        asides_to_stderr: !tty,
+        at_line_start: true,
+    };
+    let mut last_seq = session.last_seq;
+    let mut denied = false;
+    loop {
+        let Some(event) = stream.next_value().await else {
+            out.finish();
+            return Err(Unreachable(format!(
+                "totemd closed the connection during the run. The run may go on: follow it with `{}`",
+                endpoint.reattach_command(&session.id)
+            ))
+            .into());
+        };
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "lagged" {
+            *stream = connection.client.subscribe(&session.id, last_seq).await?;
+            continue;
+        }
+        if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
+            last_seq = last_seq.max(seq);
+        }
+        if event_run_id(&event).is_some_and(|id| id != accepted.run_id) {
+            continue;
+        }
+        denied |= is_denial(&event);
+        if args.json {
+            println!("{}", serde_json::to_string(&event)?);
+        } else {
+            for chunk in renderer.event(&event) {
+                out.write(chunk);
+            }
+        }
+        let error = || {
+            event
+                .pointer("/run/error")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given")
+                .to_string()
+        };
+        let ended = match kind {
+            "run.done" => Some(Exit::Success),
+            "run.failed" | "run.interrupted" => {
+                out.finish();
+                eprintln!("totem: run {}: {}", &kind[4..], error());
+                Some(if denied {
+                    Exit::PermissionDenied
+                } else {
+                    Exit::Failed
+                })
+            }
+            "run.aborted" => {
+                out.finish();
+                eprintln!("totem: run aborted");
+                Some(if denied {
+                    Exit::PermissionDenied
+                } else {
+                    Exit::Failed
+                })
+            }
+            "session.deleted" => {
+                out.finish();
+                eprintln!("totem: the session was deleted during the run");
+                Some(Exit::Failed)
+            }
+            _ => None,
+        };
+        if let Some(exit) = ended {
+            out.finish();
+            return Ok(exit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_found_wherever_the_event_keeps_them() {
+        assert_eq!(event_run_id(&json!({"runId": "run_1"})), Some("run_1"));
+        assert_eq!(
+            event_run_id(&json!({"run": {"id": "run_2"}})),
+            Some("run_2")
+        );
+        assert_eq!(
+            event_run_id(&json!({"message": {"runId": "run_3"}})),
+            Some("run_3")
+        );
+        assert_eq!(event_run_id(&json!({"type": "notice"})), None);
+    }
+
+    #[test]
+    fn a_denied_permission_is_recognised() {
+        assert!(is_denial(
+            &json!({"type": "permission.resolved", "reply": {"type": "deny"}})
+        ));
+        assert!(!is_denial(
+            &json!({"type": "permission.resolved", "reply": {"type": "once"}})
+        ));
+        assert!(!is_denial(
+            &json!({"type": "permission.resolved", "questionId": "q_1"})
+        ));
+    }
+}

@@ -1,0 +1,61 @@
+//! `totem sessions`: a table (or the JSON page) of sessions, newest activity first.
+
+use totem_protocol::{SessionListParams, method};
+
+use crate::cli::SessionsArgs;
+use crate::daemon::{self, Endpoint};
+use crate::exit::Exit;
+use crate::format;
+
+pub async fn list(endpoint: &Endpoint, args: &SessionsArgs) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let project_id = match &args.project {
+        Some(dir) => Some(crate::project::open(&connection, Some(dir)).await?.id),
+        None => None,
+    };
+    let page = connection
+        .client
+        .call::<method::SessionList>(SessionListParams {
+            project_id,
+            cursor: None,
+            limit: Some(args.limit),
+        })
+        .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(Exit::Success);
+    }
+    if page.items.is_empty() {
+        println!("No sessions yet. Start one with `totem` (interactive) or `totem run \"…\"`.");
+        return Ok(Exit::Success);
+    }
+    let id_width = page
+        .items
+        .iter()
+        .map(|s| s.id.len())
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    println!(
+        "{:<id_width$}  {:<40}  {:<10}  MESSAGES",
+        "ID", "TITLE", "UPDATED"
+    );
+    for s in &page.items {
+        let title = if s.title.is_empty() {
+            "(untitled)"
+        } else {
+            &s.title
+        };
+        println!(
+            "{:<id_width$}  {:<40}  {:<10}  {}",
+            s.id,
+            format::one_line(title, 40),
+            format::age(s.updated_at),
+            s.message_count
+        );
+    }
+    if page.next_cursor.is_some() {
+        println!("(more: raise --limit)");
+    }
+    Ok(Exit::Success)
+}
