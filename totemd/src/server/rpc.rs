@@ -154,8 +154,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             socket: d.socket.display().to_string(),
             store_path: d.store().path().display().to_string(),
             counts: DaemonCounts {
-                projects: d.store().count_projects()?,
-                sessions: d.store().count_sessions()?,
+                projects: d.store().count_projects(),
+                sessions: d.store().count_sessions(),
                 connections: d.connections.load(Ordering::Relaxed),
                 running_runs: d.sessions.running(),
             },

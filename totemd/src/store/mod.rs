@@ -1,7 +1,8 @@
 //! The store: every project, session, message, part, run and stored event, in one fjall database.
 //! It is the single source of truth; the daemon's in-memory state is rebuilt from it at start.
 //!
-//! Keyspaces and their keys (`\0` separates id components; numbers are big-endian so keys sort):
+//! All tables live in one keyspace, each under a one-byte tag (see `table.rs` for why). Tables
+//! and their keys (`\0` separates id components; numbers are big-endian so keys sort):
 //! - `meta`: `store_version` → the layout version, for migrations.
 //! - `projects`: project id → Project. `project_paths`: canonical path → project id.
 //! - `sessions`: session id → SessionRecord.
@@ -15,16 +16,20 @@
 
 mod blobs;
 mod keys;
+mod table;
 
 pub use blobs::BlobStore;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use totem_protocol::{Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent};
 
 use keys::{Cursor, recency, session_key, seq_key};
+use table::Table;
 
 /// The layout version this build writes. Older layouts are migrated in [`Store::open`].
 pub const STORE_VERSION: u32 = 1;
@@ -81,19 +86,28 @@ struct MessageRecord {
 pub struct Store {
     path: PathBuf,
     db: Database,
-    meta: Keyspace,
-    projects: Keyspace,
-    project_paths: Keyspace,
-    sessions: Keyspace,
-    sessions_by_project: Keyspace,
-    sessions_by_recency: Keyspace,
-    messages: Keyspace,
-    message_ids: Keyspace,
-    parts: Keyspace,
-    events: Keyspace,
-    runs: Keyspace,
-    runs_by_session: Keyspace,
-    run_changes: Keyspace,
+    meta: Table,
+    projects: Table,
+    project_paths: Table,
+    sessions: Table,
+    sessions_by_project: Table,
+    sessions_by_recency: Table,
+    messages: Table,
+    message_ids: Table,
+    parts: Table,
+    events: Table,
+    runs: Table,
+    runs_by_session: Table,
+    run_changes: Table,
+    /// Projects and sessions, counted once at open and kept up to date, so `daemon.status` never
+    /// scans.
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    projects: AtomicU64,
+    sessions: AtomicU64,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -112,25 +126,32 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         std::fs::create_dir_all(path)?;
         let db = Database::builder(path).open()?;
-        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default);
+        let ks = db.keyspace("totem", KeyspaceCreateOptions::default)?;
+        let table = |tag: u8| Table::new(&ks, tag);
+        // Tags are part of the layout: never renumber one, only add.
         let store = Store {
             path: path.to_path_buf(),
-            meta: ks("meta")?,
-            projects: ks("projects")?,
-            project_paths: ks("project_paths")?,
-            sessions: ks("sessions")?,
-            sessions_by_project: ks("sessions_by_project")?,
-            sessions_by_recency: ks("sessions_by_recency")?,
-            messages: ks("messages")?,
-            message_ids: ks("message_ids")?,
-            parts: ks("parts")?,
-            events: ks("events")?,
-            runs: ks("runs")?,
-            runs_by_session: ks("runs_by_session")?,
-            run_changes: ks("run_changes")?,
+            meta: table(0),
+            projects: table(1),
+            project_paths: table(2),
+            sessions: table(3),
+            sessions_by_project: table(4),
+            sessions_by_recency: table(5),
+            messages: table(6),
+            message_ids: table(7),
+            parts: table(8),
+            events: table(9),
+            runs: table(10),
+            runs_by_session: table(11),
+            run_changes: table(12),
+            counts: Arc::default(),
             db,
         };
         store.migrate()?;
+        let projects = store.projects.len()? as u64;
+        let sessions = store.sessions.len()? as u64;
+        store.counts.projects.store(projects, Ordering::Relaxed);
+        store.counts.sessions.store(sessions, Ordering::Relaxed);
         Ok(store)
     }
 
@@ -187,40 +208,37 @@ impl Store {
         }
     }
 
+    /// Stores a new project.
     pub fn put_project(&self, project: &Project) -> Result<()> {
         let mut batch = self.db.batch();
-        batch.insert(&self.projects, project.id.as_str(), encode(project)?);
-        batch.insert(
-            &self.project_paths,
+        self.projects.batch_insert(&mut batch, project.id.as_str(), encode(project)?);
+        self.project_paths.batch_insert(&mut batch,
             project.path.as_str(),
             project.id.as_str(),
         );
         batch.commit()?;
+        self.counts.projects.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// Projects in id order (ids grow with time, so oldest first).
     pub fn list_projects(&self, cursor: Option<&str>, limit: usize) -> Result<(Vec<Project>, Option<String>)> {
         let start = Cursor::decode_opt(cursor)?;
-        let iter = match &start {
-            Some(after) => self.projects.range::<&[u8], _>((std::ops::Bound::Excluded(after.as_slice()), std::ops::Bound::Unbounded)),
-            None => self.projects.iter(),
-        };
         let mut items = Vec::new();
         let mut last_key = None;
-        for guard in iter {
-            let (key, value) = guard.into_inner()?;
+        for entry in self.projects.after(start.as_deref()) {
+            let (key, value) = entry?;
             if items.len() == limit {
                 return Ok((items, last_key.map(|k: Vec<u8>| Cursor::encode(&k))));
             }
             items.push(decode("project", &value)?);
-            last_key = Some(key.to_vec());
+            last_key = Some(key);
         }
         Ok((items, None))
     }
 
-    pub fn count_projects(&self) -> Result<u64> {
-        Ok(self.projects.len()? as u64)
+    pub fn count_projects(&self) -> u64 {
+        self.counts.projects.load(Ordering::Relaxed)
     }
 
     // ---- sessions ----
@@ -239,13 +257,16 @@ impl Store {
         let mut batch = self.db.batch();
         if let Some(old) = previous {
             let o = &old.session;
-            batch.remove(&self.sessions_by_project, session_key(&o.project_id, o.updated_at, &o.id));
-            batch.remove(&self.sessions_by_recency, recency_key(o.updated_at, &o.id));
+            self.sessions_by_project.batch_remove(&mut batch, session_key(&o.project_id, o.updated_at, &o.id));
+            self.sessions_by_recency.batch_remove(&mut batch, recency_key(o.updated_at, &o.id));
         }
-        batch.insert(&self.sessions, s.id.as_str(), encode(record)?);
-        batch.insert(&self.sessions_by_project, session_key(&s.project_id, s.updated_at, &s.id), "");
-        batch.insert(&self.sessions_by_recency, recency_key(s.updated_at, &s.id), "");
+        self.sessions.batch_insert(&mut batch, s.id.as_str(), encode(record)?);
+        self.sessions_by_project.batch_insert(&mut batch, session_key(&s.project_id, s.updated_at, &s.id), "");
+        self.sessions_by_recency.batch_insert(&mut batch, recency_key(s.updated_at, &s.id), "");
         batch.commit()?;
+        if previous.is_none() {
+            self.counts.sessions.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -266,14 +287,14 @@ impl Store {
         {
             return Err(StoreError::BadCursor);
         }
-        let iter = match &after {
-            Some(after) => keyspace.range::<&[u8], _>((std::ops::Bound::Excluded(after.as_slice()), std::ops::Bound::Unbounded)),
-            None => keyspace.prefix(&prefix),
+        let iter: Box<dyn Iterator<Item = fjall::Result<table::Entry>>> = match &after {
+            Some(after) => Box::new(keyspace.after(Some(after))),
+            None => Box::new(keyspace.prefix(&prefix)),
         };
         let mut items = Vec::new();
         let mut last_key: Option<Vec<u8>> = None;
-        for guard in iter {
-            let key = guard.key()?;
+        for entry in iter {
+            let (key, _) = entry?;
             if !key.starts_with(&prefix) {
                 break;
             }
@@ -284,13 +305,13 @@ impl Store {
             if let Some(record) = self.get_session(&id)? {
                 items.push(record);
             }
-            last_key = Some(key.to_vec());
+            last_key = Some(key);
         }
         Ok((items, None))
     }
 
-    pub fn count_sessions(&self) -> Result<u64> {
-        Ok(self.sessions.len()? as u64)
+    pub fn count_sessions(&self) -> u64 {
+        self.counts.sessions.load(Ordering::Relaxed)
     }
 
     /// Removes a session with its messages, parts, events, runs and index entries.
@@ -298,29 +319,30 @@ impl Store {
         let s = &record.session;
         let prefix = keys::id_prefix(&s.id);
         let mut batch = self.db.batch();
-        for guard in self.messages.prefix(&prefix) {
-            let (key, value) = guard.into_inner()?;
+        for entry in self.messages.prefix(&prefix) {
+            let (key, value) = entry?;
             let message: MessageRecord = decode("message", &value)?;
-            for part in self.parts.prefix(keys::id_prefix(&message.id)) {
-                batch.remove(&self.parts, part.key()?);
+            for part in self.parts.prefix(&keys::id_prefix(&message.id)) {
+                self.parts.batch_remove(&mut batch, part?.0);
             }
-            batch.remove(&self.message_ids, message.id.as_str());
-            batch.remove(&self.messages, key);
+            self.message_ids.batch_remove(&mut batch, message.id.as_str());
+            self.messages.batch_remove(&mut batch, key);
         }
-        for guard in self.events.prefix(&prefix) {
-            batch.remove(&self.events, guard.key()?);
+        for entry in self.events.prefix(&prefix) {
+            self.events.batch_remove(&mut batch, entry?.0);
         }
-        for guard in self.runs_by_session.prefix(&prefix) {
-            let key = guard.key()?;
+        for entry in self.runs_by_session.prefix(&prefix) {
+            let (key, _) = entry?;
             let run_id = keys::last_component(&key);
-            batch.remove(&self.runs, run_id.as_str());
-            batch.remove(&self.run_changes, run_id.as_str());
-            batch.remove(&self.runs_by_session, key);
+            self.runs.batch_remove(&mut batch, run_id.as_str());
+            self.run_changes.batch_remove(&mut batch, run_id.as_str());
+            self.runs_by_session.batch_remove(&mut batch, key);
         }
-        batch.remove(&self.sessions_by_project, session_key(&s.project_id, s.updated_at, &s.id));
-        batch.remove(&self.sessions_by_recency, recency_key(s.updated_at, &s.id));
-        batch.remove(&self.sessions, s.id.as_str());
+        self.sessions_by_project.batch_remove(&mut batch, session_key(&s.project_id, s.updated_at, &s.id));
+        self.sessions_by_recency.batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
+        self.sessions.batch_remove(&mut batch, s.id.as_str());
         batch.commit()?;
+        self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -337,11 +359,11 @@ impl Store {
             created_at: message.created_at,
         };
         let mut batch = self.db.batch();
-        batch.insert(&self.messages, seq_key(&message.session_id, message.seq), encode(&record)?);
-        batch.insert(&self.message_ids, message.id.as_str(), message.session_id.as_str());
+        self.messages.batch_insert(&mut batch, seq_key(&message.session_id, message.seq), encode(&record)?);
+        self.message_ids.batch_insert(&mut batch, message.id.as_str(), message.session_id.as_str());
         for (index, part) in message.parts.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
-            batch.insert(&self.parts, keys::part_key(&message.id, index), encode(part)?);
+            self.parts.batch_insert(&mut batch, keys::part_key(&message.id, index), encode(part)?);
         }
         batch.commit()?;
         Ok(())
@@ -359,15 +381,15 @@ impl Store {
         let start = seq_key(session_id, after_seq.saturating_add(1));
         let end = seq_key(session_id, u64::MAX);
         let mut out = Vec::new();
-        for guard in self.messages.range(start..=end) {
-            let value = guard.value()?;
+        for entry in self.messages.range(&start, &end) {
+            let (_, value) = entry?;
             if out.len() == limit {
                 return Ok((out, true));
             }
             let record: MessageRecord = decode("message", &value)?;
             let mut parts = Vec::new();
-            for part in self.parts.prefix(keys::id_prefix(&record.id)) {
-                parts.push(decode("part", &part.value()?)?);
+            for part in self.parts.prefix(&keys::id_prefix(&record.id)) {
+                parts.push(decode("part", &part?.1)?);
             }
             out.push(Message {
                 id: record.id,
@@ -394,16 +416,16 @@ impl Store {
         let start = seq_key(session_id, after_seq.saturating_add(1));
         let end = seq_key(session_id, u64::MAX);
         let mut out = Vec::new();
-        for guard in self.events.range(start..=end) {
-            out.push(decode("event", &guard.value()?)?);
+        for entry in self.events.range(&start, &end) {
+            out.push(decode("event", &entry?.1)?);
         }
         Ok(out)
     }
 
     /// The highest stored event number of a session (0 when none).
     pub fn last_event_seq(&self, session_id: &str) -> Result<u64> {
-        match self.events.prefix(keys::id_prefix(session_id)).next_back() {
-            Some(guard) => Ok(keys::trailing_u64(&guard.key()?)),
+        match self.events.prefix(&keys::id_prefix(session_id)).next_back() {
+            Some(entry) => Ok(keys::trailing_u64(&entry?.0)),
             None => Ok(0),
         }
     }
@@ -412,8 +434,8 @@ impl Store {
 
     pub fn put_run(&self, run: &Run) -> Result<()> {
         let mut batch = self.db.batch();
-        batch.insert(&self.runs, run.id.as_str(), encode(run)?);
-        batch.insert(&self.runs_by_session, keys::pair_key(&run.session_id, &run.id), "");
+        self.runs.batch_insert(&mut batch, run.id.as_str(), encode(run)?);
+        self.runs_by_session.batch_insert(&mut batch, keys::pair_key(&run.session_id, &run.id), "");
         batch.commit()?;
         Ok(())
     }
@@ -438,8 +460,8 @@ impl Store {
     /// Runs of a session, oldest first (run ids grow with time).
     pub fn session_runs(&self, session_id: &str) -> Result<Vec<Run>> {
         let mut out = Vec::new();
-        for guard in self.runs_by_session.prefix(keys::id_prefix(session_id)) {
-            let key = guard.key()?;
+        for entry in self.runs_by_session.prefix(&keys::id_prefix(session_id)) {
+            let (key, _) = entry?;
             if let Some(run) = self.get_run(&keys::last_component(&key))? {
                 out.push(run);
             }
@@ -450,8 +472,8 @@ impl Store {
     /// Runs still marked running: after a crash these were interrupted.
     pub fn running_runs(&self) -> Result<Vec<Run>> {
         let mut out = Vec::new();
-        for guard in self.runs.iter() {
-            let run: Run = decode("run", &guard.value()?)?;
+        for entry in self.runs.after(None) {
+            let run: Run = decode("run", &entry?.1)?;
             if run.status == RunStatus::Running {
                 out.push(run);
             }
