@@ -1,0 +1,162 @@
+//! Running the real `totem` binary for a test: its own temporary TOTEM_HOME and project folder,
+//! and the daemon it starts stopped (or killed) when the test ends.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A workspace binary, rebuilt once per test process so a stale one is never tested.
+/// `cargo test` builds a package's own binaries only; `totem` and `totemd` belong to others.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        if std::env::var_os("TOTEM_TESTS_NO_BUILD").is_some() {
+            return;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let target = totem_tests::harness::target_dir();
+        let profile_release = target.ends_with("release");
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "totemd", "-p", "totem-cli", "--bins"]);
+        if profile_release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building totemd and totem failed");
+    });
+    let path = totem_tests::harness::target_dir().join(name);
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}
+
+/// A temporary Totem home and project folder, and `totem` commands run in them.
+pub struct Cli {
+    pub home: tempfile::TempDir,
+    pub project: tempfile::TempDir,
+}
+
+impl Cli {
+    pub fn new() -> Cli {
+        Cli {
+            home: tempfile::tempdir().expect("temp home"),
+            project: tempfile::tempdir().expect("temp project"),
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.home().join("run").join("totemd.sock")
+    }
+
+    /// `totem ARGS` in the project folder, with this home and no colours.
+    pub fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut command = Command::new(binary("totem"));
+        command
+            .args(args)
+            .current_dir(self.project.path())
+            .env("TOTEM_HOME", self.home())
+            .env("NO_COLOR", "1")
+            .env_remove("TOTEM_LOG");
+        command
+    }
+
+    pub fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run totem")
+    }
+
+    /// `totem ARGS` with `input` on stdin.
+    pub fn run_with_input(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn totem");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait totem")
+    }
+
+    /// The pid the daemon wrote into the home's lock file.
+    pub fn daemon_pid(&self) -> Option<i32> {
+        let note = std::fs::read_to_string(self.home().join("totemd.lock")).ok()?;
+        note.strip_prefix("pid ")?
+            .split(',')
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Cli {
+    /// The daemon `totem` started is detached: stop it, and kill it if it does not go.
+    fn drop(&mut self) {
+        if !self.socket().exists() {
+            return;
+        }
+        let pid = self.daemon_pid();
+        let _ = self
+            .command(["daemon", "stop"])
+            .stdin(Stdio::null())
+            .output();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Some(pid) = pid {
+            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+            if !alive {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Fails with the command's output when its exit code is not `code`.
+pub fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "exit status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
+}

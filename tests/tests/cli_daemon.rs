@@ -1,0 +1,185 @@
+//! `totem --version`, `totem daemon start|status|stop`, auto-start, `totem sessions`, help,
+//! completions and the errors when totemd cannot be found.
+
+mod cli_common;
+
+use cli_common::{Cli, assert_exit, stderr, stdout};
+
+#[test]
+fn version_answers_without_a_daemon() {
+    let cli = Cli::new();
+    let out = cli.run(["--version"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("totem {}", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(
+        !cli.socket().exists(),
+        "--version must not start the daemon"
+    );
+}
+
+#[test]
+fn daemon_start_status_stop() {
+    let cli = Cli::new();
+    let out = cli.run(["daemon", "status"]);
+    assert_exit(&out, 3);
+    assert!(
+        stderr(&out).contains("totem daemon start"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = cli.run(["daemon", "start"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("started totemd"), "{}", stdout(&out));
+    assert!(cli.socket().exists());
+
+    let out = cli.run(["daemon", "start"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("already running"), "{}", stdout(&out));
+
+    let out = cli.run(["daemon", "status"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let pid = cli.daemon_pid().expect("pid in the lock file");
+    assert!(text.contains(&format!("pid          {pid}")), "{text}");
+    assert!(text.contains(&cli.socket().display().to_string()), "{text}");
+    assert!(text.contains("uptime") && text.contains("store"), "{text}");
+
+    let out = cli.run(["daemon", "status", "--json"]);
+    assert_exit(&out, 0);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(status["pid"], pid);
+
+    let out = cli.run(["daemon", "stop"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!("stopped totemd (pid {pid})")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !cli.socket().exists(),
+        "the socket is gone once stop returns"
+    );
+
+    let out = cli.run(["daemon", "stop"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("not running"), "{}", stdout(&out));
+}
+
+#[test]
+fn sessions_starts_the_daemon_when_it_is_not_running() {
+    let cli = Cli::new();
+    assert!(!cli.socket().exists());
+    let out = cli.run(["sessions", "--json"]);
+    assert_exit(&out, 0);
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
+    assert_eq!(page["items"], serde_json::json!([]));
+    assert!(cli.socket().exists(), "the daemon was started");
+    let out = cli.run(["sessions"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("No sessions yet"), "{}", stdout(&out));
+}
+
+#[test]
+fn sessions_json_lists_the_project_sessions_newest_first() {
+    let cli = Cli::new();
+    cli.run(["run", "first question"]);
+    cli.run(["run", "second question"]);
+    let other = tempfile::tempdir().expect("other project");
+    cli.command(["run", "elsewhere"])
+        .current_dir(other.path())
+        .output()
+        .expect("run");
+
+    let out = cli.run(["sessions", "--json", "--project", "."]);
+    assert_exit(&out, 0);
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
+    let items = page["items"].as_array().expect("items");
+    assert_eq!(items.len(), 2, "{page:#}");
+    assert_eq!(items[0]["title"], "second question");
+    assert_eq!(items[1]["title"], "first question");
+    assert_eq!(items[0]["messageCount"], 1);
+
+    let out = cli.run(["sessions"]);
+    assert_exit(&out, 0);
+    let table = stdout(&out);
+    assert!(table.starts_with("ID"), "{table}");
+    assert_eq!(
+        table.lines().count(),
+        4,
+        "a header and three sessions: {table}"
+    );
+    assert!(table.contains("elsewhere"), "{table}");
+}
+
+#[test]
+fn a_missing_totemd_says_where_it_looked_and_what_to_do() {
+    let cli = Cli::new();
+    let alone = tempfile::tempdir().expect("bin dir");
+    let totem = alone.path().join("totem");
+    std::fs::copy(cli_common::binary("totem"), &totem).expect("copy totem");
+    let out = std::process::Command::new(&totem)
+        .args(["run", "hi"])
+        .current_dir(cli.project.path())
+        .env("TOTEM_HOME", cli.home())
+        .env("PATH", alone.path())
+        .output()
+        .expect("run totem");
+    assert_exit(&out, 3);
+    let err = stderr(&out);
+    assert!(err.contains("cannot find totemd"), "{err}");
+    assert!(
+        err.contains("PATH") && err.contains("cargo build -p totemd"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_usage_exits_2_and_help_documents_the_exit_codes() {
+    let cli = Cli::new();
+    assert_exit(&cli.run(["run"]), 2);
+    assert_exit(
+        &cli.run(["run", "--session", "ses_x", "--continue", "hi"]),
+        2,
+    );
+    assert_exit(&cli.run(["run", "--reasoning", "extreme", "hi"]), 2);
+    assert_exit(&cli.run(["no-such-command"]), 2);
+    let out = cli.run(["run", "--help"]);
+    assert_exit(&out, 0);
+    let help = stdout(&out);
+    for line in [
+        "0  success",
+        "2  bad usage",
+        "3  totemd is unreachable",
+        "4  a permission",
+    ] {
+        assert!(help.contains(line), "missing {line:?} in:\n{help}");
+    }
+    assert!(
+        !cli.socket().exists(),
+        "usage errors never start the daemon"
+    );
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let cli = Cli::new();
+    for (shell, marker) in [
+        ("bash", "_totem()"),
+        ("zsh", "#compdef totem"),
+        ("fish", "complete -c totem"),
+    ] {
+        let out = cli.run(["completions", shell]);
+        assert_exit(&out, 0);
+        let script = stdout(&out);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("sessions") && script.contains("attach"),
+            "{shell}"
+        );
+    }
+}

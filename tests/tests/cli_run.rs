@@ -1,0 +1,136 @@
+//! `totem run`: the exit code and output of a run, `--json` events, the prompt from stdin,
+//! `--continue` and `--session`.
+//!
+//! The daemon has no provider configured here, so every run fails at once with the reason in
+//! `run.error`; that is the run these tests follow end to end.
+
+mod cli_common;
+
+use cli_common::{Cli, assert_exit, stderr, stdout};
+use totem_protocol::SessionEvent;
+
+fn json_events(out: &std::process::Output) -> Vec<serde_json::Value> {
+    stdout(out)
+        .lines()
+        .map(|line| {
+            // Every line is one event of the protocol, as its types (and so its schema) say.
+            serde_json::from_str::<SessionEvent>(line)
+                .unwrap_or_else(|e| panic!("not a SessionEvent ({e}): {line}"));
+            serde_json::from_str(line).expect("JSON line")
+        })
+        .collect()
+}
+
+#[test]
+fn a_failed_run_exits_1_and_says_why() {
+    let cli = Cli::new();
+    let out = cli.run(["run", "say hi"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(err.starts_with("totem: run failed: "), "{err}");
+    assert!(
+        err.trim().len() > "totem: run failed: ".len(),
+        "the reason is given: {err}"
+    );
+}
+
+#[test]
+fn json_prints_each_event_of_the_run_as_one_line() {
+    let cli = Cli::new();
+    let out = cli.run(["run", "--json", "say hi"]);
+    assert_exit(&out, 1);
+    let events = json_events(&out);
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types.first(), Some(&"message.created"), "{types:?}");
+    assert!(types.contains(&"run.started"), "{types:?}");
+    assert_eq!(types.last(), Some(&"run.failed"), "{types:?}");
+    assert_eq!(events[0]["message"]["parts"][0]["text"], "say hi");
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "numbered in order: {seqs:?}"
+    );
+    let run_id = &events.last().expect("events")["run"]["id"];
+    assert!(run_id.as_str().is_some_and(|id| id.starts_with("run_")));
+}
+
+#[test]
+fn the_prompt_comes_from_stdin_with_a_dash() {
+    let cli = Cli::new();
+    let out = cli.run_with_input(&["run", "--json", "-"], "a prompt\nover two lines\n");
+    assert_exit(&out, 1);
+    let events = json_events(&out);
+    assert_eq!(
+        events[0]["message"]["parts"][0]["text"],
+        "a prompt\nover two lines"
+    );
+
+    let out = cli.run_with_input(&["run", "-"], "   \n");
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("the prompt is empty"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn continue_and_session_reuse_a_session() {
+    let cli = Cli::new();
+    let out = cli.run(["run", "--continue", "hi"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("no session to continue"),
+        "{}",
+        stderr(&out)
+    );
+
+    let first = json_events(&cli.run(["run", "--json", "one"]));
+    let session = first[0]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let second = json_events(&cli.run(["run", "--json", "--continue", "two"]));
+    assert_eq!(second[0]["sessionId"], session.as_str());
+    assert_eq!(second[0]["message"]["parts"][0]["text"], "two");
+    let third = json_events(&cli.run(["run", "--json", "--session", &session, "three"]));
+    assert_eq!(third[0]["sessionId"], session.as_str());
+    // Only this run's events: the earlier runs' are not replayed.
+    assert!(
+        third
+            .iter()
+            .all(|e| e["message"]["parts"][0]["text"] != "two")
+    );
+
+    let out = cli.run(["run", "--session", "ses_nope", "hi"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("totem sessions"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_option_the_daemon_does_not_take_is_named() {
+    let cli = Cli::new();
+    let out = cli.run(["run", "--allow", "bash:ls", "hi"]);
+    let err = stderr(&out);
+    if out.status.code() == Some(2) {
+        assert!(err.contains("does not support --allow"), "{err}");
+    } else {
+        // A daemon that takes the rule runs the prompt.
+        assert_exit(&out, 1);
+    }
+}
+
+#[test]
+fn stdout_holds_only_the_answer_when_piped() {
+    let cli = Cli::new();
+    let out = cli.run(["run", "say hi"]);
+    assert_exit(&out, 1);
+    assert_eq!(
+        stdout(&out),
+        "",
+        "a failed run without an answer prints nothing to stdout"
+    );
+}
