@@ -6,6 +6,7 @@
 //! prose and `protocol/schema/protocol.json` the JSON Schema generated from these types.
 
 mod api;
+mod api_provider;
 mod errors;
 mod events;
 mod methods;
@@ -14,6 +15,7 @@ pub mod socket;
 mod types;
 
 pub use api::*;
+pub use api_provider::*;
 pub use errors::{ERROR_CODES, ErrorCode, ErrorCodeInfo};
 pub use events::{EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent};
 pub use methods::{METHODS, Method, MethodInfo, find as find_method, method};

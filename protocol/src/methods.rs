@@ -5,6 +5,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::api::*;
+use crate::api_provider::*;
 use crate::types::Session;
 
 /// A method of the protocol, known at compile time: `method::SessionGet::NAME` and its types.
@@ -100,6 +101,17 @@ method_table! {
     SessionUnsubscribe = "session.unsubscribe" (SessionUnsubscribeParams) -> bool { mcp: false, subscription: false };
     /// Stores the user's prompt and starts a run; returns at once, progress comes as events.
     SessionPrompt = "session.prompt" (SessionPromptParams) -> PromptAccepted { mcp: true, subscription: false };
+    /// Adds a model provider to the settings; its key is stored encrypted and never returned.
+    ProviderAdd = "provider.add" (ProviderAddParams) -> ProviderInfo { mcp: false, subscription: false };
+    /// The configured providers, without keys (`hasKey` says whether one is stored).
+    ProviderList = "provider.list" (NoParams) -> crate::api_provider::ProviderList { mcp: false, subscription: false };
+    /// Removes a provider and its stored key.
+    ProviderRemove = "provider.remove" (ProviderRef) -> ProviderRemoved { mcp: false, subscription: false };
+    /// Asks a provider for its model list and says in plain words whether it answered.
+    ProviderTest = "provider.test" (ProviderRef) -> ProviderTestResult { mcp: false, subscription: false };
+    /// Models of every configured provider (or of one), as `provider/model`, with context
+    /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
+    ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: false, subscription: false };
 }
 
 /// Looks a method up by name.

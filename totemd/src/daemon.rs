@@ -36,6 +36,8 @@ pub struct Daemon {
     pub started: Instant,
     pub started_at: u64,
     pub connections: AtomicU64,
+    /// settings.json, provider keys, providers and model lists.
+    pub settings: crate::config::Settings,
     shutdown: watch::Sender<bool>,
 }
 
@@ -54,6 +56,7 @@ impl Daemon {
             started: Instant::now(),
             started_at: now_ms(),
             connections: AtomicU64::new(0),
+            settings: crate::config::Settings::open(home),
             shutdown,
         };
         daemon.mark_interrupted_runs()?;

@@ -89,7 +89,7 @@ fn page_limit(limit: Option<u32>, default: usize, max: usize) -> usize {
 }
 
 /// Registers one async method under its table name with typed params and result.
-fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+pub(super) fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
 where
     M: Method,
     F: Fn(M::Params, Arc<Daemon>, Extensions) -> Fut + Clone + Send + Sync + 'static,
@@ -240,6 +240,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         }
         Ok(d.sessions.prompt(&p.session_id, p.text)?)
     });
+
+    super::rpc_provider::register_all(&mut m);
 
     let subscribed = m.register_subscription(
         method::SessionSubscribe::NAME,

@@ -1,0 +1,235 @@
+//! Params and results of the provider and model methods: `provider.add|list|remove|test` and
+//! `model.list`. API keys go in (`provider.add`) and never come out: results say `hasKey` only.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Ollama's native API (`/api/chat`). Default URL `http://127.0.0.1:11434`.
+    Ollama,
+    /// OpenAI chat completions: OpenAI, OpenRouter, LM Studio, llama.cpp, vLLM. Default URL
+    /// `https://api.openai.com/v1`; other servers' URLs include their version path.
+    Openai,
+    /// Anthropic Messages. Default URL `https://api.anthropic.com`.
+    Anthropic,
+    /// Google Gemini. Default URL `https://generativelanguage.googleapis.com`.
+    Gemini,
+}
+
+/// Ollama's context sizing and keep-alive (DESIGN §4: `ollama.ctx`, `ollama.ctxMax`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OllamaOptions {
+    /// The smallest `num_ctx` sent (default 8192).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx: Option<u32>,
+    /// The largest `num_ctx` sent, whatever the model's window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctx_max: Option<u32>,
+    /// How long Ollama keeps the model loaded (`"5m"`, `"1h"`, `"-1"`); unset leaves its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<String>,
+}
+
+/// How long to wait for a provider, in seconds. Unset fields keep the defaults (10/300/120).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderTimeouts {
+    /// Opening the connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_secs: Option<u64>,
+    /// Waiting for the response headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_secs: Option<u64>,
+    /// Silence allowed between two chunks of a stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_secs: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderAddParams {
+    /// The name users type before the slash in `provider/model`: letters, digits, `.`, `_`, `-`.
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Base URL; defaults to the kind's public endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The API key. Stored encrypted; no method ever returns it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The model used when only the provider is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Ollama only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ollama: Option<OllamaOptions>,
+    /// Temperature sent when a request sets none (typically for local servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<ProviderTimeouts>,
+    /// Retries of a failed call before any output streamed (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Replace a provider of the same name (its stored key too) instead of refusing.
+    #[serde(default)]
+    pub replace: bool,
+}
+
+impl std::fmt::Debug for ProviderAddParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderAddParams")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("default_model", &self.default_model)
+            .field("ollama", &self.ollama)
+            .field("temperature", &self.temperature)
+            .field("timeouts", &self.timeouts)
+            .field("max_retries", &self.max_retries)
+            .field("replace", &self.replace)
+            .finish()
+    }
+}
+
+/// A configured provider as clients see it: everything but the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInfo {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub url: String,
+    /// A key is stored for this provider (encrypted; never returned).
+    pub has_key: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ollama: Option<OllamaOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<ProviderTimeouts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderList {
+    /// In the order they were added.
+    pub providers: Vec<ProviderInfo>,
+    /// The configured default model (`provider/model`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Set when settings.json on disk could not be read: the file, line, column and what is
+    /// wrong. The daemon keeps using the settings it had and refuses changes until it is fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderRef {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderRemoved {
+    pub name: String,
+}
+
+/// What `provider.test` found: whether the provider answered its model list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderTestResult {
+    pub name: String,
+    pub url: String,
+    /// The provider listed its models.
+    pub reachable: bool,
+    /// How many models it listed (0 when unreachable).
+    pub models: u32,
+    /// In plain words: what was reached and how many models it has, or what went wrong and
+    /// what to check.
+    pub message: String,
+    pub elapsed_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelListParams {
+    /// Only this provider's models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// What a model can do; `false` means "not known to".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCapabilities {
+    pub tools: bool,
+    pub thinking: bool,
+    pub vision: bool,
+    /// Anthropic: the model takes adaptive thinking.
+    #[serde(default)]
+    pub adaptive_thinking: bool,
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPrices {
+    pub input_per_million: f64,
+    pub output_per_million: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_million: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_million: Option<f64>,
+}
+
+/// One model of one provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelEntry {
+    /// What users type: `provider/model` (`ollama/qwen3:8b`).
+    pub name: String,
+    pub provider: String,
+    /// The provider's own model id.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Tokens of context, where the provider says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    pub capabilities: ModelCapabilities,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<ModelPrices>,
+}
+
+/// A provider that could not list its models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelListError {
+    pub provider: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelList {
+    /// Providers in settings order, each provider's models in its own order.
+    pub models: Vec<ModelEntry>,
+    /// Providers that did not answer; their models are missing from `models`.
+    pub errors: Vec<ModelListError>,
+    /// The model a session uses when none is chosen: the configured default, else the first
+    /// listed model that supports tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+}

@@ -1,0 +1,374 @@
+//! The settings file, `$TOTEM_HOME/settings.json`: its types, how it is read (with the line and
+//! column of any mistake) and how it is written (atomically, readable by the user only).
+//!
+//! Sections other parts of the daemon own (permission rules, agents, MCP servers, the Total.js
+//! check, compaction) are kept as raw JSON here until their owners give them types; they are read
+//! and written back untouched.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use totem_protocol::{OllamaOptions, ProviderKind, ProviderTimeouts};
+
+use super::ConfigError;
+
+/// The settings format this build reads and writes.
+pub const SETTINGS_VERSION: u32 = 1;
+
+fn current_version() -> u32 {
+    SETTINGS_VERSION
+}
+
+/// Everything in settings.json. Unknown fields are errors, so a typo is reported, not ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SettingsFile {
+    #[serde(default = "current_version")]
+    pub version: u32,
+    /// The model sessions use when none is chosen, as `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Configured providers, in the order they were added. Keys are not here: they live
+    /// encrypted in secrets.json.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderSettings>,
+    /// Permission rules (`permission/`). Typed when that section lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<Value>,
+    /// Agents with their own prompt, model and rules. Typed when that section lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Value>,
+    /// MCP servers to start inside runs. Typed when that section lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Value>,
+    /// Total.js conventions check configuration. Typed when that section lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totaljs: Option<Value>,
+    /// Compaction (`compaction.model`, threshold). Typed when that section lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Value>,
+}
+
+impl Default for SettingsFile {
+    fn default() -> Self {
+        SettingsFile {
+            version: SETTINGS_VERSION,
+            default_model: None,
+            providers: Vec::new(),
+            permission: None,
+            agents: None,
+            mcp_servers: None,
+            totaljs: None,
+            compaction: None,
+        }
+    }
+}
+
+/// One configured provider, as stored. The key is not part of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Base URL, always written out (the kind's default when none was given).
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ollama: Option<OllamaOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<ProviderTimeouts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+}
+
+impl SettingsFile {
+    pub fn provider(&self, name: &str) -> Option<&ProviderSettings> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// Checks what serde cannot: names, URLs, ranges and duplicates.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.version != SETTINGS_VERSION {
+            return Err(format!(
+                "version {} is not one this totemd reads (it reads {SETTINGS_VERSION}); update totemd",
+                self.version
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for provider in &self.providers {
+            provider.validate()?;
+            if !seen.insert(provider.name.as_str()) {
+                return Err(format!("provider `{}` is listed twice", provider.name));
+            }
+        }
+        if let Some(model) = &self.default_model {
+            totem_provider::ModelRef::parse(model).map_err(|e| format!("defaultModel: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl ProviderSettings {
+    pub fn validate(&self) -> Result<(), String> {
+        validate_name(&self.name)?;
+        validate_url(&self.url).map_err(|e| format!("provider `{}`: {e}", self.name))?;
+        let context = |e: String| format!("provider `{}`: {e}", self.name);
+        if let Some(model) = &self.default_model
+            && (model.trim().is_empty() || model.trim() != model)
+        {
+            return Err(context(format!(
+                "defaultModel `{model}` is empty or has spaces around it"
+            )));
+        }
+        if let Some(ollama) = &self.ollama {
+            if self.kind != ProviderKind::Ollama {
+                return Err(context(
+                    "`ollama` options apply to Ollama providers only".into(),
+                ));
+            }
+            if let (Some(ctx), Some(max)) = (ollama.ctx, ollama.ctx_max)
+                && max < ctx
+            {
+                return Err(context(format!(
+                    "ollama.ctxMax ({max}) is smaller than ollama.ctx ({ctx})"
+                )));
+            }
+            if ollama.ctx == Some(0) || ollama.ctx_max == Some(0) {
+                return Err(context(
+                    "ollama.ctx and ollama.ctxMax must be above 0".into(),
+                ));
+            }
+        }
+        if let Some(t) = self.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(context(format!("temperature {t} is outside 0..2")));
+        }
+        if let Some(timeouts) = &self.timeouts {
+            for (field, value) in [
+                ("connectSecs", timeouts.connect_secs),
+                ("responseSecs", timeouts.response_secs),
+                ("idleSecs", timeouts.idle_secs),
+            ] {
+                if value == Some(0) {
+                    return Err(context(format!("timeouts.{field} must be at least 1")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A provider name is what users type before the slash, so it is kept plain.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!(
+            "provider name `{name}` must be 1 to 64 characters long"
+        ));
+    }
+    if !name.chars().all(plain) || name.starts_with(['.', '-']) {
+        return Err(format!(
+            "provider name `{name}` may hold only letters, digits, `.`, `_` and `-`, and start with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+pub fn validate_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("URL `{url}` must start with http:// or https://"))?;
+    if rest.is_empty() || rest.starts_with('/') || url.chars().any(char::is_whitespace) {
+        return Err(format!("URL `{url}` has no host or contains spaces"));
+    }
+    Ok(())
+}
+
+/// Reads the settings file. A missing file is the default settings; anything else wrong is an
+/// error naming the file (and the line and column, for JSON mistakes).
+pub fn read(path: &Path) -> Result<SettingsFile, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SettingsFile::default()),
+        Err(source) => {
+            return Err(ConfigError::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    parse(path, &text)
+}
+
+/// Parses settings text that came from `path`.
+pub fn parse(path: &Path, text: &str) -> Result<SettingsFile, ConfigError> {
+    let settings: SettingsFile =
+        serde_json::from_str(text).map_err(|e| ConfigError::Malformed {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: without_position(&e),
+        })?;
+    settings
+        .validate()
+        .map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+    Ok(settings)
+}
+
+/// serde_json ends its messages with " at line L column C"; we say where ourselves.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Writes the settings file atomically, readable by the user only.
+pub fn write(path: &Path, settings: &SettingsFile) -> Result<(), ConfigError> {
+    let mut text = serde_json::to_vec_pretty(settings).map_err(|e| ConfigError::Io {
+        action: "encode",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    text.push(b'\n');
+    write_private(path, &text)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
+/// reader sees the old file or the new one, never half of one. The file is created 0600.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+    let io = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ConfigError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    let temp = temp_path(path);
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(source) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io("write", &temp)(source));
+    }
+    if let Err(source) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io("replace", path)(source));
+    }
+    // The rename is durable once the folder is synced; failing that is not worth an error.
+    if let Ok(folder) = std::fs::File::open(dir) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "settings".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        ulid::Ulid::new()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_json_names_file_line_and_column() {
+        let path = Path::new("/home/u/.totem/settings.json");
+        let err = parse(path, "{\n  \"version\": 1,\n  \"providers\": [,]\n}").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("/home/u/.totem/settings.json"), "{text}");
+        assert!(text.contains("line 3"), "{text}");
+        assert!(text.contains("column 17"), "{text}");
+    }
+
+    #[test]
+    fn unknown_fields_are_errors() {
+        let err = parse(Path::new("s.json"), r#"{"version":1,"defaultModle":"a/b"}"#).unwrap_err();
+        assert!(err.to_string().contains("defaultModle"), "{err}");
+        let err = parse(
+            Path::new("s.json"),
+            r#"{"providers":[{"name":"a","kind":"ollama","url":"http://x","apiKey":"k"}]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("apiKey"), "{err}");
+    }
+
+    #[test]
+    fn open_sections_round_trip_untouched() {
+        let text = r#"{"version":1,"permission":{"bash":{"git status*":"allow"}},"agents":{"review":{"model":"ollama/x"}},"mcpServers":{"fs":{"command":"x"}},"totaljs":{"enabled":true},"compaction":{"model":"a/b"}}"#;
+        let settings = parse(Path::new("s.json"), text).unwrap();
+        let again: Value = serde_json::to_value(&settings).unwrap();
+        let original: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(again, original);
+    }
+
+    #[test]
+    fn newer_version_and_duplicates_are_refused() {
+        let err = parse(Path::new("s.json"), r#"{"version":2}"#).unwrap_err();
+        assert!(err.to_string().contains("update totemd"), "{err}");
+        let err = parse(
+            Path::new("s.json"),
+            r#"{"providers":[{"name":"a","kind":"ollama","url":"http://x"},{"name":"a","kind":"openai","url":"http://y"}]}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn names_and_urls_are_checked() {
+        assert!(validate_name("work-claude.2").is_ok());
+        assert!(validate_name("a/b").is_err());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("-x").is_err());
+        assert!(validate_url("http://127.0.0.1:11434").is_ok());
+        assert!(validate_url("https://openrouter.ai/api/v1").is_ok());
+        assert!(validate_url("ftp://x").is_err());
+        assert!(validate_url("http://").is_err());
+    }
+
+    #[test]
+    fn written_file_is_private_and_complete() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let settings = SettingsFile {
+            default_model: Some("ollama/qwen3:8b".into()),
+            ..SettingsFile::default()
+        };
+        write(&path, &settings).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(read(&path).unwrap(), settings);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "temporary file left behind");
+    }
+}

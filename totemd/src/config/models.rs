@@ -1,0 +1,205 @@
+//! Model lists of every provider in use, cached briefly, and `provider.test`.
+//!
+//! Listing is done by a provider built without retries and with short timeouts: a person is
+//! waiting for the answer, and a server that is down should say so at once.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use totem_protocol::{
+    ModelCapabilities, ModelEntry, ModelList, ModelListError, ModelPrices, ProviderTestResult,
+};
+use totem_provider::{ModelInfo, ProviderError};
+
+use super::{ConfigError, ProviderSettings, Settings};
+
+/// How long a provider's model list is reused before it is asked again.
+pub const MODEL_LIST_TTL: Duration = Duration::from_secs(60);
+
+const LIST_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const LIST_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A fetched list: the settings generation it belongs to and when it was fetched.
+struct CachedList {
+    generation: u64,
+    at: Instant,
+    models: Vec<ModelInfo>,
+}
+
+#[derive(Default)]
+pub(super) struct ModelCache {
+    lists: Mutex<HashMap<String, CachedList>>,
+}
+
+impl ModelCache {
+    fn get(&self, provider: &str, generation: u64) -> Option<Vec<ModelInfo>> {
+        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        match lists.get(provider) {
+            Some(list) if list.generation == generation && list.at.elapsed() < MODEL_LIST_TTL => {
+                Some(list.models.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn put(&self, provider: &str, generation: u64, models: Vec<ModelInfo>) {
+        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let list = CachedList {
+            generation,
+            at: Instant::now(),
+            models,
+        };
+        lists.insert(provider.to_string(), list);
+    }
+}
+
+impl Settings {
+    /// Asks one provider for its models, without retries and with short timeouts.
+    async fn fetch_models(
+        &self,
+        entry: &ProviderSettings,
+        generation: u64,
+    ) -> Result<Vec<ModelInfo>, ConfigError> {
+        let mut config = self.provider_config(entry)?;
+        config.retry.max_retries = 0;
+        config.connect_timeout = config.connect_timeout.min(LIST_CONNECT_TIMEOUT);
+        config.response_timeout = config.response_timeout.min(LIST_RESPONSE_TIMEOUT);
+        let provider = totem_provider::build(config)?;
+        let models = provider.list_models().await?;
+        self.models.put(&entry.name, generation, models.clone());
+        Ok(models)
+    }
+
+    /// The models of every provider in use (or of `only`), as users name them. Providers that
+    /// do not answer are listed in `errors`; the others' models are still returned.
+    pub async fn list_models(&self, only: Option<&str>) -> Result<ModelList, ConfigError> {
+        let settings = self.current();
+        let generation = self.read_state().generation;
+        let targets = match only {
+            Some(name) => vec![Self::entry(&settings, name)?],
+            None => Self::providers_in_use(&settings),
+        };
+        let lists = join_all(targets.iter().map(|(entry, _)| async move {
+            match self.models.get(&entry.name, generation) {
+                Some(models) => Ok(models),
+                None => self.fetch_models(entry, generation).await,
+            }
+        }))
+        .await;
+        let mut list = ModelList {
+            models: Vec::new(),
+            errors: Vec::new(),
+            default_model: None,
+        };
+        for ((entry, implicit), result) in targets.iter().zip(lists) {
+            match result {
+                Ok(models) => list
+                    .models
+                    .extend(models.iter().map(|m| model_entry(&entry.name, m))),
+                Err(e) => {
+                    let mut message = e.to_string();
+                    if *implicit {
+                        message.push_str(
+                            " (no provider is configured, so Totem looked for a local Ollama; add one with `totem provider add`)",
+                        );
+                    }
+                    tracing::debug!(provider = %entry.name, error = %message, "model list failed");
+                    list.errors.push(ModelListError {
+                        provider: entry.name.clone(),
+                        message,
+                    });
+                }
+            }
+        }
+        list.default_model = settings.default_model.clone().or_else(|| {
+            list.models
+                .iter()
+                .find(|m| m.capabilities.tools)
+                .map(|m| m.name.clone())
+        });
+        Ok(list)
+    }
+
+    /// The model a session uses when none is chosen: the configured default, else the first
+    /// listed model that supports tools. `None` when no provider offers one.
+    pub async fn default_model(&self) -> Option<String> {
+        if let Some(model) = self.current().default_model.clone() {
+            return Some(model);
+        }
+        self.list_models(None).await.ok()?.default_model
+    }
+
+    /// Asks a provider for its model list and says in plain words how that went.
+    pub async fn test_provider(&self, name: &str) -> Result<ProviderTestResult, ConfigError> {
+        let settings = self.current();
+        let generation = self.read_state().generation;
+        let (entry, _) = Self::entry(&settings, name)?;
+        let started = Instant::now();
+        let result = self.fetch_models(&entry, generation).await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let (reachable, models, message) = match result {
+            Ok(models) if models.is_empty() => (
+                true,
+                0,
+                format!(
+                    "{name} answered at {} but lists no models; install or enable one there first",
+                    entry.url
+                ),
+            ),
+            Ok(models) => (
+                true,
+                models.len() as u32,
+                format!(
+                    "{name} answered at {} and lists {} model{}",
+                    entry.url,
+                    models.len(),
+                    if models.len() == 1 { "" } else { "s" }
+                ),
+            ),
+            Err(ConfigError::Provider(e)) => (false, 0, test_failure(&e)),
+            Err(other) => return Err(other),
+        };
+        Ok(ProviderTestResult {
+            name: entry.name,
+            url: entry.url,
+            reachable,
+            models,
+            message,
+            elapsed_ms,
+        })
+    }
+}
+
+fn test_failure(e: &ProviderError) -> String {
+    match e {
+        ProviderError::ModelNotFound { .. } | ProviderError::InvalidRequest { status: 404, .. } => {
+            format!("{e}; the URL may lack or repeat a version path such as /v1")
+        }
+        _ => e.to_string(),
+    }
+}
+
+fn model_entry(provider: &str, m: &ModelInfo) -> ModelEntry {
+    ModelEntry {
+        name: format!("{provider}/{}", m.id),
+        provider: provider.to_string(),
+        id: m.id.clone(),
+        display_name: m.display_name.clone(),
+        context_window: m.context_window,
+        max_output_tokens: m.max_output_tokens,
+        capabilities: ModelCapabilities {
+            tools: m.capabilities.tools,
+            thinking: m.capabilities.thinking,
+            vision: m.capabilities.vision,
+            adaptive_thinking: m.capabilities.adaptive_thinking,
+        },
+        prices: m.prices.map(|p| ModelPrices {
+            input_per_million: p.input_per_million,
+            output_per_million: p.output_per_million,
+            cache_read_per_million: p.cache_read_per_million,
+            cache_write_per_million: p.cache_write_per_million,
+        }),
+    }
+}
