@@ -35,13 +35,21 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
+    // First: it edits the environment, which is only sound before any thread starts.
+    let inherited = listener::take_inherited()?;
     let (default_home, default_socket) = totem_protocol::socket::from_env()
         .context("cannot find a home folder: set TOTEM_HOME or HOME")?;
-    // An explicit --home keeps its socket beside it, as TOTEM_HOME does.
-    let socket = match (args.socket, &args.home) {
-        (Some(s), _) => s,
-        (None, Some(home)) => home.join("run").join(totem_protocol::socket::SOCKET_FILE),
-        (None, None) => default_socket,
+    // An explicit --home keeps its socket beside it, as TOTEM_HOME does. A socket from systemd
+    // is wherever totemd.socket put it.
+    let socket = match (
+        inherited.as_ref().and_then(|i| i.path.clone()),
+        args.socket,
+        &args.home,
+    ) {
+        (Some(s), _, _) => s,
+        (None, Some(s), _) => s,
+        (None, None, Some(home)) => home.join("run").join(totem_protocol::socket::SOCKET_FILE),
+        (None, None, None) => default_socket,
     };
     let home = args.home.unwrap_or(default_home);
     let _log_guard = init_logging(&home, args.log)?;
@@ -53,13 +61,30 @@ fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let daemon = Arc::new(Daemon::open(&home, &socket)?);
-        let listening = listener::bind(&socket)?;
-        tracing::info!(socket = %socket.display(), home = %home.display(), pid = std::process::id(), "totemd ready");
+        let activated = inherited.is_some();
+        let listening = match inherited {
+            Some(inherited) => {
+                inherited
+                    .listener
+                    .set_nonblocking(true)
+                    .context("cannot use the socket systemd passed")?;
+                tokio::net::UnixListener::from_std(inherited.listener)
+                    .context("cannot use the socket systemd passed")?
+            }
+            None => listener::bind(&socket)?,
+        };
+        tracing::info!(socket = %socket.display(), home = %home.display(), pid = std::process::id(), activated, "totemd ready");
+        if let Err(e) = listener::notify_ready() {
+            tracing::warn!(error = %e, "cannot tell systemd we are ready (NOTIFY_SOCKET)");
+        }
         spawn_signal_watch(daemon.clone())?;
         server::serve(daemon.clone(), listening).await;
         tracing::info!("shutting down");
         daemon.store().persist()?;
-        let _ = std::fs::remove_file(&socket);
+        // systemd's socket stays in place: it starts us again on the next connection.
+        if !activated {
+            let _ = std::fs::remove_file(&socket);
+        }
         tracing::info!("stopped");
         Ok::<_, anyhow::Error>(())
     })?;

@@ -1,8 +1,10 @@
 //! Getting the socket ready: the home lock (one daemon per home), the socket folder (0700), stale
-//! socket replacement, the socket itself (0600).
+//! socket replacement, the socket itself (0600) — or a listening socket inherited from systemd
+//! (`LISTEN_FDS`, socket activation) — and telling systemd we are ready (`NOTIFY_SOCKET`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,10 @@ pub enum ListenError {
         "a daemon already answers on {0}. Stop it with `totem daemon stop`, or start this one with --socket PATH"
     )]
     SocketInUse(PathBuf),
+    #[error(
+        "systemd passed a socket (LISTEN_FDS) that totemd cannot use: {0}. Check ListenStream= in totemd.socket"
+    )]
+    Inherited(String),
     #[error("cannot prepare {path}: {source}")]
     Io {
         path: PathBuf,
@@ -99,4 +105,113 @@ pub fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
     let listener = UnixListener::bind(socket).map_err(io(socket))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(io(socket))?;
     Ok(listener)
+}
+
+/// A listening socket passed by the service manager (socket activation), with the path it is bound
+/// to when it has one.
+#[derive(Debug)]
+pub struct Inherited {
+    pub listener: std::os::unix::net::UnixListener,
+    pub path: Option<PathBuf>,
+}
+
+/// Takes the listening socket systemd passed (`LISTEN_FDS`/`LISTEN_PID`, as `sd_listen_fds(3)`
+/// describes: fd 3), or `None` when none was passed to this process. The variables are removed so
+/// that the commands tools run do not see them.
+///
+/// Call it first thing in `main`, before any thread starts: it edits the environment.
+pub fn take_inherited() -> Result<Option<Inherited>, ListenError> {
+    let Some(fd) = take_listen_fd()? else {
+        return Ok(None);
+    };
+    use nix::sys::socket::{SockType, getsockname, sockopt};
+    let kind = nix::sys::socket::getsockopt(&fd, sockopt::SockType)
+        .map_err(|e| ListenError::Inherited(format!("fd 3 is not a socket ({e})")))?;
+    let listening = nix::sys::socket::getsockopt(&fd, sockopt::AcceptConn).unwrap_or(false);
+    let address = getsockname::<nix::sys::socket::UnixAddr>(fd.as_raw_fd())
+        .map_err(|e| ListenError::Inherited(format!("fd 3 is not a Unix socket ({e})")))?;
+    if kind != SockType::Stream || !listening {
+        return Err(ListenError::Inherited(
+            "fd 3 is not a listening stream socket (use ListenStream=, and Accept=no)".to_string(),
+        ));
+    }
+    let listener = std::os::unix::net::UnixListener::from(fd);
+    Ok(Some(Inherited {
+        listener,
+        path: address.path().map(Path::to_path_buf),
+    }))
+}
+
+/// The first fd of socket activation, when `LISTEN_PID` names this process and `LISTEN_FDS` is at
+/// least 1. The only unsafe code of the daemon: taking ownership of a raw descriptor and editing
+/// the environment have no safe form.
+#[allow(unsafe_code)]
+fn take_listen_fd() -> Result<Option<OwnedFd>, ListenError> {
+    use std::os::fd::FromRawFd;
+    const SD_LISTEN_FDS_START: i32 = 3;
+    let pid = std::env::var("LISTEN_PID").ok();
+    let count = std::env::var("LISTEN_FDS").ok();
+    if pid.is_none() && count.is_none() {
+        return Ok(None);
+    }
+    if std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() > 1) {
+        return Err(ListenError::Inherited(
+            "read after a thread started (a bug in totemd)".to_string(),
+        ));
+    }
+    // SAFETY: no other thread runs yet (checked just above), so nothing reads the environment
+    // while it changes.
+    unsafe {
+        std::env::remove_var("LISTEN_PID");
+        std::env::remove_var("LISTEN_FDS");
+        std::env::remove_var("LISTEN_FDNAMES");
+    }
+    let ours = pid.and_then(|p| p.trim().parse::<u32>().ok()) == Some(std::process::id());
+    let count = count
+        .and_then(|c| c.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    if !ours || count == 0 {
+        // Meant for another process (our parent's), or nothing passed: bind our own.
+        return Ok(None);
+    }
+    // Only the first socket is used (totemd.socket declares one).
+    match std::fs::read_link(format!("/proc/self/fd/{SD_LISTEN_FDS_START}")) {
+        Ok(target) if target.to_string_lossy().starts_with("socket:") => {}
+        Ok(target) => {
+            return Err(ListenError::Inherited(format!(
+                "fd 3 is {}, not a socket",
+                target.display()
+            )));
+        }
+        Err(_) => {
+            return Err(ListenError::Inherited(
+                "LISTEN_FDS is set but fd 3 is not open".to_string(),
+            ));
+        }
+    }
+    // SAFETY: fd 3 is open (checked above) and LISTEN_PID names this process, so the service
+    // manager opened it for us and nothing in this process has taken it yet (this runs once, first
+    // thing in main); it becomes owned exactly once, here.
+    let fd = unsafe { OwnedFd::from_raw_fd(SD_LISTEN_FDS_START) };
+    Ok(Some(fd))
+}
+
+/// Tells systemd the daemon is ready (`READY=1` on `NOTIFY_SOCKET`, `Type=notify` units); does
+/// nothing when `NOTIFY_SOCKET` is not set.
+pub fn notify_ready() -> std::io::Result<()> {
+    let Some(target) = std::env::var_os("NOTIFY_SOCKET") else {
+        return Ok(());
+    };
+    let message = format!("READY=1\nMAINPID={}\n", std::process::id());
+    let socket = std::os::unix::net::UnixDatagram::unbound()?;
+    let bytes = target.as_encoded_bytes();
+    if let Some(name) = bytes.strip_prefix(b"@") {
+        // An abstract socket: the name after `@`, as systemd writes it.
+        use std::os::linux::net::SocketAddrExt;
+        let address = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+        socket.send_to_addr(message.as_bytes(), &address)?;
+    } else {
+        socket.send_to(message.as_bytes(), Path::new(&target))?;
+    }
+    Ok(())
 }
