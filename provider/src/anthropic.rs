@@ -68,7 +68,7 @@ impl Inner {
         }
     }
 
-    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+    async fn list(&self, retries: bool) -> Result<Vec<ModelInfo>, ProviderError> {
         let mut models = Vec::new();
         let mut after: Option<String> = None;
         // Pages of up to 1000; a bound keeps a looping server from holding us forever.
@@ -84,6 +84,7 @@ impl Inner {
                     || self.authorized(self.transport.client.get(&url)),
                     "",
                     parse_error,
+                    retries,
                 )
                 .await?;
             if let Some(data) = body["data"].as_array() {
@@ -99,7 +100,7 @@ impl Inner {
     }
 
     async fn model_info(&self, id: &str) -> Option<ModelInfo> {
-        if !self.models.is_fresh() && self.list().await.is_err() {
+        if !self.models.is_fresh() && self.list(false).await.is_err() {
             self.models.put(Vec::new());
         }
         self.models.find(id)
@@ -327,7 +328,7 @@ impl Provider for AnthropicProvider {
 
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
         let inner = self.inner.clone();
-        async move { inner.list().await }.boxed()
+        async move { inner.list(true).await }.boxed()
     }
 }
 

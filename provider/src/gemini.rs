@@ -56,7 +56,7 @@ impl Inner {
         }
     }
 
-    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+    async fn list(&self, retries: bool) -> Result<Vec<ModelInfo>, ProviderError> {
         let mut models = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..20 {
@@ -71,6 +71,7 @@ impl Inner {
                     || self.authorized(self.transport.client.get(&url)),
                     "",
                     parse_error,
+                    retries,
                 )
                 .await?;
             if let Some(list) = body["models"].as_array() {
@@ -86,7 +87,7 @@ impl Inner {
     }
 
     async fn model_info(&self, id: &str) -> Option<ModelInfo> {
-        if !self.models.is_fresh() && self.list().await.is_err() {
+        if !self.models.is_fresh() && self.list(false).await.is_err() {
             self.models.put(Vec::new());
         }
         self.models.find(id)
@@ -492,7 +493,7 @@ impl Provider for GeminiProvider {
 
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
         let inner = self.inner.clone();
-        async move { inner.list().await }.boxed()
+        async move { inner.list(true).await }.boxed()
     }
 }
 

@@ -98,12 +98,14 @@ impl Transport {
         ))
     }
 
-    /// GETs or POSTs and reads a whole JSON body, retried like a stream that has not started.
+    /// GETs or POSTs and reads a whole JSON body, retried like a stream that has not started
+    /// when `retries` is set (unset inside a stream's attempt, which has its own retries).
     pub(crate) async fn fetch_json<F>(
         &self,
         make_request: F,
         model: &str,
         parse_error: ErrorBodyParser,
+        retries: bool,
     ) -> Result<serde_json::Value, ProviderError>
     where
         F: Fn() -> reqwest::RequestBuilder,
@@ -130,6 +132,7 @@ impl Transport {
             }
             .await;
             match result {
+                Err(error) if !retries => return Err(error),
                 Err(error) => match self.retry_wait(&error, retry) {
                     Some(wait) => {
                         retry += 1;
@@ -232,33 +235,34 @@ pub(crate) fn run_stream<D: Decoder + 'static>(
                     Ok(response) => response,
                     Err(error) => break 'attempt error,
                 };
-                let mut frames = frames(&transport, response, framing);
+                let mut framer = Framer::spawn(&transport, response, framing);
                 loop {
-                    match frames.next().await {
-                        Some(Ok((event, data))) => {
-                            let fed = decoder.feed(&event, &data, &mut out);
-                            for item in out.drain(..) {
-                                emitted |= is_output(&item);
-                                yield Ok(item);
-                            }
-                            if let Err(error) = fed {
-                                break 'attempt error;
-                            }
-                            if decoder.is_done() {
-                                return;
-                            }
+                    let Some(batch) = framer.batches.recv().await else {
+                        let finished = decoder.finish(&mut out);
+                        for item in out.drain(..) {
+                            emitted |= is_output(&item);
+                            yield Ok(item);
                         }
-                        Some(Err(error)) => break 'attempt error,
-                        None => {
-                            let finished = decoder.finish(&mut out);
-                            for item in out.drain(..) {
-                                emitted |= is_output(&item);
-                                yield Ok(item);
-                            }
-                            match finished {
-                                Ok(()) => return,
-                                Err(error) => break 'attempt error,
-                            }
+                        match finished {
+                            Ok(()) => return,
+                            Err(error) => break 'attempt error,
+                        }
+                    };
+                    for frame in batch {
+                        let (event, data) = match frame {
+                            Ok(frame) => frame,
+                            Err(error) => break 'attempt error,
+                        };
+                        let fed = decoder.feed(&event, &data, &mut out);
+                        for item in out.drain(..) {
+                            emitted |= is_output(&item);
+                            yield Ok(item);
+                        }
+                        if let Err(error) = fed {
+                            break 'attempt error;
+                        }
+                        if decoder.is_done() {
+                            return;
                         }
                     }
                 }
@@ -281,6 +285,39 @@ pub(crate) fn run_stream<D: Decoder + 'static>(
     stream.boxed()
 }
 
+/// One `(event name, data)` frame of a response body.
+type Frame = (String, Bytes);
+
+/// Reads and frames a response body on a task of its own and hands the frames over in batches
+/// (all that were ready at once), so framing and decoding run on two cores and the hand-over
+/// costs little per frame. Dropping the `Framer` stops the task.
+struct Framer {
+    batches: tokio::sync::mpsc::Receiver<Vec<Result<Frame, ProviderError>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Framer {
+    fn spawn(transport: &Transport, response: reqwest::Response, framing: Framing) -> Framer {
+        let mut frames = frames(transport, response, framing).ready_chunks(256);
+        let (sender, batches) = tokio::sync::mpsc::channel(8);
+        let task = tokio::spawn(async move {
+            while let Some(batch) = frames.next().await {
+                let failed = batch.iter().any(Result::is_err);
+                if sender.send(batch).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Framer { batches, task }
+    }
+}
+
+impl Drop for Framer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 fn is_output(event: &StreamEvent) -> bool {
     !matches!(event, StreamEvent::Usage(_) | StreamEvent::Finish(_))
 }
@@ -291,15 +328,14 @@ fn frames(
     transport: &Transport,
     response: reqwest::Response,
     framing: Framing,
-) -> BoxStream<'static, Result<(String, Bytes), ProviderError>> {
+) -> BoxStream<'static, Result<Frame, ProviderError>> {
     let bytes = guarded_body(
         response,
         transport.name().to_owned(),
         transport.config.idle_timeout,
     );
-    let lines = split_lines(bytes);
     match framing {
-        Framing::Ndjson => lines
+        Framing::Ndjson => split_records(bytes, false)
             .filter_map(|line| async move {
                 match line {
                     Ok(line) => {
@@ -312,7 +348,7 @@ fn frames(
             .boxed(),
         Framing::Sse => {
             let provider = transport.name().to_owned();
-            lines
+            split_records(bytes, true)
                 .eventsource()
                 .map(move |event| match event {
                     Ok(event) => Ok((event.event, Bytes::from(event.data))),
@@ -372,10 +408,15 @@ fn guarded_body(
     }
 }
 
-/// Re-chunks a byte stream into whole lines (each ending in `\n`, except perhaps the last), without
-/// copying: every line is a slice of the chunk it arrived in unless it spans chunks. Keeps the SSE
-/// parser's buffer to one line, which keeps it cheap per event.
-fn split_lines<S>(bytes: S) -> impl Stream<Item = Result<Bytes, ProviderError>> + Send + 'static
+/// Re-chunks a byte stream into whole records without copying: NDJSON lines, or (`sse`) whole
+/// SSE events ending in a blank line. A record is a slice of the chunk it arrived in unless it
+/// spans chunks. For SSE this only changes where the bytes are cut, never what they say: the
+/// `eventsource-stream` parser still reads them, but holding one event at a time keeps its
+/// buffer handling cheap per event.
+fn split_records<S>(
+    bytes: S,
+    sse: bool,
+) -> impl Stream<Item = Result<Bytes, ProviderError>> + Send + 'static
 where
     S: Stream<Item = Result<Bytes, ProviderError>> + Send + 'static,
 {
@@ -390,12 +431,18 @@ where
                     return;
                 }
             };
-            while let Some(at) = chunk.iter().position(|&b| b == b'\n') {
-                let line = chunk.split_to(at + 1);
+            let mut scan_from = 0;
+            while let Some(at) = memchr::memchr(b'\n', &chunk[scan_from..]).map(|i| i + scan_from) {
+                scan_from = at + 1;
+                if sse && !ends_blank_line(&pending, &chunk[..at]) {
+                    continue;
+                }
+                let record = chunk.split_to(at + 1);
+                scan_from = 0;
                 if pending.is_empty() {
-                    yield Ok(line);
+                    yield Ok(record);
                 } else {
-                    pending.extend_from_slice(&line);
+                    pending.extend_from_slice(&record);
                     yield Ok(pending.split().freeze());
                 }
             }
@@ -406,6 +453,25 @@ where
         if !pending.is_empty() {
             yield Ok(pending.split().freeze());
         }
+    }
+}
+
+/// Whether the line ending just before `before_newline`'s end is blank ("" or "\r") and follows
+/// an earlier line, i.e. ends an SSE event. The line may have begun in `pending`.
+fn ends_blank_line(pending: &[u8], before_newline: &[u8]) -> bool {
+    if let Some(i) = memchr::memrchr(b'\n', before_newline) {
+        let line = &before_newline[i + 1..];
+        return line.is_empty() || line == b"\r";
+    }
+    match memchr::memrchr(b'\n', pending) {
+        Some(i) => {
+            let head = &pending[i + 1..];
+            match (head, before_newline) {
+                (b"", b"") | (b"\r", b"") | (b"", b"\r") => true,
+                _ => false,
+            }
+        }
+        None => false,
     }
 }
 
@@ -457,6 +523,35 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn split_records_cuts_sse_at_blank_lines_in_any_chunking() {
+        let body = b"data: a\r\n\r\nevent: x\ndata: b\n\n: keep-alive\n\ndata: c\n\n";
+        let whole: Vec<Result<Bytes, ProviderError>> = vec![Ok(Bytes::from_static(body))];
+        let records: Vec<Bytes> = split_records(futures::stream::iter(whole), true)
+            .map(|r| r.unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            records,
+            vec![
+                Bytes::from_static(b"data: a\r\n\r\n"),
+                Bytes::from_static(b"event: x\ndata: b\n\n"),
+                Bytes::from_static(b": keep-alive\n\n"),
+                Bytes::from_static(b"data: c\n\n"),
+            ]
+        );
+        // Byte by byte: same records.
+        let bytewise: Vec<Result<Bytes, ProviderError>> = body
+            .iter()
+            .map(|b| Ok(Bytes::copy_from_slice(&[*b])))
+            .collect();
+        let again: Vec<Bytes> = split_records(futures::stream::iter(bytewise), true)
+            .map(|r| r.unwrap())
+            .collect()
+            .await;
+        assert_eq!(again, records);
+    }
+
     #[test]
     fn retry_after_reads_seconds() {
         assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
@@ -466,13 +561,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn split_lines_joins_lines_across_chunks() {
+    async fn split_records_joins_lines_across_chunks() {
         let chunks: Vec<Result<Bytes, ProviderError>> = vec![
             Ok(Bytes::from_static(b"{\"a\":1}\n{\"b\"")),
             Ok(Bytes::from_static(b":2}\n")),
             Ok(Bytes::from_static(b"{\"c\":3}")),
         ];
-        let lines: Vec<Bytes> = split_lines(futures::stream::iter(chunks))
+        let lines: Vec<Bytes> = split_records(futures::stream::iter(chunks), false)
             .map(|l| l.unwrap())
             .collect()
             .await;
@@ -484,5 +579,65 @@ mod tests {
                 Bytes::from_static(b"{\"c\":3}"),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    //! `cargo test --release -p totem-provider --lib bench_ -- --ignored --nocapture`
+    use super::*;
+    use crate::openai::OpenAiDecoder;
+    use std::time::Instant;
+
+    fn body(n: usize) -> Vec<Bytes> {
+        let mut all = Vec::new();
+        for _ in 0..n {
+            all.extend_from_slice(br#"data: {"id":"chatcmpl-sim1","object":"chat.completion.chunk","created":1735000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}],"usage":null}"#);
+            all.extend_from_slice(b"\n\n");
+        }
+        all.chunks(64 * 1024).map(Bytes::copy_from_slice).collect()
+    }
+
+    #[tokio::test]
+    #[ignore]
+    async fn bench_sse_stages() {
+        let n = 100_000;
+        let chunks = body(n);
+        let source =
+            || futures::stream::iter(chunks.clone().into_iter().map(Ok::<_, ProviderError>));
+
+        let t = Instant::now();
+        let records = split_records(source(), true).count().await;
+        println!("split_records: {records} in {:?}", t.elapsed());
+
+        let t = Instant::now();
+        let events = split_records(source(), true).eventsource().count().await;
+        println!("+eventsource: {events} in {:?}", t.elapsed());
+
+        let t = Instant::now();
+        let events = source().eventsource().count().await;
+        println!("eventsource on 64k chunks: {events} in {:?}", t.elapsed());
+
+        let t = Instant::now();
+        let mut decoder = OpenAiDecoder::new("x".into());
+        let mut out = Vec::new();
+        let mut stream = Box::pin(split_records(source(), true).eventsource());
+        let mut count = 0;
+        while let Some(Ok(event)) = stream.next().await {
+            decoder
+                .feed(&event.event, event.data.as_bytes(), &mut out)
+                .unwrap();
+            count += out.drain(..).count();
+        }
+        println!("+decoder: {count} in {:?}", t.elapsed());
+
+        let line = br#"{"id":"chatcmpl-sim1","object":"chat.completion.chunk","created":1735000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}],"usage":null}"#;
+        let t = Instant::now();
+        let mut decoder = OpenAiDecoder::new("x".into());
+        for _ in 0..n {
+            decoder.feed("", line, &mut out).unwrap();
+            out.clear();
+        }
+        println!("decoder alone: {n} in {:?}", t.elapsed());
     }
 }

@@ -90,7 +90,7 @@ impl Inner {
     }
 
     /// The model's window and capabilities, from `/api/show` (cached).
-    async fn show(&self, model: &str) -> Result<ModelInfo, ProviderError> {
+    async fn show(&self, model: &str, retries: bool) -> Result<ModelInfo, ProviderError> {
         if let Ok(cache) = self.shown.lock()
             && let Some((at, info)) = cache.get(model)
             && at.elapsed() < MODEL_CACHE_TTL
@@ -109,6 +109,7 @@ impl Inner {
                 },
                 model,
                 parse_error,
+                retries,
             )
             .await?;
         let info = model_info_from_show(model, &body);
@@ -122,7 +123,7 @@ impl Inner {
         let url = self.url("/api/tags");
         let tags = self
             .transport
-            .fetch_json(|| self.transport.client.get(&url), "", parse_error)
+            .fetch_json(|| self.transport.client.get(&url), "", parse_error, true)
             .await?;
         let names: Vec<String> = tags["models"]
             .as_array()
@@ -136,7 +137,7 @@ impl Inner {
             .unwrap_or_default();
         let mut models = Vec::with_capacity(names.len());
         for name in names {
-            models.push(self.show(&name).await?);
+            models.push(self.show(&name, true).await?);
         }
         Ok(models)
     }
@@ -312,7 +313,7 @@ impl Provider for OllamaProvider {
                 let inner = inner.clone();
                 let request = request.clone();
                 async move {
-                    let info = inner.show(&request.model).await?;
+                    let info = inner.show(&request.model, false).await?;
                     let body = inner.body(&request, &info)?;
                     let http = inner
                         .transport

@@ -51,7 +51,7 @@ impl Inner {
         }
     }
 
-    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+    async fn list(&self, retries: bool) -> Result<Vec<ModelInfo>, ProviderError> {
         let url = self.url("/models");
         let body = self
             .transport
@@ -59,6 +59,7 @@ impl Inner {
                 || self.authorized(self.transport.client.get(&url)),
                 "",
                 parse_error,
+                retries,
             )
             .await?;
         let models: Vec<ModelInfo> = body["data"]
@@ -71,7 +72,7 @@ impl Inner {
 
     /// What the catalogue says about a model; listed once per cache lifetime.
     async fn model_info(&self, id: &str) -> Option<ModelInfo> {
-        if !self.models.is_fresh() && self.list().await.is_err() {
+        if !self.models.is_fresh() && self.list(false).await.is_err() {
             self.models.put(Vec::new());
         }
         self.models.find(id)
@@ -305,7 +306,7 @@ impl Provider for OpenAiProvider {
 
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
         let inner = self.inner.clone();
-        async move { inner.list().await }.boxed()
+        async move { inner.list(true).await }.boxed()
     }
 }
 
