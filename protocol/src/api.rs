@@ -184,6 +184,73 @@ pub struct SessionUnsubscribeParams {
 pub struct SessionPromptParams {
     pub session_id: String,
     pub text: String,
+    /// `build` (all tools, the default), `plan` (read-only tools) or an agent from settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The model as `provider/model`; default: the session's last model, else the settings' one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// How hard the model should think, for models known to think (default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningLevel>,
+}
+
+/// How hard a model should think; each provider maps it to its own setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningLevel {
+    Off,
+    Low,
+    Medium,
+    High,
+}
+
+/// What `session.abort` stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAborted {
+    /// The run that was going, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Prompts that were waiting behind it and were dropped.
+    pub dropped_queued: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionReplyParams {
+    pub session_id: String,
+    pub question_id: String,
+    pub reply: crate::types::PermissionReply,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionList {
+    /// Questions waiting for an answer, oldest first.
+    pub questions: Vec<crate::types::PermissionQuestion>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionCommandParams {
+    pub session_id: String,
+    /// `compact`, `init`, or the name of a custom command (`.totem/commands/NAME.md`); a leading
+    /// `/` is accepted.
+    pub command: String,
+    /// Text after the command (custom commands put it where they say `$ARGUMENTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandResult {
+    /// What the command did, for the user.
+    pub text: String,
+    /// The run the command started (custom commands and `/init` are prompts to the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Message, Part, Run, Session};
+use crate::types::{Message, Part, PermissionQuestion, PermissionReply, Run, Session, TodoItem, Usage};
 
 /// One numbered event of a session, as sent in `session.event` notifications.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -71,6 +71,35 @@ pub enum EventKind {
     RunFailed { run: Run },
     #[serde(rename = "run.aborted")]
     RunAborted { run: Run },
+    /// Tokens and cost of one model answer, with the run's and the session's totals so far.
+    #[serde(rename = "usage")]
+    Usage {
+        run_id: String,
+        message_id: String,
+        /// This answer.
+        usage: Usage,
+        run: Usage,
+        session: Usage,
+        /// Estimated tokens of the request against the model's window, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_window: Option<u64>,
+    },
+    /// The model replaced its plan (the `todo` tool).
+    #[serde(rename = "todo")]
+    Todo { run_id: String, todos: Vec<TodoItem> },
+    /// A tool call waits for a person's permission; answer with `permission.reply`.
+    #[serde(rename = "permission.asked")]
+    PermissionAsked { question: PermissionQuestion },
+    /// A question was answered (the first answer wins) or withdrawn because its run ended.
+    #[serde(rename = "permission.resolved")]
+    PermissionResolved {
+        question_id: String,
+        /// Absent when the question was withdrawn without an answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<PermissionReply>,
+    },
     /// The daemon stopped while the run was going; found and marked when it started again.
     #[serde(rename = "run.interrupted")]
     RunInterrupted { run: Run },

@@ -101,6 +101,14 @@ method_table! {
     SessionUnsubscribe = "session.unsubscribe" (SessionUnsubscribeParams) -> bool { mcp: false, subscription: false };
     /// Stores the user's prompt and starts a run; returns at once, progress comes as events.
     SessionPrompt = "session.prompt" (SessionPromptParams) -> PromptAccepted { mcp: true, subscription: false };
+    /// Stops the session's run and every process it started; prompts queued behind it are dropped.
+    SessionAbort = "session.abort" (SessionRef) -> SessionAborted { mcp: false, subscription: false };
+    /// Runs a slash command on the daemon: `/compact`, `/init`, or a custom one from `.totem/commands/`.
+    SessionCommand = "session.command" (SessionCommandParams) -> CommandResult { mcp: false, subscription: false };
+    /// Answers a permission question; the first answer wins and withdraws it everywhere else.
+    PermissionReply = "permission.reply" (PermissionReplyParams) -> Ack { mcp: false, subscription: false };
+    /// The session's questions still waiting for an answer.
+    PermissionList = "permission.list" (SessionRef) -> crate::api::PermissionList { mcp: false, subscription: false };
     /// Adds a model provider to the settings; its key is stored encrypted and never returned.
     ProviderAdd = "provider.add" (ProviderAddParams) -> ProviderInfo { mcp: false, subscription: false };
     /// The configured providers, without keys (`hasKey` says whether one is stored).

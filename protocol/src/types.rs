@@ -41,6 +41,9 @@ pub struct Session {
     /// The session this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
+    /// Tokens and cost of every run so far; absent before the first model answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// Who wrote a message.
@@ -116,6 +119,97 @@ pub struct Run {
     /// Why the run failed, in words a user can act on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The model that ran it, as `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The mode (agent) it ran in: `build`, `plan` or an agent from settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Tokens and cost of the run's model calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Token counts and cost, for one model answer, a run or a whole session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Prompt tokens not served from a cache.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Reasoning tokens, already included in `outputTokens`.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// USD, from the model list's prices; absent when the provider lists none (local models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Adds another count to this one (costs add when either is known).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// One step of the model's plan, as the `todo` tool records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TodoItem {
+    pub content: String,
+    /// `pending`, `in_progress` or `done`.
+    pub status: String,
+}
+
+/// A permission question waiting for a person: shown by every client that answers permissions,
+/// and listed by `permission.list` until it is answered or its run ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionQuestion {
+    pub id: String,
+    pub session_id: String,
+    pub run_id: String,
+    /// The tool call that waits for the answer.
+    pub call_id: String,
+    pub tool: String,
+    /// `read`, `write`, `execute` or `mcp`.
+    pub kind: String,
+    /// The project-relative path or the command line.
+    pub target: String,
+    /// One line for a person: what is asked and why.
+    pub explanation: String,
+    /// What an "always" answer would remember: rule key → pattern → `allow`.
+    pub always: serde_json::Value,
+    pub asked_at: u64,
+}
+
+/// A person's answer to a permission question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PermissionReply {
+    /// Allow this once.
+    Once,
+    /// Allow, and do not ask again for the same thing in this session.
+    AlwaysSession,
+    /// Allow, and do not ask again for the same thing in this project (remembered).
+    AlwaysProject,
+    /// Refuse; the note, if any, is passed to the model.
+    Deny {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
 }
 
 /// A page of a cursor-paginated list. Pass `nextCursor` back as `cursor` for the next page; it is

@@ -50,6 +50,14 @@ fn every_event_kind_round_trips() {
         started_at: 1,
         ended_at: Some(2),
         error: None,
+        model: Some("ollama/qwen3:8b".into()),
+        mode: Some("build".into()),
+        usage: Some(Usage {
+            input_tokens: 10,
+            output_tokens: 2,
+            cost_usd: Some(0.5),
+            ..Usage::default()
+        }),
     };
     let kinds = vec![
         EventKind::RunStarted { run: run.clone() },
@@ -78,6 +86,42 @@ fn every_event_kind_round_trips() {
         },
         EventKind::RunDone { run: run.clone() },
         EventKind::RunFailed { run: run.clone() },
+        EventKind::Usage {
+            run_id: "run_1".into(),
+            message_id: "msg_1".into(),
+            usage: Usage::default(),
+            run: Usage::default(),
+            session: Usage::default(),
+            context_tokens: Some(100),
+            context_window: None,
+        },
+        EventKind::Todo {
+            run_id: "run_1".into(),
+            todos: vec![TodoItem {
+                content: "x".into(),
+                status: "pending".into(),
+            }],
+        },
+        EventKind::PermissionAsked {
+            question: PermissionQuestion {
+                id: "perm_1".into(),
+                session_id: "ses_1".into(),
+                run_id: "run_1".into(),
+                call_id: "c1".into(),
+                tool: "bash".into(),
+                kind: "execute".into(),
+                target: "ls".into(),
+                explanation: "ask".into(),
+                always: serde_json::json!({"bash": {"ls *": "allow"}}),
+                asked_at: 3,
+            },
+        },
+        EventKind::PermissionResolved {
+            question_id: "perm_1".into(),
+            reply: Some(PermissionReply::Deny {
+                note: Some("no".into()),
+            }),
+        },
         EventKind::RunAborted { run },
         EventKind::Lagged {},
     ];

@@ -38,6 +38,8 @@ pub struct Daemon {
     pub connections: AtomicU64,
     /// settings.json, provider keys, providers and model lists.
     pub settings: crate::config::Settings,
+    /// The run queues, jobs and permission questions of the sessions.
+    pub agents: crate::agent::Agents,
     shutdown: watch::Sender<bool>,
 }
 
@@ -57,6 +59,7 @@ impl Daemon {
             started_at: now_ms(),
             connections: AtomicU64::new(0),
             settings: crate::config::Settings::open(home),
+            agents: crate::agent::Agents::default(),
             shutdown,
         };
         daemon.mark_interrupted_runs()?;

@@ -1,6 +1,7 @@
 //! totemd: the daemon that owns every Totem session. `main.rs` parses the command line; this
 //! library holds the parts so tests and benchmarks can reach them.
 
+pub mod agent;
 pub mod config;
 pub mod daemon;
 pub mod server;

@@ -3,6 +3,7 @@
 pub mod connection;
 pub mod listener;
 pub mod rpc;
+mod rpc_agent;
 mod rpc_provider;
 mod writer;
 

@@ -218,6 +218,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
 
     register::<method::SessionDelete, _, _>(&mut m, |p: SessionRef, d, _| async move {
         d.sessions.delete(&p.session_id)?;
+        d.agents.forget(&p.session_id);
         Ok(SessionDeleted {
             session_id: p.session_id,
         })
@@ -238,10 +239,11 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         if p.text.trim().is_empty() {
             return Err(err(ErrorCode::INVALID_PARAMS, "the prompt is empty; say what you want done"));
         }
-        Ok(d.sessions.prompt(&p.session_id, p.text)?)
+        Ok(crate::agent::prompt(&d, p)?)
     });
 
     super::rpc_provider::register_all(&mut m);
+    super::rpc_agent::register_all(&mut m);
 
     let subscribed = m.register_subscription(
         method::SessionSubscribe::NAME,

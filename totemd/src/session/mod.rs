@@ -89,6 +89,7 @@ impl SessionHub {
             status: SessionStatus::Idle,
             message_count: 0,
             parent_id: None,
+            usage: None,
         };
         let record = SessionRecord {
             session: session.clone(),

@@ -15,8 +15,12 @@
 //! - `run_changes`: run id → the run's file changes (a JSON record owned by the snapshot code).
 
 mod blobs;
+mod compaction;
 mod keys;
 mod table;
+mod permissions;
+
+pub use compaction::Compaction;
 
 pub use blobs::BlobStore;
 

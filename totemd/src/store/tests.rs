@@ -13,6 +13,7 @@ fn session(id: &str, project: &str, updated_at: u64) -> SessionRecord {
             status: SessionStatus::Idle,
             message_count: 0,
             parent_id: None,
+            usage: None,
         },
         seq_reserved: 0,
     }

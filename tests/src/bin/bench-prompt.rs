@@ -1,0 +1,156 @@
+//! Prompt size: bytes (and estimated tokens, bytes / 4) of the fixed part of the first request —
+//! system prompt plus tool definitions — in Build and Plan mode, for a plain project and a Total.js
+//! 5 project. Measured on the real request: totemd runs one prompt against the Ollama simulator,
+//! which records the body it received.
+//!
+//! Targets for a plain project: Build ≤ 8,000 B, Plan ≤ 5,000 B. Reference: OpenCode 1.18 sends
+//! 30,729 B (10 tools) before the user's first words.
+//!
+//! Run: `cargo run -p totem-tests --bin bench-prompt` (builds totemd first if it is missing).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use totem_client::Client;
+use totem_protocol::EventKind;
+use totem_tests::harness::TestDaemon;
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+
+const OPENCODE_BYTES: usize = 30_729;
+
+struct Figure {
+    project: &'static str,
+    mode: &'static str,
+    system: usize,
+    tools: usize,
+    tool_count: usize,
+}
+
+async fn measure(
+    client: &Client,
+    sim: &Sim,
+    project: &std::path::Path,
+    mode: &str,
+) -> anyhow::Result<(usize, usize, usize)> {
+    let project_id = client
+        .call_raw("project.open", json!({"path": project}))
+        .await?["id"]
+        .clone();
+    let session = client
+        .call_raw("session.create", json!({"projectId": project_id}))
+        .await?["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let before = sim.chat_requests().len();
+    let mut events = client.subscribe(&session, 0).await?;
+    client
+        .call_raw(
+            "session.prompt",
+            json!({"sessionId": session, "text": "hi", "mode": mode, "model": "sim/llama3.2:latest"}),
+        )
+        .await?;
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("event stream ended"))??;
+        match event.kind {
+            EventKind::RunDone { .. } => break,
+            EventKind::RunFailed { run } | EventKind::RunAborted { run } => {
+                anyhow::bail!("the run did not finish: {:?}", run.error)
+            }
+            _ => {}
+        }
+    }
+    let requests = sim.chat_requests();
+    let body = &requests
+        .get(before)
+        .ok_or_else(|| anyhow::anyhow!("the simulator saw no request"))?
+        .body;
+    let system = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "system"))
+        .and_then(|m| m["content"].as_str())
+        .map_or(0, str::len);
+    let tools = body.get("tools").cloned().unwrap_or(Value::Null);
+    let tool_count = tools.as_array().map_or(0, Vec::len);
+    Ok((system, serde_json::to_vec(&tools)?.len(), tool_count))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let sim = Sim::start(SimKind::Ollama).await;
+    let daemon = TestDaemon::start();
+    let client = daemon.client().await;
+    client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": sim.url(), "maxRetries": 0}),
+        )
+        .await?;
+
+    let plain = tempfile::tempdir()?;
+    std::fs::write(plain.path().join("README.md"), "# demo\n")?;
+    let totaljs = tempfile::tempdir()?;
+    std::fs::write(
+        totaljs.path().join("package.json"),
+        r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+    )?;
+    std::fs::write(
+        totaljs.path().join("index.js"),
+        "require('total5');\nTotal.run();\n",
+    )?;
+
+    let mut figures = Vec::new();
+    for (project, path) in [("plain", plain.path()), ("Total.js 5", totaljs.path())] {
+        for mode in ["build", "plan"] {
+            let (system, tools, tool_count) = measure(&client, &sim, path, mode).await?;
+            figures.push(Figure {
+                project,
+                mode,
+                system,
+                tools,
+                tool_count,
+            });
+        }
+    }
+
+    println!(
+        "Fixed part of the first request (system prompt + tool definitions), as sent to Ollama:\n"
+    );
+    println!(
+        "{:<11} {:<6} {:>9} {:>8} {:>6} {:>9} {:>8}  target",
+        "project", "mode", "system B", "tools B", "tools", "total B", "≈tokens"
+    );
+    for f in &figures {
+        let total = f.system + f.tools;
+        let target = match (f.project, f.mode) {
+            ("plain", "build") => format!("≤ 8,000 B {}", verdict(total <= 8000)),
+            ("plain", "plan") => format!("≤ 5,000 B {}", verdict(total <= 5000)),
+            _ => "-".to_string(),
+        };
+        println!(
+            "{:<11} {:<6} {:>9} {:>8} {:>6} {:>9} {:>8}  {target}",
+            f.project,
+            f.mode,
+            f.system,
+            f.tools,
+            f.tool_count,
+            total,
+            total.div_ceil(4)
+        );
+    }
+    if let Some(build) = figures.first() {
+        let total = build.system + build.tools;
+        println!(
+            "\nReference: OpenCode 1.18 sends {OPENCODE_BYTES} B before the user's first words; plain Build is {:.1} × smaller.",
+            OPENCODE_BYTES as f64 / total.max(1) as f64
+        );
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "ok" } else { "OVER" }
+}

@@ -1,0 +1,270 @@
+//! Permission questions across clients: every attached client sees `permission.asked`, the first
+//! answer wins and `permission.resolved` withdraws the question elsewhere; a question outlives its
+//! clients; a denial's note reaches the model; secret files ask even for reading.
+
+mod agent_common;
+
+use std::time::{Duration, Instant};
+
+use agent_common::{Answer, Env, follow, last, next_event, results, text, tool};
+use serde_json::json;
+use totem_client::Client;
+use totem_protocol::{ClientCapabilities, EventKind};
+
+async fn second_client(env: &Env) -> Client {
+    let (client, _) = Client::connect(
+        &env.daemon.socket,
+        "second",
+        ClientCapabilities { permissions: true },
+    )
+    .await
+    .expect("second client");
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_from_a_second_connection() {
+    let env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "hello.txt", "content": "hi\n"}),
+    )]);
+    env.push(vec![text("Wrote it.")]);
+    let mut first = env.subscribe().await;
+    let other = second_client(&env).await;
+    let mut second = other.subscribe(&env.session, 0).await.expect("subscribe");
+    let run = env.prompt("write hello", json!({})).await;
+
+    let question = loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut second, 30).await.kind {
+            break question;
+        }
+    };
+    assert_eq!(
+        (question.tool.as_str(), question.target.as_str()),
+        ("write", "hello.txt")
+    );
+    other
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "alwaysSession"}}),
+        )
+        .await
+        .expect("the second client answers");
+    // The first answer won: a late one is refused.
+    let late = env
+        .client
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
+        )
+        .await
+        .expect_err("a second answer");
+    assert_eq!(late.code(), Some(-32009));
+
+    let events = follow(&env, &mut first, &run, Answer::None).await;
+    assert!(events.iter().any(
+        |e| matches!(&e.kind, EventKind::PermissionAsked { question: q } if q.id == question.id)
+    ));
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PermissionResolved { question_id, reply: Some(_) } if *question_id == question.id)));
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    assert_eq!(env.file("hello.txt"), "hi\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_waits_for_a_client_that_attaches_later() {
+    let env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "bash",
+        json!({"command": "touch made-by-bash"}),
+    )]);
+    env.push(vec![text("Done.")]);
+    let run = env.prompt("make a file", json!({})).await;
+    // Only this client was attached; it leaves.
+    drop(env.client.clone());
+    let Env {
+        sim,
+        daemon,
+        client,
+        project,
+        session,
+    } = env;
+    drop(client);
+
+    // Later, another client attaches and finds the question pending.
+    let late = {
+        let (c, _) = Client::connect(
+            &daemon.socket,
+            "late",
+            ClientCapabilities { permissions: true },
+        )
+        .await
+        .expect("late client");
+        c
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let question = loop {
+        let list = late
+            .call_raw("permission.list", json!({"sessionId": session}))
+            .await
+            .expect("permission.list");
+        if let Some(q) = list["questions"]
+            .as_array()
+            .and_then(|q| q.first())
+            .cloned()
+        {
+            break q;
+        }
+        assert!(Instant::now() < deadline, "no question became pending");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(question["tool"], "bash");
+    // Replay shows it too.
+    let mut stream = late.subscribe(&session, 0).await.expect("subscribe");
+    loop {
+        if let EventKind::PermissionAsked { question: q } = next_event(&mut stream, 10).await.kind {
+            assert_eq!(q.id, question["id"].as_str().unwrap_or_default());
+            break;
+        }
+    }
+    late.call_raw(
+        "permission.reply",
+        json!({"sessionId": session, "questionId": question["id"], "reply": {"type": "once"}}),
+    )
+    .await
+    .expect("reply");
+    loop {
+        match next_event(&mut stream, 30).await.kind {
+            EventKind::RunDone { run: r } if r.id == run => break,
+            EventKind::RunFailed { run: r } | EventKind::RunAborted { run: r } if r.id == run => {
+                panic!("run ended badly: {r:?}")
+            }
+            _ => {}
+        }
+    }
+    assert!(project.path().join("made-by-bash").exists());
+    drop(sim);
+    drop(daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_with_a_note_reaches_the_model() {
+    let env = Env::start().await;
+    env.push(vec![tool("c1", "bash", json!({"command": "rm -rf build"}))]);
+    env.push(vec![text("Understood.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("clean", json!({})).await;
+    loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            env.client
+                .call_raw(
+                    "permission.reply",
+                    json!({"sessionId": env.session, "questionId": question.id,
+                           "reply": {"type": "deny", "note": "keep the build folder"}}),
+                )
+                .await
+                .expect("deny");
+            break;
+        }
+    }
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let results = results(&events);
+    assert!(
+        results[0].2 && results[0].1.contains("keep the build folder"),
+        "{results:?}"
+    );
+    let next = env.sim.chat_requests()[1].body["messages"].to_string();
+    assert!(next.contains("keep the build folder"), "{next}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_secret_file_asks_first() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), ".env", "TOKEN=abc\n");
+    env.push(vec![tool("c1", "read", json!({"path": ".env"}))]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("show env", json!({})).await;
+    loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            assert_eq!(question.target, ".env");
+            env.client
+                .call_raw(
+                    "permission.reply",
+                    json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "deny"}}),
+                )
+                .await
+                .expect("deny");
+            break;
+        }
+    }
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let results = results(&events);
+    assert!(results[0].2 && !results[0].1.contains("abc"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_for_the_project_is_remembered_by_a_new_session() {
+    let env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "out.txt", "content": "1\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write", json!({})).await;
+    loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            env.client
+                .call_raw(
+                    "permission.reply",
+                    json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "alwaysProject"}}),
+                )
+                .await
+                .expect("reply");
+            break;
+        }
+    }
+    follow(&env, &mut events, &run, Answer::None).await;
+
+    // A new session of the same project writes the same file without asking.
+    let session = env
+        .client
+        .call_raw("session.get", json!({"sessionId": env.session}))
+        .await
+        .expect("get");
+    let other = env
+        .client
+        .call_raw("session.create", json!({"projectId": session["projectId"]}))
+        .await
+        .expect("create")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "out.txt", "content": "2\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut stream = env.client.subscribe(&other, 0).await.expect("subscribe");
+    let accepted = env
+        .client
+        .call_raw(
+            "session.prompt",
+            json!({"sessionId": other, "text": "again", "model": agent_common::MODEL}),
+        )
+        .await
+        .expect("prompt");
+    loop {
+        match next_event(&mut stream, 30).await.kind {
+            EventKind::PermissionAsked { .. } => panic!("asked again"),
+            EventKind::RunDone { run } if run.id == accepted["runId"] => break,
+            _ => {}
+        }
+    }
+    assert_eq!(env.file("out.txt"), "2\n");
+}

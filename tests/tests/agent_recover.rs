@@ -1,0 +1,95 @@
+//! Malformed tool calls from small models, end to end: each shape is repaired (or answered with a
+//! precise error) and the run goes on. The full corpus lives in the tools crate's tests.
+
+mod agent_common;
+
+use agent_common::{Answer, Env, follow, last, results, text, tool};
+use serde_json::json;
+use totem_protocol::EventKind;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_tool_calls_are_recovered_and_the_run_goes_on() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\nbeta\n");
+    // Arguments as a JSON string.
+    env.push(vec![tool("c1", "read", json!("{\"path\": \"notes.txt\"}"))]);
+    // Wrapped in an extra `input` object.
+    env.push(vec![tool(
+        "c2",
+        "read",
+        json!({"input": {"path": "notes.txt", "limit": 5}}),
+    )]);
+    // The tool name in another case.
+    env.push(vec![tool(
+        "c3",
+        "READ",
+        json!({"path": "notes.txt", "offset": 1}),
+    )]);
+    // A fenced JSON block in the text, no native call.
+    env.push(vec![text(
+        "I will read it.\n```json\n{\"name\": \"read\", \"arguments\": {\"path\": \"notes.txt\", \"limit\": 1}}\n```",
+    )]);
+    // An unknown tool: a precise error, not a failed run.
+    env.push(vec![tool("c5", "open_file", json!({"path": "notes.txt"}))]);
+    // A misnamed field is mapped to the expected one.
+    env.push(vec![tool(
+        "c6",
+        "read",
+        json!({"file": "notes.txt", "offset": 2}),
+    )]);
+    // Missing a required field: the expected fields come back.
+    env.push(vec![tool("c7", "read", json!({"offset": 1}))]);
+    env.push(vec![text("Read it.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("read notes", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    let results = results(&events);
+    assert_eq!(results.len(), 7, "{results:?}");
+    for (i, result) in results.iter().take(4).enumerate() {
+        assert!(
+            !result.2 && result.1.contains("alpha"),
+            "shape {i}: {result:?}"
+        );
+    }
+    assert!(
+        results[4].2 && results[4].1.contains("unknown tool"),
+        "{:?}",
+        results[4]
+    );
+    assert!(
+        !results[5].2 && results[5].1.contains("beta"),
+        "{:?}",
+        results[5]
+    );
+    assert!(
+        results[6].2 && results[6].1.contains("path"),
+        "{:?}",
+        results[6]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_call_three_times_in_a_row_is_stopped() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "a.txt", "x\n");
+    for id in ["c1", "c2", "c3"] {
+        env.push(vec![tool(id, "read", json!({"path": "a.txt"}))]);
+    }
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("loop", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let results = results(&events);
+    assert!(!results[1].2);
+    assert!(
+        results[2].2 && results[2].1.contains("3 times"),
+        "{:?}",
+        results[2]
+    );
+}

@@ -1,0 +1,211 @@
+//! Runs end to end: the real totemd, an Ollama simulator scripted per test, a client on the
+//! socket. A prompt becomes a run that streams parts, calls tools, asks permission, and ends.
+
+mod agent_common;
+
+use agent_common::{Answer, Env, follow, last, parts, results, text, tool};
+use serde_json::json;
+use totem_protocol::{EventKind, Part, Role};
+use totem_tests::sim::SimEvent;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_answer_is_streamed_stored_and_counted() {
+    let env = Env::start().await;
+    env.push(vec![text("Hello"), text(" world"), SimEvent::usage(120, 7)]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("Say hello", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+
+    assert!(
+        matches!(last(&events), EventKind::RunDone { run: r } if r.model.as_deref() == Some(agent_common::MODEL)),
+        "{:?}",
+        last(&events)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::RunStarted { .. }))
+    );
+    assert_eq!(
+        parts(&events),
+        vec![Part::Text {
+            text: "Hello world".into()
+        }]
+    );
+    let usage = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Usage { usage, session, .. } => Some((usage.clone(), session.clone())),
+            _ => None,
+        })
+        .expect("a usage event");
+    assert_eq!((usage.0.input_tokens, usage.0.output_tokens), (120, 7));
+    assert_eq!(usage.1.input_tokens, 120);
+
+    // Stored: the prompt and the answer, with the answer's part.
+    let stored = env
+        .client
+        .call_raw("session.messages", json!({"sessionId": env.session}))
+        .await
+        .expect("messages");
+    let messages: Vec<totem_protocol::Message> =
+        serde_json::from_value(stored["messages"].clone()).expect("messages decode");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].role, Role::User);
+    assert_eq!(
+        messages[1].parts,
+        vec![Part::Text {
+            text: "Hello world".into()
+        }]
+    );
+    let session: totem_protocol::Session = serde_json::from_value(
+        env.client
+            .call_raw("session.get", json!({"sessionId": env.session}))
+            .await
+            .expect("session.get"),
+    )
+    .expect("session decodes");
+    assert_eq!(session.usage.map(|u| u.output_tokens), Some(7));
+
+    // The request carried the system prompt, the prompt and the tools.
+    let request = &env.sim.chat_requests()[0].body;
+    assert_eq!(request["messages"][0]["role"], "system");
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Mode: Build")
+    );
+    assert!(
+        request["tools"].as_array().is_some_and(|t| t.len() == 10),
+        "{}",
+        request["tools"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_run_reads_edits_runs_a_command_and_answers() {
+    let env = Env::start().await;
+    agent_common::write_file(
+        env.project.path(),
+        "src/app.js",
+        "var a = 1;\nconsole.log(a);\n",
+    );
+    env.push(vec![tool("c1", "read", json!({"path": "src/app.js"}))]);
+    env.push(vec![tool(
+        "c2",
+        "edit",
+        json!({"path": "src/app.js", "oldString": "var a = 1;", "newString": "var a = 2;"}),
+    )]);
+    env.push(vec![tool(
+        "c3",
+        "bash",
+        json!({"command": "grep -c 'a = 2' src/app.js > count.txt"}),
+    )]);
+    env.push(vec![text("Changed a to 2 and counted it.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("Set a to 2", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::Once).await;
+
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    assert_eq!(env.file("src/app.js"), "var a = 2;\nconsole.log(a);\n");
+    assert_eq!(env.file("count.txt").trim(), "1");
+    let results = results(&events);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        ["read", "edit", "bash"]
+    );
+    assert!(results.iter().all(|r| !r.2), "{results:?}");
+    assert!(results[0].1.contains("console.log"), "{}", results[0].1);
+    // Editing and running a command asked; reading did not.
+    let asked: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PermissionAsked { question } => Some(question.tool.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, ["edit", "bash"]);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::PermissionResolved { .. }))
+            .count(),
+        2
+    );
+    // The model saw each result in the next request.
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 4);
+    let second = requests[1].body["messages"].to_string();
+    assert!(second.contains("console.log"), "{second}");
+    assert_eq!(
+        parts(&events).last(),
+        Some(&Part::Text {
+            text: "Changed a to 2 and counted it.".into()
+        })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_sent_during_a_run_wait_their_turn() {
+    let env = Env::start().await;
+    let mut slow = totem_tests::sim::Script::new(vec![text("one"), text(" two"), text(" three")]);
+    slow.delay_ms = 300;
+    env.sim.push(totem_tests::sim::Reply::Stream(slow));
+    env.push(vec![text("second answer")]);
+    let mut events = env.subscribe().await;
+    let first = env.prompt("first", json!({})).await;
+    let second = env.prompt("second", json!({})).await;
+    let mut seen = follow(&env, &mut events, &first, Answer::None).await;
+    seen.extend(follow(&env, &mut events, &second, Answer::None).await);
+    let order: Vec<String> = seen
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::RunStarted { run } => Some(format!("start {}", run.id)),
+            EventKind::RunDone { run } => Some(format!("done {}", run.id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            format!("start {first}"),
+            format!("done {first}"),
+            format!("start {second}"),
+            format!("done {second}")
+        ]
+    );
+    // The second request carries the first exchange.
+    let body = env.sim.chat_requests()[1].body["messages"].to_string();
+    assert!(
+        body.contains("one two three") && body.contains("second"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_failure_fails_the_run_with_its_reason() {
+    let env = Env::start().await;
+    env.sim
+        .push(totem_tests::sim::Reply::error(500, "model crashed"));
+    let mut events = env.subscribe().await;
+    let run = env.prompt("hi", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    match last(&events) {
+        EventKind::RunFailed { run } => {
+            let error = run.error.clone().unwrap_or_default();
+            assert!(error.contains("model crashed"), "{error}");
+        }
+        other => panic!("expected run.failed, got {other:?}"),
+    }
+    // The session is usable afterwards.
+    env.push(vec![text("fine now")]);
+    let mut events2 = env.subscribe().await;
+    let run2 = env.prompt("again", json!({})).await;
+    let events2 = follow(&env, &mut events2, &run2, Answer::None).await;
+    assert!(matches!(last(&events2), EventKind::RunDone { .. }));
+}

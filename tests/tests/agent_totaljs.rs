@@ -1,0 +1,83 @@
+//! Total.js 5 projects: the primer is in the system prompt, the one-line reminder in each request,
+//! and files the model writes are checked against the conventions, the findings appended to the
+//! tool result. Commands AGENTS.md names for after an edit run too.
+
+mod agent_common;
+
+use agent_common::{Answer, Env, follow, last, results, text, tool};
+use serde_json::json;
+use totem_protocol::EventKind;
+
+fn totaljs_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("project");
+    agent_common::write_file(
+        dir.path(),
+        "package.json",
+        r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+    );
+    agent_common::write_file(dir.path(), "index.js", "require('total5');\nTotal.run();\n");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_files_are_checked_against_the_conventions() {
+    let env = Env::start_in(totaljs_project()).await;
+    // Total.js 4 style: a handler that uses `this`, spaces for indentation.
+    let v4 = "exports.install = function() {\n    ROUTE('GET /', index);\n};\n\nfunction index() {\n    this.plain('hello');\n}\n";
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "controllers/default.js", "content": v4}),
+    )]);
+    env.push(vec![text("Written.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("add a home route", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+
+    let results = results(&events);
+    let output = &results[0].1;
+    assert!(!results[0].2, "{output}");
+    assert!(output.contains("controllers/default.js:"), "{output}");
+    assert!(output.contains("handler-this"), "{output}");
+
+    let request = &env.sim.chat_requests()[0].body;
+    let system = request["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        system.contains("NEWACTION"),
+        "the primer is missing: {system}"
+    );
+    let last_user = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    assert!(
+        last_user.starts_with("add a home route") && last_user.contains("Total.js 5:"),
+        "{last_user}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_commands_from_agents_md_run_after_an_edit() {
+    let env = Env::start().await;
+    agent_common::write_file(
+        env.project.path(),
+        "AGENTS.md",
+        "# demo\n\n- check: `grep -q TODO {file} && echo \"TODO left in {file}\" && exit 1 || true`\n",
+    );
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "a.txt", "content": "TODO: finish\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write a", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    let output = &results(&events)[0].1;
+    assert!(
+        output.contains("failed") && output.contains("TODO left in"),
+        "{output}"
+    );
+}

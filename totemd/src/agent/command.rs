@@ -1,0 +1,324 @@
+//! `session.command`: slash commands run by the daemon.
+//!
+//! - `/compact`: summarise the conversation now; later requests carry the summary instead.
+//! - `/init`: write `AGENTS.md` from a look at the project (build, test and lint commands, layout,
+//!   conventions); in an empty folder, first scaffold a Total.js 5 project.
+//! - `/NAME`: the custom command `.totem/commands/NAME.md`, sent as a prompt (`$ARGUMENTS` is
+//!   replaced by the command's arguments; a front matter may set `mode` and `model`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use totem_protocol::{CommandResult, EventKind, SessionCommandParams};
+
+use super::history::{summarise, to_model_messages};
+use super::settings::{AgentFileSettings, provider_for};
+use super::{AgentError, BUILD, RunRequest, lock, queue_run};
+use crate::daemon::Daemon;
+use crate::store::Compaction;
+use crate::util::now_ms;
+
+pub async fn run(
+    daemon: &Arc<Daemon>,
+    p: SessionCommandParams,
+) -> Result<CommandResult, AgentError> {
+    let agent = daemon.agents.session(daemon, &p.session_id)?;
+    let name = p.command.trim().trim_start_matches('/').to_string();
+    let args = p.args.unwrap_or_default();
+    match name.as_str() {
+        "compact" => {
+            if agent.busy() {
+                return Err(AgentError::Conflict(
+                    "a run is going; wait for it to end (or abort it) before /compact".into(),
+                ));
+            }
+            let model = lock(&agent.queue).last_model.clone();
+            compact(daemon, &agent.session_id, model).await
+        }
+        "init" => init(daemon, &agent.root, &agent.session_id),
+        _ => {
+            let Some((request, file)) = custom(&agent.root, &name, &args)? else {
+                return Err(AgentError::NotFound(format!(
+                    "no command /{name}: the daemon knows /compact and /init, and custom commands are files in .totem/commands/NAME.md"
+                )));
+            };
+            let accepted = queue_run(daemon, &agent, request)?;
+            Ok(CommandResult {
+                text: format!("Running /{name} from {file}."),
+                run_id: Some(accepted.run_id),
+            })
+        }
+    }
+}
+
+/// Summarises every message of the session so far.
+async fn compact(
+    daemon: &Arc<Daemon>,
+    session_id: &str,
+    model: Option<String>,
+) -> Result<CommandResult, AgentError> {
+    let store = daemon.store();
+    let settings = AgentFileSettings::load(daemon).map_err(AgentError::Invalid)?;
+    let name = settings.compaction.model.clone().or(model);
+    let model = provider_for(daemon, name.as_deref())
+        .await
+        .map_err(AgentError::Invalid)?;
+    let previous = store.compaction(session_id)?;
+    let after = previous.as_ref().map_or(0, |c| c.upto_seq);
+    let (messages, _) = store.messages_after(session_id, after, 100_000)?;
+    let Some(last) = messages.last().map(|m| m.seq) else {
+        return Ok(CommandResult {
+            text: "Nothing to compact: no messages since the last summary.".into(),
+            run_id: None,
+        });
+    };
+    let summary = summarise(
+        &model,
+        previous.as_ref().map(|c| c.summary.as_str()),
+        &to_model_messages(&messages),
+    )
+    .await
+    .map_err(AgentError::Invalid)?;
+    store.put_compaction(
+        session_id,
+        &Compaction {
+            upto_seq: last,
+            summary,
+            at: now_ms(),
+        },
+    )?;
+    let text = format!(
+        "Compacted the conversation: {} messages were summarised by {}.",
+        messages.len(),
+        model.name
+    );
+    let live = daemon.sessions.get(session_id)?;
+    live.emit(
+        store,
+        EventKind::Notice {
+            run_id: None,
+            level: "info".into(),
+            text: text.clone(),
+        },
+    )?;
+    Ok(CommandResult { text, run_id: None })
+}
+
+/// Writes AGENTS.md (and, in an empty folder, a Total.js 5 scaffold first).
+fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult, AgentError> {
+    let mut done = Vec::new();
+    let project = totem_totaljs::detect(root);
+    if matches!(project, totem_totaljs::Project::Empty) {
+        match totem_totaljs::write_scaffold(root) {
+            Ok(files) => done.push(format!(
+                "Created a Total.js 5 project: {}.",
+                files
+                    .iter()
+                    .filter_map(|f| f.strip_prefix(root).ok())
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Err(e) => return Err(AgentError::Conflict(e.to_string())),
+        }
+    }
+    let path = root.join("AGENTS.md");
+    if path.exists() {
+        done.push("AGENTS.md exists already; it was left as it is.".into());
+    } else {
+        let text = describe(root);
+        std::fs::write(&path, text)
+            .map_err(|e| AgentError::Invalid(format!("cannot write {}: {e}", path.display())))?;
+        done.push("Wrote AGENTS.md: check it and add what the agent should know.".into());
+    }
+    let text = done.join(" ");
+    let live = daemon.sessions.get(session_id)?;
+    live.emit(
+        daemon.store(),
+        EventKind::Notice {
+            run_id: None,
+            level: "info".into(),
+            text: text.clone(),
+        },
+    )?;
+    Ok(CommandResult { text, run_id: None })
+}
+
+/// An AGENTS.md for the project from what its files say.
+fn describe(root: &Path) -> String {
+    let name = root.file_name().map_or_else(
+        || "this project".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut commands: Vec<(String, String)> = Vec::new();
+    let mut conventions: Vec<String> = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(root.join("package.json"))
+        && let Ok(package) = serde_json::from_str::<serde_json::Value>(&text)
+    {
+        if let Some(scripts) = package["scripts"].as_object() {
+            for (script, _) in scripts {
+                let label = match script.as_str() {
+                    "build" => "Build",
+                    "test" => "Test",
+                    "lint" => "Lint",
+                    "start" | "dev" => "Run",
+                    "format" | "fmt" => "Format",
+                    _ => continue,
+                };
+                commands.push((label.into(), format!("npm run {script}")));
+            }
+        }
+        let depends = |dep: &str| {
+            package["dependencies"].get(dep).is_some()
+                || package["devDependencies"].get(dep).is_some()
+        };
+        if depends("total5") {
+            conventions.push("Total.js 5: `require('total5')` and `Total.run()`; controllers in `controllers/`, actions in `actions/` or `schemas/`; handlers take `$`; tabs, `var`, single quotes; no Express, no Total.js 4 APIs.".into());
+            if !commands.iter().any(|(l, _)| l == "Run") {
+                commands.push(("Run".into(), "node index.js".into()));
+            }
+        }
+    }
+    if root.join("Cargo.toml").is_file() {
+        commands.push(("Build".into(), "cargo build".into()));
+        commands.push(("Test".into(), "cargo test".into()));
+        commands.push((
+            "Lint".into(),
+            "cargo clippy --all-targets -- -D warnings".into(),
+        ));
+        commands.push(("Format".into(), "cargo fmt".into()));
+    }
+    if root.join("go.mod").is_file() {
+        commands.push(("Build".into(), "go build ./...".into()));
+        commands.push(("Test".into(), "go test ./...".into()));
+        commands.push(("Format".into(), "gofmt -w .".into()));
+    }
+    if root.join("pyproject.toml").is_file() || root.join("setup.py").is_file() {
+        commands.push(("Test".into(), "pytest".into()));
+    }
+    if let Ok(text) = std::fs::read_to_string(root.join("Makefile")) {
+        for target in ["build", "test", "lint"] {
+            if text.lines().any(|l| l.starts_with(&format!("{target}:"))) {
+                let label = match target {
+                    "build" => "Build",
+                    "test" => "Test",
+                    _ => "Lint",
+                };
+                if !commands.iter().any(|(l, _)| l == label) {
+                    commands.push((label.into(), format!("make {target}")));
+                }
+            }
+        }
+    }
+    if root.join(".editorconfig").is_file() {
+        conventions.push("Follow .editorconfig (indentation, line endings).".into());
+    }
+    let mut layout: Vec<String> = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.')
+                        || matches!(name.as_str(), "node_modules" | "target" | "AGENTS.md")
+                    {
+                        return None;
+                    }
+                    let dir = e.file_type().is_ok_and(|t| t.is_dir());
+                    Some(if dir { format!("{name}/") } else { name })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    layout.sort();
+    layout.truncate(40);
+
+    let mut out = format!(
+        "# {name}\n\nInstructions for coding agents working in this project.\n\n## Commands\n\n"
+    );
+    if commands.is_empty() {
+        out.push_str("No build or test commands were found; add them here.\n");
+    }
+    for (label, command) in &commands {
+        out.push_str(&format!("- {label}: `{command}`\n"));
+    }
+    out.push_str("\n## Layout\n\n");
+    for entry in &layout {
+        out.push_str(&format!("- `{entry}`\n"));
+    }
+    out.push_str("\n## Conventions\n\n");
+    if conventions.is_empty() {
+        out.push_str("- Follow the style of the surrounding code.\n");
+    }
+    for c in &conventions {
+        out.push_str(&format!("- {c}\n"));
+    }
+    out.push_str("\n## After an edit\n\nList commands Totem runs after every edit, e.g. `check: npm run lint` or `format: prettier --write {file}`.\n");
+    out
+}
+
+/// A custom command's prompt, from `.totem/commands/NAME.md`. `None` when there is no such file.
+fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, String)>, AgentError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Ok(None);
+    }
+    let rel = format!(".totem/commands/{name}.md");
+    let path = root.join(&rel);
+    // The file must really be inside the project.
+    let Ok(real) = std::fs::canonicalize(&path) else {
+        return Ok(None);
+    };
+    if !real.starts_with(root) || !real.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&real)
+        .map_err(|e| AgentError::Invalid(format!("cannot read {rel}: {e}")))?;
+    let (front, body) = split_front_matter(&text);
+    let mut mode = BUILD.to_string();
+    let mut model = None;
+    for line in front.lines() {
+        if let Some((key, value)) = line.split_once(':') {
+            let value = value.trim().trim_matches('"').to_string();
+            match key.trim() {
+                "mode" | "agent" if !value.is_empty() => mode = value,
+                "model" if !value.is_empty() => model = Some(value),
+                _ => {}
+            }
+        }
+    }
+    let mut prompt = body.trim().to_string();
+    if prompt.contains("$ARGUMENTS") {
+        prompt = prompt.replace("$ARGUMENTS", args.trim());
+    } else if !args.trim().is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(args.trim());
+    }
+    if prompt.is_empty() {
+        return Err(AgentError::Invalid(format!(
+            "{rel} is empty; write the prompt in it"
+        )));
+    }
+    Ok(Some((
+        RunRequest {
+            text: prompt,
+            mode,
+            model,
+            reasoning: None,
+        },
+        rel,
+    )))
+}
+
+fn split_front_matter(text: &str) -> (&str, &str) {
+    if let Some(rest) = text.strip_prefix("---\n")
+        && let Some(end) = rest.find("\n---")
+    {
+        let body = &rest[end + 4..];
+        return (&rest[..end], body.strip_prefix('\n').unwrap_or(body));
+    }
+    ("", text)
+}

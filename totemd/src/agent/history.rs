@@ -1,0 +1,189 @@
+//! The conversation as the model sees it: stored messages turned into provider messages, and
+//! compaction — a model-written summary that replaces older turns in later requests while the
+//! store keeps every message.
+
+use std::collections::HashSet;
+
+use totem_protocol::{Message, Part, Role};
+use totem_provider::{AssistantPart, ChatRequest, Message as ModelMessage, ToolCall, ToolResult};
+
+use super::settings::ResolvedModel;
+
+/// Stored messages as provider messages. Reasoning of earlier runs is left out (providers need
+/// signed thinking only within the turn that produced it); a call left without a result (an aborted
+/// run) gets one saying so, since every provider wants each call answered.
+pub fn to_model_messages(messages: &[Message]) -> Vec<ModelMessage> {
+    let mut out = Vec::new();
+    for message in messages {
+        match message.role {
+            Role::User => {
+                let text = message
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if !text.is_empty() {
+                    out.push(ModelMessage::user(text));
+                }
+            }
+            Role::Assistant => {
+                let mut parts = Vec::new();
+                let mut results = Vec::new();
+                let mut answered = HashSet::new();
+                for part in &message.parts {
+                    match part {
+                        Part::Text { text } if !text.is_empty() => {
+                            parts.push(AssistantPart::Text {
+                                text: text.clone(),
+                                signature: None,
+                            })
+                        }
+                        Part::ToolCall {
+                            call_id,
+                            tool,
+                            input,
+                        } => parts.push(AssistantPart::ToolCall(ToolCall {
+                            id: call_id.clone(),
+                            name: tool.clone(),
+                            arguments: input.clone(),
+                            signature: None,
+                        })),
+                        Part::ToolResult {
+                            call_id,
+                            tool,
+                            output,
+                            is_error,
+                        } => {
+                            answered.insert(call_id.clone());
+                            results.push(ToolResult {
+                                call_id: call_id.clone(),
+                                tool_name: tool.clone(),
+                                content: output.clone(),
+                                is_error: *is_error,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                for part in &parts {
+                    if let AssistantPart::ToolCall(call) = part
+                        && !answered.contains(&call.id)
+                    {
+                        results.push(ToolResult {
+                            call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            content: "not run: the run stopped before this call".into(),
+                            is_error: true,
+                        });
+                    }
+                }
+                if parts.is_empty() {
+                    continue;
+                }
+                out.push(ModelMessage::Assistant { parts });
+                out.extend(results.into_iter().map(ModelMessage::ToolResult));
+            }
+        }
+    }
+    out
+}
+
+/// The longest transcript sent to the summariser, in bytes (about 24k tokens).
+const MAX_TRANSCRIPT: usize = 96 * 1024;
+/// Each tool result is cut to this many bytes in the transcript.
+const MAX_RESULT: usize = 1500;
+
+const SUMMARY_PROMPT: &str = "You summarise a coding session so the work can continue without the full history. Write concise bullet points: what the user wants, decisions made, files created or changed and their state, commands run and their outcome, open problems, and the next steps. Keep file paths, names and exact error messages. Do not invent anything.";
+
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A plain-text transcript of model messages for the summariser.
+fn transcript(previous: Option<&str>, messages: &[ModelMessage]) -> String {
+    let mut out = String::new();
+    if let Some(summary) = previous {
+        out.push_str("Summary of what came before:\n");
+        out.push_str(summary);
+        out.push_str("\n\n");
+    }
+    for message in messages {
+        match message {
+            ModelMessage::User { text, .. } => {
+                out.push_str("User: ");
+                out.push_str(text);
+            }
+            ModelMessage::Assistant { parts } => {
+                for part in parts {
+                    match part {
+                        AssistantPart::Text { text, .. } => {
+                            out.push_str("Assistant: ");
+                            out.push_str(text);
+                        }
+                        AssistantPart::ToolCall(call) => {
+                            out.push_str(&format!(
+                                "Assistant called {}({})",
+                                call.name, call.arguments
+                            ));
+                        }
+                        _ => continue,
+                    }
+                    out.push('\n');
+                }
+                continue;
+            }
+            ModelMessage::ToolResult(result) => {
+                out.push_str(&format!("Result of {}: ", result.tool_name));
+                out.push_str(cut(&result.content, MAX_RESULT));
+            }
+        }
+        out.push('\n');
+    }
+    if out.len() > MAX_TRANSCRIPT {
+        // Keep the most recent part: it matters most for continuing.
+        let mut start = out.len() - MAX_TRANSCRIPT;
+        while !out.is_char_boundary(start) {
+            start += 1;
+        }
+        out = format!("[earlier part cut]\n{}", &out[start..]);
+    }
+    out
+}
+
+/// Asks `model` for a summary of `messages` (and of the summary before them).
+pub async fn summarise(
+    model: &ResolvedModel,
+    previous: Option<&str>,
+    messages: &[ModelMessage],
+) -> Result<String, String> {
+    let request = ChatRequest {
+        model: model.model.clone(),
+        system: Some(SUMMARY_PROMPT.to_string()),
+        messages: vec![ModelMessage::user(format!(
+            "Summarise this session:\n\n{}",
+            transcript(previous, messages)
+        ))],
+        ..ChatRequest::default()
+    };
+    let completion = model
+        .provider
+        .complete(request)
+        .await
+        .map_err(|e| format!("compaction failed: {e}"))?;
+    let text = completion.text();
+    if text.trim().is_empty() {
+        return Err("compaction failed: the model returned an empty summary".into());
+    }
+    Ok(text.trim().to_string())
+}

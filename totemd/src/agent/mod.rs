@@ -1,0 +1,330 @@
+//! The agent: turns a prompt into a run that streams the model's answer, calls tools and loops
+//! until the work is done.
+//!
+//! Each session has one [`SessionAgent`]: its queue of prompts (one run at a time; prompts sent
+//! during a run wait their turn), the cancellation token of the run going, its background jobs
+//! (they outlive a run, not the session), its remembered permission answers and its pending
+//! permission questions.
+//!
+//! - [`run`]: the run loop — request, stream, tool calls, compaction, usage;
+//! - [`call`]: one tool call — repair, permission, snapshot, run, after-edit checks;
+//! - [`ask`]: permission questions across clients;
+//! - [`history`]: stored messages as model messages, and compaction summaries;
+//! - [`system`]: the system prompt and instruction files;
+//! - [`command`]: `session.command` (`/compact`, `/init`, custom commands);
+//! - [`settings`]: what the run reads from settings, and [`settings::provider_for`].
+
+mod ask;
+mod call;
+pub mod command;
+mod history;
+mod run;
+pub mod settings;
+pub mod system;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+use totem_permission::PermissionState;
+use totem_protocol::{
+    EventKind, PromptAccepted, ReasoningLevel, Run, RunStatus, SessionAborted, SessionPromptParams,
+    SessionStatus,
+};
+use totem_tools::JobManager;
+
+use crate::daemon::Daemon;
+use crate::session::SessionError;
+use crate::store::StoreError;
+use crate::util::{new_id, now_ms};
+
+pub use ask::Pending;
+
+/// Why an agent method failed; mapped to protocol error codes by the handlers.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The agents of the sessions that ran something since the daemon started.
+#[derive(Default)]
+pub struct Agents {
+    sessions: Mutex<HashMap<String, Arc<SessionAgent>>>,
+}
+
+/// What a run is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub text: String,
+    pub mode: String,
+    pub model: Option<String>,
+    pub reasoning: Option<ReasoningLevel>,
+}
+
+/// A prompt waiting for its run.
+struct Queued {
+    run: Run,
+    message_id: String,
+    request: RunRequest,
+}
+
+#[derive(Default)]
+struct RunQueue {
+    queue: VecDeque<Queued>,
+    /// The run going and its cancellation token.
+    current: Option<(String, CancellationToken)>,
+    /// A worker task is draining the queue.
+    worker: bool,
+    /// The model of the last run, used when a prompt names none.
+    last_model: Option<String>,
+}
+
+/// One session's agent state.
+pub struct SessionAgent {
+    pub session_id: String,
+    pub project_id: String,
+    /// The project root, canonical.
+    pub root: PathBuf,
+    queue: Mutex<RunQueue>,
+    /// Background commands of the session; dropped (and killed) with the session's agent.
+    pub jobs: JobManager,
+    permissions: Mutex<PermissionState>,
+    questions: Mutex<Vec<Pending>>,
+    /// The last tree scan, so the next one skips unchanged files.
+    last_scan: Mutex<Option<totem_snapshot::TreeScan>>,
+}
+
+impl Agents {
+    /// The session's agent, created on first use.
+    pub fn session(
+        &self,
+        daemon: &Daemon,
+        session_id: &str,
+    ) -> Result<Arc<SessionAgent>, AgentError> {
+        if let Some(agent) = lock(&self.sessions).get(session_id) {
+            return Ok(agent.clone());
+        }
+        let session = daemon.sessions.snapshot(session_id)?;
+        let project = daemon
+            .store()
+            .get_project(&session.project_id)?
+            .ok_or_else(|| {
+                AgentError::NotFound(format!("the project of session {session_id} is gone"))
+            })?;
+        let rules = daemon.store().project_permissions(&project.id)?;
+        let state = serde_json::from_value(rules)
+            .ok()
+            .and_then(|rules| PermissionState::with_project_rules(rules).ok())
+            .unwrap_or_default();
+        let agent = Arc::new(SessionAgent {
+            session_id: session_id.to_string(),
+            project_id: project.id,
+            root: PathBuf::from(project.path),
+            queue: Mutex::new(RunQueue::default()),
+            jobs: JobManager::new(),
+            permissions: Mutex::new(state),
+            questions: Mutex::new(Vec::new()),
+            last_scan: Mutex::new(None),
+        });
+        Ok(lock(&self.sessions)
+            .entry(session_id.to_string())
+            .or_insert(agent)
+            .clone())
+    }
+
+    /// Forgets a session's agent (after the session was deleted): its jobs are killed.
+    pub fn forget(&self, session_id: &str) {
+        if let Some(agent) = lock(&self.sessions).remove(session_id) {
+            agent.abort_all();
+            agent.jobs.kill_all();
+        }
+    }
+}
+
+/// The modes every installation has.
+pub const BUILD: &str = "build";
+pub const PLAN: &str = "plan";
+
+/// `session.prompt`: queues a run for the prompt and starts the session's worker if it is idle.
+pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAccepted, AgentError> {
+    let mode = p.mode.clone().unwrap_or_else(|| BUILD.to_string());
+    if mode != BUILD && mode != PLAN {
+        let settings = settings::AgentFileSettings::load(daemon).map_err(AgentError::Invalid)?;
+        if !settings.agents.contains_key(&mode) {
+            let mut known = vec![BUILD.to_string(), PLAN.to_string()];
+            known.extend(settings.agents.keys().cloned());
+            return Err(AgentError::Invalid(format!(
+                "no mode `{mode}`; use one of: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    if let Some(model) = &p.model
+        && !model.contains('/')
+    {
+        return Err(AgentError::Invalid(format!(
+            "`{model}` is not a model name: write provider/model, e.g. ollama/qwen3:8b"
+        )));
+    }
+    let agent = daemon.agents.session(daemon, &p.session_id)?;
+    queue_run(
+        daemon,
+        &agent,
+        RunRequest {
+            text: p.text,
+            mode,
+            model: p.model,
+            reasoning: p.reasoning,
+        },
+    )
+}
+
+/// Stores the run as queued and makes sure a worker drains the queue.
+pub fn queue_run(
+    daemon: &Arc<Daemon>,
+    agent: &Arc<SessionAgent>,
+    request: RunRequest,
+) -> Result<PromptAccepted, AgentError> {
+    let run = Run {
+        id: new_id("run"),
+        session_id: agent.session_id.clone(),
+        status: RunStatus::Running,
+        started_at: now_ms(),
+        ended_at: None,
+        error: None,
+        model: None,
+        mode: Some(request.mode.clone()),
+        usage: None,
+    };
+    daemon.store().put_run(&run)?;
+    let accepted = PromptAccepted {
+        run_id: run.id.clone(),
+        message_id: new_id("msg"),
+    };
+    let start_worker = {
+        let mut q = lock(&agent.queue);
+        q.queue.push_back(Queued {
+            run,
+            message_id: accepted.message_id.clone(),
+            request,
+        });
+        !std::mem::replace(&mut q.worker, true)
+    };
+    if start_worker {
+        let daemon = daemon.clone();
+        let agent = agent.clone();
+        tokio::spawn(async move { worker(daemon, agent).await });
+    }
+    Ok(accepted)
+}
+
+/// Runs the session's queued prompts one after the other.
+async fn worker(daemon: Arc<Daemon>, agent: Arc<SessionAgent>) {
+    loop {
+        let (next, cancel) = {
+            let mut q = lock(&agent.queue);
+            match q.queue.pop_front() {
+                Some(next) => {
+                    let cancel = CancellationToken::new();
+                    q.current = Some((next.run.id.clone(), cancel.clone()));
+                    if next.request.model.is_none() {
+                        // Keep the session on the model it used last.
+                        (
+                            Queued {
+                                request: RunRequest {
+                                    model: q.last_model.clone(),
+                                    ..next.request
+                                },
+                                ..next
+                            },
+                            cancel,
+                        )
+                    } else {
+                        (next, cancel)
+                    }
+                }
+                None => {
+                    q.worker = false;
+                    q.current = None;
+                    break;
+                }
+            }
+        };
+        let used = run::execute(
+            &daemon,
+            &agent,
+            next.run,
+            next.message_id,
+            next.request,
+            cancel,
+        )
+        .await;
+        let mut q = lock(&agent.queue);
+        q.current = None;
+        if used.is_some() {
+            q.last_model = used;
+        }
+    }
+    if let Ok(live) = daemon.sessions.get(&agent.session_id)
+        && live.status() == SessionStatus::Running
+        && let Ok(session) = live.update(daemon.store(), |s| s.status = SessionStatus::Idle)
+    {
+        let _ = live.emit(daemon.store(), EventKind::SessionUpdated { session });
+    }
+}
+
+impl SessionAgent {
+    /// Stops the run going and drops the prompts queued behind it.
+    pub fn abort(&self, daemon: &Daemon) -> SessionAborted {
+        let (current, dropped) = {
+            let mut q = lock(&self.queue);
+            let dropped: Vec<Queued> = q.queue.drain(..).collect();
+            (q.current.clone(), dropped)
+        };
+        if let Some((_, cancel)) = &current {
+            cancel.cancel();
+        }
+        let count = dropped.len() as u32;
+        if let Ok(live) = daemon.sessions.get(&self.session_id) {
+            for queued in dropped {
+                let mut run = queued.run;
+                run.status = RunStatus::Aborted;
+                run.ended_at = Some(now_ms());
+                let _ = daemon.store().put_run(&run);
+                let _ = live.emit(daemon.store(), EventKind::RunAborted { run });
+            }
+        }
+        SessionAborted {
+            run_id: current.map(|(id, _)| id),
+            dropped_queued: count,
+        }
+    }
+
+    fn abort_all(&self) {
+        let mut q = lock(&self.queue);
+        q.queue.clear();
+        if let Some((_, cancel)) = &q.current {
+            cancel.cancel();
+        }
+    }
+
+    /// Whether a run is going or waiting.
+    pub fn busy(&self) -> bool {
+        let q = lock(&self.queue);
+        q.current.is_some() || !q.queue.is_empty()
+    }
+}

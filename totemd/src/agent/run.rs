@@ -1,0 +1,892 @@
+//! The run loop: build the request, stream the model's answer into stored parts, run the tool
+//! calls it asks for, and loop until it answers without calling a tool — or is aborted, fails, or
+//! runs out of steps.
+//!
+//! Deltas go out live but are coalesced (about every 50 ms or 256 bytes) and never stored; each
+//! part is stored when it finishes, before the `part.done` that announces it. Before each request
+//! the estimated size is compared with the model's window; above the threshold the older turns are
+//! compacted into a summary (see [`super::history`]).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use totem_permission::{PermissionSettings, Policy, Rules, SecretPatterns, Source};
+use totem_protocol::{
+    EventKind, Message, Part, ReasoningLevel, Role, Run, RunStatus, SessionStatus, Usage,
+};
+use totem_provider::{
+    AssistantPart, ChatRequest, Completion, Message as ModelMessage, StreamEvent, ToolCall,
+    ToolDefinition, TurnBuilder, estimate_tokens,
+};
+use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
+use totem_tools::recover::RepeatGuard;
+use totem_tools::{BlobSink, EventSink, Registry, ToolContext, ToolEvent};
+
+use super::history::{summarise, to_model_messages};
+use super::settings::{AgentFileSettings, ResolvedModel, provider_for};
+use super::system::{SystemPrompt, instruction_commands};
+use super::{AgentError, RunRequest, SessionAgent, lock};
+use crate::daemon::Daemon;
+use crate::session::LiveSession;
+use crate::store::{BlobStore, Compaction};
+use crate::util::{new_id, now_ms};
+
+/// Model requests per run before it is stopped.
+const MAX_STEPS: usize = 60;
+/// Compact when the request passes this share of the model's window (settings may change it).
+const DEFAULT_THRESHOLD: f64 = 0.8;
+/// Coalescing of deltas.
+const DELTA_BYTES: usize = 256;
+const DELTA_INTERVAL: Duration = Duration::from_millis(50);
+
+pub(super) type Changes<'s> = RunChanges<'s, DirBlobStore>;
+
+/// How a run ended.
+pub(super) enum Outcome {
+    Done,
+    Failed(String),
+    Aborted,
+}
+
+/// Why a step stopped early.
+pub(super) enum StepError {
+    Aborted,
+    Failed(String),
+    /// The provider said the request does not fit the window.
+    Overflow(String),
+}
+
+impl From<AgentError> for StepError {
+    fn from(e: AgentError) -> Self {
+        // The session was deleted or the store failed: nothing more can be recorded.
+        StepError::Failed(e.to_string())
+    }
+}
+
+impl From<crate::session::SessionError> for StepError {
+    fn from(e: crate::session::SessionError) -> Self {
+        StepError::Failed(e.to_string())
+    }
+}
+
+impl From<crate::store::StoreError> for StepError {
+    fn from(e: crate::store::StoreError) -> Self {
+        StepError::Failed(e.to_string())
+    }
+}
+
+/// Runs one queued prompt from its user message to its last event. Returns the model it used.
+pub(super) async fn execute(
+    daemon: &Arc<Daemon>,
+    agent: &Arc<SessionAgent>,
+    mut run: Run,
+    message_id: String,
+    request: RunRequest,
+    cancel: CancellationToken,
+) -> Option<String> {
+    let store = daemon.store();
+    let Ok(live) = daemon.sessions.get(&agent.session_id) else {
+        return None;
+    };
+    let started = async {
+        let user = live.emit_with(store, |seq| {
+            let message = Message {
+                id: message_id.clone(),
+                session_id: agent.session_id.clone(),
+                seq,
+                role: Role::User,
+                run_id: Some(run.id.clone()),
+                created_at: now_ms(),
+                parts: vec![Part::Text {
+                    text: request.text.clone(),
+                }],
+            };
+            store.put_message(&message)?;
+            Ok(EventKind::MessageCreated { message })
+        })?;
+        let session = live.update(store, |s| {
+            s.message_count += 1;
+            s.status = SessionStatus::Running;
+        })?;
+        live.emit(store, EventKind::SessionUpdated { session })?;
+        run.started_at = now_ms();
+        live.emit(store, EventKind::RunStarted { run: run.clone() })?;
+        Ok::<u64, crate::session::SessionError>(user.seq)
+    };
+    let user_seq = match started.await {
+        Ok(seq) => seq,
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "run could not start");
+            return None;
+        }
+    };
+
+    let blobs = DirBlobStore::new(daemon.home.join("blobs"));
+    let mut changes = RunChanges::new(agent.root.clone(), &blobs, RecordOptions::default());
+    let mut used_model = None;
+    let mut run_usage = None;
+    let outcome = match Runner::prepare(
+        daemon,
+        agent,
+        live.clone(),
+        &run,
+        &request,
+        user_seq,
+        cancel.clone(),
+    )
+    .await
+    {
+        Ok(mut runner) => {
+            run.model = Some(runner.model.name.clone());
+            used_model = Some(runner.model.name.clone());
+            let outcome = runner.go(&mut changes).await;
+            if matches!(outcome, Outcome::Aborted) {
+                runner.kill_jobs();
+            }
+            run_usage = runner.usage.clone();
+            outcome
+        }
+        Err(reason) => Outcome::Failed(reason),
+    };
+
+    match tokio::task::block_in_place(|| changes.finish()) {
+        Ok((record, scan)) => {
+            match serde_json::to_vec(&record) {
+                Ok(bytes) => {
+                    if let Err(e) = store.put_run_changes(&run.id, &bytes) {
+                        tracing::warn!(run = %run.id, error = %e, "cannot store the run's changes");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "cannot encode the run's changes")
+                }
+            }
+            if scan.is_some() {
+                *lock(&agent.last_scan) = scan;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "cannot record the run's changes");
+            let _ = live.emit(
+                store,
+                EventKind::Notice {
+                    run_id: Some(run.id.clone()),
+                    level: "warning".into(),
+                    text: format!("The changes of this run could not be recorded, so undo cannot revert them: {e}"),
+                },
+            );
+        }
+    }
+
+    run.ended_at = Some(now_ms());
+    run.usage = run_usage;
+    let kind = match outcome {
+        Outcome::Done => {
+            run.status = RunStatus::Done;
+            EventKind::RunDone { run: run.clone() }
+        }
+        Outcome::Failed(reason) => {
+            run.status = RunStatus::Failed;
+            run.error = Some(reason);
+            EventKind::RunFailed { run: run.clone() }
+        }
+        Outcome::Aborted => {
+            run.status = RunStatus::Aborted;
+            EventKind::RunAborted { run: run.clone() }
+        }
+    };
+    if let Err(e) = store.put_run(&run) {
+        tracing::warn!(run = %run.id, error = %e, "cannot store the finished run");
+    }
+    if let Err(e) = live.emit(store, kind) {
+        tracing::warn!(run = %run.id, error = %e, "cannot announce the end of the run");
+    }
+    used_model
+}
+
+/// Full command outputs and images go to the daemon's blob store.
+struct Blobs(BlobStore);
+
+impl BlobSink for Blobs {
+    fn put(&self, bytes: &[u8]) -> String {
+        self.0.put(bytes).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot store a tool output blob");
+            "unavailable".into()
+        })
+    }
+}
+
+/// The todo tool's plan goes out as a `todo` event.
+struct TodoEvents {
+    daemon: Arc<Daemon>,
+    live: Arc<LiveSession>,
+    run_id: String,
+}
+
+impl EventSink for TodoEvents {
+    fn emit(&self, event: ToolEvent) {
+        #[allow(unreachable_patterns)]
+        let todos = match event {
+            ToolEvent::Todos { todos } => todos,
+            _ => return,
+        };
+        let todos = todos
+            .into_iter()
+            .map(|t| totem_protocol::TodoItem {
+                status: serde_json::to_value(t.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "pending".into()),
+                content: t.content,
+            })
+            .collect();
+        let kind = EventKind::Todo {
+            run_id: self.run_id.clone(),
+            todos,
+        };
+        if let Err(e) = self.live.emit(self.daemon.store(), kind) {
+            tracing::warn!(error = %e, "cannot announce the todo list");
+        }
+    }
+}
+
+/// One run's working state.
+pub(super) struct Runner {
+    pub(super) daemon: Arc<Daemon>,
+    pub(super) agent: Arc<SessionAgent>,
+    pub(super) live: Arc<LiveSession>,
+    pub(super) run_id: String,
+    pub(super) cancel: CancellationToken,
+    pub(super) settings: AgentFileSettings,
+    pub(super) model: ResolvedModel,
+    pub(super) compaction_model: Option<String>,
+    pub(super) read_only: bool,
+    agent_prompt: Option<String>,
+    reasoning: ReasoningLevel,
+    pub(super) policy: Policy,
+    pub(super) registry: Registry,
+    pub(super) ctx: ToolContext,
+    pub(super) repeats: RepeatGuard,
+    pub(super) totaljs: bool,
+    /// Tool calls are written as JSON in the text (the model has no native tool calling).
+    text_tools: bool,
+    pub(super) seen_instructions: HashSet<PathBuf>,
+    pub(super) format_commands: Vec<String>,
+    pub(super) check_commands: Vec<String>,
+    pub(super) jobs_started: Vec<String>,
+    pub(super) usage: Option<Usage>,
+    /// The session before this run (after the compaction point), and this run's turns.
+    prior: Vec<ModelMessage>,
+    current: Vec<ModelMessage>,
+    user_seq: u64,
+    compaction: Option<Compaction>,
+    system: String,
+}
+
+impl Runner {
+    async fn prepare(
+        daemon: &Arc<Daemon>,
+        agent: &Arc<SessionAgent>,
+        live: Arc<LiveSession>,
+        run: &Run,
+        request: &RunRequest,
+        user_seq: u64,
+        cancel: CancellationToken,
+    ) -> Result<Runner, String> {
+        let settings = AgentFileSettings::load(daemon)?;
+        let agent_settings = settings
+            .agents
+            .get(&request.mode)
+            .cloned()
+            .unwrap_or_default();
+        let read_only = request.mode == super::PLAN || agent_settings.read_only;
+        let wanted = request.model.clone().or(agent_settings.model.clone());
+        let model = provider_for(daemon, wanted.as_deref()).await?;
+
+        let mut policy = Policy::new();
+        if let Some(value) = &settings.permission {
+            let permission: PermissionSettings = serde_json::from_value(value.clone())
+                .map_err(|e| format!("the `permission` section of the settings is invalid: {e}"))?;
+            policy
+                .add_layer(Source::User, permission.rules)
+                .map_err(|e| format!("a permission rule in the settings is invalid: {e}"))?;
+            policy.set_secrets(
+                SecretPatterns::from_settings(&permission.secrets)
+                    .map_err(|e| format!("the secret file settings are invalid: {e}"))?,
+            );
+        }
+        if !agent_settings.allow.is_empty() || !agent_settings.deny.is_empty() {
+            let rules = Rules::from_lists(&agent_settings.allow, &agent_settings.deny)
+                .map_err(|e| format!("the rules of agent `{}` are invalid: {e}", request.mode))?;
+            policy
+                .add_layer(Source::Agent, rules)
+                .map_err(|e| format!("the rules of agent `{}` are invalid: {e}", request.mode))?;
+        }
+
+        let secrets = policy.secrets().clone();
+        let ctx = ToolContext::new(&agent.root)
+            .map_err(|e| {
+                format!(
+                    "cannot open the project folder {}: {e}",
+                    agent.root.display()
+                )
+            })?
+            .with_cancel(cancel.clone())
+            .with_jobs(agent.jobs.clone())
+            .with_blobs(Arc::new(Blobs(daemon.blobs.clone())))
+            .with_events(Arc::new(TodoEvents {
+                daemon: daemon.clone(),
+                live: live.clone(),
+                run_id: run.id.clone(),
+            }))
+            .with_secret_filter(Arc::new(move |path: &str| secrets.is_secret(path)));
+
+        let project = totem_totaljs::detect(&agent.root);
+        if matches!(project, totem_totaljs::Project::Legacy { .. })
+            && let Some(text) = project.message()
+        {
+            let _ = live.emit(
+                daemon.store(),
+                EventKind::Notice {
+                    run_id: Some(run.id.clone()),
+                    level: "info".into(),
+                    text,
+                },
+            );
+        }
+        let (mut format_commands, mut check_commands) = instruction_commands(&agent.root);
+        format_commands.extend(settings.format.values().cloned());
+        check_commands.extend(settings.check.iter().cloned());
+
+        let store = daemon.store();
+        let compaction = store
+            .compaction(&agent.session_id)
+            .map_err(|e| e.to_string())?;
+        let after = compaction.as_ref().map_or(0, |c| c.upto_seq);
+        let (stored, _) = store
+            .messages_after(&agent.session_id, after, 100_000)
+            .map_err(|e| e.to_string())?;
+        let stored: Vec<Message> = stored.into_iter().filter(|m| m.seq < user_seq).collect();
+        let text_tools = model.info.as_ref().is_some_and(|i| !i.capabilities.tools);
+
+        let mut runner = Runner {
+            daemon: daemon.clone(),
+            agent: agent.clone(),
+            live,
+            run_id: run.id.clone(),
+            cancel,
+            compaction_model: settings.compaction.model.clone(),
+            agent_prompt: agent_settings.prompt.clone(),
+            settings,
+            model,
+            read_only,
+            reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
+            policy,
+            registry: Registry::builtin(),
+            ctx,
+            repeats: RepeatGuard::default(),
+            totaljs: project.is_totaljs5(),
+            text_tools,
+            seen_instructions: HashSet::new(),
+            format_commands,
+            check_commands,
+            jobs_started: Vec::new(),
+            usage: None,
+            prior: to_model_messages(&stored),
+            current: vec![ModelMessage::user(request.text.clone())],
+            user_seq,
+            compaction,
+            system: String::new(),
+        };
+        runner.system = runner.render_system();
+        Ok(runner)
+    }
+
+    fn render_system(&self) -> String {
+        let mut system = SystemPrompt {
+            root: &self.agent.root,
+            read_only: self.read_only,
+            agent_prompt: self.agent_prompt.as_deref(),
+            totaljs: self.totaljs,
+            summary: self.compaction.as_ref().map(|c| c.summary.as_str()),
+        }
+        .render();
+        if self.text_tools {
+            system.push_str("\n\nTools: call one by writing only a JSON object {\"name\": \"TOOL\", \"arguments\": {…}} in your answer, then wait for the result.\n");
+            for def in self.registry.definitions(self.read_only) {
+                system.push_str(&format!(
+                    "- {} {}: {}\n",
+                    def.name,
+                    totem_tools::schema::signature(&def.parameters),
+                    def.description
+                ));
+            }
+        }
+        system
+    }
+
+    /// The request for the next step.
+    pub(super) fn request(&self) -> ChatRequest {
+        let mut messages = self.prior.clone();
+        messages.extend(self.current.iter().cloned());
+        if self.totaljs
+            && let Some(ModelMessage::User { text, .. }) = messages
+                .iter_mut()
+                .rev()
+                .find(|m| matches!(m, ModelMessage::User { .. }))
+        {
+            text.push_str("\n\n");
+            text.push_str(totem_totaljs::reminder());
+        }
+        let tools = if self.text_tools {
+            Vec::new()
+        } else {
+            self.registry
+                .definitions(self.read_only)
+                .into_iter()
+                .map(|d| ToolDefinition {
+                    name: d.name,
+                    description: d.description,
+                    parameters: d.parameters,
+                })
+                .collect()
+        };
+        ChatRequest {
+            model: self.model.model.clone(),
+            system: Some(self.system.clone()),
+            messages,
+            tools,
+            reasoning: match self.reasoning {
+                ReasoningLevel::Off => totem_provider::ReasoningLevel::Off,
+                ReasoningLevel::Low => totem_provider::ReasoningLevel::Low,
+                ReasoningLevel::Medium => totem_provider::ReasoningLevel::Medium,
+                ReasoningLevel::High => totem_provider::ReasoningLevel::High,
+            },
+            ..ChatRequest::default()
+        }
+    }
+
+    fn window(&self) -> Option<u64> {
+        self.model.info.as_ref().and_then(|i| i.context_window)
+    }
+
+    fn over_threshold(&self, request: &ChatRequest) -> bool {
+        let Some(window) = self.window() else {
+            return false;
+        };
+        let threshold = self
+            .settings
+            .compaction
+            .threshold
+            .filter(|t| *t > 0.05 && *t <= 1.0)
+            .unwrap_or(DEFAULT_THRESHOLD);
+        f64::from(estimate_tokens(request)) > threshold * window as f64
+    }
+
+    pub(super) fn emit(&self, kind: EventKind) -> Result<(), StepError> {
+        self.live.emit(self.daemon.store(), kind)?;
+        Ok(())
+    }
+
+    fn notice(&self, level: &str, text: String) {
+        let _ = self.emit(EventKind::Notice {
+            run_id: Some(self.run_id.clone()),
+            level: level.into(),
+            text,
+        });
+    }
+
+    async fn go(&mut self, changes: &mut Changes<'_>) -> Outcome {
+        let mut compacted_for_overflow = false;
+        for step in 0..MAX_STEPS {
+            if self.cancel.is_cancelled() {
+                return Outcome::Aborted;
+            }
+            let mut request = self.request();
+            if self.over_threshold(&request) && !self.prior.is_empty() {
+                match self.compact().await {
+                    Ok(()) => request = self.request(),
+                    Err(e) => self.notice("warning", e),
+                }
+            }
+            let context = u64::from(estimate_tokens(&request));
+            let (completion, message_id, mut index) = match self.step(request).await {
+                Ok(done) => done,
+                Err(StepError::Aborted) => return Outcome::Aborted,
+                Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
+                Err(StepError::Overflow(reason)) => {
+                    if !compacted_for_overflow && !self.prior.is_empty() {
+                        compacted_for_overflow = true;
+                        if self.compact().await.is_ok() {
+                            continue;
+                        }
+                    }
+                    return Outcome::Failed(format!(
+                        "{reason}. The conversation no longer fits the model's context: run /compact, start a new session, or pick a model with a larger window"
+                    ));
+                }
+            };
+            if let Err(StepError::Failed(reason)) = self.account(&completion, &message_id, context)
+            {
+                return Outcome::Failed(reason);
+            }
+
+            let mut parts = completion.parts.clone();
+            let mut calls: Vec<ToolCall> = completion.tool_calls().cloned().collect();
+            if calls.is_empty() {
+                for (i, found) in self
+                    .registry
+                    .calls_from_text(&completion.text())
+                    .into_iter()
+                    .enumerate()
+                {
+                    let call = ToolCall {
+                        id: format!("text_{step}_{i}"),
+                        name: found.name,
+                        arguments: found.arguments,
+                        signature: None,
+                    };
+                    if let Err(e) = self.store_part(
+                        &message_id,
+                        index,
+                        "toolCall",
+                        Part::ToolCall {
+                            call_id: call.id.clone(),
+                            tool: call.name.clone(),
+                            input: call.arguments.clone(),
+                        },
+                    ) {
+                        return step_failed(e);
+                    }
+                    index += 1;
+                    parts.push(AssistantPart::ToolCall(call.clone()));
+                    calls.push(call);
+                }
+            }
+            if !parts.is_empty() {
+                self.current.push(ModelMessage::Assistant { parts });
+            }
+            if calls.is_empty() {
+                if completion.parts.is_empty() {
+                    self.notice("warning", "The model returned an empty answer.".into());
+                }
+                return Outcome::Done;
+            }
+            for call in calls {
+                if self.cancel.is_cancelled() {
+                    return Outcome::Aborted;
+                }
+                if let Err(e) = self.emit(EventKind::PartStarted {
+                    run_id: self.run_id.clone(),
+                    message_id: message_id.clone(),
+                    index,
+                    part_type: "toolResult".into(),
+                }) {
+                    return step_failed(e);
+                }
+                let (output, is_error) = self.call(&call, changes).await;
+                let part = Part::ToolResult {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    output: output.clone(),
+                    is_error,
+                };
+                if let Err(e) = self.finish_part(&message_id, index, part) {
+                    return step_failed(e);
+                }
+                index += 1;
+                self.current
+                    .push(ModelMessage::ToolResult(totem_provider::ToolResult {
+                        call_id: call.id,
+                        tool_name: call.name,
+                        content: output,
+                        is_error,
+                    }));
+            }
+        }
+        Outcome::Failed(format!(
+            "stopped after {MAX_STEPS} model steps without a final answer; send another prompt to continue"
+        ))
+    }
+
+    /// Streams one answer into a new assistant message. Returns the turn, the message id and
+    /// the next free part index.
+    async fn step(&mut self, request: ChatRequest) -> Result<(Completion, String, u32), StepError> {
+        let store = self.daemon.store();
+        let message_id = new_id("msg");
+        self.live.emit_with(store, |seq| {
+            let message = Message {
+                id: message_id.clone(),
+                session_id: self.agent.session_id.clone(),
+                seq,
+                role: Role::Assistant,
+                run_id: Some(self.run_id.clone()),
+                created_at: now_ms(),
+                parts: Vec::new(),
+            };
+            store.put_message(&message)?;
+            Ok(EventKind::MessageCreated { message })
+        })?;
+        self.live.update(store, |s| s.message_count += 1)?;
+
+        let mut stream = self.model.provider.stream(request);
+        let mut turn = TurnBuilder::new();
+        let mut open: Option<OpenPart> = None;
+        let mut index: u32 = 0;
+        loop {
+            let next = tokio::select! {
+                _ = self.cancel.cancelled() => {
+                    self.close(&message_id, &mut open)?;
+                    return Err(StepError::Aborted);
+                }
+                next = stream.next() => next,
+            };
+            let event = match next {
+                None => break,
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    self.close(&message_id, &mut open)?;
+                    if e.is_context_overflow() {
+                        return Err(StepError::Overflow(e.to_string()));
+                    }
+                    return Err(StepError::Failed(e.to_string()));
+                }
+            };
+            match &event {
+                StreamEvent::TextDelta { text } => {
+                    self.delta(&message_id, &mut open, &mut index, false, text)?
+                }
+                StreamEvent::ReasoningDelta { text } => {
+                    self.delta(&message_id, &mut open, &mut index, true, text)?
+                }
+                StreamEvent::PartEnd { .. } => self.close(&message_id, &mut open)?,
+                StreamEvent::ToolCall(call) => {
+                    self.close(&message_id, &mut open)?;
+                    self.store_part(
+                        &message_id,
+                        index,
+                        "toolCall",
+                        Part::ToolCall {
+                            call_id: call.id.clone(),
+                            tool: call.name.clone(),
+                            input: call.arguments.clone(),
+                        },
+                    )?;
+                    index += 1;
+                }
+                _ => {}
+            }
+            turn.push(event);
+        }
+        self.close(&message_id, &mut open)?;
+        Ok((turn.finish(), message_id, index))
+    }
+
+    fn delta(
+        &self,
+        message_id: &str,
+        open: &mut Option<OpenPart>,
+        index: &mut u32,
+        reasoning: bool,
+        text: &str,
+    ) -> Result<(), StepError> {
+        if open.as_ref().is_some_and(|p| p.reasoning != reasoning) {
+            self.close(message_id, open)?;
+        }
+        if open.is_none() {
+            self.emit(EventKind::PartStarted {
+                run_id: self.run_id.clone(),
+                message_id: message_id.to_string(),
+                index: *index,
+                part_type: if reasoning { "reasoning" } else { "text" }.into(),
+            })?;
+            *open = Some(OpenPart {
+                index: *index,
+                reasoning,
+                text: String::new(),
+                pending: String::new(),
+                last_flush: Instant::now(),
+            });
+            *index += 1;
+        }
+        if let Some(part) = open.as_mut() {
+            part.text.push_str(text);
+            part.pending.push_str(text);
+            if part.pending.len() >= DELTA_BYTES || part.last_flush.elapsed() >= DELTA_INTERVAL {
+                self.flush(message_id, part)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self, message_id: &str, part: &mut OpenPart) -> Result<(), StepError> {
+        if part.pending.is_empty() {
+            return Ok(());
+        }
+        self.emit(EventKind::PartDelta {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index: part.index,
+            text: std::mem::take(&mut part.pending),
+        })?;
+        part.last_flush = Instant::now();
+        Ok(())
+    }
+
+    /// Finishes the streaming part: last delta, stored, announced.
+    fn close(&self, message_id: &str, open: &mut Option<OpenPart>) -> Result<(), StepError> {
+        let Some(mut part) = open.take() else {
+            return Ok(());
+        };
+        self.flush(message_id, &mut part)?;
+        let stored = if part.reasoning {
+            Part::Reasoning { text: part.text }
+        } else {
+            Part::Text { text: part.text }
+        };
+        self.finish_part(message_id, part.index, stored)
+    }
+
+    /// A part that is whole at once (a tool call): started, stored, done.
+    fn store_part(
+        &self,
+        message_id: &str,
+        index: u32,
+        part_type: &str,
+        part: Part,
+    ) -> Result<(), StepError> {
+        self.emit(EventKind::PartStarted {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index,
+            part_type: part_type.into(),
+        })?;
+        self.finish_part(message_id, index, part)
+    }
+
+    fn finish_part(&self, message_id: &str, index: u32, part: Part) -> Result<(), StepError> {
+        self.daemon.store().put_part(message_id, index, &part)?;
+        self.emit(EventKind::PartDone {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index,
+            part,
+        })
+    }
+
+    /// Adds an answer's usage to the run and the session and announces it.
+    fn account(
+        &mut self,
+        completion: &Completion,
+        message_id: &str,
+        context: u64,
+    ) -> Result<(), StepError> {
+        let Some(u) = completion.usage else {
+            return Ok(());
+        };
+        let mut usage = Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            cost_usd: None,
+        };
+        if let Some(p) = self.model.info.as_ref().and_then(|i| i.prices) {
+            let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+            usage.cost_usd = Some(
+                per(u.input_tokens, p.input_per_million)
+                    + per(u.output_tokens, p.output_per_million)
+                    + per(
+                        u.cache_read_tokens,
+                        p.cache_read_per_million.unwrap_or(p.input_per_million),
+                    )
+                    + per(
+                        u.cache_write_tokens,
+                        p.cache_write_per_million.unwrap_or(p.input_per_million),
+                    ),
+            );
+        }
+        let run = self.usage.get_or_insert_with(Usage::default);
+        run.add(&usage);
+        let run = run.clone();
+        let session = self.live.update(self.daemon.store(), |s| {
+            s.usage.get_or_insert_with(Usage::default).add(&usage);
+        })?;
+        self.emit(EventKind::Usage {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            usage,
+            run,
+            session: session.usage.unwrap_or_default(),
+            context_tokens: Some(context),
+            context_window: self.window(),
+        })
+    }
+
+    /// Summarises the turns before this run and keeps only the summary in later requests.
+    pub(super) async fn compact(&mut self) -> Result<(), String> {
+        let model = match &self.compaction_model {
+            Some(name) => provider_for(&self.daemon, Some(name)).await?,
+            None => self.model.clone(),
+        };
+        let count = self.prior.len();
+        let previous = self.compaction.as_ref().map(|c| c.summary.clone());
+        let summary = summarise(&model, previous.as_deref(), &self.prior).await?;
+        let compaction = Compaction {
+            upto_seq: self.user_seq.saturating_sub(1),
+            summary,
+            at: now_ms(),
+        };
+        self.daemon
+            .store()
+            .put_compaction(&self.agent.session_id, &compaction)
+            .map_err(|e| e.to_string())?;
+        self.compaction = Some(compaction);
+        self.prior.clear();
+        self.system = self.render_system();
+        self.notice(
+            "info",
+            format!(
+                "Compacted the conversation: {count} earlier messages were summarised by {}.",
+                model.name
+            ),
+        );
+        Ok(())
+    }
+
+    /// Kills the background jobs this run started (on abort).
+    fn kill_jobs(&self) {
+        for id in &self.jobs_started {
+            if let Some(pid) = self.agent.jobs.pid(id)
+                && let Ok(pid) = i32::try_from(pid)
+            {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+fn step_failed(e: StepError) -> Outcome {
+    match e {
+        StepError::Aborted => Outcome::Aborted,
+        StepError::Failed(reason) | StepError::Overflow(reason) => Outcome::Failed(reason),
+    }
+}
+
+/// A text or reasoning part still streaming.
+struct OpenPart {
+    index: u32,
+    reasoning: bool,
+    text: String,
+    /// Deltas not sent yet.
+    pending: String,
+    last_flush: Instant,
+}

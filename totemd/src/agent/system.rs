@@ -1,0 +1,182 @@
+//! The system prompt: a short base written for small models, the mode, the environment, the
+//! project's instruction files and, in Total.js 5 projects, the primer.
+//!
+//! Instruction files are `AGENTS.md` (or `CLAUDE.md` where a folder has no AGENTS.md): the root's
+//! goes into the system prompt; those of folders the run touches, up to the root, are added to the
+//! tool result that touched them, once per run. They are read only from inside the project root
+//! (resolved, links included), never from outside it and never from a URL.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// The prompt every mode starts with. Plain, direct, no padding: small models follow short
+/// numbered-free rules better than long prose.
+const BASE: &str = "You are Totem, a coding agent working in the user's project through tools.
+
+Rules:
+- Look before you change: read a file before editing it; find things with grep, glob and list.
+- Keep changes small and focused on what the user asked. Follow the project's style.
+- Change files with edit or patch; use write for new files or full rewrites.
+- After changing code, run the project's checks or tests with bash when it has any.
+- Paths are relative to the project root. Files outside it are off limits.
+- If a tool returns an error, read it and fix the call. Never repeat the same failing call.
+- If the request is unclear or risky, ask the user instead of guessing.
+- When done, answer briefly: what you changed and what the user still has to do.";
+
+const PLAN: &str = "Mode: Plan. You can only read (read, list, glob, grep, todo): do not change files or run commands. Study the code, then answer with a short step-by-step plan.";
+
+const BUILD: &str =
+    "Mode: Build. You can read and change files and run commands. Do the work, then report.";
+
+/// Instruction files longer than this are cut (bytes).
+const MAX_INSTRUCTIONS: usize = 16 * 1024;
+
+/// What the system prompt is built from.
+pub struct SystemPrompt<'a> {
+    pub root: &'a Path,
+    pub read_only: bool,
+    /// The agent's own prompt from settings.
+    pub agent_prompt: Option<&'a str>,
+    pub totaljs: bool,
+    /// The summary of older turns, after a compaction.
+    pub summary: Option<&'a str>,
+}
+
+impl SystemPrompt<'_> {
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str(BASE);
+        out.push_str("\n\n");
+        out.push_str(if self.read_only { PLAN } else { BUILD });
+        if let Some(extra) = self.agent_prompt.filter(|p| !p.trim().is_empty()) {
+            out.push_str("\n\n");
+            out.push_str(extra.trim());
+        }
+        out.push_str("\n\n");
+        out.push_str(&environment(self.root));
+        if self.totaljs {
+            out.push_str("\n\n");
+            out.push_str(totem_totaljs::primer().trim());
+        }
+        if let Some((name, text)) = root_instructions(self.root) {
+            out.push_str(&format!("\n\nProject instructions ({name}):\n{text}"));
+        }
+        if let Some(summary) = self.summary {
+            out.push_str(
+                "\n\nSummary of the earlier conversation (older messages are not shown):\n",
+            );
+            out.push_str(summary.trim());
+        }
+        out
+    }
+}
+
+/// Root, OS, date, and whether the project is a git repository.
+fn environment(root: &Path) -> String {
+    let date = time::OffsetDateTime::now_utc().date();
+    let git = if root.join(".git").exists() {
+        "yes"
+    } else {
+        "no"
+    };
+    format!(
+        "Environment:\n- Project root: {}\n- OS: {}\n- Date: {date}\n- Git repository: {git}",
+        root.display(),
+        std::env::consts::OS
+    )
+}
+
+/// The instruction file of one folder: AGENTS.md, else CLAUDE.md, only when it resolves to a
+/// regular file inside `root`. Returns its root-relative name and text.
+fn folder_instructions(root: &Path, dir: &Path) -> Option<(String, String)> {
+    for name in ["AGENTS.md", "CLAUDE.md"] {
+        let candidate = dir.join(name);
+        let Ok(real) = std::fs::canonicalize(&candidate) else {
+            continue;
+        };
+        if !real.starts_with(root) || !real.is_file() {
+            continue;
+        }
+        let Ok(mut text) = std::fs::read_to_string(&real) else {
+            continue;
+        };
+        if text.len() > MAX_INSTRUCTIONS {
+            let mut cut = MAX_INSTRUCTIONS;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push_str("\n[cut]");
+        }
+        let rel = candidate
+            .strip_prefix(root)
+            .map_or_else(|_| name.to_string(), |p| p.display().to_string());
+        return Some((rel, text.trim().to_string()));
+    }
+    None
+}
+
+/// The root's instruction file.
+pub fn root_instructions(root: &Path) -> Option<(String, String)> {
+    folder_instructions(root, root)
+}
+
+/// Instruction files of the folders from `rel`'s folder up to (not including) the root that this
+/// run has not seen yet. `rel` is a project-relative path that already passed the boundary.
+pub fn nested_instructions(
+    root: &Path,
+    rel: &str,
+    seen: &mut HashSet<PathBuf>,
+) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let target = root.join(rel);
+    let mut dir = if target.is_dir() {
+        Some(target.as_path())
+    } else {
+        target.parent()
+    };
+    while let Some(d) = dir {
+        // Compare resolved folders: a link never leads the walk out of the project.
+        let Ok(real) = std::fs::canonicalize(d) else {
+            dir = d.parent();
+            continue;
+        };
+        if real == root || !real.starts_with(root) {
+            break;
+        }
+        if seen.insert(real.clone())
+            && let Some(file) = folder_instructions(root, &real)
+        {
+            found.push(file);
+        }
+        dir = d.parent();
+    }
+    found.reverse();
+    found
+}
+
+/// The commands AGENTS.md names for after an edit: lines such as `format: prettier --write {file}`
+/// or `check: npm run lint` (a list marker and backticks are allowed).
+pub fn instruction_commands(root: &Path) -> (Vec<String>, Vec<String>) {
+    let mut format = Vec::new();
+    let mut check = Vec::new();
+    let Some((_, text)) = root_instructions(root) else {
+        return (format, check);
+    };
+    for line in text.lines() {
+        let line = line.trim().trim_start_matches(['-', '*']).trim();
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('`').trim();
+        if value.is_empty() {
+            continue;
+        }
+        match key.trim().trim_matches('*').to_ascii_lowercase().as_str() {
+            "format" | "formatter" => format.push(value.to_string()),
+            "check" | "lint" => check.push(value.to_string()),
+            _ => {}
+        }
+    }
+    (format, check)
+}

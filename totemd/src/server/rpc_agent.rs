@@ -1,0 +1,48 @@
+//! Handlers of the agent's methods: `session.abort`, `session.command`, `permission.reply` and
+//! `permission.list` (`session.prompt` is registered with the session methods and calls the agent).
+
+use jsonrpsee::core::server::RpcModule;
+use jsonrpsee::types::ErrorObjectOwned;
+use totem_protocol::{
+    Ack, ErrorCode, PermissionList, PermissionReplyParams, SessionCommandParams, SessionRef, method,
+};
+
+use super::rpc::{err, register};
+use crate::agent::AgentError;
+use crate::daemon::Daemon;
+
+impl From<AgentError> for ErrorObjectOwned {
+    fn from(e: AgentError) -> Self {
+        match e {
+            AgentError::Session(s) => s.into(),
+            AgentError::Store(s) => s.into(),
+            AgentError::NotFound(m) => err(ErrorCode::NOT_FOUND, m),
+            AgentError::Invalid(m) => err(ErrorCode::INVALID_PARAMS, m),
+            AgentError::Conflict(m) => err(ErrorCode::CONFLICT, m),
+        }
+    }
+}
+
+pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
+    register::<method::SessionAbort, _, _>(m, |p: SessionRef, d, _| async move {
+        let agent = d.agents.session(&d, &p.session_id)?;
+        Ok(agent.abort(&d))
+    });
+
+    register::<method::SessionCommand, _, _>(m, |p: SessionCommandParams, d, _| async move {
+        Ok(crate::agent::command::run(&d, p).await?)
+    });
+
+    register::<method::PermissionReply, _, _>(m, |p: PermissionReplyParams, d, _| async move {
+        let agent = d.agents.session(&d, &p.session_id)?;
+        agent.reply(&d, p)?;
+        Ok(Ack {})
+    });
+
+    register::<method::PermissionList, _, _>(m, |p: SessionRef, d, _| async move {
+        let agent = d.agents.session(&d, &p.session_id)?;
+        Ok(PermissionList {
+            questions: agent.pending_questions(),
+        })
+    });
+}

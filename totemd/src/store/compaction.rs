@@ -1,0 +1,34 @@
+//! A session's compaction: the summary that replaces its older messages in model requests. The
+//! messages themselves stay in the store; this only records up to where the summary reaches. Kept
+//! in the `meta` keyspace under `compaction \0 session id`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Result, Store, decode, encode, keys};
+
+/// The summary of a session's messages up to `upto_seq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    pub upto_seq: u64,
+    pub summary: String,
+    pub at: u64,
+}
+
+fn key(session_id: &str) -> Vec<u8> {
+    keys::pair_key("compaction", session_id)
+}
+
+impl Store {
+    pub fn compaction(&self, session_id: &str) -> Result<Option<Compaction>> {
+        match self.meta.get(key(session_id))? {
+            Some(v) => Ok(Some(decode("compaction", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put_compaction(&self, session_id: &str, compaction: &Compaction) -> Result<()> {
+        self.meta.insert(key(session_id), encode(compaction)?)?;
+        Ok(())
+    }
+}
