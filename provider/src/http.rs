@@ -466,10 +466,10 @@ fn ends_blank_line(pending: &[u8], before_newline: &[u8]) -> bool {
     match memchr::memrchr(b'\n', pending) {
         Some(i) => {
             let head = &pending[i + 1..];
-            match (head, before_newline) {
-                (b"", b"") | (b"\r", b"") | (b"", b"\r") => true,
-                _ => false,
-            }
+            matches!(
+                (head, before_newline),
+                (b"", b"") | (b"\r", b"") | (b"", b"\r")
+            )
         }
         None => false,
     }
