@@ -44,6 +44,15 @@ pub enum Command {
         /// The shell to generate for.
         shell: clap_complete::Shell,
     },
+    /// Check the daemon, socket, store, providers, rg and MCP servers, and say what to fix.
+    Doctor,
+    /// Print the man page (`totem man > totem.1`), or write one page per command with `--out DIR`.
+    #[command(hide = true)]
+    Man {
+        /// Write totem.1, totem-run.1, … into this folder instead.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 const ATTACH_HELP: &str = "\
@@ -120,5 +129,11 @@ pub enum DaemonCommand {
         /// Print the status as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Install the systemd user units and enable totemd.socket (totemd then starts on demand).
+    Install {
+        /// Print the units and commands instead of installing them.
+        #[arg(long)]
+        print: bool,
     },
 }

@@ -295,7 +295,8 @@ pub async fn stop_command(endpoint: &Endpoint) -> anyhow::Result<Exit> {
         }
     }
     let deadline = Instant::now() + WAIT;
-    while endpoint.socket.exists() {
+    // A daemon started by systemd's totemd.socket leaves the socket to systemd: its exit is enough.
+    while endpoint.socket.exists() && pid.is_none_or(running) {
         if Instant::now() > deadline {
             return Err(Unreachable(format!(
                 "totemd{} still holds {} after {} s. Look at its log in {}, or send it SIGTERM",
@@ -313,6 +314,20 @@ pub async fn stop_command(endpoint: &Endpoint) -> anyhow::Result<Exit> {
         None => println!("stopped totemd"),
     }
     Ok(Exit::Success)
+}
+
+/// Whether process `pid` still runs (an exited one not yet reaped counts as gone).
+fn running(pid: u32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (name) S …`: the state follows the last parenthesis.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.trim().chars().next());
+        return !matches!(state, Some('Z' | 'X'));
+    }
+    i32::try_from(pid)
+        .is_ok_and(|pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok())
 }
 
 /// `totem daemon status`.

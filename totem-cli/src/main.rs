@@ -3,8 +3,10 @@
 
 mod cli;
 mod daemon;
+mod doctor;
 mod exit;
 mod format;
+mod install;
 mod project;
 mod render;
 mod repl;
@@ -23,6 +25,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Completions { shell }) = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "totem", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Man { out }) = &cli.command {
+        if let Err(error) = install::man_command(out.as_deref()) {
+            eprintln!("totem: {error:#}");
+            return ExitCode::from(exit::exit_for(&error).code());
+        }
         return ExitCode::SUCCESS;
     }
     match dispatch(cli) {
@@ -51,7 +60,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Daemon(DaemonCommand::Status { json })) => {
                 daemon::status_command(&endpoint, json).await
             }
-            Some(Command::Completions { .. }) => Ok(Exit::Success),
+            Some(Command::Daemon(DaemonCommand::Install { print })) => {
+                install::install_command(&endpoint, print).await
+            }
+            Some(Command::Doctor) => doctor::doctor_command(&endpoint).await,
+            Some(Command::Completions { .. }) | Some(Command::Man { .. }) => Ok(Exit::Success),
         }
     })
 }

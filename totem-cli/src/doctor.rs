@@ -1,0 +1,616 @@
+//! `totem doctor`: checks what Totem needs — the daemon, the socket and folder permissions, the
+//! store, the providers, `rg`, MCP servers, the systemd units — and prints one line per check
+//! (ok / warn / fail) with what to do about it. Exit code 0 when nothing failed.
+//!
+//! Provider and MCP checks go through the methods the daemon announces in `initialize`, called by
+//! name, so that this client works with daemons that have more or fewer of them.
+
+use std::fmt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use totem_protocol::{NoParams, method};
+
+use crate::daemon::{Connection, Endpoint};
+use crate::exit::Exit;
+
+/// How long one provider may take to answer `provider.test`.
+const PROVIDER_WAIT: Duration = Duration::from_secs(30);
+/// How long any other call may take.
+const CALL_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `pad`, not `write_str`: the report aligns on `{:<4}`.
+        f.pad(match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        })
+    }
+}
+
+/// One line of the report: what was checked, how it went, and what to do when it did not.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub status: Status,
+    pub name: String,
+    pub detail: String,
+}
+
+fn check(status: Status, name: impl Into<String>, detail: impl Into<String>) -> Check {
+    Check {
+        status,
+        name: name.into(),
+        detail: detail.into(),
+    }
+}
+
+/// `totem doctor`.
+pub async fn doctor_command(endpoint: &Endpoint) -> anyhow::Result<Exit> {
+    let mut failed = false;
+    for line in run_checks(endpoint).await {
+        failed |= line.status == Status::Fail;
+        println!("{:<4}  {:<10}  {}", line.status, line.name, line.detail);
+    }
+    Ok(if failed { Exit::Failed } else { Exit::Success })
+}
+
+/// Every check, in the order a person would fix things.
+pub async fn run_checks(endpoint: &Endpoint) -> Vec<Check> {
+    let mut checks = vec![check_home(&endpoint.home)];
+    checks.extend(check_private_files(&endpoint.home));
+    if let Some(dir) = endpoint.socket.parent() {
+        checks.push(check_socket_folder(dir));
+    }
+    let connection = match crate::daemon::connect(endpoint).await {
+        Ok(Some(connection)) => Some(connection),
+        Ok(None) => {
+            checks.push(check(
+                Status::Fail,
+                "daemon",
+                format!(
+                    "nothing answers on {}: start it with `totem daemon start` (or `totem daemon install` to have systemd start it)",
+                    endpoint.socket.display()
+                ),
+            ));
+            None
+        }
+        Err(e) => {
+            checks.push(check(Status::Fail, "daemon", format!("{e:#}")));
+            None
+        }
+    };
+    checks.push(check_socket(&endpoint.socket, connection.is_some()));
+    match &connection {
+        Some(connection) => checks.extend(check_daemon(connection).await),
+        None => checks.push(check(
+            Status::Warn,
+            "providers",
+            "not checked: the daemon is not running",
+        )),
+    }
+    checks.push(check_logs(&endpoint.home.join("logs")));
+    checks.push(check_rg());
+    checks.extend(check_mcp(connection.as_ref(), &endpoint.home).await);
+    checks.extend(check_systemd());
+    checks
+}
+
+fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    meta.permissions().mode() & 0o777
+}
+
+fn own_uid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+fn check_home(home: &Path) -> Check {
+    match std::fs::metadata(home) {
+        Err(_) => check(
+            Status::Warn,
+            "home",
+            format!(
+                "{} does not exist yet: totemd creates it when it first starts",
+                home.display()
+            ),
+        ),
+        Ok(meta) if !meta.is_dir() => check(
+            Status::Fail,
+            "home",
+            format!(
+                "{} is not a folder: move it away, or point TOTEM_HOME elsewhere",
+                home.display()
+            ),
+        ),
+        Ok(meta) if meta.uid() != own_uid() => check(
+            Status::Fail,
+            "home",
+            format!(
+                "{} belongs to uid {}, not to you: `chown -R $(id -u) {}`",
+                home.display(),
+                meta.uid(),
+                home.display()
+            ),
+        ),
+        Ok(meta) if mode_of(&meta) & 0o077 != 0 => check(
+            Status::Warn,
+            "home",
+            format!(
+                "{} is open to other users (mode {:o}): `chmod 700 {}`",
+                home.display(),
+                mode_of(&meta),
+                home.display()
+            ),
+        ),
+        Ok(_) => check(Status::Ok, "home", format!("{} (mode 700)", home.display())),
+    }
+}
+
+/// Settings, sealed keys and the key that seals them must be readable by the user only.
+fn check_private_files(home: &Path) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for path in [
+        home.join("settings.json"),
+        home.join("secrets.json"),
+        home.join("keys"),
+        home.join("keys").join("master.key"),
+    ] {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if mode_of(&meta) & 0o077 != 0 {
+            let wanted = if meta.is_dir() { "700" } else { "600" };
+            checks.push(check(
+                Status::Fail,
+                "secrets",
+                format!(
+                    "{} is readable by other users (mode {:o}): `chmod {wanted} {}`",
+                    path.display(),
+                    mode_of(&meta),
+                    path.display()
+                ),
+            ));
+        }
+    }
+    if checks.is_empty() {
+        checks.push(check(
+            Status::Ok,
+            "secrets",
+            "settings and keys are readable by you only",
+        ));
+    }
+    checks
+}
+
+fn check_socket_folder(dir: &Path) -> Check {
+    match std::fs::metadata(dir) {
+        Err(_) => check(
+            Status::Warn,
+            "socket dir",
+            format!("{} does not exist (totemd creates it)", dir.display()),
+        ),
+        Ok(meta) if meta.uid() != own_uid() => check(
+            Status::Fail,
+            "socket dir",
+            format!(
+                "{} belongs to uid {}: remove it and start totemd again",
+                dir.display(),
+                meta.uid()
+            ),
+        ),
+        Ok(meta) if mode_of(&meta) & 0o077 != 0 => check(
+            Status::Warn,
+            "socket dir",
+            format!(
+                "{} is open to other users (mode {:o}): `chmod 700 {}`",
+                dir.display(),
+                mode_of(&meta),
+                dir.display()
+            ),
+        ),
+        Ok(_) => check(
+            Status::Ok,
+            "socket dir",
+            format!("{} (mode 700)", dir.display()),
+        ),
+    }
+}
+
+fn check_socket(socket: &Path, answered: bool) -> Check {
+    let meta = match std::fs::metadata(socket) {
+        Ok(meta) => meta,
+        Err(_) if answered => {
+            return check(Status::Ok, "socket", format!("{}", socket.display()));
+        }
+        Err(_) => {
+            return check(
+                Status::Fail,
+                "socket",
+                format!("{} does not exist: totemd is not running", socket.display()),
+            );
+        }
+    };
+    if !meta.file_type().is_socket() {
+        return check(
+            Status::Fail,
+            "socket",
+            format!(
+                "{} is not a socket: remove it and start totemd again",
+                socket.display()
+            ),
+        );
+    }
+    if meta.uid() != own_uid() {
+        return check(
+            Status::Fail,
+            "socket",
+            format!(
+                "{} belongs to uid {}: totemd refuses other users; use your own TOTEM_HOME",
+                socket.display(),
+                meta.uid()
+            ),
+        );
+    }
+    if mode_of(&meta) & 0o077 != 0 {
+        return check(
+            Status::Warn,
+            "socket",
+            format!(
+                "{} has mode {:o} (totemd still refuses other users): `chmod 600 {}`",
+                socket.display(),
+                mode_of(&meta),
+                socket.display()
+            ),
+        );
+    }
+    if !answered {
+        return check(
+            Status::Fail,
+            "socket",
+            format!(
+                "{} is stale (nobody listens): `totem daemon start` replaces it",
+                socket.display()
+            ),
+        );
+    }
+    check(
+        Status::Ok,
+        "socket",
+        format!("{} (mode 600)", socket.display()),
+    )
+}
+
+/// Version, store and providers, from a daemon that answers.
+async fn check_daemon(connection: &Connection) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let status = tokio::time::timeout(
+        CALL_WAIT,
+        connection.client.call::<method::DaemonStatus>(NoParams {}),
+    )
+    .await;
+    match status {
+        Ok(Ok(status)) => {
+            let ours = env!("CARGO_PKG_VERSION");
+            checks.push(if status.version == ours {
+                check(
+                    Status::Ok,
+                    "daemon",
+                    format!(
+                        "totemd {} (protocol {}, pid {}) answers",
+                        status.version, status.protocol_version, status.pid
+                    ),
+                )
+            } else {
+                check(
+                    Status::Warn,
+                    "daemon",
+                    format!(
+                        "totemd {} runs but this totem is {ours}: after upgrading, restart it with `totem daemon stop` and `totem daemon start`",
+                        status.version
+                    ),
+                )
+            });
+            let store = PathBuf::from(&status.store_path);
+            checks.push(if store.is_dir() {
+                check(
+                    Status::Ok,
+                    "store",
+                    format!(
+                        "{} ({} projects, {} sessions)",
+                        store.display(),
+                        status.counts.projects,
+                        status.counts.sessions
+                    ),
+                )
+            } else {
+                check(
+                    Status::Fail,
+                    "store",
+                    format!(
+                        "{} is missing: was it deleted while totemd ran? Restart totemd (`totem daemon stop`, `totem daemon start`); its log says more",
+                        store.display()
+                    ),
+                )
+            });
+        }
+        Ok(Err(e)) => checks.push(check(
+            Status::Fail,
+            "daemon",
+            format!("daemon.status failed: {e}. Look at totemd's log"),
+        )),
+        Err(_) => checks.push(check(
+            Status::Fail,
+            "daemon",
+            format!(
+                "daemon.status got no answer within {} s: totemd is stuck; restart it",
+                CALL_WAIT.as_secs()
+            ),
+        )),
+    }
+    checks.extend(check_providers(connection).await);
+    checks
+}
+
+/// Calls `method` by name with a deadline; the error is already in words.
+async fn call(
+    connection: &Connection,
+    method: &str,
+    params: Value,
+    wait: Duration,
+) -> Result<Value, String> {
+    match tokio::time::timeout(wait, connection.client.call_raw(method, params)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(format!("{method} failed: {e}")),
+        Err(_) => Err(format!(
+            "{method} got no answer within {} s",
+            wait.as_secs()
+        )),
+    }
+}
+
+async fn check_providers(connection: &Connection) -> Vec<Check> {
+    if !connection.has("provider.list") {
+        return vec![check(
+            Status::Warn,
+            "providers",
+            "not available in this daemon (it has no provider.list): upgrade totemd",
+        )];
+    }
+    let list = match call(connection, "provider.list", json!({}), CALL_WAIT).await {
+        Ok(list) => list,
+        Err(e) => return vec![check(Status::Fail, "providers", e)],
+    };
+    let mut checks = Vec::new();
+    if let Some(error) = list.get("settingsError").and_then(Value::as_str) {
+        checks.push(check(
+            Status::Fail,
+            "settings",
+            format!("{error}. Fix the file; totemd keeps the previous settings until then"),
+        ));
+    }
+    let providers = list
+        .get("providers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if providers.is_empty() {
+        checks.push(check(
+            Status::Warn,
+            "providers",
+            "none configured: Totem uses an Ollama answering on 127.0.0.1:11434 if there is one; add a provider with `totem provider add`",
+        ));
+        return checks;
+    }
+    for provider in providers {
+        let name = provider
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        let kind = provider.get("kind").and_then(Value::as_str).unwrap_or("?");
+        let url = provider.get("url").and_then(Value::as_str).unwrap_or("?");
+        let label = format!("provider {name}");
+        if !connection.has("provider.test") {
+            checks.push(check(
+                Status::Warn,
+                label,
+                format!("{kind} at {url}: testing is not available in this daemon"),
+            ));
+            continue;
+        }
+        let tested = call(
+            connection,
+            "provider.test",
+            json!({ "name": name }),
+            PROVIDER_WAIT,
+        )
+        .await;
+        checks.push(match tested {
+            Ok(result) => {
+                let reachable = result
+                    .get("reachable")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let models = result.get("models").and_then(Value::as_u64).unwrap_or(0);
+                let message = result
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                match (reachable, models) {
+                    (true, 0) => check(
+                        Status::Warn,
+                        label,
+                        format!("{kind} at {url} answers but lists no model. {message}"),
+                    ),
+                    (true, n) => check(Status::Ok, label, format!("{kind} at {url}: {n} models")),
+                    (false, _) => check(Status::Fail, label, format!("{kind} at {url}: {message}")),
+                }
+            }
+            Err(e) => check(Status::Fail, label, e),
+        });
+    }
+    checks
+}
+
+fn check_logs(logs: &Path) -> Check {
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return check(
+            Status::Warn,
+            "logs",
+            format!("{} does not exist yet (totemd writes it)", logs.display()),
+        );
+    };
+    let newest = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("totemd"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    match newest {
+        Some((_, path)) => check(Status::Ok, "logs", format!("{}", path.display())),
+        None => check(
+            Status::Ok,
+            "logs",
+            format!("{} (no log yet)", logs.display()),
+        ),
+    }
+}
+
+/// The first executable named `name` on PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn check_rg() -> Check {
+    let Some(rg) = on_path("rg") else {
+        return check(
+            Status::Warn,
+            "rg",
+            "not on PATH: grep and glob use the built-in engine; install ripgrep (`apt install ripgrep`, `brew install ripgrep`) for faster searches in large trees",
+        );
+    };
+    let version = std::process::Command::new(&rg)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "version unknown".to_string());
+    check(Status::Ok, "rg", format!("{version} ({})", rg.display()))
+}
+
+/// MCP servers: through the daemon when it has a method for them, else from settings.json, where
+/// a server's command can at least be looked for on PATH.
+async fn check_mcp(connection: Option<&Connection>, home: &Path) -> Vec<Check> {
+    if let Some(connection) = connection
+        && let Some(method) = ["mcp.list", "mcp.server.list", "mcp.servers"]
+            .into_iter()
+            .find(|m| connection.has(m))
+    {
+        return match call(connection, method, json!({}), CALL_WAIT).await {
+            Ok(value) => {
+                let count = value
+                    .as_array()
+                    .or_else(|| value.get("servers").and_then(Value::as_array))
+                    .map_or(0, Vec::len);
+                vec![check(
+                    Status::Ok,
+                    "mcp",
+                    format!("{count} configured (from {method})"),
+                )]
+            }
+            Err(e) => vec![check(Status::Fail, "mcp", e)],
+        };
+    }
+    let settings = std::fs::read_to_string(home.join("settings.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+    let servers = settings
+        .as_ref()
+        .and_then(|s| s.get("mcpServers"))
+        .and_then(Value::as_object);
+    let Some(servers) = servers.filter(|s| !s.is_empty()) else {
+        return vec![check(
+            Status::Ok,
+            "mcp",
+            "no MCP server configured (checking servers is not available in this daemon)",
+        )];
+    };
+    servers
+        .iter()
+        .map(|(name, server)| {
+            let label = format!("mcp {name}");
+            match server.get("command").and_then(Value::as_str) {
+                Some(command) if command.contains('/') || on_path(command).is_some() => check(
+                    Status::Ok,
+                    label,
+                    format!("command `{command}` found (not started: servers start inside runs)"),
+                ),
+                Some(command) => check(
+                    Status::Fail,
+                    label,
+                    format!("command `{command}` is not on PATH: install it or give its full path in settings.json"),
+                ),
+                None => check(
+                    Status::Ok,
+                    label,
+                    "configured (not started: servers start inside runs)",
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The systemd units, when `totem daemon install` wrote them.
+fn check_systemd() -> Option<Check> {
+    let home = std::env::var_os("HOME")?;
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(&home).join(".config"), PathBuf::from);
+    let socket_unit = config.join("systemd/user/totemd.socket");
+    if !socket_unit.exists() {
+        return None;
+    }
+    let enabled = std::process::Command::new("systemctl")
+        .args(["--user", "is-enabled", "totemd.socket"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    Some(match enabled.as_deref() {
+        Some("enabled") => check(Status::Ok, "systemd", "totemd.socket is enabled"),
+        Some(state) if !state.is_empty() => check(
+            Status::Warn,
+            "systemd",
+            format!("totemd.socket is {state}: `systemctl --user enable --now totemd.socket`"),
+        ),
+        _ => check(
+            Status::Warn,
+            "systemd",
+            format!(
+                "{} is installed but systemctl --user does not answer here",
+                socket_unit.display()
+            ),
+        ),
+    })
+}
