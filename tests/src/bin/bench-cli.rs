@@ -3,14 +3,22 @@
 //!
 //! `cargo build --release -p totemd -p totem-cli && cargo run --release -p totem-tests --bin bench-cli`
 //!
-//! Until a provider is configured the run ends at once (failed: no model), so the second figure
-//! is Totem's own share: start, connect, create the session, subscribe, prompt, follow, exit.
+//! The run goes to the Ollama simulator (configured as provider `sim`, answering "hi" at once),
+//! so the figure is Totem's own share: start, connect, create the session, subscribe, prompt,
+//! the model request, streaming, exit. A daemon without `provider.add` yet is measured with no
+//! provider, where the run fails at once (said in the output).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use serde_json::json;
+use totem_client::Client;
+use totem_protocol::ClientCapabilities;
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+
+const RUNS: usize = 20;
 
 fn main() -> anyhow::Result<()> {
     let bin = binaries_dir()?;
@@ -55,14 +63,67 @@ fn main() -> anyhow::Result<()> {
         );
     }
     println!("totem daemon start (cold)  {:>8.2} ms", ms(start.elapsed()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
+    let socket = home.path().join("run").join("totemd.sock");
+    let with_sim = runtime.block_on(async {
+        let (client, init) =
+            Client::connect(&socket, "bench-cli", ClientCapabilities::default()).await?;
+        if !init
+            .capabilities
+            .methods
+            .iter()
+            .any(|m| m == "provider.add")
+        {
+            return Ok::<_, anyhow::Error>(false);
+        }
+        client
+            .call_raw(
+                "provider.add",
+                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
+                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
+            )
+            .await?;
+        Ok(true)
+    })?;
+    let args: &[&str] = match with_sim {
+        true => &["run", "--model", "sim/llama3.2:latest", "say hi"],
+        false => &["run", "say hi"],
+    };
+    let queue_reply = || {
+        if with_sim {
+            let _guard = runtime.enter();
+            sim.push(Reply::stream([
+                SimEvent::text("hi"),
+                SimEvent::usage(10, 1),
+            ]));
+        }
+    };
     // One warm-up run creates the project.
-    totem_cmd(&["run", "say hi"]).status()?;
-    let run = time_runs(20, || totem_cmd(&["run", "say hi"]).status().map(|_| ()))?;
+    queue_reply();
+    let warm = totem_cmd(args).status()?;
+    if with_sim && !warm.success() {
+        bail!(
+            "`totem run` against the simulator failed ({warm}); see {}/logs",
+            home.path().display()
+        );
+    }
+    let run = time_runs(RUNS, || {
+        queue_reply();
+        totem_cmd(args).status().map(|_| ())
+    })?;
     println!(
-        "totem run \"say hi\"         median {:>8.2} ms  (min {:.2}, p90 {:.2}; 20 runs, running daemon)",
+        "totem run \"say hi\"         median {:>8.2} ms  (min {:.2}, p90 {:.2}; {RUNS} runs, running daemon, {})",
         ms(run.median),
         ms(run.min),
-        ms(run.p90)
+        ms(run.p90),
+        match with_sim {
+            true => "Ollama simulator answering at once",
+            false => "no provider: the run fails at once",
+        }
     );
     totem_cmd(&["daemon", "stop"]).status()?;
     Ok(())

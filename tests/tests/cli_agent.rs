@@ -1,0 +1,176 @@
+//! The command line against a model: the Ollama simulator configured as provider `sim`, and
+//! `totem run` / the REPL streaming its answers, aborting with Ctrl-C and answering permission
+//! questions. Skipped (with a note) when the daemon has no `provider.add` yet.
+
+mod cli_common;
+
+use std::time::Duration;
+
+use cli_common::{Cli, assert_exit, stderr, stdout};
+use expectrl::session::OsSession;
+use expectrl::{ControlCode, Eof, Expect, Regex, Session};
+use serde_json::json;
+use totem_client::Client;
+use totem_protocol::ClientCapabilities;
+use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+
+const MODEL: &str = "sim/llama3.2:latest";
+
+/// A daemon started by `totem`, with the simulator as its provider. None when the daemon cannot
+/// take a provider yet.
+struct Env {
+    cli: Cli,
+    sim: Sim,
+    runtime: tokio::runtime::Runtime,
+}
+
+fn start() -> Option<Env> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
+    let cli = Cli::new();
+    assert_exit(&cli.run(["daemon", "start"]), 0);
+    let added = runtime.block_on(async {
+        let (client, init) =
+            Client::connect(&cli.socket(), "cli-test", ClientCapabilities::default())
+                .await
+                .expect("connect");
+        if !init
+            .capabilities
+            .methods
+            .iter()
+            .any(|m| m == "provider.add")
+        {
+            return false;
+        }
+        client
+            .call_raw(
+                "provider.add",
+                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
+                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
+            )
+            .await
+            .expect("provider.add");
+        true
+    });
+    if !added {
+        eprintln!("skipped: this totemd has no provider.add yet");
+        return None;
+    }
+    Some(Env { cli, sim, runtime })
+}
+
+impl Env {
+    fn push(&self, events: Vec<SimEvent>, delay_ms: u64) {
+        let _guard = self.runtime.enter();
+        self.sim.push(Reply::Stream(Script {
+            delay_ms,
+            ..Script::new(events)
+        }));
+    }
+
+    fn repl(&self, args: &[&str]) -> OsSession {
+        let mut command = self.cli.command(args);
+        command.env("TERM", "xterm");
+        let mut session = Session::spawn(command).expect("spawn totem in a pty");
+        session.set_expect_timeout(Some(Duration::from_secs(30)));
+        session
+    }
+}
+
+#[test]
+fn run_streams_the_answer_to_stdout_and_exits_0() {
+    let Some(env) = start() else { return };
+    env.push(
+        vec![
+            SimEvent::text("Hello from "),
+            SimEvent::text("the **simulator**.\n\nSecond paragraph."),
+            SimEvent::usage(12, 7),
+        ],
+        0,
+    );
+    let out = env.cli.run(["run", "--model", MODEL, "say hi"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out),
+        "Hello from the **simulator**.\n\nSecond paragraph.\n",
+        "stderr: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_repl_streams_text_and_ctrl_c_aborts_the_run() {
+    let Some(env) = start() else { return };
+    let lines: Vec<SimEvent> = (1..=60)
+        .map(|i| SimEvent::text(format!("line {i}\n")))
+        .collect();
+    env.push(lines, 100);
+    let mut repl = env.repl(&[]);
+    repl.expect("Type a prompt").expect("greeting");
+    repl.send(format!("/model {MODEL}\r"))
+        .expect("choose the model");
+    repl.expect("The next prompts use").expect("model chosen");
+    repl.send("count slowly\r").expect("type a prompt");
+    repl.expect("line 2").expect("text streams as it arrives");
+    repl.send(ControlCode::EndOfText).expect("Ctrl-C");
+    repl.expect("Aborting the run").expect("abort sent");
+    repl.expect("run aborted").expect("the run ends aborted");
+    let seen = repl.expect(Regex("› ")).expect("the prompt is back");
+    assert!(!String::from_utf8_lossy(seen.before()).contains("line 60"));
+    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
+    let found = repl
+        .expect(Regex(r"totem attach --session (ses_[0-9a-z]+)"))
+        .expect("reattach command");
+    let session = String::from_utf8_lossy(found.get(1).expect("id")).into_owned();
+    repl.expect(Eof).expect("leaves");
+
+    let mut again = env.repl(&["attach", "--session", &session]);
+    again.expect("› count slowly").expect("replayed prompt");
+    again.expect("run aborted").expect("replayed end");
+    again.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
+    again.expect(Eof).expect("leaves");
+}
+
+#[test]
+fn the_repl_shows_tool_calls_and_answers_permission_questions() {
+    let Some(env) = start() else { return };
+    env.push(
+        vec![SimEvent::tool_call(
+            "call_1",
+            "bash",
+            json!({"command": "echo totem-was-here"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("The command ran.\n")], 0);
+    let mut repl = env.repl(&[]);
+    repl.expect("Type a prompt").expect("greeting");
+    repl.send(format!("/model {MODEL}\r"))
+        .expect("choose the model");
+    repl.expect("The next prompts use").expect("model chosen");
+    repl.send("run echo\r").expect("type a prompt");
+    let seen = repl
+        .expect(Regex("wants to|↳ totem-was-here|run failed"))
+        .expect("a question or the tool's result");
+    assert!(
+        !String::from_utf8_lossy(seen.as_bytes()).contains("run failed"),
+        "{}",
+        String::from_utf8_lossy(seen.before())
+    );
+    if String::from_utf8_lossy(seen.as_bytes()).contains("wants to") {
+        repl.expect("Answer: o = once").expect("how to answer");
+        repl.send("o\r").expect("answer once");
+        repl.expect("permission granted").expect("resolved");
+    }
+    repl.expect("The command ran.")
+        .expect("the answer after the tool");
+    repl.expect("✓ done").expect("run done");
+    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
+    repl.expect(Eof).expect("leaves");
+    let out = env.cli.run(["sessions"]);
+    assert_exit(&out, 0);
+}
