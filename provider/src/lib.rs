@@ -43,7 +43,8 @@ pub trait Provider: Send + Sync {
     /// Streams one answer. The single primitive every other call derives from.
     ///
     /// Failures before any output are retried per [`RetrySettings`]; an error after output has
-    /// streamed ends the stream with that error and nothing is repeated.
+    /// streamed ends the stream with that error and nothing is repeated. Poll it inside a Tokio
+    /// runtime: the response body is read and framed on a task of its own.
     fn stream(&self, request: ChatRequest) -> EventStream;
 
     /// The provider's models, with context window, capabilities and prices where it gives them.
