@@ -179,12 +179,16 @@ async fn prompts_sent_during_a_run_wait_their_turn() {
             format!("done {second}")
         ]
     );
-    // The second request carries the first exchange.
-    let body = env.sim.chat_requests()[1].body["messages"].to_string();
-    assert!(
-        body.contains("one two three") && body.contains("second"),
-        "{body}"
-    );
+    // The second request carries the first exchange, then the second prompt last (although it
+    // was stored before the first answer).
+    let messages = env.sim.chat_requests()[1].body["messages"].clone();
+    let body = messages.to_string();
+    assert!(body.contains("one two three"), "{body}");
+    let list = messages.as_array().cloned().unwrap_or_default();
+    let last_message = list.last().cloned().unwrap_or_default();
+    assert_eq!(last_message["role"], "user");
+    assert_eq!(last_message["content"], "second");
+    assert_eq!(body.matches("\"second\"").count(), 1, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,8 +64,11 @@ async fn compact(
         .await
         .map_err(AgentError::Invalid)?;
     let previous = store.compaction(session_id)?;
-    let after = previous.as_ref().map_or(0, |c| c.upto_seq);
-    let (messages, _) = store.messages_after(session_id, after, 100_000)?;
+    let (messages, _) = store.messages_after(session_id, 0, 1_000_000)?;
+    let messages: Vec<_> = messages
+        .into_iter()
+        .filter(|m| previous.as_ref().is_none_or(|c| c.keeps(m)))
+        .collect();
     let Some(last) = messages.last().map(|m| m.seq) else {
         return Ok(CommandResult {
             text: "Nothing to compact: no messages since the last summary.".into(),
@@ -85,6 +88,7 @@ async fn compact(
             upto_seq: last,
             summary,
             at: now_ms(),
+            keep: Vec::new(),
         },
     )?;
     let text = format!(

@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 use totem_permission::PermissionState;
 use totem_protocol::{
-    EventKind, PromptAccepted, ReasoningLevel, Run, RunStatus, SessionAborted, SessionPromptParams,
-    SessionStatus,
+    EventKind, Message, Part, PromptAccepted, ReasoningLevel, Role, Run, RunStatus, SessionAborted,
+    SessionPromptParams, SessionStatus,
 };
 use totem_tools::JobManager;
 
@@ -210,11 +210,31 @@ pub fn queue_run(
         mode: Some(request.mode.clone()),
         usage: None,
     };
-    daemon.store().put_run(&run)?;
+    let store = daemon.store();
+    let live = daemon.sessions.get(&agent.session_id)?;
+    store.put_run(&run)?;
     let accepted = PromptAccepted {
         run_id: run.id.clone(),
         message_id: new_id("msg"),
     };
+    // The prompt is stored before it is acknowledged: an answered `session.prompt` survives a
+    // crash even while its run waits behind another one.
+    live.emit_with(store, |seq| {
+        let message = Message {
+            id: accepted.message_id.clone(),
+            session_id: agent.session_id.clone(),
+            seq,
+            role: Role::User,
+            run_id: Some(run.id.clone()),
+            created_at: now_ms(),
+            parts: vec![Part::Text {
+                text: request.text.clone(),
+            }],
+        };
+        store.put_message(&message)?;
+        Ok(EventKind::MessageCreated { message })
+    })?;
+    live.update(store, |s| s.message_count += 1)?;
     let start_worker = {
         let mut q = lock(&agent.queue);
         q.queue.push_back(Queued {
@@ -279,11 +299,27 @@ async fn worker(daemon: Arc<Daemon>, agent: Arc<SessionAgent>) {
             q.last_model = used;
         }
     }
+    // Normally the run already set the session idle before its last event.
     if let Ok(live) = daemon.sessions.get(&agent.session_id)
         && live.status() == SessionStatus::Running
-        && let Ok(session) = live.update(daemon.store(), |s| s.status = SessionStatus::Idle)
+        && let Err(e) = live.update(daemon.store(), |s| s.status = SessionStatus::Idle)
     {
-        let _ = live.emit(daemon.store(), EventKind::SessionUpdated { session });
+        tracing::warn!(session = %agent.session_id, error = %e, "cannot mark the session idle");
+    }
+}
+
+impl SessionAgent {
+    /// The stored prompts of runs still waiting in the queue.
+    fn queued_messages(&self) -> Vec<String> {
+        lock(&self.queue)
+            .queue
+            .iter()
+            .map(|q| q.message_id.clone())
+            .collect()
+    }
+
+    fn queue_is_empty(&self) -> bool {
+        lock(&self.queue).queue.is_empty()
     }
 }
 

@@ -93,37 +93,18 @@ pub(super) async fn execute(
         return None;
     };
     let started = async {
-        let user = live.emit_with(store, |seq| {
-            let message = Message {
-                id: message_id.clone(),
-                session_id: agent.session_id.clone(),
-                seq,
-                role: Role::User,
-                run_id: Some(run.id.clone()),
-                created_at: now_ms(),
-                parts: vec![Part::Text {
-                    text: request.text.clone(),
-                }],
-            };
-            store.put_message(&message)?;
-            Ok(EventKind::MessageCreated { message })
-        })?;
-        let session = live.update(store, |s| {
-            s.message_count += 1;
-            s.status = SessionStatus::Running;
-        })?;
-        live.emit(store, EventKind::SessionUpdated { session })?;
+        if live.status() != SessionStatus::Running {
+            let session = live.update(store, |s| s.status = SessionStatus::Running)?;
+            live.emit(store, EventKind::SessionUpdated { session })?;
+        }
         run.started_at = now_ms();
         live.emit(store, EventKind::RunStarted { run: run.clone() })?;
-        Ok::<u64, crate::session::SessionError>(user.seq)
+        Ok::<(), crate::session::SessionError>(())
     };
-    let user_seq = match started.await {
-        Ok(seq) => seq,
-        Err(e) => {
-            tracing::warn!(run = %run.id, error = %e, "run could not start");
-            return None;
-        }
-    };
+    if let Err(e) = started.await {
+        tracing::warn!(run = %run.id, error = %e, "run could not start");
+        return None;
+    }
 
     let blobs = DirBlobStore::new(daemon.home.join("blobs"));
     let mut changes = RunChanges::new(agent.root.clone(), &blobs, RecordOptions::default());
@@ -135,7 +116,7 @@ pub(super) async fn execute(
         live.clone(),
         &run,
         &request,
-        user_seq,
+        &message_id,
         cancel.clone(),
     )
     .await
@@ -201,6 +182,14 @@ pub(super) async fn execute(
     };
     if let Err(e) = store.put_run(&run) {
         tracing::warn!(run = %run.id, error = %e, "cannot store the finished run");
+    }
+    // The run's end is its last event: the session turns idle first when nothing waits, and a
+    // client reacting to the end finds the session free.
+    lock(&agent.queue).current = None;
+    if agent.queue_is_empty()
+        && let Ok(session) = live.update(store, |s| s.status = SessionStatus::Idle)
+    {
+        let _ = live.emit(store, EventKind::SessionUpdated { session });
     }
     if let Err(e) = live.emit(store, kind) {
         tracing::warn!(run = %run.id, error = %e, "cannot announce the end of the run");
@@ -282,7 +271,9 @@ pub(super) struct Runner {
     /// The session before this run (after the compaction point), and this run's turns.
     prior: Vec<ModelMessage>,
     current: Vec<ModelMessage>,
-    user_seq: u64,
+    /// The highest seq among the stored messages in `prior`, and the stored messages left out.
+    prior_upto: u64,
+    excluded: Vec<String>,
     compaction: Option<Compaction>,
     system: String,
 }
@@ -294,7 +285,7 @@ impl Runner {
         live: Arc<LiveSession>,
         run: &Run,
         request: &RunRequest,
-        user_seq: u64,
+        message_id: &str,
         cancel: CancellationToken,
     ) -> Result<Runner, String> {
         let settings = AgentFileSettings::load(daemon)?;
@@ -366,11 +357,19 @@ impl Runner {
         let compaction = store
             .compaction(&agent.session_id)
             .map_err(|e| e.to_string())?;
-        let after = compaction.as_ref().map_or(0, |c| c.upto_seq);
+        // Everything stored except this run's prompt and the prompts still queued (their seq may
+        // be lower than answers of runs that went before them), minus what a summary covers.
+        let mut excluded = agent.queued_messages();
+        excluded.push(message_id.to_string());
         let (stored, _) = store
-            .messages_after(&agent.session_id, after, 100_000)
+            .messages_after(&agent.session_id, 0, 1_000_000)
             .map_err(|e| e.to_string())?;
-        let stored: Vec<Message> = stored.into_iter().filter(|m| m.seq < user_seq).collect();
+        let stored: Vec<Message> = stored
+            .into_iter()
+            .filter(|m| !excluded.contains(&m.id))
+            .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
+            .collect();
+        let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
         let text_tools = model.info.as_ref().is_some_and(|i| !i.capabilities.tools);
 
         let mut runner = Runner {
@@ -398,7 +397,8 @@ impl Runner {
             usage: None,
             prior: to_model_messages(&stored),
             current: vec![ModelMessage::user(request.text.clone())],
-            user_seq,
+            prior_upto,
+            excluded,
             compaction,
             system: String::new(),
         };
@@ -837,10 +837,15 @@ impl Runner {
         let count = self.prior.len();
         let previous = self.compaction.as_ref().map(|c| c.summary.clone());
         let summary = summarise(&model, previous.as_deref(), &self.prior).await?;
+        let mut keep = self.excluded.clone();
+        if let Some(previous) = &self.compaction {
+            keep.extend(previous.keep.iter().cloned());
+        }
         let compaction = Compaction {
-            upto_seq: self.user_seq.saturating_sub(1),
+            upto_seq: self.prior_upto,
             summary,
             at: now_ms(),
+            keep,
         };
         self.daemon
             .store()

@@ -13,6 +13,17 @@ pub struct Compaction {
     pub upto_seq: u64,
     pub summary: String,
     pub at: u64,
+    /// Messages at or below `upto_seq` the summary does not cover (prompts that were queued
+    /// behind the run that compacted); they stay in later requests.
+    #[serde(default)]
+    pub keep: Vec<String>,
+}
+
+impl Compaction {
+    /// Whether `message` still goes into requests as itself (the summary does not cover it).
+    pub fn keeps(&self, message: &totem_protocol::Message) -> bool {
+        message.seq > self.upto_seq || self.keep.contains(&message.id)
+    }
 }
 
 fn key(session_id: &str) -> Vec<u8> {
