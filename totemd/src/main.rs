@@ -74,10 +74,11 @@ fn run(args: Args) -> anyhow::Result<()> {
             None => listener::bind(&socket)?,
         };
         tracing::info!(socket = %socket.display(), home = %home.display(), pid = std::process::id(), activated, "totemd ready");
+        spawn_signal_watch(daemon.clone())?;
+        // Ready once SIGTERM is handled too: systemd may stop us right after.
         if let Err(e) = listener::notify_ready() {
             tracing::warn!(error = %e, "cannot tell systemd we are ready (NOTIFY_SOCKET)");
         }
-        spawn_signal_watch(daemon.clone())?;
         server::serve(daemon.clone(), listening).await;
         tracing::info!("shutting down");
         daemon.store().persist()?;
