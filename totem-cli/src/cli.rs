@@ -36,7 +36,7 @@ pub enum Command {
     Run(RunArgs),
     /// List sessions, newest activity first.
     Sessions(SessionsArgs),
-    /// Start, stop or inspect the daemon.
+    /// Start, stop, inspect or install (systemd) the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
     /// Print a shell completion script: `totem completions bash > ~/.local/share/bash-completion/completions/totem`.
