@@ -183,3 +183,21 @@ fn completions_are_generated_for_each_shell() {
         );
     }
 }
+
+#[test]
+fn socket_option_starts_and_finds_the_daemon_there() {
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().expect("socket dir");
+    let socket = dir.path().join("elsewhere.sock");
+    let socket_arg = socket.to_str().expect("utf-8 path");
+    let out = cli.run(["--socket", socket_arg, "daemon", "start"]);
+    assert_exit(&out, 0);
+    assert!(socket.exists(), "the daemon listens on --socket");
+    assert!(!cli.socket().exists(), "and not on the default socket");
+    let out = cli.run(["daemon", "status", "--socket", socket_arg]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains(socket_arg), "{}", stdout(&out));
+    let out = cli.run(["--socket", socket_arg, "daemon", "stop"]);
+    assert_exit(&out, 0);
+    assert!(!socket.exists());
+}

@@ -305,6 +305,8 @@ impl Renderer {
         }
         let chunk = &pending[..ready];
         let out = match mode {
+            // Blocks drawn apart keep the blank line that separated them.
+            TextMode::Markdown if part.drawn > 0 => format!("\n{}", markdown::render(chunk, style)),
             TextMode::Markdown => markdown::render(chunk, style),
             _ => chunk.to_string(),
         };
@@ -332,6 +334,7 @@ impl Renderer {
                     };
                 }
                 let out = match self.options.text {
+                    TextMode::Markdown if drawn > 0 => format!("\n{}", markdown::render(rest, s)),
                     TextMode::Markdown => markdown::render(rest, s),
                     TextMode::Lines => {
                         let mut r = rest.to_string();
@@ -356,7 +359,8 @@ impl Renderer {
                 }
                 if lines.len() > REASONING_LINES {
                     let more = lines.len() - REASONING_LINES;
-                    out.push_str(&s.dim(&format!("┊ … {more} more lines of thinking")));
+                    let noun = if more == 1 { "line" } else { "lines" };
+                    out.push_str(&s.dim(&format!("┊ … {more} more {noun} of thinking")));
                     out.push('\n');
                 }
                 vec![Chunk::Aside(out)]
@@ -458,6 +462,22 @@ mod tests {
         assert_eq!(answer(r.event(&delta("Hel"))), "");
         assert_eq!(answer(r.event(&delta("lo\nwor"))), "Hello\n");
         assert_eq!(answer(r.event(&done("Hello\nworld"))), "world\n");
+    }
+
+    #[test]
+    fn markdown_blocks_drawn_apart_keep_a_blank_line_between_them() {
+        let mut r = Renderer::new(Options {
+            style: Style { color: true },
+            text: TextMode::Markdown,
+            reasoning: true,
+            user_messages: true,
+            run_ends: true,
+        });
+        assert_eq!(answer(r.event(&delta("first para"))), "");
+        let first = answer(r.event(&delta("graph\n\nsecond")));
+        assert!(first.ends_with("first paragraph\n"), "{first:?}");
+        let rest = answer(r.event(&done("first paragraph\n\nsecond")));
+        assert!(rest.starts_with("\nsecond"), "{rest:?}");
     }
 
     #[test]
