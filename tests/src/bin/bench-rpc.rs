@@ -70,10 +70,12 @@ impl Line {
     }
 }
 
+// The child is handed to the caller, which stops and reaps it (`stop`).
+#[allow(clippy::zombie_processes)]
 fn spawn(home: &Path) -> (Child, PathBuf, Duration) {
     let socket = home.join("totemd.sock");
     let start = Instant::now();
-    let child = Command::new(bin("totemd"))
+    let mut child = Command::new(bin("totemd"))
         .arg("--home")
         .arg(home)
         .arg("--socket")
@@ -90,6 +92,8 @@ fn spawn(home: &Path) -> (Child, PathBuf, Duration) {
             return (child, socket, start.elapsed());
         }
         if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
             panic!("totemd did not start");
         }
         std::thread::sleep(Duration::from_micros(200));
