@@ -470,3 +470,62 @@ async fn no_provider_key_is_logged_even_at_trace_level() {
         text.lines().count()
     );
 }
+
+#[test]
+fn daemon_install_writes_units_that_systemd_accepts() {
+    let dir = private_dir();
+    let home = dir.path().join("user");
+    let no_tools = dir.path().join("bin");
+    std::fs::create_dir_all(&no_tools).expect("bin folder");
+    // No systemctl on PATH: the units are written and the commands to enable them printed.
+    let output = Command::new(binary("totem"))
+        .args(["daemon", "install"])
+        .env("HOME", &home)
+        .env("PATH", &no_tools)
+        .env("XDG_RUNTIME_DIR", dir.path().join("runtime"))
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("TOTEM_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run totem daemon install");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains("systemctl --user enable --now totemd.socket"),
+        "{said}"
+    );
+
+    let units = home.join(".config/systemd/user");
+    let service = std::fs::read_to_string(units.join("totemd.service")).expect("service unit");
+    let socket = std::fs::read_to_string(units.join("totemd.socket")).expect("socket unit");
+    let totemd = binary("totemd").canonicalize().expect("totemd path");
+    assert!(
+        service.contains(&format!("\nExecStart={}\n", totemd.display())),
+        "{service}"
+    );
+    assert!(service.contains("\nType=notify\n"), "{service}");
+    assert!(!service.contains("TOTEM_HOME"), "{service}");
+    assert!(
+        socket.contains("\nListenStream=%t/totem/totemd.sock\n"),
+        "{socket}"
+    );
+    assert!(socket.contains("\nSocketMode=0600\n"), "{socket}");
+
+    // systemd's own checker, where it is installed.
+    let verified = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(units.join("totemd.socket"))
+        .arg(units.join("totemd.service"))
+        .output();
+    if let Ok(verified) = verified {
+        assert!(
+            verified.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
+    }
+}

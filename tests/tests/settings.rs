@@ -376,6 +376,40 @@ async fn key_is_encrypted_at_rest_and_never_shown_or_logged() {
         "{sent:?}"
     );
 
+    // Anthropic and Gemini send theirs in their own headers; same rules.
+    let mut secrets = vec![secret.clone()];
+    let anthropic = Sim::start(SimKind::Anthropic).await;
+    let gemini = Sim::start(SimKind::Gemini).await;
+    for (name, kind, other, header) in [
+        ("claude", "anthropic", &anthropic, "x-api-key"),
+        ("gem", "gemini", &gemini, "x-goog-api-key"),
+    ] {
+        let key = format!("{secret}-{name}");
+        let added = call(
+            &client,
+            "provider.add",
+            json!({"name": name, "kind": kind, "url": other.url(), "key": key}),
+        )
+        .await;
+        let tested = call(&client, "provider.test", json!({"name": name})).await;
+        assert_eq!(tested["reachable"], true, "{tested}");
+        let listed = call(&client, "model.list", json!({"provider": name})).await;
+        for output in [&added, &tested, &listed] {
+            assert!(!output.to_string().contains(&key), "{output}");
+        }
+        let requests = other.requests();
+        assert!(!requests.is_empty());
+        for request in requests {
+            assert_eq!(request.header(header), Some(key.as_str()), "{name}");
+            assert!(
+                !request.path.contains(&key),
+                "key in the URL: {}",
+                request.path
+            );
+        }
+        secrets.push(key);
+    }
+
     // A restarted daemon still has it (the master key persisted) and still does not show it.
     daemon.stop(&client).await;
     let daemon = Totemd::start(home.path());
@@ -410,11 +444,13 @@ async fn key_is_encrypted_at_rest_and_never_shown_or_logged() {
     );
     for file in &files {
         let bytes = std::fs::read(file).unwrap();
-        assert!(
-            !contains(&bytes, secret.as_bytes()),
-            "the key is in plain text in {}",
-            file.display()
-        );
+        for secret in &secrets {
+            assert!(
+                !contains(&bytes, secret.as_bytes()),
+                "a key is in plain text in {}",
+                file.display()
+            );
+        }
     }
     let settings = std::fs::read_to_string(home.path().join("settings.json")).unwrap();
     assert!(

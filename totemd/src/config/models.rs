@@ -122,6 +122,21 @@ impl Settings {
         Ok(list)
     }
 
+    /// What the provider lists about `provider/model` (window, capabilities, prices), from the
+    /// cached list while it is fresh. `None` when the provider does not list the model or does
+    /// not answer: a run can still go ahead without it.
+    pub async fn model_info(&self, name: &str) -> Option<ModelInfo> {
+        let reference = totem_provider::ModelRef::parse(name).ok()?;
+        let settings = self.current();
+        let generation = self.read_state().generation;
+        let (entry, _) = Self::entry(&settings, &reference.provider).ok()?;
+        let models = match self.models.get(&entry.name, generation) {
+            Some(models) => models,
+            None => self.fetch_models(&entry, generation).await.ok()?,
+        };
+        models.into_iter().find(|m| m.id == reference.model)
+    }
+
     /// The model a session uses when none is chosen: the configured default, else the first
     /// listed model that supports tools. `None` when no provider offers one.
     pub async fn default_model(&self) -> Option<String> {
@@ -201,5 +216,97 @@ fn model_entry(provider: &str, m: &ModelInfo) -> ModelEntry {
             cache_read_per_million: p.cache_read_per_million,
             cache_write_per_million: p.cache_write_per_million,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use totem_protocol::{ProviderAddParams, ProviderKind};
+
+    /// A minimal Ollama serving `/api/tags` and `/api/show` as PROVIDERS.md §1.2–1.3 shows them.
+    /// Returns its base URL and a counter of `/api/tags` requests.
+    async fn tiny_ollama() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let tags = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = tags.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Read the head and, for POST, the small JSON body.
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request);
+                    if n == 0
+                        || (text.contains("\r\n\r\n")
+                            && (text.starts_with("GET") || text.ends_with('}')))
+                    {
+                        break;
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let body = if text.starts_with("GET /api/tags") {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    r#"{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest","size":2019393189,"details":{"family":"llama","parameter_size":"3.2B"}}]}"#
+                } else {
+                    r#"{"parameters":"stop \"<|eot_id|>\"","details":{"family":"llama"},"model_info":{"general.architecture":"llama","llama.context_length":131072},"capabilities":["completion","tools"]}"#
+                };
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        (url, tags)
+    }
+
+    #[tokio::test]
+    async fn model_info_comes_from_the_list_and_is_cached() {
+        let (url, tags) = tiny_ollama().await;
+        let home = tempfile::tempdir().unwrap();
+        let settings = Settings::open(home.path());
+        settings
+            .add_provider(ProviderAddParams {
+                name: "local".into(),
+                kind: ProviderKind::Ollama,
+                url: Some(url),
+                key: None,
+                default_model: None,
+                ollama: None,
+                temperature: None,
+                timeouts: None,
+                max_retries: None,
+                replace: false,
+            })
+            .unwrap();
+        let info = settings.model_info("local/llama3.2:latest").await.unwrap();
+        assert_eq!(info.context_window, Some(131072));
+        assert!(info.capabilities.tools);
+        assert!(settings.model_info("local/missing").await.is_none());
+        assert!(
+            settings
+                .model_info("nobody/llama3.2:latest")
+                .await
+                .is_none()
+        );
+        assert_eq!(
+            tags.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "second lookup cached"
+        );
+        let list = settings.list_models(None).await.unwrap();
+        assert_eq!(list.models[0].name, "local/llama3.2:latest");
+        assert_eq!(list.default_model.as_deref(), Some("local/llama3.2:latest"));
+        assert_eq!(
+            tags.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "model.list cached too"
+        );
     }
 }
