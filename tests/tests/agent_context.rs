@@ -58,6 +58,13 @@ async fn compaction_triggers_at_the_threshold_and_the_summary_replaces_old_turns
 
     let requests = env.sim.chat_requests();
     assert_eq!(requests.len(), 3);
+    // Ollama's num_ctx grew past the 8192 floor to fit the first request, within the window.
+    let num_ctx = requests[0].body["options"]["num_ctx"].as_u64().unwrap_or(0);
+    assert!(num_ctx > 8192 && num_ctx <= 16384, "num_ctx {num_ctx}");
+    assert!(
+        !requests.iter().any(|r| r.truncated),
+        "a request was silently cut"
+    );
     // The summary request saw the old turns and offered no tools.
     let summary_request = requests[1].body.to_string();
     assert!(summary_request.contains("OLD-PROMPT") && summary_request.contains("OLD-ANSWER"));

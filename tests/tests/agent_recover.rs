@@ -93,3 +93,43 @@ async fn the_same_call_three_times_in_a_row_is_stopped() {
         results[2]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_native_tools_calls_them_in_its_text() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "gamma\n");
+    env.push(vec![text(
+        "```json\n{\"name\": \"read\", \"arguments\": {\"path\": \"notes.txt\"}}\n```",
+    )]);
+    env.push(vec![text("It says gamma.")]);
+    let mut events = env.subscribe().await;
+    // The simulator lists gemma3:4b without tool support and refuses `tools` for it.
+    let run = env
+        .prompt("read notes", json!({"model": "sim/gemma3:4b"}))
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    let results = results(&events);
+    assert!(
+        !results[0].2 && results[0].1.contains("gamma"),
+        "{results:?}"
+    );
+    let first = &env.sim.chat_requests()[0].body;
+    assert!(
+        first.get("tools").is_none(),
+        "tools were sent to a model without tool calling"
+    );
+    let system = first["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        system.contains("- read "),
+        "the tools are described in the prompt: {system}"
+    );
+    // The result comes back as text, not in a tool role the model's template may not know.
+    let second = env.sim.chat_requests()[1].body["messages"].to_string();
+    assert!(!second.contains("\"tool\""), "{second}");
+    assert!(second.contains("Result of read"), "{second}");
+}

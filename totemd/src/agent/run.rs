@@ -442,6 +442,9 @@ impl Runner {
             text.push_str("\n\n");
             text.push_str(totem_totaljs::reminder());
         }
+        if self.text_tools {
+            messages = as_plain_text(messages);
+        }
         let tools = if self.text_tools {
             Vec::new()
         } else {
@@ -877,6 +880,30 @@ impl Runner {
             }
         }
     }
+}
+
+/// The conversation for a model without native tool calling: its calls stay in its own text, and
+/// results come back as user messages, so no chat template meets a tool role it does not know.
+fn as_plain_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
+    messages
+        .into_iter()
+        .filter_map(|message| match message {
+            ModelMessage::Assistant { parts } => {
+                let parts: Vec<AssistantPart> = parts
+                    .into_iter()
+                    .filter(|p| matches!(p, AssistantPart::Text { .. }))
+                    .collect();
+                (!parts.is_empty()).then_some(ModelMessage::Assistant { parts })
+            }
+            ModelMessage::ToolResult(result) => Some(ModelMessage::user(format!(
+                "Result of {}{}:\n{}",
+                result.tool_name,
+                if result.is_error { " (error)" } else { "" },
+                result.content
+            ))),
+            other => Some(other),
+        })
+        .collect()
 }
 
 fn step_failed(e: StepError) -> Outcome {
