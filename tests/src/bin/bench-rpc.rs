@@ -223,6 +223,8 @@ fn main() {
             .to_string();
     }
     let get = format!(r#"{{"sessionId":"{session_id}"}}"#);
+    // Let the store finish flushing the 1,000 writes: the figures are steady-state latency.
+    std::thread::sleep(Duration::from_secs(3));
 
     report(
         "daemon.status, 1 client",
