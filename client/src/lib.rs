@@ -155,7 +155,9 @@ impl Client {
 
     /// Calls a method of the protocol with typed params and result.
     pub async fn call<M: Method>(&self, params: M::Params) -> Result<M::Result, ClientError> {
-        let value = self.call_raw(M::NAME, serde_json::to_value(params)?).await?;
+        let value = self
+            .call_raw(M::NAME, serde_json::to_value(params)?)
+            .await?;
         Ok(serde_json::from_value(value)?)
     }
 
@@ -171,7 +173,8 @@ impl Client {
             shared.pending.insert(id, tx);
         }
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send_line(serde_json::to_string(&line)?.as_bytes()).await?;
+        self.send_line(serde_json::to_string(&line)?.as_bytes())
+            .await?;
         rx.await.map_err(|_| ClientError::Closed)?
     }
 
@@ -185,7 +188,11 @@ impl Client {
     }
 
     /// Subscribes to a session's events after `after_seq`.
-    pub async fn subscribe(&self, session_id: &str, after_seq: u64) -> Result<EventStream, ClientError> {
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+    ) -> Result<EventStream, ClientError> {
         let value = self
             .call_raw(
                 method::SessionSubscribe::NAME,
@@ -201,7 +208,9 @@ impl Client {
             }
         }
         if !shared.closed {
-            shared.subscriptions.insert(subscription.clone(), Slot::Live(tx));
+            shared
+                .subscriptions
+                .insert(subscription.clone(), Slot::Live(tx));
         }
         Ok(EventStream { subscription, rx })
     }
@@ -209,14 +218,20 @@ impl Client {
     /// Ends a subscription.
     pub async fn unsubscribe(&self, subscription: &str) -> Result<bool, ClientError> {
         let done = self
-            .call_raw(method::SessionUnsubscribe::NAME, json!({"subscription": subscription}))
+            .call_raw(
+                method::SessionUnsubscribe::NAME,
+                json!({"subscription": subscription}),
+            )
             .await?;
         lock(&self.shared).subscriptions.remove(subscription);
         Ok(done.as_bool().unwrap_or(false))
     }
 }
 
-async fn read_loop(mut reader: BufReader<tokio::net::unix::OwnedReadHalf>, shared: Arc<Mutex<Shared>>) {
+async fn read_loop(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    shared: Arc<Mutex<Shared>>,
+) {
     let mut line = String::new();
     loop {
         line.clear();
@@ -248,9 +263,16 @@ fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
         let Some(Value::String(sub)) = params.get("subscription").cloned() else {
             return;
         };
-        let result = params.get_mut("result").map(Value::take).unwrap_or(Value::Null);
+        let result = params
+            .get_mut("result")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
         let mut shared = lock(shared);
-        match shared.subscriptions.entry(sub).or_insert_with(|| Slot::Early(Vec::new())) {
+        match shared
+            .subscriptions
+            .entry(sub)
+            .or_insert_with(|| Slot::Early(Vec::new()))
+        {
             Slot::Early(early) => early.push(result),
             Slot::Live(tx) => {
                 let _ = tx.send(result);

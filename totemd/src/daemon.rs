@@ -81,7 +81,9 @@ impl Daemon {
                     session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
                     session.emit(&self.store, EventKind::RunInterrupted { run })?;
                 }
-                Err(e) => tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session"),
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session")
+                }
             }
         }
         Ok(())

@@ -79,7 +79,11 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
             let message = format!(
                 "line longer than {MAX_LINE_BYTES} bytes was discarded; send smaller messages (large content belongs in files)"
             );
-            send(&queue, error(Id::Null, ErrorCode::LINE_TOO_LONG, &message, None)).await;
+            send(
+                &queue,
+                error(Id::Null, ErrorCode::LINE_TOO_LONG, &message, None),
+            )
+            .await;
             continue;
         }
         while matches!(line.last(), Some(b'\n' | b'\r')) {
@@ -108,7 +112,9 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
         let permit = subscriptions.acquire();
         let state = state.clone();
         in_flight.spawn(async move {
-            if let Some(reply) = dispatch(call, &methods, &queue, conn_id, extensions, permit, &state).await {
+            if let Some(reply) =
+                dispatch(call, &methods, &queue, conn_id, extensions, permit, &state).await
+            {
                 send(&queue, reply).await;
             }
         });
@@ -155,7 +161,12 @@ enum Classified {
 
 fn classify(line: &[u8]) -> Classified {
     let Ok(text) = std::str::from_utf8(line) else {
-        return Classified::Reply(error(Id::Null, ErrorCode::PARSE_ERROR, "the line is not valid UTF-8", None));
+        return Classified::Reply(error(
+            Id::Null,
+            ErrorCode::PARSE_ERROR,
+            "the line is not valid UTF-8",
+            None,
+        ));
     };
     if text.trim_start().starts_with('[') {
         return Classified::Reply(error(
@@ -184,7 +195,9 @@ fn classify(line: &[u8]) -> Classified {
                 )),
                 Ok(value) => {
                     let id = match value.get("id") {
-                        Some(serde_json::Value::Number(n)) => n.as_u64().map_or(Id::Null, Id::Number),
+                        Some(serde_json::Value::Number(n)) => {
+                            n.as_u64().map_or(Id::Null, Id::Number)
+                        }
                         Some(serde_json::Value::String(s)) => Id::Str(s.clone().into()),
                         _ => Id::Null,
                     };
@@ -231,7 +244,14 @@ async fn dispatch(
         ("session.unsubscribe", Some(p)) => {
             match serde_json::from_str::<totem_protocol::SessionUnsubscribeParams>(&p) {
                 Ok(u) => Some(serde_json::to_string(&[u.subscription]).unwrap_or_default()),
-                Err(e) => return Some(error(id, ErrorCode::INVALID_PARAMS, &format!("invalid params: {e}"), None)),
+                Err(e) => {
+                    return Some(error(
+                        id,
+                        ErrorCode::INVALID_PARAMS,
+                        &format!("invalid params: {e}"),
+                        None,
+                    ));
+                }
             }
         }
         (_, p) => p,
@@ -241,7 +261,14 @@ async fn dispatch(
     let response: MethodResponse = match callback {
         MethodCallback::Sync(cb) => (cb)(id, params, max, extensions),
         MethodCallback::Async(cb) => {
-            (cb)(id, params.into_owned(), ConnectionId(conn_id), max, extensions).await
+            (cb)(
+                id,
+                params.into_owned(),
+                ConnectionId(conn_id),
+                max,
+                extensions,
+            )
+            .await
         }
         MethodCallback::Subscription(cb) => {
             let Some(permit) = permit else {
@@ -258,10 +285,19 @@ async fn dispatch(
                 subscription_permit: permit,
             };
             // The subscription answers through the sink itself.
-            let _ = (cb)(id, params, MethodSink::new(queue.clone()), conn_state, extensions).await;
+            let _ = (cb)(
+                id,
+                params,
+                MethodSink::new(queue.clone()),
+                conn_state,
+                extensions,
+            )
+            .await;
             return None;
         }
-        MethodCallback::Unsubscription(cb) => (cb)(id, params, ConnectionId(conn_id), max, extensions),
+        MethodCallback::Unsubscription(cb) => {
+            (cb)(id, params, ConnectionId(conn_id), max, extensions)
+        }
     };
     if !response.is_method_call() {
         return None;
@@ -279,7 +315,12 @@ async fn send(queue: &mpsc::Sender<Box<RawValue>>, message: Box<RawValue>) {
 }
 
 /// A JSON-RPC error response as one compact line.
-pub fn error(id: Id<'_>, code: ErrorCode, message: &str, data: Option<serde_json::Value>) -> Box<RawValue> {
+pub fn error(
+    id: Id<'_>,
+    code: ErrorCode,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Box<RawValue> {
     let err: ErrorObjectOwned = ErrorObject::owned(code.0, message, data);
     MethodResponse::error(id, err).into_json()
 }

@@ -56,7 +56,10 @@ pub async fn run(
     }
 }
 
-async fn write_line(out: &mut BufWriter<OwnedWriteHalf>, message: &RawValue) -> std::io::Result<()> {
+async fn write_line(
+    out: &mut BufWriter<OwnedWriteHalf>,
+    message: &RawValue,
+) -> std::io::Result<()> {
     // Everything queued is compact JSON (serde_json never pretty-prints unless asked), so one
     // message is one line.
     out.write_all(message.get().as_bytes()).await?;

@@ -16,7 +16,9 @@ pub struct BlobStore {
 impl BlobStore {
     pub fn open(dir: &Path) -> std::io::Result<BlobStore> {
         std::fs::create_dir_all(dir)?;
-        Ok(BlobStore { dir: dir.to_path_buf() })
+        Ok(BlobStore {
+            dir: dir.to_path_buf(),
+        })
     }
 
     fn path_of(&self, id: &str) -> Option<PathBuf> {
@@ -58,6 +60,9 @@ impl BlobStore {
 fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     let name = format!(".tmp-{}-{}", std::process::id(), ulid::Ulid::new());
     let path = dir.join(name);
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
     Ok((path, file))
 }

@@ -22,7 +22,10 @@ pub type Entry = (Vec<u8>, UserValue);
 
 impl Table {
     pub fn new(ks: &Keyspace, tag: u8) -> Table {
-        Table { ks: ks.clone(), tag }
+        Table {
+            ks: ks.clone(),
+            tag,
+        }
     }
 
     fn full(&self, key: &[u8]) -> Vec<u8> {
@@ -40,7 +43,12 @@ impl Table {
         self.ks.insert(self.full(key.as_ref()), value.as_ref())
     }
 
-    pub fn batch_insert<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, batch: &mut OwnedWriteBatch, key: K, value: V) {
+    pub fn batch_insert<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        batch: &mut OwnedWriteBatch,
+        key: K,
+        value: V,
+    ) {
         batch.insert(&self.ks, self.full(key.as_ref()), value.as_ref());
     }
 
@@ -64,19 +72,29 @@ impl Table {
     }
 
     /// Entries whose key starts with `prefix`, in key order (reversible).
-    pub fn prefix<'a>(&'a self, prefix: &[u8]) -> impl DoubleEndedIterator<Item = fjall::Result<Entry>> + 'a {
+    pub fn prefix<'a>(
+        &'a self,
+        prefix: &[u8],
+    ) -> impl DoubleEndedIterator<Item = fjall::Result<Entry>> + 'a {
         self.ks.prefix(self.full(prefix)).map(|g| self.strip(g))
     }
 
     /// Entries with `start <= key <= end`, in key order.
-    pub fn range<'a>(&'a self, start: &[u8], end: &[u8]) -> impl DoubleEndedIterator<Item = fjall::Result<Entry>> + 'a {
+    pub fn range<'a>(
+        &'a self,
+        start: &[u8],
+        end: &[u8],
+    ) -> impl DoubleEndedIterator<Item = fjall::Result<Entry>> + 'a {
         self.ks
             .range(self.full(start)..=self.full(end))
             .map(|g| self.strip(g))
     }
 
     /// Entries with a key strictly after `after` (or all, when None), in key order.
-    pub fn after<'a>(&'a self, after: Option<&[u8]>) -> impl Iterator<Item = fjall::Result<Entry>> + 'a {
+    pub fn after<'a>(
+        &'a self,
+        after: Option<&[u8]>,
+    ) -> impl Iterator<Item = fjall::Result<Entry>> + 'a {
         let start = match after {
             Some(key) => Bound::Excluded(self.full(key)),
             None => Bound::Included(vec![self.tag]),
@@ -85,6 +103,8 @@ impl Table {
             Some(next) => Bound::Excluded(vec![next]),
             None => Bound::Unbounded,
         };
-        self.ks.range::<Vec<u8>, _>((start, end)).map(|g| self.strip(g))
+        self.ks
+            .range::<Vec<u8>, _>((start, end))
+            .map(|g| self.strip(g))
     }
 }

@@ -31,7 +31,10 @@ fn newer_store_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(dir.path()).unwrap();
-        store.meta.insert("store_version", encode(&99u32).unwrap()).unwrap();
+        store
+            .meta
+            .insert("store_version", encode(&99u32).unwrap())
+            .unwrap();
         store.persist().unwrap();
     }
     let err = Store::open(dir.path()).err().unwrap();
@@ -43,16 +46,24 @@ fn sessions_list_newest_first_with_cursor_pages() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     for i in 0..5u64 {
-        store.put_session(&session(&format!("s{i}"), "p1", 100 + i), None).unwrap();
+        store
+            .put_session(&session(&format!("s{i}"), "p1", 100 + i), None)
+            .unwrap();
     }
-    store.put_session(&session("other", "p2", 50), None).unwrap();
+    store
+        .put_session(&session("other", "p2", 50), None)
+        .unwrap();
     let (page1, cursor) = store.list_sessions(Some("p1"), None, 2).unwrap();
     let ids: Vec<_> = page1.iter().map(|r| r.session.id.clone()).collect();
     assert_eq!(ids, ["s4", "s3"]);
-    let (page2, cursor) = store.list_sessions(Some("p1"), cursor.as_deref(), 2).unwrap();
+    let (page2, cursor) = store
+        .list_sessions(Some("p1"), cursor.as_deref(), 2)
+        .unwrap();
     let ids: Vec<_> = page2.iter().map(|r| r.session.id.clone()).collect();
     assert_eq!(ids, ["s2", "s1"]);
-    let (page3, cursor) = store.list_sessions(Some("p1"), cursor.as_deref(), 2).unwrap();
+    let (page3, cursor) = store
+        .list_sessions(Some("p1"), cursor.as_deref(), 2)
+        .unwrap();
     assert_eq!(page3.len(), 1);
     assert!(cursor.is_none());
     let (all, _) = store.list_sessions(None, None, 100).unwrap();
@@ -96,7 +107,9 @@ fn delete_removes_messages_parts_and_events() {
             session_id: "s".into(),
             seq: 1,
             at: 1,
-            kind: EventKind::MessageCreated { message: message.clone() },
+            kind: EventKind::MessageCreated {
+                message: message.clone(),
+            },
         })
         .unwrap();
     assert_eq!(store.messages_after("s", 0, 10).unwrap().0, vec![message]);
@@ -122,7 +135,12 @@ fn events_after_and_last_seq() {
             })
             .unwrap();
     }
-    let seqs: Vec<_> = store.events_after("s", 2).unwrap().iter().map(|e| e.seq).collect();
+    let seqs: Vec<_> = store
+        .events_after("s", 2)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
     assert_eq!(seqs, [5, 300]);
     assert_eq!(store.last_event_seq("s").unwrap(), 300);
     assert_eq!(store.last_event_seq("t").unwrap(), 0);
