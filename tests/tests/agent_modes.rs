@@ -90,3 +90,40 @@ async fn an_unknown_mode_is_refused_with_the_known_ones() {
         "{message}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_from_settings_brings_its_prompt_tools_and_rules() {
+    let env = Env::start().await;
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("settings.json")).expect("json");
+    settings["agents"] = json!({
+        "reviewer": {"prompt": "REVIEWER-PROMPT: only comment.", "readOnly": true, "deny": ["read(secret/**)"]},
+    });
+    std::fs::write(&path, serde_json::to_vec(&settings).expect("encode")).expect("write settings");
+    agent_common::write_file(env.project.path(), "secret/key.txt", "hidden\n");
+
+    env.push(vec![tool("c1", "read", json!({"path": "secret/key.txt"}))]);
+    env.push(vec![text("Reviewed.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("review", json!({"mode": "reviewer"})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { run } if run.mode.as_deref() == Some("reviewer"))
+    );
+    let request = &env.sim.chat_requests()[0].body;
+    let system = request["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        system.contains("REVIEWER-PROMPT") && system.contains("Mode: Plan"),
+        "{system}"
+    );
+    assert_eq!(
+        tool_names(request),
+        ["read", "list", "glob", "grep", "todo"]
+    );
+    let results = results(&events);
+    assert!(
+        results[0].2 && results[0].1.contains("denied") && !results[0].1.contains("hidden"),
+        "{results:?}"
+    );
+}

@@ -92,7 +92,8 @@ pub fn to_model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     out
 }
 
-/// The longest transcript sent to the summariser, in bytes (about 24k tokens).
+/// The longest transcript sent to the summariser, in bytes (about 24k tokens); less when the
+/// summarising model's window is smaller (half of it, at 4 bytes a token).
 const MAX_TRANSCRIPT: usize = 96 * 1024;
 /// Each tool result is cut to this many bytes in the transcript.
 const MAX_RESULT: usize = 1500;
@@ -111,7 +112,7 @@ fn cut(text: &str, max: usize) -> &str {
 }
 
 /// A plain-text transcript of model messages for the summariser.
-fn transcript(previous: Option<&str>, messages: &[ModelMessage]) -> String {
+fn transcript(previous: Option<&str>, messages: &[ModelMessage], max: usize) -> String {
     let mut out = String::new();
     if let Some(summary) = previous {
         out.push_str("Summary of what came before:\n");
@@ -150,13 +151,22 @@ fn transcript(previous: Option<&str>, messages: &[ModelMessage]) -> String {
         }
         out.push('\n');
     }
-    if out.len() > MAX_TRANSCRIPT {
-        // Keep the most recent part: it matters most for continuing.
-        let mut start = out.len() - MAX_TRANSCRIPT;
-        while !out.is_char_boundary(start) {
-            start += 1;
+    if out.len() > max {
+        // Keep the beginning (what the user asked for) and most of the end (where the work
+        // stands); cut the middle.
+        let mut head = max / 4;
+        while !out.is_char_boundary(head) {
+            head -= 1;
         }
-        out = format!("[earlier part cut]\n{}", &out[start..]);
+        let mut tail = out.len() - (max - head);
+        while !out.is_char_boundary(tail) {
+            tail += 1;
+        }
+        out = format!(
+            "{}\n[… middle of the session cut …]\n{}",
+            &out[..head],
+            &out[tail..]
+        );
     }
     out
 }
@@ -167,12 +177,20 @@ pub async fn summarise(
     previous: Option<&str>,
     messages: &[ModelMessage],
 ) -> Result<String, String> {
+    let max = model
+        .info
+        .as_ref()
+        .and_then(|i| i.context_window)
+        .map_or(MAX_TRANSCRIPT, |w| {
+            usize::try_from(w.saturating_mul(2)).unwrap_or(MAX_TRANSCRIPT)
+        })
+        .min(MAX_TRANSCRIPT);
     let request = ChatRequest {
         model: model.model.clone(),
         system: Some(SUMMARY_PROMPT.to_string()),
         messages: vec![ModelMessage::user(format!(
             "Summarise this session:\n\n{}",
-            transcript(previous, messages)
+            transcript(previous, messages, max)
         ))],
         ..ChatRequest::default()
     };
