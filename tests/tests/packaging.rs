@@ -342,6 +342,7 @@ async fn no_provider_key_is_logged_even_at_trace_level() {
     let dir = private_dir();
     let home = dir.path().join("home");
     let socket = dir.path().join("trace.sock");
+    let output = log_file(dir.path());
     let mut child = Command::new(binary("totemd"))
         .arg("--home")
         .arg(&home)
@@ -350,8 +351,8 @@ async fn no_provider_key_is_logged_even_at_trace_level() {
         .env("TOTEM_LOG", "trace")
         .env_remove("TOTEM_HOME")
         .stdin(Stdio::null())
-        .stdout(log_file(dir.path()))
-        .stderr(Stdio::inherit())
+        .stdout(output.try_clone().expect("output file"))
+        .stderr(output)
         .spawn()
         .expect("spawn totemd");
     let client = connect(&socket).await;
