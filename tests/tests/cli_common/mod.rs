@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A workspace binary, rebuilt once per test process so a stale one is never tested.
-/// `cargo test` builds a package's own binaries only; `totem` and `totemd` belong to others.
+/// `cargo test` builds a package's own binaries only; `totem` and `totemd` belong to others
+/// (a dependency on a binary-only package builds nothing). `TOTEM_TESTS_NO_BUILD=1` skips it.
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -20,7 +21,9 @@ pub fn binary(name: &str) -> PathBuf {
         let target = totem_tests::harness::target_dir();
         let profile_release = target.ends_with("release");
         let mut build = Command::new(cargo);
-        build.args(["build", "-q", "-p", "totemd", "-p", "totem-cli", "--bins"]);
+        // The same command as .ci/run's, so that there it is a no-op (another package selection
+        // could unify features differently and rebuild the binaries).
+        build.args(["build", "-q", "--workspace", "--bins"]);
         if profile_release {
             build.arg("--release");
         }

@@ -66,8 +66,8 @@ pub const COMMANDS: &[SlashCommand] = &[
     ),
     cmd(
         "/reasoning",
-        "[off|low|medium|high]",
-        "how hard the model thinks on the next prompts",
+        "[LEVEL]",
+        "how hard the model thinks on the next prompts: off, low, medium or high",
         None,
     ),
     cmd(

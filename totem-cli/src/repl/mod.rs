@@ -94,6 +94,7 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         questions: Vec::new(),
         settings: PromptSettings::default(),
         disconnected: false,
+        live_after: 0,
     };
     repl.switch_to(session).await?;
     repl.print(&format!(
@@ -131,6 +132,8 @@ struct Repl<'a> {
     settings: PromptSettings,
     /// The connection to the daemon was lost; the next line reconnects.
     disconnected: bool,
+    /// Events up to this sequence number are replays; after it, live.
+    live_after: u64,
 }
 
 /// What the next prompts ask for; unset fields leave the daemon's choice.
@@ -384,6 +387,13 @@ impl Repl<'_> {
         if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
             self.last_seq = self.last_seq.max(seq);
         }
+        let live = event
+            .get("seq")
+            .and_then(Value::as_u64)
+            .is_some_and(|seq| seq > self.live_after);
+        // A bell (and desktop notice) rides on the line it belongs to: a printed line of its own
+        // would leave a blank one.
+        let mut alert = String::new();
         match kind {
             "run.started" => {
                 self.running = Some(Running {
@@ -399,7 +409,7 @@ impl Repl<'_> {
                 if let Some(running) = self.running.take()
                     && running.id.as_deref().is_none_or(|id| Some(id) == ended)
                 {
-                    self.notify(running.since.elapsed(), kind);
+                    alert = self.notice_for(running.since.elapsed(), kind);
                 }
             }
             "permission.asked" => {
@@ -433,14 +443,26 @@ impl Repl<'_> {
             }
             _ => {}
         }
-        for chunk in self.renderer.event(&event) {
+        let chunks = self.renderer.event(&event);
+        let last = chunks.len().saturating_sub(1);
+        for (i, chunk) in chunks.into_iter().enumerate() {
             match chunk {
+                Chunk::Answer(text) | Chunk::Aside(text) if i == last && !alert.is_empty() => {
+                    let line = text.strip_suffix('\n').unwrap_or(&text);
+                    self.print(&format!("{line}{alert}\n"));
+                }
                 Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
             }
         }
         if kind == "permission.asked" {
             if self.connection.has("permission.reply") {
-                self.note(ANSWER_HINT);
+                let bell = if live && self.style().color {
+                    "\x07"
+                } else {
+                    ""
+                };
+                let hint = self.style().dim(ANSWER_HINT);
+                self.print(&format!("{hint}{bell}\n"));
             } else {
                 self.note("This daemon cannot take answers yet (no permission.reply).");
             }
@@ -451,17 +473,17 @@ impl Repl<'_> {
         }
     }
 
-    /// The bell, and an OSC 9 desktop notice, when a long run ends.
-    fn notify(&mut self, took: Duration, kind: &str) {
+    /// The bell and an OSC 9 desktop notice, when a long run ends on a terminal.
+    fn notice_for(&self, took: Duration, kind: &str) -> String {
         let after = std::env::var("TOTEM_NOTIFY_AFTER")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
             .map_or(NOTIFY_AFTER, Duration::from_secs);
         if !self.style().color || took < after {
-            return;
+            return String::new();
         }
         let what = kind.trim_start_matches("run.");
-        self.print(&format!("\x1b]9;Totem: run {what}\x07\x07"));
+        format!("\x1b]9;Totem: run {what}\x07\x07")
     }
 
     /// Follows `session` from now on, replaying its recent events.
@@ -473,6 +495,7 @@ impl Repl<'_> {
         let after = session.last_seq.saturating_sub(REPLAY_EVENTS);
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
         self.last_seq = after;
+        self.live_after = session.last_seq;
         self.questions.clear();
         self.running = (session.status == SessionStatus::Running).then(|| Running {
             id: None,
