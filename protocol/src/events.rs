@@ -100,6 +100,12 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<PermissionReply>,
     },
+    /// A run's file changes were taken back (`session.undo`).
+    #[serde(rename = "changes.undone")]
+    ChangesUndone { run_id: String, files: Vec<String> },
+    /// An undone run's file changes were applied again (`session.redo`).
+    #[serde(rename = "changes.redone")]
+    ChangesRedone { run_id: String, files: Vec<String> },
     /// The daemon stopped while the run was going; found and marked when it started again.
     #[serde(rename = "run.interrupted")]
     RunInterrupted { run: Run },

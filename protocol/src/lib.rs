@@ -6,6 +6,7 @@
 //! prose and `protocol/schema/protocol.json` the JSON Schema generated from these types.
 
 mod api;
+mod api_changes;
 mod api_provider;
 mod errors;
 mod events;
@@ -15,6 +16,7 @@ pub mod socket;
 mod types;
 
 pub use api::*;
+pub use api_changes::*;
 pub use api_provider::*;
 pub use errors::{ERROR_CODES, ErrorCode, ErrorCodeInfo};
 pub use events::{EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent};

@@ -5,6 +5,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::api::*;
+use crate::api_changes::*;
 use crate::api_provider::*;
 use crate::types::Session;
 
@@ -105,6 +106,14 @@ method_table! {
     SessionAbort = "session.abort" (SessionRef) -> SessionAborted { mcp: false, subscription: false };
     /// Runs a slash command on the daemon: `/compact`, `/init`, or a custom one from `.totem/commands/`.
     SessionCommand = "session.command" (SessionCommandParams) -> CommandResult { mcp: false, subscription: false };
+    /// Unified diffs of what one run, or the whole session, changed on disk; or git's view.
+    SessionDiff = "session.diff" (SessionDiffParams) -> crate::api_changes::SessionDiff { mcp: true, subscription: false };
+    /// Takes back the newest run's file changes that are not undone yet; repeat to go further back.
+    SessionUndo = "session.undo" (SessionUndoParams) -> ChangesApplied { mcp: false, subscription: false };
+    /// Applies the last undone run's changes again (one level; a new run clears it).
+    SessionRedo = "session.redo" (SessionUndoParams) -> ChangesApplied { mcp: false, subscription: false };
+    /// A new session with the history up to a message, linked to its parent by `parentId`.
+    SessionFork = "session.fork" (SessionForkParams) -> Session { mcp: false, subscription: false };
     /// Answers a permission question; the first answer wins and withdraws it everywhere else.
     PermissionReply = "permission.reply" (PermissionReplyParams) -> Ack { mcp: false, subscription: false };
     /// The session's questions still waiting for an answer.

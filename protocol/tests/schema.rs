@@ -122,6 +122,14 @@ fn every_event_kind_round_trips() {
                 note: Some("no".into()),
             }),
         },
+        EventKind::ChangesUndone {
+            run_id: "run_1".into(),
+            files: vec!["a.txt".into()],
+        },
+        EventKind::ChangesRedone {
+            run_id: "run_1".into(),
+            files: vec!["a.txt".into()],
+        },
         EventKind::RunAborted { run },
         EventKind::Lagged {},
     ];

@@ -2,6 +2,7 @@
 //! library holds the parts so tests and benchmarks can reach them.
 
 pub mod agent;
+pub mod changes;
 pub mod config;
 pub mod daemon;
 pub mod server;

@@ -4,6 +4,7 @@ pub mod connection;
 pub mod listener;
 pub mod rpc;
 mod rpc_agent;
+mod rpc_changes;
 mod rpc_provider;
 mod writer;
 

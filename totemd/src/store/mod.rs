@@ -19,8 +19,10 @@ mod compaction;
 mod keys;
 mod table;
 mod permissions;
+mod undo;
 
 pub use compaction::Compaction;
+pub use undo::{Redo, UndoState};
 
 pub use blobs::BlobStore;
 

@@ -1,0 +1,155 @@
+//! `session.undo` and `session.redo`.
+//!
+//! Undo takes back the newest run whose changes are recorded and not undone yet, so repeated undos
+//! walk back run by run to the session's start; a run that changed nothing is skipped. Redo is one
+//! level: it applies the last undone run again, and is gone after a redo or once a newer run exists
+//! (that run worked on the files as the undo left them). Both are all-or-nothing and refuse to
+//! overwrite a file changed since, unless forced (see `totem_snapshot::undo`).
+
+use std::sync::Arc;
+
+use totem_protocol::{ChangesApplied, EventKind};
+use totem_snapshot::{Restored, RunRecord};
+
+use super::{
+    ChangesError, Result, blobs, ensure_idle, project_root, run_record, session_records,
+    snapshot_failed,
+};
+use crate::daemon::Daemon;
+use crate::store::{Redo, UndoState};
+
+/// Undo and redo of one daemon never overlap: each reads the undo state, changes files and writes
+/// the state back, and two at once would take the same run back twice. They are rare and short, so
+/// one lock for the daemon is enough.
+static UNDO_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Which runs can still be undone, newest last.
+fn undoable(records: &[(totem_protocol::Run, RunRecord)], state: &UndoState) -> Vec<String> {
+    records
+        .iter()
+        .filter(|(run, record)| !record.is_empty() && !state.undone.contains(&run.id))
+        .map(|(run, _)| run.id.clone())
+        .collect()
+}
+
+/// The redo on offer, unless a run came after the undo.
+fn live_redo<'a>(
+    records: &[(totem_protocol::Run, RunRecord)],
+    state: &'a UndoState,
+) -> Option<&'a Redo> {
+    let newest = records.last().map(|(run, _)| run.id.clone());
+    state.redo.as_ref().filter(|r| r.newest_run == newest)
+}
+
+fn touched(restored: &Restored) -> Vec<String> {
+    let mut files: Vec<String> = restored
+        .written
+        .iter()
+        .chain(&restored.removed)
+        .cloned()
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// `session.undo`.
+pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result<ChangesApplied> {
+    let _guard = UNDO_LOCK.lock().await;
+    ensure_idle(daemon, session_id, "undo")?;
+    let root = project_root(daemon, session_id)?;
+    let store = daemon.store();
+    let mut state = store.undo_state(session_id)?;
+    let records = session_records(daemon, session_id)?;
+    let Some(run_id) = undoable(&records, &state).pop() else {
+        return Err(ChangesError::NotFound(format!(
+            "nothing to undo: no run of session {session_id} has file changes that are not undone already"
+        )));
+    };
+    let record = run_record(daemon, &run_id)?;
+    let blobs = blobs(daemon);
+    let restored =
+        tokio::task::spawn_blocking(move || totem_snapshot::undo(&root, &blobs, &record, force))
+            .await
+            .map_err(|e| ChangesError::Failed(format!("undo stopped: {e}")))?
+            .map_err(|e| snapshot_failed(&format!("undo run {run_id}"), e))?;
+
+    state.undone.push(run_id.clone());
+    state.redo = Some(Redo {
+        run_id: run_id.clone(),
+        newest_run: records.last().map(|(run, _)| run.id.clone()),
+    });
+    store.put_undo_state(session_id, &state)?;
+    announce(
+        daemon, session_id, &run_id, &restored, &records, &state, true,
+    )
+}
+
+/// `session.redo`.
+pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result<ChangesApplied> {
+    let _guard = UNDO_LOCK.lock().await;
+    ensure_idle(daemon, session_id, "redo")?;
+    let root = project_root(daemon, session_id)?;
+    let store = daemon.store();
+    let mut state = store.undo_state(session_id)?;
+    let records = session_records(daemon, session_id)?;
+    let Some(run_id) = live_redo(&records, &state).map(|r| r.run_id.clone()) else {
+        let why = if state.redo.is_some() {
+            "a run came after the last undo"
+        } else {
+            "redo follows an undo, once"
+        };
+        return Err(ChangesError::NotFound(format!(
+            "nothing to redo in session {session_id}: {why}"
+        )));
+    };
+    let record = run_record(daemon, &run_id)?;
+    let blobs = blobs(daemon);
+    let restored =
+        tokio::task::spawn_blocking(move || totem_snapshot::redo(&root, &blobs, &record, force))
+            .await
+            .map_err(|e| ChangesError::Failed(format!("redo stopped: {e}")))?
+            .map_err(|e| snapshot_failed(&format!("redo run {run_id}"), e))?;
+
+    state.undone.retain(|id| *id != run_id);
+    state.redo = None;
+    store.put_undo_state(session_id, &state)?;
+    announce(
+        daemon, session_id, &run_id, &restored, &records, &state, false,
+    )
+}
+
+/// Tells the session's subscribers and builds the answer.
+fn announce(
+    daemon: &Daemon,
+    session_id: &str,
+    run_id: &str,
+    restored: &Restored,
+    records: &[(totem_protocol::Run, RunRecord)],
+    state: &UndoState,
+    undone: bool,
+) -> Result<ChangesApplied> {
+    let files = touched(restored);
+    let kind = if undone {
+        EventKind::ChangesUndone {
+            run_id: run_id.to_string(),
+            files: files.clone(),
+        }
+    } else {
+        EventKind::ChangesRedone {
+            run_id: run_id.to_string(),
+            files: files.clone(),
+        }
+    };
+    daemon
+        .sessions
+        .get(session_id)?
+        .emit(daemon.store(), kind)?;
+    Ok(ChangesApplied {
+        run_id: run_id.to_string(),
+        files,
+        overwritten: restored.overwritten.clone(),
+        can_undo: !undoable(records, state).is_empty(),
+        can_redo: live_redo(records, state).is_some(),
+    })
+}

@@ -1,0 +1,48 @@
+//! A session's undo state: which runs' file changes are taken back, and the one redo on offer.
+//! The changes themselves are the runs' records (`run_changes`); this only says where the session
+//! stands among them. Kept in the `meta` keyspace under `undo \0 session id`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Result, Store, decode, encode, keys};
+
+/// Where a session stands in its undo history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoState {
+    /// Runs whose changes are undone, in the order they were undone.
+    #[serde(default)]
+    pub undone: Vec<String>,
+    /// What `session.redo` would apply again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redo: Option<Redo>,
+}
+
+/// The last undo, while it can still be redone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redo {
+    pub run_id: String,
+    /// The session's newest run when the undo was made: once a newer run exists the redo is gone,
+    /// since that run worked on the files as the undo left them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_run: Option<String>,
+}
+
+fn key(session_id: &str) -> Vec<u8> {
+    keys::pair_key("undo", session_id)
+}
+
+impl Store {
+    pub fn undo_state(&self, session_id: &str) -> Result<UndoState> {
+        match self.meta.get(key(session_id))? {
+            Some(v) => decode("undo state", &v),
+            None => Ok(UndoState::default()),
+        }
+    }
+
+    pub fn put_undo_state(&self, session_id: &str, state: &UndoState) -> Result<()> {
+        self.meta.insert(key(session_id), encode(state)?)?;
+        Ok(())
+    }
+}
