@@ -268,3 +268,45 @@ async fn always_for_the_project_is_remembered_by_a_new_session() {
     }
     assert_eq!(env.file("out.txt"), "2\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_did_not_declare_permissions_cannot_answer() {
+    let env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "bash",
+        json!({"command": "touch viewer-test"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("go", json!({})).await;
+    let question = loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            break question;
+        }
+    };
+    let (viewer, _) = Client::connect(&env.daemon.socket, "viewer", ClientCapabilities::default())
+        .await
+        .expect("viewer");
+    let refused = viewer
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
+        )
+        .await
+        .expect_err("a viewer cannot answer");
+    assert!(
+        refused.to_string().contains("capabilities.permissions"),
+        "{refused}"
+    );
+    // The question is still open and the declared client answers it.
+    env.client
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
+        )
+        .await
+        .expect("reply");
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+}

@@ -1,12 +1,16 @@
 //! Handlers of the agent's methods: `session.abort`, `session.command`, `permission.reply` and
 //! `permission.list` (`session.prompt` is registered with the session methods and calls the agent).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
     Ack, ErrorCode, PermissionList, PermissionReplyParams, SessionCommandParams, SessionRef, method,
 };
 
+use super::connection::ConnectionState;
 use super::rpc::{err, register};
 use crate::agent::AgentError;
 use crate::daemon::Daemon;
@@ -33,7 +37,16 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
         Ok(crate::agent::command::run(&d, p).await?)
     });
 
-    register::<method::PermissionReply, _, _>(m, |p: PermissionReplyParams, d, _| async move {
+    register::<method::PermissionReply, _, _>(m, |p: PermissionReplyParams, d, ext| async move {
+        let answers = ext
+            .get::<Arc<ConnectionState>>()
+            .is_some_and(|s| s.answers_permissions.load(Ordering::Acquire));
+        if !answers {
+            return Err(err(
+                ErrorCode::INVALID_REQUEST,
+                "this connection did not declare that it answers permission questions: initialize with capabilities.permissions = true",
+            ));
+        }
         let agent = d.agents.session(&d, &p.session_id)?;
         agent.reply(&d, p)?;
         Ok(Ack {})
