@@ -347,6 +347,7 @@ impl Store {
         self.sessions_by_project.batch_remove(&mut batch, session_key(&s.project_id, s.updated_at, &s.id));
         self.sessions_by_recency.batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
         self.sessions.batch_remove(&mut batch, s.id.as_str());
+        self.meta.batch_remove(&mut batch, undo::key(&s.id));
         batch.commit()?;
         self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
         Ok(())

@@ -29,7 +29,7 @@ pub struct Redo {
     pub newest_run: Option<String>,
 }
 
-fn key(session_id: &str) -> Vec<u8> {
+pub(super) fn key(session_id: &str) -> Vec<u8> {
     keys::pair_key("undo", session_id)
 }
 
@@ -44,5 +44,48 @@ impl Store {
     pub fn put_undo_state(&self, session_id: &str, state: &UndoState) -> Result<()> {
         self.meta.insert(key(session_id), encode(state)?)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use totem_protocol::{Session, SessionStatus};
+
+    use super::*;
+    use crate::store::SessionRecord;
+
+    #[test]
+    fn undo_state_is_kept_per_session_and_goes_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let record = SessionRecord {
+            session: Session {
+                id: "ses_1".into(),
+                project_id: "prj_1".into(),
+                title: "t".into(),
+                created_at: 1,
+                updated_at: 1,
+                last_seq: 0,
+                status: SessionStatus::Idle,
+                message_count: 0,
+                parent_id: None,
+                usage: None,
+            },
+            seq_reserved: 0,
+        };
+        store.put_session(&record, None).unwrap();
+        let state = UndoState {
+            undone: vec!["run_1".into()],
+            redo: Some(Redo {
+                run_id: "run_1".into(),
+                newest_run: Some("run_2".into()),
+            }),
+        };
+        store.put_undo_state("ses_1", &state).unwrap();
+        assert_eq!(store.undo_state("ses_1").unwrap(), state);
+        assert_eq!(store.undo_state("ses_2").unwrap(), UndoState::default());
+
+        store.delete_session(&record).unwrap();
+        assert_eq!(store.undo_state("ses_1").unwrap(), UndoState::default());
     }
 }
