@@ -375,15 +375,20 @@ struct WireEvent<'a> {
 
 #[derive(Deserialize)]
 struct WireDelta<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(
+        rename = "type",
+        borrow,
+        default,
+        deserialize_with = "crate::wire::option_cow"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     thinking: Option<Cow<'a, str>>,
     #[serde(default)]
     signature: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     partial_json: Option<Cow<'a, str>>,
     #[serde(default)]
     stop_reason: Option<String>,

@@ -523,7 +523,7 @@ struct Response<'a> {
 struct Candidate<'a> {
     #[serde(borrow, default)]
     content: Option<Content<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
@@ -536,7 +536,7 @@ struct Content<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Part<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     text: Option<Cow<'a, str>>,
     #[serde(default)]
     thought: bool,

@@ -15,6 +15,7 @@ mod model;
 mod ollama;
 mod openai;
 mod request;
+mod wire;
 
 use std::sync::Arc;
 

@@ -346,13 +346,13 @@ struct Line<'a> {
     message: Option<LineMessage<'a>>,
     #[serde(default)]
     done: bool,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     done_reason: Option<Cow<'a, str>>,
     #[serde(default)]
     prompt_eval_count: Option<u64>,
     #[serde(default)]
     eval_count: Option<u64>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     error: Option<Cow<'a, str>>,
     #[serde(default)]
     status: Option<u16>,
@@ -360,9 +360,9 @@ struct Line<'a> {
 
 #[derive(Deserialize)]
 struct LineMessage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     thinking: Option<Cow<'a, str>>,
     #[serde(default)]
     tool_calls: Option<Vec<WireCall>>,

@@ -328,14 +328,14 @@ struct PendingCall {
 }
 
 #[derive(Deserialize)]
-struct Chunk<'a> {
+pub(crate) struct Chunk<'a> {
     #[serde(borrow, default)]
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
     error: Option<Value>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     object: Option<Cow<'a, str>>,
 }
 
@@ -343,17 +343,17 @@ struct Chunk<'a> {
 struct Choice<'a> {
     #[serde(borrow, default)]
     delta: Option<Delta<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolDelta<'a>>>,
@@ -373,7 +373,7 @@ struct ToolDelta<'a> {
 struct FunctionDelta<'a> {
     #[serde(default)]
     name: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     arguments: Option<Cow<'a, str>>,
 }
 
