@@ -14,6 +14,8 @@ use std::io::IsTerminal;
 use serde_json::Value;
 use totem_protocol::{EventKind, Message, Part, Role, Run, SessionEvent};
 
+use crate::format::one_line;
+
 /// Whether to draw with ANSI colours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
@@ -243,6 +245,24 @@ impl Renderer {
                     out.push_str(&format!("\n  {mark} {content}"));
                 }
                 out
+            }
+            "changes.undone" | "changes.redone" => {
+                let files: Vec<&str> = raw
+                    .get("files")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let what = match kind {
+                    "changes.undone" => "↶ undid",
+                    _ => "↷ redid",
+                };
+                s.cyan(&format!(
+                    "{what} the changes of {}: {}",
+                    text("/runId"),
+                    one_line(&files.join(", "), 100)
+                ))
             }
             _ => s.dim(&format!("· {kind}")),
         };
@@ -537,6 +557,17 @@ mod tests {
         assert_eq!(
             answer(r.event(&ev)),
             "? bash wants to execute rm -rf build\n  deletes files\n"
+        );
+    }
+
+    #[test]
+    fn undone_changes_name_their_files() {
+        let mut r = plain(TextMode::Lines);
+        let ev = json!({"sessionId": "ses_1", "seq": 9, "at": 0, "type": "changes.undone",
+            "runId": "run_1", "files": ["a.rs", "b.rs"]});
+        assert_eq!(
+            answer(r.event(&ev)),
+            "↶ undid the changes of run_1: a.rs, b.rs\n"
         );
     }
 

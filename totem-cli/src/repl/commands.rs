@@ -72,20 +72,20 @@ pub const COMMANDS: &[SlashCommand] = &[
     ),
     cmd(
         "/undo",
-        "",
-        "revert the last run's file changes",
+        "[force]",
+        "take back the last run's file changes (force: even if edited since)",
         Some("session.undo"),
     ),
     cmd(
         "/redo",
-        "",
+        "[force]",
         "re-apply the last undone run",
         Some("session.redo"),
     ),
     cmd(
         "/diff",
-        "",
-        "show the session's file changes",
+        "[git]",
+        "the session's file changes as a diff (git: git's view)",
         Some("session.diff"),
     ),
     cmd(
@@ -156,9 +156,16 @@ impl Repl<'_> {
                 Ok(())
             }
             "/model" => self.model(arg).await,
-            "/undo" => self.call_and_show("session.undo", json!({})).await,
-            "/redo" => self.call_and_show("session.redo", json!({})).await,
-            "/diff" => self.call_and_show("session.diff", json!({})).await,
+            // What undo and redo changed arrives as a changes.undone/redone event.
+            "/undo" => {
+                self.call_quietly("session.undo", json!({"force": arg == "force"}))
+                    .await
+            }
+            "/redo" => {
+                self.call_quietly("session.redo", json!({"force": arg == "force"}))
+                    .await
+            }
+            "/diff" => self.diff(arg == "git").await,
             "/compact" => {
                 self.call_and_show("session.command", json!({"command": "compact"}))
                     .await
@@ -315,6 +322,20 @@ impl Repl<'_> {
         Ok(())
     }
 
+    async fn diff(&mut self, git: bool) -> anyhow::Result<()> {
+        let params = json!({"sessionId": self.session.id, "git": git});
+        let value = self
+            .connection
+            .client
+            .call_raw("session.diff", params)
+            .await?;
+        match value.get("diff").and_then(Value::as_str) {
+            Some("") => self.note("No file changes."),
+            _ => self.show(&value),
+        }
+        Ok(())
+    }
+
     fn set_mode(&mut self, arg: &str) {
         match arg {
             "" => {
@@ -369,6 +390,21 @@ impl Repl<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Calls `method` with `{sessionId}` plus `extra`; its events show what it did.
+    async fn call_quietly(&mut self, method: &str, extra: Value) -> anyhow::Result<()> {
+        let mut params = json!({"sessionId": self.session.id});
+        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+            params.extend(extra);
+        }
+        let value = self.connection.client.call_raw(method, params).await?;
+        let overwritten = value.get("overwritten").and_then(Value::as_array);
+        if let Some(files) = overwritten.filter(|f| !f.is_empty()) {
+            let names: Vec<&str> = files.iter().filter_map(Value::as_str).collect();
+            self.note(&format!("Overwritten: {}", names.join(", ")));
+        }
+        Ok(())
     }
 
     /// Calls `method` with `{sessionId}` plus `extra`, and shows the answer.
