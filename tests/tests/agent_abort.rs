@@ -123,3 +123,37 @@ async fn a_job_outlives_its_run_and_its_output_is_read_later() {
     let output = &results(&second)[0].1;
     assert!(output.contains("last-line"), "{output}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_while_a_question_waits_withdraws_it() {
+    let env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "never.txt", "content": "x"}),
+    )]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write", json!({})).await;
+    let question = loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            break question;
+        }
+    };
+    env.client
+        .call_raw("session.abort", json!({"sessionId": env.session}))
+        .await
+        .expect("abort");
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunAborted { .. }));
+    assert!(events.iter().any(|e| matches!(
+        &e.kind,
+        EventKind::PermissionResolved { question_id, reply: None } if *question_id == question.id
+    )));
+    let open = env
+        .client
+        .call_raw("permission.list", json!({"sessionId": env.session}))
+        .await
+        .expect("permission.list");
+    assert_eq!(open["questions"], json!([]));
+    assert!(!env.project.path().join("never.txt").exists());
+}
