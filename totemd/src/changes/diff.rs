@@ -191,6 +191,8 @@ async fn git_diff(root: &Path) -> Result<SessionDiff> {
             "--no-color",
             "--no-ext-diff",
             "--no-renames",
+            // Paths relative to the project, which may be a folder inside the repository.
+            "--relative",
             base,
             "--",
             ".",
