@@ -4,7 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Message, Part, PermissionQuestion, PermissionReply, Run, Session, TodoItem, Usage};
+use crate::types::{
+    Message, Part, PermissionQuestion, PermissionReply, Run, Session, TodoItem, Usage,
+};
 
 /// One numbered event of a session, as sent in `session.event` notifications.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -88,7 +90,10 @@ pub enum EventKind {
     },
     /// The model replaced its plan (the `todo` tool).
     #[serde(rename = "todo")]
-    Todo { run_id: String, todos: Vec<TodoItem> },
+    Todo {
+        run_id: String,
+        todos: Vec<TodoItem>,
+    },
     /// A tool call waits for a person's permission; answer with `permission.reply`.
     #[serde(rename = "permission.asked")]
     PermissionAsked { question: PermissionQuestion },

@@ -148,17 +148,29 @@ fn every_event_kind_round_trips() {
 
 #[test]
 fn the_spec_documents_every_method_event_and_error() {
-    let spec = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let spec = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .unwrap();
     for m in totem_protocol::METHODS {
-        assert!(spec.contains(&format!("`{}`", m.name)), "protocol/README.md does not document {}", m.name);
+        assert!(
+            spec.contains(&format!("`{}`", m.name)),
+            "protocol/README.md does not document {}",
+            m.name
+        );
     }
     for e in totem_protocol::ERROR_CODES {
-        assert!(spec.contains(&e.code.0.to_string()), "protocol/README.md does not list error {}", e.code.0);
+        assert!(
+            spec.contains(&e.code.0.to_string()),
+            "protocol/README.md does not list error {}",
+            e.code.0
+        );
     }
     let schema = totem_protocol::schema::protocol_schema();
     let kinds = schema["$defs"]["SessionEvent"].to_string();
     for cap in kinds.split("\"const\":\"").skip(1) {
         let kind = cap.split('"').next().unwrap();
-        assert!(spec.contains(&format!("`{kind}`")), "protocol/README.md does not document event {kind}");
+        assert!(
+            spec.contains(&format!("`{kind}`")),
+            "protocol/README.md does not document event {kind}"
+        );
     }
 }

@@ -44,6 +44,11 @@ pub enum Command {
         /// The shell to generate for.
         shell: clap_complete::Shell,
     },
+    /// Add, list, remove or test the model providers in Totem's settings.
+    #[command(subcommand)]
+    Provider(ProviderCommand),
+    /// List the models of every provider with context window, capabilities and prices.
+    Models(ModelsArgs),
     /// Check the daemon, socket, store, providers, rg and MCP servers, and say what to fix.
     Doctor,
     /// Print the man page (`totem man > totem.1`), or write one page per command with `--out DIR`.
@@ -136,4 +141,83 @@ pub enum DaemonCommand {
         #[arg(long)]
         print: bool,
     },
+}
+
+/// `totem provider …`.
+#[derive(Debug, Subcommand)]
+pub enum ProviderCommand {
+    /// Add a provider (asks for its API key without echo; `--key-stdin` reads it from stdin).
+    Add(ProviderAddArgs),
+    /// List the providers (keys are never shown, only whether one is set).
+    List {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a provider and its stored key.
+    Remove {
+        /// The provider's name.
+        name: String,
+    },
+    /// Check that a provider answers and count its models.
+    Test {
+        /// The provider's name.
+        name: String,
+    },
+}
+
+/// The wire format a provider speaks, as typed on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum KindArg {
+    /// Ollama's native API.
+    Ollama,
+    /// OpenAI-compatible chat completions (OpenAI, OpenRouter, LM Studio, llama.cpp, vLLM).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini.
+    Gemini,
+}
+
+impl From<KindArg> for totem_protocol::ProviderKind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::Ollama => totem_protocol::ProviderKind::Ollama,
+            KindArg::Openai => totem_protocol::ProviderKind::Openai,
+            KindArg::Anthropic => totem_protocol::ProviderKind::Anthropic,
+            KindArg::Gemini => totem_protocol::ProviderKind::Gemini,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ProviderAddArgs {
+    /// A name for the provider; models are then named `NAME/model`.
+    pub name: String,
+    /// The wire format it speaks.
+    #[arg(long, value_enum)]
+    pub kind: KindArg,
+    /// Its base URL (default per kind: http://127.0.0.1:11434, https://api.openai.com/v1,
+    /// https://api.anthropic.com, https://generativelanguage.googleapis.com).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Read the API key from the first line of stdin instead of asking.
+    #[arg(long)]
+    pub key_stdin: bool,
+    /// The model to use when only the provider is named.
+    #[arg(long, value_name = "MODEL")]
+    pub default_model: Option<String>,
+    /// Replace a provider of the same name.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// Only this provider's models.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Print the list as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

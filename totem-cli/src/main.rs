@@ -8,6 +8,7 @@ mod exit;
 mod format;
 mod install;
 mod project;
+mod provider;
 mod render;
 mod repl;
 mod run;
@@ -64,6 +65,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
                 install::install_command(&endpoint, print).await
             }
             Some(Command::Doctor) => doctor::doctor_command(&endpoint).await,
+            Some(Command::Provider(command)) => provider::command(&endpoint, command).await,
+            Some(Command::Models(args)) => provider::models(&endpoint, args).await,
             Some(Command::Completions { .. }) | Some(Command::Man { .. }) => Ok(Exit::Success),
         }
     })

@@ -37,7 +37,10 @@ pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == uid => {}
             Ok(cred) => {
-                tracing::warn!(peer_uid = cred.uid(), "refused a connection from another user");
+                tracing::warn!(
+                    peer_uid = cred.uid(),
+                    "refused a connection from another user"
+                );
                 continue;
             }
             Err(e) => {

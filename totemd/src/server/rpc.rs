@@ -81,7 +81,8 @@ fn parse<T: DeserializeOwned>(params: &Params<'_>) -> RpcResult<T> {
             "params must be an object with named fields, not an array",
         ));
     }
-    serde_json::from_str(raw).map_err(|e| err(ErrorCode::INVALID_PARAMS, format!("invalid params: {e}")))
+    serde_json::from_str(raw)
+        .map_err(|e| err(ErrorCode::INVALID_PARAMS, format!("invalid params: {e}")))
 }
 
 fn page_limit(limit: Option<u32>, default: usize, max: usize) -> usize {
@@ -125,8 +126,12 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             ));
         }
         if let Some(state) = ext.get::<Arc<ConnectionState>>() {
-            state.protocol_version.store(p.protocol_version, Ordering::Release);
-            state.answers_permissions.store(p.capabilities.permissions, Ordering::Release);
+            state
+                .protocol_version
+                .store(p.protocol_version, Ordering::Release);
+            state
+                .answers_permissions
+                .store(p.capabilities.permissions, Ordering::Release);
         }
         tracing::debug!(client = %p.client.name, version = %p.client.version, "client initialized");
         Ok(InitializeResult {
@@ -138,7 +143,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             },
             capabilities: ServerCapabilities {
                 max_line_bytes: totem_protocol::MAX_LINE_BYTES as u64,
-                methods: totem_protocol::METHODS.iter().map(|m| m.name.to_string()).collect(),
+                methods: totem_protocol::METHODS
+                    .iter()
+                    .map(|m| m.name.to_string())
+                    .collect(),
             },
         })
     });
@@ -188,7 +196,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         if d.store().get_project(&p.project_id)?.is_none() {
             return Err(err(
                 ErrorCode::NOT_FOUND,
-                format!("no project {}; open one with `project.open {{path}}`", p.project_id),
+                format!(
+                    "no project {}; open one with `project.open {{path}}`",
+                    p.project_id
+                ),
             ));
         }
         Ok(d.sessions.create(&p.project_id, p.title)?)
@@ -211,7 +222,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<method::SessionRename, _, _>(&mut m, |p: SessionRenameParams, d, _| async move {
         let title = p.title.trim();
         if title.is_empty() {
-            return Err(err(ErrorCode::INVALID_PARAMS, "title is empty; give the session a name"));
+            return Err(err(
+                ErrorCode::INVALID_PARAMS,
+                "title is empty; give the session a name",
+            ));
         }
         Ok(d.sessions.rename(&p.session_id, title.to_string())?)
     });
@@ -224,20 +238,32 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         })
     });
 
-    register::<method::SessionMessages, _, _>(&mut m, |p: SessionMessagesParams, d, _| async move {
-        d.sessions.get(&p.session_id)?;
-        let limit = page_limit(p.limit, 100, 1000);
-        let (messages, more) = d.store().messages_after(&p.session_id, p.after_seq, limit)?;
-        let next_after_seq = if more { messages.last().map(|m| m.seq) } else { None };
-        Ok(SessionMessages {
-            messages,
-            next_after_seq,
-        })
-    });
+    register::<method::SessionMessages, _, _>(
+        &mut m,
+        |p: SessionMessagesParams, d, _| async move {
+            d.sessions.get(&p.session_id)?;
+            let limit = page_limit(p.limit, 100, 1000);
+            let (messages, more) = d
+                .store()
+                .messages_after(&p.session_id, p.after_seq, limit)?;
+            let next_after_seq = if more {
+                messages.last().map(|m| m.seq)
+            } else {
+                None
+            };
+            Ok(SessionMessages {
+                messages,
+                next_after_seq,
+            })
+        },
+    );
 
     register::<method::SessionPrompt, _, _>(&mut m, |p: SessionPromptParams, d, _| async move {
         if p.text.trim().is_empty() {
-            return Err(err(ErrorCode::INVALID_PARAMS, "the prompt is empty; say what you want done"));
+            return Err(err(
+                ErrorCode::INVALID_PARAMS,
+                "the prompt is empty; say what you want done",
+            ));
         }
         Ok(crate::agent::prompt(&d, p)?)
     });

@@ -17,8 +17,8 @@
 mod blobs;
 mod compaction;
 mod keys;
-mod table;
 mod permissions;
+mod table;
 mod undo;
 
 pub use compaction::Compaction;
@@ -34,7 +34,7 @@ use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use totem_protocol::{Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent};
 
-use keys::{Cursor, recency, session_key, seq_key};
+use keys::{Cursor, recency, seq_key, session_key};
 use table::Table;
 
 /// The layout version this build writes. Older layouts are migrated in [`Store::open`].
@@ -217,18 +217,21 @@ impl Store {
     /// Stores a new project.
     pub fn put_project(&self, project: &Project) -> Result<()> {
         let mut batch = self.db.batch();
-        self.projects.batch_insert(&mut batch, project.id.as_str(), encode(project)?);
-        self.project_paths.batch_insert(&mut batch,
-            project.path.as_str(),
-            project.id.as_str(),
-        );
+        self.projects
+            .batch_insert(&mut batch, project.id.as_str(), encode(project)?);
+        self.project_paths
+            .batch_insert(&mut batch, project.path.as_str(), project.id.as_str());
         batch.commit()?;
         self.counts.projects.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// Projects in id order (ids grow with time, so oldest first).
-    pub fn list_projects(&self, cursor: Option<&str>, limit: usize) -> Result<(Vec<Project>, Option<String>)> {
+    pub fn list_projects(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Project>, Option<String>)> {
         let start = Cursor::decode_opt(cursor)?;
         let mut items = Vec::new();
         let mut last_key = None;
@@ -258,17 +261,29 @@ impl Store {
 
     /// Writes a session and moves its recency index entries, atomically. `previous` is the record
     /// as stored before (None for a new session).
-    pub fn put_session(&self, record: &SessionRecord, previous: Option<&SessionRecord>) -> Result<()> {
+    pub fn put_session(
+        &self,
+        record: &SessionRecord,
+        previous: Option<&SessionRecord>,
+    ) -> Result<()> {
         let s = &record.session;
         let mut batch = self.db.batch();
         if let Some(old) = previous {
             let o = &old.session;
-            self.sessions_by_project.batch_remove(&mut batch, session_key(&o.project_id, o.updated_at, &o.id));
-            self.sessions_by_recency.batch_remove(&mut batch, recency_key(o.updated_at, &o.id));
+            self.sessions_by_project
+                .batch_remove(&mut batch, session_key(&o.project_id, o.updated_at, &o.id));
+            self.sessions_by_recency
+                .batch_remove(&mut batch, recency_key(o.updated_at, &o.id));
         }
-        self.sessions.batch_insert(&mut batch, s.id.as_str(), encode(record)?);
-        self.sessions_by_project.batch_insert(&mut batch, session_key(&s.project_id, s.updated_at, &s.id), "");
-        self.sessions_by_recency.batch_insert(&mut batch, recency_key(s.updated_at, &s.id), "");
+        self.sessions
+            .batch_insert(&mut batch, s.id.as_str(), encode(record)?);
+        self.sessions_by_project.batch_insert(
+            &mut batch,
+            session_key(&s.project_id, s.updated_at, &s.id),
+            "",
+        );
+        self.sessions_by_recency
+            .batch_insert(&mut batch, recency_key(s.updated_at, &s.id), "");
         batch.commit()?;
         if previous.is_none() {
             self.counts.sessions.fetch_add(1, Ordering::Relaxed);
@@ -331,7 +346,8 @@ impl Store {
             for part in self.parts.prefix(&keys::id_prefix(&message.id)) {
                 self.parts.batch_remove(&mut batch, part?.0);
             }
-            self.message_ids.batch_remove(&mut batch, message.id.as_str());
+            self.message_ids
+                .batch_remove(&mut batch, message.id.as_str());
             self.messages.batch_remove(&mut batch, key);
         }
         for entry in self.events.prefix(&prefix) {
@@ -344,8 +360,10 @@ impl Store {
             self.run_changes.batch_remove(&mut batch, run_id.as_str());
             self.runs_by_session.batch_remove(&mut batch, key);
         }
-        self.sessions_by_project.batch_remove(&mut batch, session_key(&s.project_id, s.updated_at, &s.id));
-        self.sessions_by_recency.batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
+        self.sessions_by_project
+            .batch_remove(&mut batch, session_key(&s.project_id, s.updated_at, &s.id));
+        self.sessions_by_recency
+            .batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
         self.sessions.batch_remove(&mut batch, s.id.as_str());
         self.meta.batch_remove(&mut batch, undo::key(&s.id));
         batch.commit()?;
@@ -366,11 +384,20 @@ impl Store {
             created_at: message.created_at,
         };
         let mut batch = self.db.batch();
-        self.messages.batch_insert(&mut batch, seq_key(&message.session_id, message.seq), encode(&record)?);
-        self.message_ids.batch_insert(&mut batch, message.id.as_str(), message.session_id.as_str());
+        self.messages.batch_insert(
+            &mut batch,
+            seq_key(&message.session_id, message.seq),
+            encode(&record)?,
+        );
+        self.message_ids
+            .batch_insert(&mut batch, message.id.as_str(), message.session_id.as_str());
         for (index, part) in message.parts.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
-            self.parts.batch_insert(&mut batch, keys::part_key(&message.id, index), encode(part)?);
+            self.parts.batch_insert(
+                &mut batch,
+                keys::part_key(&message.id, index),
+                encode(part)?,
+            );
         }
         batch.commit()?;
         Ok(())
@@ -378,13 +405,19 @@ impl Store {
 
     /// Stores one finished part of a message that is already stored.
     pub fn put_part(&self, message_id: &str, index: u32, part: &Part) -> Result<()> {
-        self.parts.insert(keys::part_key(message_id, index), encode(part)?)?;
+        self.parts
+            .insert(keys::part_key(message_id, index), encode(part)?)?;
         Ok(())
     }
 
     /// Messages of a session created after `after_seq`, oldest first, with their parts; the second
     /// value is true when more follow.
-    pub fn messages_after(&self, session_id: &str, after_seq: u64, limit: usize) -> Result<(Vec<Message>, bool)> {
+    pub fn messages_after(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<(Vec<Message>, bool)> {
         let start = seq_key(session_id, after_seq.saturating_add(1));
         let end = seq_key(session_id, u64::MAX);
         let mut out = Vec::new();
@@ -414,7 +447,8 @@ impl Store {
     // ---- events ----
 
     pub fn append_event(&self, event: &SessionEvent) -> Result<()> {
-        self.events.insert(seq_key(&event.session_id, event.seq), encode(event)?)?;
+        self.events
+            .insert(seq_key(&event.session_id, event.seq), encode(event)?)?;
         Ok(())
     }
 
@@ -441,8 +475,10 @@ impl Store {
 
     pub fn put_run(&self, run: &Run) -> Result<()> {
         let mut batch = self.db.batch();
-        self.runs.batch_insert(&mut batch, run.id.as_str(), encode(run)?);
-        self.runs_by_session.batch_insert(&mut batch, keys::pair_key(&run.session_id, &run.id), "");
+        self.runs
+            .batch_insert(&mut batch, run.id.as_str(), encode(run)?);
+        self.runs_by_session
+            .batch_insert(&mut batch, keys::pair_key(&run.session_id, &run.id), "");
         batch.commit()?;
         Ok(())
     }

@@ -1,0 +1,126 @@
+//! `totem provider …` and `totem models` against the real daemon and the provider simulators:
+//! a key given on stdin reaches the provider, never the screen; models list with their context
+//! window, capabilities and prices.
+
+mod cli_common;
+
+use cli_common::{Cli, assert_exit, stderr, stdout};
+use totem_tests::sim::{Sim, SimKind};
+
+const KEY: &str = "sk-cli-test-7f3a9c1e5b";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn provider_add_list_test_remove_with_a_key_from_stdin() {
+    let sim = Sim::start(SimKind::Openrouter).await;
+    let cli = Cli::new();
+    let url = sim.url();
+    let out = cli.run_with_input(
+        &[
+            "provider",
+            "add",
+            "router",
+            "--kind",
+            "openai",
+            "--url",
+            &url,
+            "--key-stdin",
+        ],
+        &format!("{KEY}\n"),
+    );
+    assert_exit(&out, 0);
+    let shown = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(shown.contains("Added provider router"), "{shown}");
+    assert!(
+        !shown.contains(KEY),
+        "the key must never be printed: {shown}"
+    );
+
+    let out = cli.run(["provider", "list"]);
+    assert_exit(&out, 0);
+    let listed = stdout(&out);
+    assert!(
+        listed.contains("router") && listed.contains("key set"),
+        "{listed}"
+    );
+    assert!(!listed.contains(KEY));
+
+    let out = cli.run(["provider", "test", "router"]);
+    assert_exit(&out, 0);
+    assert!(!stdout(&out).contains(KEY));
+
+    let out = cli.run(["models"]);
+    assert_exit(&out, 0);
+    let models = stdout(&out);
+    assert!(
+        models.contains("router/anthropic/claude-sonnet-4"),
+        "{models}"
+    );
+    assert!(models.contains("200000"), "context window shown: {models}");
+    assert!(models.contains("3.00/15.00"), "prices shown: {models}");
+    assert!(models.contains("thinking"), "capabilities shown: {models}");
+
+    // The key reached the provider, in its header.
+    let sent = sim.requests();
+    assert!(
+        sent.iter()
+            .any(|r| r.header("authorization") == Some(format!("Bearer {KEY}").as_str())),
+        "the simulator saw the key"
+    );
+
+    let out = cli.run(["provider", "remove", "router"]);
+    assert_exit(&out, 0);
+    let out = cli.run(["provider", "list"]);
+    assert!(!stdout(&out).contains("router"), "{}", stdout(&out));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn models_lists_an_ollama_provider_and_json_is_the_method_result() {
+    let sim = Sim::start(SimKind::Ollama).await;
+    let cli = Cli::new();
+    let out = cli.run([
+        "provider",
+        "add",
+        "local",
+        "--kind",
+        "ollama",
+        "--url",
+        &sim.url(),
+    ]);
+    assert_exit(&out, 0);
+    let out = cli.run(["models", "--provider", "local", "--json"]);
+    assert_exit(&out, 0);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"local/qwen3:8b"), "{names:?}");
+    let qwen = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "local/qwen3:8b")
+        .unwrap();
+    assert_eq!(qwen["contextWindow"], 40960);
+    assert_eq!(qwen["capabilities"]["thinking"], true);
+}
+
+#[test]
+fn a_provider_that_does_not_answer_makes_test_fail_with_advice() {
+    let cli = Cli::new();
+    let out = cli.run([
+        "provider",
+        "add",
+        "gone",
+        "--kind",
+        "ollama",
+        "--url",
+        "http://127.0.0.1:9",
+    ]);
+    assert_exit(&out, 0);
+    let out = cli.run(["provider", "test", "gone"]);
+    assert_exit(&out, 1);
+    assert!(!stdout(&out).trim().is_empty());
+}

@@ -1,0 +1,200 @@
+//! `totem provider add|list|remove|test` and `totem models`: the model providers in Totem's
+//! settings and the models they serve. A key is asked for without echo (or read from stdin with
+//! `--key-stdin`), sent once to the daemon, which stores it encrypted, and never printed.
+
+use std::io::{BufRead, IsTerminal};
+
+use totem_protocol::{
+    ModelListParams, NoParams, ProviderAddParams, ProviderKind, ProviderRef, method,
+};
+
+use crate::cli::{ModelsArgs, ProviderAddArgs, ProviderCommand};
+use crate::daemon::{self, Endpoint};
+use crate::exit::Exit;
+
+pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let client = &connection.client;
+    match command {
+        ProviderCommand::Add(args) => {
+            let key = read_key(&args)?;
+            let info = client
+                .call::<method::ProviderAdd>(ProviderAddParams {
+                    name: args.name.clone(),
+                    kind: args.kind.into(),
+                    url: args.url.clone(),
+                    key,
+                    default_model: args.default_model.clone(),
+                    ollama: None,
+                    temperature: None,
+                    timeouts: None,
+                    max_retries: None,
+                    replace: args.replace,
+                })
+                .await?;
+            println!(
+                "Added provider {} ({}, {}){}.",
+                info.name,
+                kind_name(info.kind),
+                info.url,
+                if info.has_key {
+                    ", key stored encrypted"
+                } else {
+                    ""
+                }
+            );
+            println!(
+                "Check it with `totem provider test {}`; list its models with `totem models --provider {}`.",
+                info.name, info.name
+            );
+            Ok(Exit::Success)
+        }
+        ProviderCommand::List { json } => {
+            let list = client.call::<method::ProviderList>(NoParams {}).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+                return Ok(Exit::Success);
+            }
+            if let Some(error) = &list.settings_error {
+                eprintln!("settings.json has an error, fix it first: {error}");
+            }
+            if list.providers.is_empty() {
+                println!(
+                    "No provider configured; a local Ollama on 127.0.0.1:11434 is used when it answers."
+                );
+                println!(
+                    "Add one with `totem provider add NAME --kind ollama|openai|anthropic|gemini --url URL`."
+                );
+            }
+            for p in &list.providers {
+                println!(
+                    "{:<16} {:<10} {:<44} {}{}",
+                    p.name,
+                    kind_name(p.kind),
+                    p.url,
+                    if p.has_key { "key set" } else { "no key" },
+                    p.default_model
+                        .as_deref()
+                        .map(|m| format!(", default model {m}"))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(model) = &list.default_model {
+                println!("Default model: {model}");
+            }
+            Ok(Exit::Success)
+        }
+        ProviderCommand::Remove { name } => {
+            let removed = client
+                .call::<method::ProviderRemove>(ProviderRef { name })
+                .await?;
+            println!("Removed provider {} and its key.", removed.name);
+            Ok(Exit::Success)
+        }
+        ProviderCommand::Test { name } => {
+            let result = client
+                .call::<method::ProviderTest>(ProviderRef { name })
+                .await?;
+            println!(
+                "{} ({}): {} [{} ms]",
+                result.name, result.url, result.message, result.elapsed_ms
+            );
+            Ok(if result.reachable {
+                Exit::Success
+            } else {
+                Exit::Failed
+            })
+        }
+    }
+}
+
+pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let list = connection
+        .client
+        .call::<method::ModelList>(ModelListParams {
+            provider: args.provider,
+        })
+        .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(Exit::Success);
+    }
+    if list.models.is_empty() && list.errors.is_empty() {
+        println!("No models. Add a provider with `totem provider add NAME --kind … --url …`.");
+    }
+    if !list.models.is_empty() {
+        println!(
+            "{:<44} {:>9}  {:<22} PRICE $/M in/out",
+            "MODEL", "CONTEXT", "CAPABILITIES"
+        );
+    }
+    for m in &list.models {
+        let mut caps = Vec::new();
+        for (on, name) in [
+            (m.capabilities.tools, "tools"),
+            (m.capabilities.thinking, "thinking"),
+            (m.capabilities.vision, "vision"),
+        ] {
+            if on {
+                caps.push(name);
+            }
+        }
+        let context = m
+            .context_window
+            .map_or_else(|| "?".to_string(), |c| c.to_string());
+        let price = m.prices.as_ref().map_or_else(
+            || "-".to_string(),
+            |p| format!("{:.2}/{:.2}", p.input_per_million, p.output_per_million),
+        );
+        let marker = if list.default_model.as_deref() == Some(m.name.as_str()) {
+            " (default)"
+        } else {
+            ""
+        };
+        println!(
+            "{:<44} {:>9}  {:<22} {price}{marker}",
+            m.name,
+            context,
+            caps.join(",")
+        );
+    }
+    for e in &list.errors {
+        eprintln!(
+            "{}: {} — check it with `totem provider test {}`",
+            e.provider, e.message, e.provider
+        );
+    }
+    Ok(if list.errors.is_empty() {
+        Exit::Success
+    } else {
+        Exit::Failed
+    })
+}
+
+fn kind_name(kind: ProviderKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The key: from stdin with `--key-stdin`, else asked on the terminal without echo for kinds
+/// that need one; none for a local Ollama or when stdin is not a terminal.
+fn read_key(args: &ProviderAddArgs) -> anyhow::Result<Option<String>> {
+    let key = if args.key_stdin {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        line.trim().to_string()
+    } else if !matches!(args.kind, crate::cli::KindArg::Ollama) && std::io::stdin().is_terminal() {
+        rpassword::prompt_password(format!(
+            "API key for {} (input hidden; empty for none): ",
+            args.name
+        ))?
+        .trim()
+        .to_string()
+    } else {
+        String::new()
+    };
+    Ok((!key.is_empty()).then_some(key))
+}
