@@ -211,6 +211,8 @@ pub enum Source {
     Agent,
     /// Rules for this project.
     Project,
+    /// Rules granted for one run by whoever started it (`totem run --allow`).
+    Run,
     /// An "always for this session" answer.
     SessionAnswer,
     /// An "always for this project" answer.
@@ -224,6 +226,7 @@ impl fmt::Display for Source {
             Source::User => "user settings",
             Source::Agent => "agent rules",
             Source::Project => "project rules",
+            Source::Run => "allowed for this run (--allow)",
             Source::SessionAnswer => "answered always for this session",
             Source::ProjectAnswer => "answered always for this project",
         })

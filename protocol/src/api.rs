@@ -193,6 +193,10 @@ pub struct SessionPromptParams {
     /// How hard the model should think, for models known to think (default off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningLevel>,
+    /// Permission rules granted for this run only, as in an agent's `allow:` list: a rule key
+    /// alone (`edit`) or with a pattern (`bash(cargo test*)`). They never lift the project boundary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// How hard a model should think; each provider maps it to its own setting.

@@ -121,18 +121,15 @@ fn the_repl_streams_text_and_ctrl_c_aborts_the_run() {
     repl.expect("run aborted").expect("the run ends aborted");
     let seen = repl.expect(Regex("› ")).expect("the prompt is back");
     assert!(!String::from_utf8_lossy(seen.before()).contains("line 60"));
-    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    let found = repl
-        .expect(Regex(r"totem attach --session (ses_[0-9a-z]+)"))
-        .expect("reattach command");
+    let found =
+        cli_common::ctrl_d_until(&mut repl, Regex(r"totem attach --session (ses_[0-9a-z]+)"));
     let session = String::from_utf8_lossy(found.get(1).expect("id")).into_owned();
     repl.expect(Eof).expect("leaves");
 
     let mut again = env.repl(&["attach", "--session", &session]);
     again.expect("› count slowly").expect("replayed prompt");
     again.expect("run aborted").expect("replayed end");
-    again.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    again.expect(Eof).expect("leaves");
+    cli_common::ctrl_d_until(&mut again, Eof);
 }
 
 #[test]
@@ -166,8 +163,7 @@ fn the_repl_shows_tool_calls_and_answers_permission_questions() {
     repl.expect("The file was read.")
         .expect("the answer after the tool");
     repl.expect("✓ done").expect("run done");
-    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    repl.expect(Eof).expect("leaves");
+    cli_common::ctrl_d_until(&mut repl, Eof);
 }
 
 #[test]
@@ -209,7 +205,6 @@ fn a_question_answered_in_one_terminal_disappears_from_the_other() {
         .expect(Regex("✓ done|run failed"))
         .expect("the run ends");
     for mut repl in [first, second] {
-        repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-        repl.expect(Eof).expect("leaves");
+        cli_common::ctrl_d_until(&mut repl, Eof);
     }
 }

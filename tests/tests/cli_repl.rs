@@ -36,10 +36,8 @@ fn a_prompt_runs_help_lists_commands_and_ctrl_d_prints_the_reattach_command() {
     repl.expect("/sessions").expect("help lists /sessions");
     repl.expect("/quit").expect("help lists /quit");
 
-    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    let found = repl
-        .expect(Regex(r"totem attach --session (ses_[0-9a-z]+)"))
-        .expect("the reattach command");
+    let found =
+        cli_common::ctrl_d_until(&mut repl, Regex(r"totem attach --session (ses_[0-9a-z]+)"));
     let session = String::from_utf8_lossy(found.get(1).expect("id")).into_owned();
     repl.expect(Eof).expect("totem leaves");
 
@@ -77,8 +75,7 @@ fn tab_completes_slash_commands() {
         .expect(Regex("not available in this daemon yet|undo"))
         .expect("/undo answered");
     assert!(!text(&seen).is_empty());
-    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    repl.expect(Eof).expect("totem leaves");
+    cli_common::ctrl_d_until(&mut repl, Eof);
 }
 
 #[test]
@@ -107,8 +104,6 @@ fn a_second_terminal_sees_the_prompt_typed_in_the_first() {
         .expect("› from the first terminal")
         .expect("the other terminal shows the prompt");
     second.expect("run failed").expect("and the run's end");
-    first.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    second.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
-    first.expect(Eof).expect("leaves");
-    second.expect(Eof).expect("leaves");
+    cli_common::ctrl_d_until(&mut first, Eof);
+    cli_common::ctrl_d_until(&mut second, Eof);
 }

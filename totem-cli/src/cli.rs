@@ -101,8 +101,8 @@ pub struct RunArgs {
     /// How hard the model should think, for models that can.
     #[arg(long, value_name = "LEVEL", value_parser = ["off", "low", "medium", "high"])]
     pub reasoning: Option<String>,
-    /// A permission rule granted for this run, e.g. `bash:cargo test` (repeatable; needs a daemon
-    /// that supports it).
+    /// A permission rule granted for this run: a tool alone (`edit`) or with a pattern
+    /// (`bash(cargo test*)`). Repeatable. Without a terminal to ask on, anything else is refused.
     #[arg(long, value_name = "RULE")]
     pub allow: Vec<String>,
     /// The project folder (default: the current folder).

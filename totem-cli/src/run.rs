@@ -17,7 +17,9 @@ use crate::render::{Chunk, Options, Renderer, Style, TextMode};
 
 pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
     let prompt = read_prompt(&args.prompt)?;
-    let connection = daemon::connect_or_start(endpoint).await?;
+    // This client answers its run's permission questions: on the terminal when it has one,
+    // else with a refusal that says how to allow (`--allow`).
+    let connection = daemon::connect_or_start_interactive(endpoint).await?;
     let session = pick_session(&connection, args, &prompt).await?;
     let mut stream = connection
         .client
@@ -177,6 +179,82 @@ pub fn event_run_id(event: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// Answers one permission question of this run: asks on the terminal when there is one (and the
+/// prompt did not come from stdin), else refuses with a note telling how to allow it. An answer
+/// given meanwhile in another terminal wins; ours is then refused by the daemon and ignored.
+async fn answer_question(
+    connection: &Connection,
+    session: &Session,
+    question: &Value,
+    may_ask: bool,
+) {
+    let Some(question_id) = question.get("id").and_then(Value::as_str) else {
+        return;
+    };
+    let explanation = question
+        .get("explanation")
+        .and_then(Value::as_str)
+        .unwrap_or("a tool needs permission");
+    let reply = if may_ask && std::io::stdin().is_terminal() {
+        let prompt = format!(
+            "\n{explanation}\nAllow? [o]nce, for this [s]ession, for this [p]roject, [d]eny: "
+        );
+        let line = tokio::task::spawn_blocking(move || {
+            eprint!("{prompt}");
+            let _ = std::io::stderr().flush();
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+            line
+        })
+        .await
+        .unwrap_or_default();
+        match line.trim().chars().next() {
+            Some('o' | 'O' | 'y' | 'Y') => json!({"type": "once"}),
+            Some('s' | 'S') => json!({"type": "alwaysSession"}),
+            Some('p' | 'P') => json!({"type": "alwaysProject"}),
+            _ => json!({"type": "deny", "note": "the user refused"}),
+        }
+    } else {
+        eprintln!(
+            "totem: refused ({explanation}): no terminal to ask on. Allow it with {}",
+            allow_flags(question)
+        );
+        json!({"type": "deny", "note": "refused: this headless run cannot ask the user, and no --allow rule covers it"})
+    };
+    let _ = connection
+        .client
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": session.id, "questionId": question_id, "reply": reply}),
+        )
+        .await;
+}
+
+/// The `--allow` flags that would have answered a question: from what an "always" answer would
+/// remember (rule key → pattern), else from the tool and its target.
+fn allow_flags(question: &Value) -> String {
+    let mut flags = Vec::new();
+    if let Some(always) = question.get("always").and_then(Value::as_object) {
+        for (key, patterns) in always {
+            for pattern in patterns.as_object().into_iter().flat_map(|p| p.keys()) {
+                flags.push(format!("--allow '{key}({pattern})'"));
+            }
+        }
+    }
+    if flags.is_empty() {
+        let tool = question
+            .get("tool")
+            .and_then(Value::as_str)
+            .unwrap_or("tool");
+        let target = question
+            .get("target")
+            .and_then(Value::as_str)
+            .unwrap_or("*");
+        flags.push(format!("--allow '{tool}({target})'"));
+    }
+    flags.join(" ")
+}
+
 /// A permission question of the run was answered with a refusal.
 fn is_denial(event: &Value) -> bool {
     event.get("type").and_then(Value::as_str) == Some("permission.resolved")
@@ -231,6 +309,11 @@ async fn follow(
             continue;
         }
         denied |= is_denial(&event);
+        if kind == "permission.asked"
+            && event.pointer("/question/runId").and_then(Value::as_str) == Some(&accepted.run_id)
+        {
+            answer_question(connection, session, &event["question"], args.prompt != "-").await;
+        }
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
         } else {
@@ -246,6 +329,8 @@ async fn follow(
                 .to_string()
         };
         let ended = match kind {
+            // The run ended, but without something it asked for: say so in the exit code.
+            "run.done" if denied => Some(Exit::PermissionDenied),
             "run.done" => Some(Exit::Success),
             "run.failed" | "run.interrupted" => {
                 out.finish();

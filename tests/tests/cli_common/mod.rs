@@ -163,3 +163,28 @@ pub fn assert_exit(output: &Output, code: i32) {
         stderr(output)
     );
 }
+
+/// Presses Ctrl-D until `needle` shows, as a person presses it again when the first one went
+/// unnoticed: rustyline can swallow a key typed while it redraws its prompt (it asks the terminal
+/// for the cursor position then), which a test that types immediately hits under load.
+pub fn ctrl_d_until<N: expectrl::Needle>(
+    session: &mut expectrl::session::OsSession,
+    needle: N,
+) -> expectrl::Captures {
+    use expectrl::Expect;
+    session.set_expect_timeout(Some(Duration::from_secs(5)));
+    let mut last = None;
+    for _ in 0..6 {
+        session
+            .send(expectrl::ControlCode::EndOfTransmission)
+            .expect("Ctrl-D");
+        match session.expect(&needle) {
+            Ok(found) => {
+                session.set_expect_timeout(Some(Duration::from_secs(20)));
+                return found;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    panic!("Ctrl-D pressed 6 times without seeing what leaving prints: {last:?}");
+}

@@ -312,6 +312,7 @@ fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, Str
             mode,
             model,
             reasoning: None,
+            allow: Vec::new(),
         },
         rel,
     )))

@@ -73,6 +73,8 @@ pub struct RunRequest {
     pub mode: String,
     pub model: Option<String>,
     pub reasoning: Option<ReasoningLevel>,
+    /// Rules granted for this run only (`session.prompt {allow}`).
+    pub allow: Vec<String>,
 }
 
 /// A prompt waiting for its run.
@@ -180,6 +182,11 @@ pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAcce
             "`{model}` is not a model name: write provider/model, e.g. ollama/qwen3:8b"
         )));
     }
+    if let Err(e) = totem_permission::Rules::from_lists(&p.allow, &[]) {
+        return Err(AgentError::Invalid(format!(
+            "{e}; write a rule key (`edit`) or a key with a pattern (`bash(cargo test*)`)"
+        )));
+    }
     let agent = daemon.agents.session(daemon, &p.session_id)?;
     queue_run(
         daemon,
@@ -189,6 +196,7 @@ pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAcce
             mode,
             model: p.model,
             reasoning: p.reasoning,
+            allow: p.allow,
         },
     )
 }

@@ -318,6 +318,13 @@ impl Runner {
                 .map_err(|e| format!("the rules of agent `{}` are invalid: {e}", request.mode))?;
         }
 
+        if !request.allow.is_empty() {
+            let rules = Rules::from_lists(&request.allow, &[])
+                .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
+            policy
+                .add_layer(Source::Run, rules)
+                .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
+        }
         let secrets = policy.secrets().clone();
         let ctx = ToolContext::new(&agent.root)
             .map_err(|e| {
