@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use totem_protocol::{EventKind, Project, RunStatus, SessionStatus};
 
 use crate::session::SessionHub;
-use crate::store::{BlobStore, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::util::{new_id, now_ms};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,8 @@ pub struct Daemon {
     pub home: PathBuf,
     pub socket: PathBuf,
     store: Store,
-    pub blobs: BlobStore,
+    /// Content-addressed blobs: file snapshots and full tool outputs, one store for both.
+    pub blobs: totem_snapshot::DirBlobStore,
     pub sessions: SessionHub,
     pub started: Instant,
     pub started_at: u64,
@@ -47,7 +48,9 @@ impl Daemon {
     /// Opens the store under `home` and marks runs a previous daemon left running as interrupted.
     pub fn open(home: &Path, socket: &Path) -> anyhow::Result<Daemon> {
         let store = Store::open(&home.join("store"))?;
-        let blobs = BlobStore::open(&home.join("blobs"))?;
+        let blobs_dir = home.join("blobs");
+        std::fs::create_dir_all(&blobs_dir)?;
+        let blobs = totem_snapshot::DirBlobStore::new(blobs_dir);
         let (shutdown, _) = watch::channel(false);
         let daemon = Daemon {
             home: home.to_path_buf(),

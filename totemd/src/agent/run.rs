@@ -32,7 +32,7 @@ use super::system::{SystemPrompt, instruction_commands};
 use super::{AgentError, RunRequest, SessionAgent, lock};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
-use crate::store::{BlobStore, Compaction};
+use crate::store::Compaction;
 use crate::util::{new_id, now_ms};
 
 /// Model requests per run before it is stopped.
@@ -106,7 +106,7 @@ pub(super) async fn execute(
         return None;
     }
 
-    let blobs = DirBlobStore::new(daemon.home.join("blobs"));
+    let blobs = daemon.blobs.clone();
     let mut changes = RunChanges::new(agent.root.clone(), &blobs, RecordOptions::default());
     let mut used_model = None;
     let mut run_usage = None;
@@ -198,14 +198,17 @@ pub(super) async fn execute(
 }
 
 /// Full command outputs and images go to the daemon's blob store.
-struct Blobs(BlobStore);
+struct Blobs(DirBlobStore);
 
 impl BlobSink for Blobs {
     fn put(&self, bytes: &[u8]) -> String {
-        self.0.put(bytes).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot store a tool output blob");
-            "unavailable".into()
-        })
+        match totem_snapshot::BlobStore::put(&self.0, bytes) {
+            Ok(id) => id.into(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot store a tool output blob");
+                "unavailable".into()
+            }
+        }
     }
 }
 

@@ -50,7 +50,7 @@ pub type Result<T> = std::result::Result<T, ChangesError>;
 
 /// The blob store the agent records runs into.
 fn blobs(daemon: &Daemon) -> DirBlobStore {
-    DirBlobStore::new(daemon.home.join("blobs"))
+    daemon.blobs.clone()
 }
 
 /// The project root of a session.

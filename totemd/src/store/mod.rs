@@ -14,7 +14,6 @@
 //! - `runs`: run id → Run. `runs_by_session`: session id `\0` run id → "".
 //! - `run_changes`: run id → the run's file changes (a JSON record owned by the snapshot code).
 
-mod blobs;
 mod compaction;
 mod keys;
 mod permissions;
@@ -23,8 +22,6 @@ mod undo;
 
 pub use compaction::Compaction;
 pub use undo::{Redo, UndoState};
-
-pub use blobs::BlobStore;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
