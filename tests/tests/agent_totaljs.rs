@@ -81,3 +81,39 @@ async fn check_commands_from_agents_md_run_after_an_edit() {
         "{output}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn formatter_and_checks_from_settings_run_after_an_edit() {
+    let env = Env::start().await;
+    // Settings are re-read when the file changes; add the two sections next to the provider.
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    settings["format"] = json!({"txt": "sed -i s/hello/HELLO/ {file}", "md": "false {file}"});
+    settings["check"] = json!(["grep -q HELLO {file}"]);
+    std::fs::write(&path, serde_json::to_string_pretty(&settings).unwrap()).unwrap();
+
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "notes.txt", "content": "hello world\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write notes", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    assert_eq!(
+        env.file("notes.txt"),
+        "HELLO world\n",
+        "the txt formatter ran"
+    );
+    let output = &results(&events)[0].1;
+    assert!(
+        output.contains("passed"),
+        "the check ran on the formatted file: {output}"
+    );
+    assert!(
+        !output.contains("Formatter `false"),
+        "a formatter for another extension never runs: {output}"
+    );
+}

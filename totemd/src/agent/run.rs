@@ -359,8 +359,7 @@ impl Runner {
                 },
             );
         }
-        let (mut format_commands, mut check_commands) = instruction_commands(&agent.root);
-        format_commands.extend(settings.format.values().cloned());
+        let (format_commands, mut check_commands) = instruction_commands(&agent.root);
         check_commands.extend(settings.check.iter().cloned());
 
         let store = daemon.store();

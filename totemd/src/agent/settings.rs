@@ -52,10 +52,10 @@ pub struct AgentFileSettings {
     pub default_model: Option<String>,
     pub agents: BTreeMap<String, AgentSettings>,
     pub compaction: CompactionSettings,
-    /// Formatter per file extension (`{"js": "npx prettier --write {file}"}`); settings have no
-    /// section for it yet, so only AGENTS.md names formatters today.
+    /// Formatter per file extension (`{"js": "npx prettier --write {file}"}`), from settings;
+    /// AGENTS.md can name more.
     pub format: BTreeMap<String, String>,
-    /// Check commands run after every edit; from AGENTS.md today, as `format`.
+    /// Check commands run after every edit, from settings; AGENTS.md can name more.
     pub check: Vec<String>,
     pub permission: Option<serde_json::Value>,
     pub totaljs: Option<serde_json::Value>,
@@ -80,8 +80,8 @@ impl AgentFileSettings {
             default_model: file.default_model.clone(),
             agents: section("agents", &file.agents)?,
             compaction: section("compaction", &file.compaction)?,
-            format: BTreeMap::new(),
-            check: Vec::new(),
+            format: section("format", &file.format)?,
+            check: section("check", &file.check)?,
             permission: file.permission.clone(),
             totaljs: file.totaljs.clone(),
         })

@@ -50,6 +50,14 @@ pub struct SettingsFile {
     /// Compaction (`compaction.model`, threshold). Typed when that section lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<Value>,
+    /// Formatter per file extension, run after the agent writes a file:
+    /// `{"js": "npx prettier --write {file}"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Value>,
+    /// Check commands run after every edit, their findings returned to the model:
+    /// `["npm run lint -- {file}"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Value>,
 }
 
 impl Default for SettingsFile {
@@ -63,6 +71,8 @@ impl Default for SettingsFile {
             mcp_servers: None,
             totaljs: None,
             compaction: None,
+            format: None,
+            check: None,
         }
     }
 }
