@@ -19,21 +19,26 @@ pub fn target_dir() -> PathBuf {
     dir
 }
 
-/// Path of a workspace binary (`totemd`, `totem`), built on first use if it is missing so that
-/// `cargo test -p totem-tests` works on its own.
+/// Path of a workspace binary (`totemd`, `totem`), rebuilt once per test process so a stale one
+/// is never tested. `cargo test` builds a package's own binaries only, and these belong to other
+/// packages. The command is the one `.ci/run` runs first, so there it is a no-op (another package
+/// selection could unify features differently and rebuild). `TOTEM_TESTS_NO_BUILD=1` skips it.
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    let path = target_dir().join(name);
     BUILT.get_or_init(|| {
-        if !target_dir().join("totemd").exists() || !target_dir().join("totem").exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-p", "totemd", "-p", "totem-cli"])
-                .status()
-                .expect("run cargo build");
-            assert!(status.success(), "building totemd and totem failed");
+        if std::env::var_os("TOTEM_TESTS_NO_BUILD").is_some() {
+            return;
         }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "--workspace", "--bins"]);
+        if target_dir().ends_with("release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building totemd and totem failed");
     });
+    let path = target_dir().join(name);
     assert!(
         path.exists(),
         "{} is missing: run `cargo build --workspace`",

@@ -5,34 +5,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A workspace binary, rebuilt once per test process so a stale one is never tested.
-/// `cargo test` builds a package's own binaries only; `totem` and `totemd` belong to others
-/// (a dependency on a binary-only package builds nothing). `TOTEM_TESTS_NO_BUILD=1` skips it.
+/// A workspace binary, built once per test process (see [`totem_tests::harness::binary`]).
 pub fn binary(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        if std::env::var_os("TOTEM_TESTS_NO_BUILD").is_some() {
-            return;
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let target = totem_tests::harness::target_dir();
-        let profile_release = target.ends_with("release");
-        let mut build = Command::new(cargo);
-        // The same command as .ci/run's, so that there it is a no-op (another package selection
-        // could unify features differently and rebuild the binaries).
-        build.args(["build", "-q", "--workspace", "--bins"]);
-        if profile_release {
-            build.arg("--release");
-        }
-        let status = build.status().expect("run cargo build");
-        assert!(status.success(), "building totemd and totem failed");
-    });
-    let path = totem_tests::harness::target_dir().join(name);
-    assert!(path.exists(), "{} is missing", path.display());
-    path
+    totem_tests::harness::binary(name)
 }
 
 /// A temporary Totem home and project folder, and `totem` commands run in them.
