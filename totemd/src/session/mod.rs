@@ -77,7 +77,7 @@ impl SessionHub {
 
     /// Creates and stores a new session.
     pub fn create(&self, project_id: &str, title: Option<String>) -> Result<Session> {
-        let now = now_ms();
+        let now = crate::util::tick_ms();
         let id = crate::util::new_id("ses");
         let session = Session {
             title: title.unwrap_or_else(|| "New session".to_string()),
@@ -195,7 +195,7 @@ impl LiveSession {
         }
         let previous = state.record.clone();
         change(&mut state.record.session);
-        state.record.session.updated_at = now_ms().max(previous.session.updated_at);
+        state.record.session.updated_at = crate::util::tick_ms().max(previous.session.updated_at);
         store.put_session(&state.record, Some(&previous))?;
         Ok(state.record.session.clone())
     }

@@ -26,7 +26,7 @@ impl Compaction {
     }
 }
 
-fn key(session_id: &str) -> Vec<u8> {
+pub(super) fn key(session_id: &str) -> Vec<u8> {
     keys::pair_key("compaction", session_id)
 }
 

@@ -363,6 +363,7 @@ impl Store {
             .batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
         self.sessions.batch_remove(&mut batch, s.id.as_str());
         self.meta.batch_remove(&mut batch, undo::key(&s.id));
+        self.meta.batch_remove(&mut batch, compaction::key(&s.id));
         batch.commit()?;
         self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
         Ok(())

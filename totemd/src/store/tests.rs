@@ -113,7 +113,22 @@ fn delete_removes_messages_parts_and_events() {
         })
         .unwrap();
     assert_eq!(store.messages_after("s", 0, 10).unwrap().0, vec![message]);
+    store
+        .put_compaction(
+            "s",
+            &Compaction {
+                upto_seq: 1,
+                summary: "x".into(),
+                at: 1,
+                keep: Vec::new(),
+            },
+        )
+        .unwrap();
     store.delete_session(&rec).unwrap();
+    assert!(
+        store.compaction("s").unwrap().is_none(),
+        "the compaction goes with its session"
+    );
     assert!(store.get_session("s").unwrap().is_none());
     assert!(store.messages_after("s", 0, 10).unwrap().0.is_empty());
     assert!(store.events_after("s", 0).unwrap().is_empty());
