@@ -56,10 +56,6 @@ impl AnthropicProvider {
 }
 
 impl Inner {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.transport.config.base())
-    }
-
     fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
         match &self.transport.config.api_key {
@@ -73,7 +69,7 @@ impl Inner {
         let mut after: Option<String> = None;
         // Pages of up to 1000; a bound keeps a looping server from holding us forever.
         for _ in 0..20 {
-            let mut url = self.url("/v1/models?limit=1000");
+            let mut url = self.transport.url("/v1/models?limit=1000");
             if let Some(after) = &after {
                 url.push_str("&after_id=");
                 url.push_str(after);
@@ -314,7 +310,12 @@ impl Provider for AnthropicProvider {
                     };
                     let body = inner.body(&request, &capabilities);
                     let http = inner
-                        .authorized(inner.transport.client.post(inner.url("/v1/messages")))
+                        .authorized(
+                            inner
+                                .transport
+                                .client
+                                .post(inner.transport.url("/v1/messages")),
+                        )
                         .json(&body);
                     Ok((
                         http,

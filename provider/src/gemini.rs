@@ -44,10 +44,6 @@ impl GeminiProvider {
 }
 
 impl Inner {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.transport.config.base())
-    }
-
     /// The key travels in a header, never in the URL, so it cannot end up in a log line.
     fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.transport.config.api_key {
@@ -60,7 +56,7 @@ impl Inner {
         let mut models = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..20 {
-            let mut url = self.url("/v1beta/models?pageSize=1000");
+            let mut url = self.transport.url("/v1beta/models?pageSize=1000");
             if let Some(token) = &token {
                 url.push_str("&pageToken=");
                 url.push_str(token);
@@ -477,7 +473,7 @@ impl Provider for GeminiProvider {
                         None => name_suggests_thinking(&request.model),
                     };
                     let body = inner.body(&request, thinks);
-                    let url = inner.url(&format!(
+                    let url = inner.transport.url(&format!(
                         "/v1beta/models/{}:streamGenerateContent?alt=sse",
                         request.model
                     ));

@@ -29,6 +29,11 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
+    /// The provider's base URL followed by `path`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.config.base())
+    }
+
     pub(crate) fn new(config: ProviderConfig) -> Result<Arc<Self>, ProviderError> {
         // Installing twice is harmless: a second call only reports that one is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -85,10 +85,6 @@ impl OllamaProvider {
 }
 
 impl Inner {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.transport.config.base())
-    }
-
     /// The model's window and capabilities, from `/api/show` (cached).
     async fn show(&self, model: &str, retries: bool) -> Result<ModelInfo, ProviderError> {
         if let Ok(cache) = self.shown.lock()
@@ -97,7 +93,7 @@ impl Inner {
         {
             return Ok(info.clone());
         }
-        let url = self.url("/api/show");
+        let url = self.transport.url("/api/show");
         let body = self
             .transport
             .fetch_json(
@@ -120,7 +116,7 @@ impl Inner {
     }
 
     async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = self.url("/api/tags");
+        let url = self.transport.url("/api/tags");
         let tags = self
             .transport
             .fetch_json(|| self.transport.client.get(&url), "", parse_error, true)
@@ -318,7 +314,7 @@ impl Provider for OllamaProvider {
                     let http = inner
                         .transport
                         .client
-                        .post(inner.url("/api/chat"))
+                        .post(inner.transport.url("/api/chat"))
                         .json(&body);
                     Ok((http, OllamaDecoder::new(inner.transport.name().to_owned())))
                 }

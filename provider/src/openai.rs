@@ -40,10 +40,6 @@ impl OpenAiProvider {
 }
 
 impl Inner {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.transport.config.base())
-    }
-
     fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.transport.config.api_key {
             Some(key) => builder.bearer_auth(key),
@@ -52,7 +48,7 @@ impl Inner {
     }
 
     async fn list(&self, retries: bool) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = self.url("/models");
+        let url = self.transport.url("/models");
         let body = self
             .transport
             .fetch_json(
@@ -294,7 +290,7 @@ impl Provider for OpenAiProvider {
                         inner
                             .transport
                             .client
-                            .post(inner.url("/chat/completions"))
+                            .post(inner.transport.url("/chat/completions"))
                             .json(&body),
                     );
                     Ok((http, OpenAiDecoder::new(inner.transport.name().to_owned())))
