@@ -1,5 +1,6 @@
 //! End-to-end tests of Totem: the real binaries, the provider simulators and the benchmark
 //! programs.
 
+pub mod external;
 pub mod harness;
 pub mod sim;
