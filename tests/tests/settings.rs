@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use totem_client::Client;
-use totem_tests::sim::{Sim, SimKind};
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
 
 const NOT_FOUND: i32 = -32004;
 const INVALID_PARAMS: i32 = -32602;
@@ -44,6 +44,15 @@ impl Totemd {
     }
 
     fn start_with_env(home: &Path, env: &[(&str, &str)]) -> Totemd {
+        Self::spawn(home, env, Some("trace"))
+    }
+
+    /// Without `--log` (and without `TOTEM_LOG` or `RUST_LOG`): settings.json sets the level.
+    fn start_with_settings_log_level(home: &Path) -> Totemd {
+        Self::spawn(home, &[], None)
+    }
+
+    fn spawn(home: &Path, env: &[(&str, &str)], log: Option<&str>) -> Totemd {
         let socket = home.join("totemd.sock");
         let output = std::fs::OpenOptions::new()
             .create(true)
@@ -56,13 +65,15 @@ impl Totemd {
             .arg(home)
             .arg("--socket")
             .arg(&socket)
-            .arg("--log")
-            .arg("trace")
             .env("TOTEM_HOME", home)
             .env_remove("TOTEM_LOG")
+            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(output.try_clone().expect("output file"))
             .stderr(output);
+        if let Some(log) = log {
+            command.arg("--log").arg(log);
+        }
         for (name, value) in env {
             command.env(name, value);
         }
@@ -409,6 +420,65 @@ async fn key_is_encrypted_at_rest_and_never_shown_or_logged() {
         }
         secrets.push(key);
     }
+
+    // A run that works and one the provider refuses: the key goes out with both requests and
+    // into no event, stored message, error or log line (checked below).
+    let project = tempfile::tempdir().unwrap();
+    let opened = call(&client, "project.open", json!({"path": project.path()})).await;
+    let created = call(
+        &client,
+        "session.create",
+        json!({"projectId": opened["id"]}),
+    )
+    .await;
+    let session = created["id"].as_str().unwrap().to_string();
+    sim.push(Reply::stream([
+        SimEvent::text("All good."),
+        SimEvent::usage(12, 3),
+    ]));
+    sim.push(Reply::error(401, "Incorrect API key provided"));
+    let mut events = client.subscribe(&session, 0).await.unwrap();
+    let before_runs = sim.chat_requests().len();
+    for expected in ["run.done", "run.failed"] {
+        let accepted = call(
+            &client,
+            "session.prompt",
+            json!({"sessionId": session, "text": "hello", "model": "work/gpt-4o-mini"}),
+        )
+        .await;
+        let ended = loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.next_value())
+                .await
+                .expect("the run ends in time")
+                .expect("subscription open");
+            assert!(
+                !event.to_string().contains(&secret),
+                "an event carries the key: {event}"
+            );
+            let kind = event["type"].as_str().unwrap_or_default();
+            if kind.starts_with("run.")
+                && kind != "run.started"
+                && event["run"]["id"] == accepted["runId"]
+            {
+                break event;
+            }
+        };
+        assert_eq!(ended["type"], expected, "{ended}");
+    }
+    let runs = sim.chat_requests();
+    assert_eq!(
+        runs.len(),
+        before_runs + 2,
+        "one request per run, no retry of a 401"
+    );
+    for request in &runs[before_runs..] {
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Bearer {secret}").as_str())
+        );
+    }
+    let messages = call(&client, "session.messages", json!({"sessionId": session})).await;
+    assert!(!messages.to_string().contains(&secret), "{messages}");
 
     // A restarted daemon still has it (the master key persisted) and still does not show it.
     daemon.stop(&client).await;
@@ -772,4 +842,41 @@ async fn without_providers_a_local_ollama_is_used() {
     let (code, _) = call_err(&client, "provider.test", json!({"name": "ollama"})).await;
     assert_eq!(code, NOT_FOUND);
     daemon.stop(&client).await;
+}
+
+#[tokio::test]
+async fn log_level_comes_from_settings() {
+    let log_text = |home: &Path| -> String {
+        files_under(&home.join("logs"))
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+            .collect()
+    };
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("settings.json");
+    std::fs::write(&settings, r#"{"version": 1, "logLevel": "debug"}"#).unwrap();
+    let daemon = Totemd::start_with_settings_log_level(home.path());
+    let client = daemon.client().await;
+    daemon.stop(&client).await;
+    let debug = log_text(home.path());
+    assert!(
+        debug.contains("filter=debug from=\"settings.json logLevel\""),
+        "{debug}"
+    );
+    // `initialize` is logged at debug level only.
+    assert!(
+        debug.contains(" DEBUG ") && debug.contains("client initialized"),
+        "{debug}"
+    );
+
+    std::fs::remove_dir_all(home.path().join("logs")).unwrap();
+    std::fs::write(&settings, r#"{"version": 1, "logLevel": "warn"}"#).unwrap();
+    let daemon = Totemd::start_with_settings_log_level(home.path());
+    let client = daemon.client().await;
+    daemon.stop(&client).await;
+    let warn = log_text(home.path());
+    assert!(
+        !warn.contains(" INFO ") && !warn.contains(" DEBUG "),
+        "at warn, info and debug lines are left out: {warn}"
+    );
 }

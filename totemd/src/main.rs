@@ -18,7 +18,8 @@ struct Args {
     /// Totem's home: store, blobs, logs, settings (default: $TOTEM_HOME, else ~/.totem).
     #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
-    /// Log filter, e.g. `info` or `totemd=debug` (default: $TOTEM_LOG, else info).
+    /// Log filter, e.g. `info` or `totemd=debug` (default: $TOTEM_LOG, else $RUST_LOG, else
+    /// `logLevel` in settings.json, else info).
     #[arg(long, value_name = "FILTER")]
     log: Option<String>,
 }
@@ -81,6 +82,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
         server::serve(daemon.clone(), listening).await;
         tracing::info!("shutting down");
+        daemon.agents.stop_mcp_servers();
         daemon.store().persist()?;
         // systemd's socket stays in place: it starts us again on the next connection.
         if !activated {
@@ -122,15 +124,39 @@ fn init_logging(
         .build(&logs)
         .with_context(|| format!("cannot write logs in {}", logs.display()))?;
     let (writer, guard) = tracing_appender::non_blocking(appender);
-    let filter = filter
-        .or_else(|| std::env::var("TOTEM_LOG").ok())
-        .unwrap_or_else(|| "info".to_string());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .with_context(|| format!("bad log filter `{filter}`"))?;
+    let (text, source) = log_filter(home, filter);
+    let filter = tracing_subscriber::EnvFilter::try_new(&text)
+        .with_context(|| format!("bad log filter `{text}` (from {source})"))?;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
         .with_ansi(false)
         .init();
+    tracing::info!(filter = %text, from = source, "logging");
     Ok(guard)
+}
+
+/// The log filter and where it came from: `--log`, then `TOTEM_LOG`, then `RUST_LOG`, then
+/// `logLevel` in settings.json, then `info`. A settings file that does not load is reported by
+/// the daemon once it runs; logging then starts at `info`.
+fn log_filter(home: &std::path::Path, flag: Option<String>) -> (String, &'static str) {
+    let env = |name| {
+        std::env::var(name)
+            .ok()
+            .filter(|v: &String| !v.trim().is_empty())
+    };
+    if let Some(flag) = flag {
+        return (flag, "--log");
+    }
+    if let Some(value) = env("TOTEM_LOG") {
+        return (value, "TOTEM_LOG");
+    }
+    if let Some(value) = env("RUST_LOG") {
+        return (value, "RUST_LOG");
+    }
+    let settings = totemd::config::file::read(&home.join("settings.json"));
+    match settings.ok().and_then(|s| s.log_level) {
+        Some(level) => (level, "settings.json logLevel"),
+        None => ("info".to_string(), "default"),
+    }
 }

@@ -41,9 +41,14 @@ pub struct SettingsFile {
     /// Agents with their own prompt, model and rules. Typed when that section lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Value>,
-    /// MCP servers to start inside runs. Typed when that section lands.
+    /// MCP servers whose tools the model may use; each starts inside a run once the user allowed
+    /// it (see `crate::mcp`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerSettings>,
+    /// Totem's own MCP server: its streamable HTTP listener (`totem mcp` serves stdio without
+    /// settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp_servers: Option<Value>,
+    pub mcp_server: Option<McpListenSettings>,
     /// Total.js conventions check configuration. Typed when that section lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub totaljs: Option<Value>,
@@ -58,6 +63,11 @@ pub struct SettingsFile {
     /// `["npm run lint -- {file}"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Value>,
+    /// What totemd writes to its log files under `logs/`: `error`, `warn`, `info` (the default),
+    /// `debug`, `trace`, or a filter such as `totemd=debug`. Read when totemd starts; `--log`,
+    /// `TOTEM_LOG` and `RUST_LOG` take precedence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
 }
 
 impl Default for SettingsFile {
@@ -68,11 +78,75 @@ impl Default for SettingsFile {
             providers: Vec::new(),
             permission: None,
             agents: None,
-            mcp_servers: None,
+            mcp_servers: std::collections::BTreeMap::new(),
+            mcp_server: None,
             totaljs: None,
             compaction: None,
             format: None,
             check: None,
+            log_level: None,
+        }
+    }
+}
+
+/// `mcpServer`: how other agents reach Totem's MCP server over HTTP.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpListenSettings {
+    #[serde(default)]
+    pub http: McpHttpSettings,
+}
+
+/// `mcpServer.http`: the streamable HTTP listener, off unless enabled. Every request needs the
+/// bearer token `totem mcp token` creates; read when totemd starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpHttpSettings {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_mcp_port")]
+    pub port: u16,
+    /// An IP address; anything but loopback is refused while no token exists.
+    #[serde(default = "default_mcp_bind")]
+    pub bind: String,
+}
+
+fn default_mcp_port() -> u16 {
+    7311
+}
+
+fn default_mcp_bind() -> String {
+    "127.0.0.1".into()
+}
+
+impl Default for McpHttpSettings {
+    fn default() -> Self {
+        McpHttpSettings {
+            enabled: false,
+            port: default_mcp_port(),
+            bind: default_mcp_bind(),
+        }
+    }
+}
+
+impl McpHttpSettings {
+    /// The socket address to listen on.
+    pub fn addr(&self) -> Result<std::net::SocketAddr, String> {
+        let ip: std::net::IpAddr = self.bind.parse().map_err(|_| {
+            format!(
+                "mcpServer.http.bind `{}` is not an IP address; use 127.0.0.1",
+                self.bind
+            )
+        })?;
+        Ok(std::net::SocketAddr::new(ip, self.port))
+    }
+
+    /// Where clients reach the listener.
+    pub fn url(&self) -> String {
+        match self.addr() {
+            Ok(addr) if addr.ip().is_unspecified() => format!("http://127.0.0.1:{}/mcp", self.port),
+            Ok(addr) => format!("http://{addr}/mcp"),
+            Err(_) => format!("http://{}:{}/mcp", self.bind, self.port),
         }
     }
 }
@@ -117,8 +191,20 @@ impl SettingsFile {
                 return Err(format!("provider `{}` is listed twice", provider.name));
             }
         }
+        if let Some(mcp) = &self.mcp_server {
+            mcp.http.addr()?;
+            if mcp.http.port == 0 {
+                return Err("mcpServer.http.port must be a port number above 0".into());
+            }
+        }
         if let Some(model) = &self.default_model {
             totem_provider::ModelRef::parse(model).map_err(|e| format!("defaultModel: {e}"))?;
+        }
+        if let Some(level) = &self.log_level {
+            validate_log_level(level)?;
+        }
+        for (name, server) in &self.mcp_servers {
+            server.validate(name)?;
         }
         Ok(())
     }
@@ -189,6 +275,25 @@ pub fn validate_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A log filter as `tracing` reads it, except that a bare word must be a level: `infoo` would
+/// otherwise be taken for a module name and silently log nothing of interest.
+pub fn validate_log_level(level: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let hint = "use error, warn, info, debug or trace, or a filter such as totemd=debug";
+    for directive in level.split(',').map(str::trim) {
+        if !directive.contains(['=', '['])
+            && !LEVELS.contains(&directive.to_ascii_lowercase().as_str())
+        {
+            return Err(format!(
+                "logLevel `{level}`: `{directive}` is not a level; {hint}"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(level)
+        .map(drop)
+        .map_err(|e| format!("logLevel `{level}` is not a log filter ({e}); {hint}"))
 }
 
 pub fn validate_url(url: &str) -> Result<(), String> {
@@ -339,6 +444,15 @@ mod tests {
         let again: Value = serde_json::to_value(&settings).unwrap();
         let original: Value = serde_json::from_str(text).unwrap();
         assert_eq!(again, original);
+    }
+
+    #[test]
+    fn log_level_is_a_level_or_a_filter() {
+        let ok = parse(Path::new("s.json"), r#"{"version":1,"logLevel":"trace"}"#).unwrap();
+        assert_eq!(ok.log_level.as_deref(), Some("trace"));
+        parse(Path::new("s.json"), r#"{"logLevel":"info,totemd=debug"}"#).unwrap();
+        let err = parse(Path::new("s.json"), r#"{"logLevel":"infoo"}"#).unwrap_err();
+        assert!(err.to_string().contains("`infoo` is not a level"), "{err}");
     }
 
     #[test]
