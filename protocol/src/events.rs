@@ -64,6 +64,16 @@ pub enum EventKind {
         level: String,
         text: String,
     },
+    /// The docs MCP server (`role: "docs"`) found pages for the prompt; their text went to the
+    /// model with the prompt.
+    #[serde(rename = "docs.found")]
+    DocsFound {
+        run_id: String,
+        /// The configured server that answered.
+        server: String,
+        /// The titles of the pages given to the model, best first.
+        titles: Vec<String>,
+    },
     /// The session's own fields changed (title, status).
     #[serde(rename = "session.updated")]
     SessionUpdated { session: Session },

@@ -184,9 +184,10 @@ pub struct PermissionQuestion {
     /// The tool call that waits for the answer.
     pub call_id: String,
     pub tool: String,
-    /// `read`, `write`, `execute` or `mcp`.
+    /// `read`, `write`, `execute`, `mcp` (an MCP tool) or `mcpServer` (starting a configured MCP
+    /// server; `callId` is then empty).
     pub kind: String,
-    /// The project-relative path or the command line.
+    /// The project-relative path, the command line, the MCP tool (`server/tool`) or server name.
     pub target: String,
     /// One line for a person: what is asked and why.
     pub explanation: String,

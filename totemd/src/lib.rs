@@ -5,6 +5,7 @@ pub mod agent;
 pub mod changes;
 pub mod config;
 pub mod daemon;
+pub mod mcp;
 pub mod server;
 pub mod session;
 pub mod store;

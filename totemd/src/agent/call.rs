@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use totem_permission::{Access, AccessKind, Decision};
+use totem_permission::{Access, AccessKind, Decision, Verdict};
 use totem_protocol::PermissionQuestion;
 use totem_provider::ToolCall;
 
@@ -51,6 +51,9 @@ impl Runner {
         call: &ToolCall,
         changes: &mut Changes<'_>,
     ) -> (String, bool) {
+        if let Some(done) = self.call_mcp(call).await {
+            return done;
+        }
         let prepared = match self.registry.prepare(
             &call.name,
             call.arguments.clone(),
@@ -65,57 +68,8 @@ impl Runner {
         }
 
         for access in &prepared.plan.access {
-            let access = convert(access);
-            let verdict = {
-                let state = lock(&self.agent.permissions);
-                self.policy.evaluate(&access, &state)
-            };
-            match verdict.decision {
-                Decision::Allow => {}
-                Decision::Deny => {
-                    return (
-                        format!(
-                            "permission denied ({}). Do not retry this; find another way or ask the user.",
-                            verdict.explain()
-                        ),
-                        true,
-                    );
-                }
-                Decision::Ask => {
-                    let question = PermissionQuestion {
-                        id: new_id("perm"),
-                        session_id: self.agent.session_id.clone(),
-                        run_id: self.run_id.clone(),
-                        call_id: call.id.clone(),
-                        tool: access.tool.clone(),
-                        kind: kind_name(access.kind).into(),
-                        target: access.target.clone(),
-                        explanation: verdict.explain(),
-                        always: serde_json::to_value(verdict.always_rules())
-                            .unwrap_or(serde_json::Value::Null),
-                        asked_at: now_ms(),
-                    };
-                    let answer = self
-                        .agent
-                        .ask(&self.daemon, &self.live, question, verdict, &self.cancel)
-                        .await;
-                    match answer {
-                        Ok(Some(a)) if a.allowed => {}
-                        Ok(Some(a)) => {
-                            let mut text = format!(
-                                "The user denied permission for {} `{}`.",
-                                access.tool, access.target
-                            );
-                            if let Some(note) = a.note.filter(|n| !n.trim().is_empty()) {
-                                text.push_str(&format!(" The user says: {}", note.trim()));
-                            }
-                            text.push_str(" Do not retry the same call.");
-                            return (text, true);
-                        }
-                        Ok(None) => return ("cancelled: the run was aborted".into(), true),
-                        Err(e) => return (format!("cannot ask for permission: {e}"), true),
-                    }
-                }
+            if let Err(text) = self.permit(&convert(access), &call.id).await {
+                return (text, true);
             }
         }
 
@@ -157,6 +111,71 @@ impl Runner {
             }
         }
         (text, output.is_error)
+    }
+
+    /// Decides one access under the run's policy and the session's remembered answers, asking
+    /// the clients when the rules say ask. `Err` is the text for the model when it may not go on.
+    pub(super) async fn permit(&self, access: &Access, call_id: &str) -> Result<(), String> {
+        let verdict = {
+            let state = lock(&self.agent.permissions);
+            self.policy.evaluate(access, &state)
+        };
+        self.settle(access, call_id, kind_name(access.kind), None, verdict)
+            .await
+    }
+
+    /// Acts on a verdict: allow, deny, or ask with a question of `kind` (and `explanation`, else
+    /// the verdict's own).
+    pub(super) async fn settle(
+        &self,
+        access: &Access,
+        call_id: &str,
+        kind: &str,
+        explanation: Option<String>,
+        verdict: Verdict,
+    ) -> Result<(), String> {
+        match verdict.decision {
+            Decision::Allow => Ok(()),
+            Decision::Deny => Err(format!(
+                "permission denied ({}). Do not retry this; find another way or ask the user.",
+                verdict.explain()
+            )),
+            Decision::Ask => {
+                let question = PermissionQuestion {
+                    id: new_id("perm"),
+                    session_id: self.agent.session_id.clone(),
+                    run_id: self.run_id.clone(),
+                    call_id: call_id.to_string(),
+                    tool: access.tool.clone(),
+                    kind: kind.into(),
+                    target: access.target.clone(),
+                    explanation: explanation.unwrap_or_else(|| verdict.explain()),
+                    always: serde_json::to_value(verdict.always_rules())
+                        .unwrap_or(serde_json::Value::Null),
+                    asked_at: now_ms(),
+                };
+                let answer = self
+                    .agent
+                    .ask(&self.daemon, &self.live, question, verdict, &self.cancel)
+                    .await;
+                match answer {
+                    Ok(Some(a)) if a.allowed => Ok(()),
+                    Ok(Some(a)) => {
+                        let mut text = format!(
+                            "The user denied permission for {} `{}`.",
+                            access.tool, access.target
+                        );
+                        if let Some(note) = a.note.filter(|n| !n.trim().is_empty()) {
+                            text.push_str(&format!(" The user says: {}", note.trim()));
+                        }
+                        text.push_str(" Do not retry the same call.");
+                        Err(text)
+                    }
+                    Ok(None) => Err("cancelled: the run was aborted".into()),
+                    Err(e) => Err(format!("cannot ask for permission: {e}")),
+                }
+            }
+        }
     }
 
     /// Findings of the formatter, the checks and the Total.js conventions check for one changed

@@ -12,12 +12,15 @@
 //! - [`history`]: stored messages as model messages, and compaction summaries;
 //! - [`system`]: the system prompt and instruction files;
 //! - [`command`]: `session.command` (`/compact`, `/init`, custom commands);
-//! - [`settings`]: what the run reads from settings, and [`settings::provider_for`].
+//! - [`settings`]: what the run reads from settings, and [`settings::provider_for`];
+//! - [`mcp`]: the run's side of MCP servers — asking to start them, calling their tools, the
+//!   docs search before the first step (the client itself is `crate::mcp`).
 
 mod ask;
 mod call;
 pub mod command;
 mod history;
+mod mcp;
 mod run;
 pub mod settings;
 pub mod system;
@@ -108,6 +111,8 @@ pub struct SessionAgent {
     questions: Mutex<Vec<Pending>>,
     /// The last tree scan, so the next one skips unchanged files.
     last_scan: Mutex<Option<totem_snapshot::TreeScan>>,
+    /// MCP servers started for this session; they stop with it.
+    pub mcp: crate::mcp::SessionServers,
 }
 
 impl Agents {
@@ -141,6 +146,7 @@ impl Agents {
             permissions: Mutex::new(state),
             questions: Mutex::new(Vec::new()),
             last_scan: Mutex::new(None),
+            mcp: crate::mcp::SessionServers::default(),
         });
         Ok(lock(&self.sessions)
             .entry(session_id.to_string())
@@ -153,6 +159,14 @@ impl Agents {
         if let Some(agent) = lock(&self.sessions).remove(session_id) {
             agent.abort_all();
             agent.jobs.kill_all();
+            agent.mcp.stop_all();
+        }
+    }
+
+    /// Stops every session's MCP servers (the daemon is stopping): their processes are killed.
+    pub fn stop_mcp_servers(&self) {
+        for agent in lock(&self.sessions).values() {
+            agent.mcp.stop_all();
         }
     }
 }

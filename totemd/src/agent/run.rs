@@ -124,6 +124,7 @@ pub(super) async fn execute(
         Ok(mut runner) => {
             run.model = Some(runner.model.name.clone());
             used_model = Some(runner.model.name.clone());
+            runner.start_mcp(&request.text).await;
             let outcome = runner.go(&mut changes).await;
             if matches!(outcome, Outcome::Aborted) {
                 runner.kill_jobs();
@@ -273,7 +274,7 @@ pub(super) struct Runner {
     pub(super) usage: Option<Usage>,
     /// The session before this run (after the compaction point), and this run's turns.
     prior: Vec<ModelMessage>,
-    current: Vec<ModelMessage>,
+    pub(super) current: Vec<ModelMessage>,
     /// The highest seq among the stored messages in `prior`, and the stored messages left out.
     prior_upto: u64,
     excluded: Vec<String>,
@@ -465,6 +466,7 @@ impl Runner {
                     description: d.description,
                     parameters: d.parameters,
                 })
+                .chain(self.agent.mcp.definitions(self.read_only))
                 .collect()
         };
         ChatRequest {

@@ -1,0 +1,485 @@
+//! Totem's MCP client against a server that is not ours: the reference server
+//! `@modelcontextprotocol/server-everything` from npm, over stdio and over streamable HTTP, driven
+//! by real runs with a scripted model. The server starts only after the user allowed it; its tools
+//! reach the model as `everything_<tool>`, its prompts through `mcp_prompt`; a failing tool, a
+//! timeout and a server killed mid-call give the model an error and the run goes on.
+
+mod agent_common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agent_common::{Env, follow, is_run_end, last, next_event, results, text, tool};
+use serde_json::{Value, json};
+use totem_protocol::EventKind;
+
+/// The reference server's version this test was written against.
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// The server's entry point, installed once from npm.
+fn everything_js() -> PathBuf {
+    let dir = totem_tests::external::npm_install("mcp-everything", &[EVERYTHING]);
+    dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// Adds `servers` as `mcpServers` to the daemon's settings (the daemon reads them at the next run).
+fn configure(env: &Env, servers: Value) {
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
+    settings["mcpServers"] = servers;
+    std::fs::write(&path, serde_json::to_vec_pretty(&settings).expect("encode")).expect("write");
+}
+
+fn stdio_server(extra: Value) -> Value {
+    let mut server = json!({
+        "command": "node",
+        "args": [everything_js(), "stdio"],
+        "tools": ["echo", "get-sum", "trigger-long-running-operation", "get-tiny-image"]
+    });
+    if let (Some(s), Some(e)) = (server.as_object_mut(), extra.as_object()) {
+        s.extend(e.clone());
+    }
+    server
+}
+
+/// The tool names offered in a recorded Ollama request.
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The text of every message of a recorded request.
+fn conversation(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn reply(env: &Env, question_id: &str, reply: Value) {
+    let params = json!({"sessionId": env.session, "questionId": question_id, "reply": reply});
+    env.client
+        .call_raw("permission.reply", params)
+        .await
+        .expect("permission.reply");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![tool(
+        "c1",
+        "everything_echo",
+        json!({"message": "hello from totem"}),
+    )]);
+    env.push(vec![text("It echoed.")]);
+    let mut stream = env.subscribe().await;
+    env.prompt("echo something", json!({})).await;
+
+    // First the question to start the server, answered "always for this project"; then the
+    // tool call's own question, answered once.
+    let mut kinds = Vec::new();
+    let events = loop {
+        let e = next_event(&mut stream, 60).await;
+        if let EventKind::PermissionAsked { question } = &e.kind {
+            kinds.push((question.kind.clone(), question.target.clone()));
+            let answer = if question.kind == "mcpServer" {
+                json!({"type": "alwaysProject"})
+            } else {
+                json!({"type": "once"})
+            };
+            reply(&env, &question.id, answer).await;
+        }
+        if is_run_end(&e.kind) {
+            break vec![e];
+        }
+    };
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    assert_eq!(
+        kinds,
+        vec![
+            ("mcpServer".to_string(), "everything".to_string()),
+            ("mcp".to_string(), "everything/echo".to_string())
+        ]
+    );
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 2);
+    let tools = offered(&requests[0].body);
+    assert!(tools.contains(&"everything_echo".to_string()), "{tools:?}");
+    assert!(tools.contains(&"mcp_prompt".to_string()), "{tools:?}");
+    // The whitelist keeps the other tools away from the model.
+    assert!(
+        !tools.contains(&"everything_get-env".to_string()),
+        "{tools:?}"
+    );
+    assert!(conversation(&requests[1].body).contains("Echo: hello from totem"));
+
+    // A new session of the same project: the server starts without asking again.
+    let project_id = env
+        .client
+        .call_raw("session.get", json!({"sessionId": env.session}))
+        .await
+        .expect("session.get")["projectId"]
+        .clone();
+    let other = env
+        .client
+        .call_raw("session.create", json!({"projectId": project_id}))
+        .await
+        .expect("session.create")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    env.push(vec![text("Nothing to do.")]);
+    let mut stream = env.client.subscribe(&other, 0).await.expect("subscribe");
+    env.client
+        .call_raw(
+            "session.prompt",
+            json!({"sessionId": other, "text": "hi", "model": agent_common::MODEL}),
+        )
+        .await
+        .expect("prompt");
+    loop {
+        let e = next_event(&mut stream, 60).await;
+        assert!(
+            !matches!(&e.kind, EventKind::PermissionAsked { .. }),
+            "asked again: {e:?}"
+        );
+        if is_run_end(&e.kind) {
+            assert!(matches!(e.kind, EventKind::RunDone { .. }), "{e:?}");
+            break;
+        }
+    }
+    let requests = env.sim.chat_requests();
+    assert!(offered(&requests[2].body).contains(&"everything_echo".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_comes_through_mcp_prompt() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![tool(
+        "c1",
+        "mcp_prompt",
+        json!({"server": "everything", "name": "args-prompt", "arguments": {"city": "Lyon"}}),
+    )]);
+    env.push(vec![text("Got the prompt.")]);
+    let mut stream = env.subscribe().await;
+    // Rules granted for the run answer both questions: starting the server and getting prompts.
+    let run = env
+        .prompt(
+            "use the prompt",
+            json!({"allow": ["mcp_server(everything)", "mcp_prompt"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let got = results(&events);
+    assert_eq!(got.len(), 1);
+    assert!(!got[0].2, "{got:?}");
+    assert!(got[0].1.contains("What's weather in Lyon?"), "{got:?}");
+    let requests = env.sim.chat_requests();
+    let prompt_tool = requests[0].body["tools"]
+        .as_array()
+        .and_then(|t| {
+            t.iter()
+                .find(|t| t.pointer("/function/name") == Some(&json!("mcp_prompt")))
+        })
+        .cloned()
+        .expect("mcp_prompt offered");
+    let description = prompt_tool
+        .pointer("/function/description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert!(
+        description.contains("everything/args-prompt(city*, state)"),
+        "{description}"
+    );
+    assert!(conversation(&requests[1].body).contains("What's weather in Lyon?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![tool(
+        "c1",
+        "everything_get-sum",
+        json!({"a": "not a number", "b": 2}),
+    )]);
+    env.push(vec![tool(
+        "c2",
+        "everything_get-sum",
+        json!({"a": 40, "b": 2}),
+    )]);
+    env.push(vec![text("The sum is 42.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "add",
+            json!({"allow": ["mcp_server(everything)", "everything_get-sum"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let got = results(&events);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].2, "the bad call is an error: {got:?}");
+    assert!(!got[1].2, "{got:?}");
+    assert!(got[1].1.contains("42"), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_call_is_a_clear_error_and_a_notice() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![tool(
+        "c1",
+        "everything_trigger-long-running-operation",
+        json!({"duration": 30, "steps": 30}),
+    )]);
+    env.push(vec![text("The server is gone; going on without it.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "run the long thing",
+            json!({"allow": ["mcp_server(everything)", "mcp(everything/*)"]}),
+        )
+        .await;
+    // Wait for the call to start, then kill the server's process.
+    loop {
+        let e = next_event(&mut stream, 60).await;
+        if let EventKind::PartStarted { part_type, .. } = &e.kind
+            && part_type == "toolResult"
+        {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = server_pid(env.daemon.pid()).expect("the server runs under totemd");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the server");
+    let started = Instant::now();
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the call waited for its timeout"
+    );
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let got = results(&events);
+    assert!(got[0].2, "{got:?}");
+    assert!(
+        got[0].1.contains("MCP server `everything` stopped"),
+        "{got:?}"
+    );
+    assert!(events.iter().any(|e| matches!(&e.kind,
+        EventKind::Notice { level, text, .. } if level == "error" && text.contains("`everything` stopped"))));
+    // The model's next request no longer offers the dead server's tools.
+    let requests = env.sim.chat_requests();
+    assert!(
+        !offered(&requests[1].body)
+            .iter()
+            .any(|t| t.starts_with("everything_"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
+    let env = Env::start().await;
+    configure(
+        &env,
+        json!({"everything": stdio_server(json!({"timeoutSecs": 1}))}),
+    );
+    env.push(vec![tool(
+        "c1",
+        "everything_trigger-long-running-operation",
+        json!({"duration": 10, "steps": 2}),
+    )]);
+    env.push(vec![text("Too slow.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "slow",
+            json!({"allow": ["mcp_server(everything)", "mcp(everything/*)"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let got = results(&events);
+    assert!(
+        got[0].2 && got[0].1.contains("did not answer within 1 s"),
+        "{got:?}"
+    );
+    assert!(events.iter().any(|e| matches!(&e.kind,
+        EventKind::Notice { level, text, .. } if level == "warning" && text.contains("within 1 s"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_server_does_not_start_and_the_run_goes_on() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![text("Fine without it.")]);
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("hello", json!({})).await;
+    let events = loop {
+        let e = next_event(&mut stream, 60).await;
+        if let EventKind::PermissionAsked { question } = &e.kind {
+            assert_eq!(question.kind, "mcpServer");
+            assert_eq!(question.call_id, "");
+            assert_eq!(
+                question.always,
+                json!({"mcp_server": {"everything": "allow"}})
+            );
+            reply(&env, &question.id, json!({"type": "deny"})).await;
+        }
+        if is_run_end(&e.kind) {
+            break vec![e];
+        }
+    };
+    assert!(matches!(last(&events), EventKind::RunDone { .. }), "{run}");
+    let requests = env.sim.chat_requests();
+    assert!(
+        !offered(&requests[0].body)
+            .iter()
+            .any(|t| t.starts_with("everything_"))
+    );
+    assert!(server_pid(env.daemon.pid()).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_tool_result_reaches_the_model() {
+    let port = free_port();
+    let mut server = std::process::Command::new("node")
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the HTTP server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the HTTP server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let env = Env::start().await;
+    configure(
+        &env,
+        json!({"web": {"url": format!("http://127.0.0.1:{port}/mcp"),
+                       "headers": {"X-Totem-Test": "1"}, "tools": ["echo"]}}),
+    );
+    env.push(vec![tool(
+        "c1",
+        "web_echo",
+        json!({"message": "over http"}),
+    )]);
+    env.push(vec![text("Done.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "echo over http",
+            json!({"allow": ["mcp_server(web)", "web_echo"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let requests = env.sim.chat_requests();
+    assert_eq!(
+        offered(&requests[0].body)
+            .iter()
+            .filter(|t| t.starts_with("web_"))
+            .count(),
+        1
+    );
+    assert!(conversation(&requests[1].body).contains("Echo: over http"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_session_stops_its_server() {
+    let env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![text("Started.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt("hello", json!({"allow": ["mcp_server(everything)"]}))
+        .await;
+    follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    let pid = server_pid(env.daemon.pid()).expect("the server runs under totemd");
+    env.client
+        .call_raw("session.delete", json!({"sessionId": env.session}))
+        .await
+        .expect("session.delete");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
+        assert!(Instant::now() < deadline, "the server outlived its session");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pid of a `server-everything` child of `parent`.
+fn server_pid(parent: u32) -> Option<i32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && cmdline.contains("server-everything") && !is_zombie(pid) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}

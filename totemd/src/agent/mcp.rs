@@ -1,0 +1,313 @@
+//! The run's side of MCP (the client is `crate::mcp`): before the first step, the configured
+//! servers start once the user allowed it, and in Total.js projects the docs server is searched
+//! with the prompt; during the run, calls of MCP tools and of `mcp_prompt` go through the
+//! permission rules and come back as text, a timeout or a stopped server as a clear error.
+
+use serde_json::{Map, Value};
+use totem_permission::{Access, AccessKind, AlwaysRule, Decision, Policy, Reason};
+use totem_protocol::EventKind;
+use totem_provider::{Message as ModelMessage, ToolCall};
+
+use super::lock;
+use super::run::Runner;
+use crate::mcp::client::{CallError, Connection};
+use crate::mcp::config::{Origin, ServerConfig};
+use crate::mcp::tools::{PROMPT_TOOL, prompt_text, result_text};
+use crate::mcp::{START_PERMISSION, docs};
+
+impl Runner {
+    /// Starts the configured servers the user allows (asking where needed), then, in a Total.js
+    /// project, gives the model the docs server's pages for `prompt`.
+    pub(super) async fn start_mcp(&mut self, prompt: &str) {
+        let settings = self.daemon.settings.current();
+        let (servers, problems) =
+            crate::mcp::config::servers(&settings.mcp_servers, &self.agent.root);
+        for problem in problems {
+            self.mcp_notice("warning", problem);
+        }
+        self.agent.mcp.drop_stopped();
+        for server in servers {
+            // The docs server serves Total.js projects only.
+            if server.is_docs() && !self.totaljs {
+                continue;
+            }
+            if self.agent.mcp.get(&server.name).is_some()
+                || self.agent.mcp.is_declined(&server.name)
+            {
+                continue;
+            }
+            if self.cancel.is_cancelled() || !self.may_start(&server).await {
+                continue;
+            }
+            let started = tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                started = Connection::start(server.clone(), &self.agent.root) => started,
+            };
+            match started {
+                Ok(connection) => {
+                    tracing::info!(server = %server.name, tools = connection.tools().len(), "MCP server started");
+                    self.agent.mcp.insert(connection);
+                }
+                // Without its docs server Totem falls back to the primer, silently.
+                Err(e) if server.is_docs() => {
+                    tracing::warn!(server = %server.name, error = %e, "docs server did not start")
+                }
+                Err(e) => self.mcp_notice(
+                    "warning",
+                    format!(
+                        "MCP server `{}` did not start: {e}. Its tools are not available in this run; `totem doctor` checks the configuration.",
+                        server.name
+                    ),
+                ),
+            }
+        }
+        if self.totaljs {
+            self.docs_search(prompt).await;
+        }
+    }
+
+    /// Whether `server` may start: allowed for every project in the user's settings, allowed by a
+    /// rule naming `mcp_server` or by a remembered answer, or allowed by the user now.
+    async fn may_start(&self, server: &ServerConfig) -> bool {
+        if server.origin == Origin::User && server.settings.allow_all_projects {
+            return true;
+        }
+        let access = Access::new(AccessKind::Mcp, START_PERMISSION, server.name.clone());
+        let (configured, mut verdict) = {
+            let state = lock(&self.agent.permissions);
+            // Broad rules (`mcp: *`, `*`) allow tool calls, not starting programs: only rules that
+            // name `mcp_server` count, else the built-in "ask" with the remembered answers.
+            (
+                self.policy.evaluate(&access, &state),
+                Policy::new().evaluate(&access, &state),
+            )
+        };
+        let names_start = configured.parts.iter().all(|p| {
+            matches!(&p.reason, Reason::Rule { rule } | Reason::Remembered { rule } if rule.key == START_PERMISSION)
+        });
+        match configured.decision {
+            Decision::Deny => {
+                self.mcp_notice(
+                    "info",
+                    format!(
+                        "MCP server `{}` is not started: {}.",
+                        server.name,
+                        configured.explain()
+                    ),
+                );
+                return false;
+            }
+            Decision::Allow if names_start => return true,
+            _ => {}
+        }
+        for part in &mut verdict.parts {
+            part.always = Some(AlwaysRule {
+                key: START_PERMISSION.into(),
+                pattern: server.name.clone(),
+            });
+        }
+        let source = match server.origin {
+            Origin::User => "your settings",
+            Origin::Project => "the project's .totem/mcp.json",
+        };
+        let explanation = format!(
+            "Start MCP server `{}` (`{}`, from {source})? Its tools become available to the model.",
+            server.name,
+            server.describe()
+        );
+        match self
+            .settle(&access, "", "mcpServer", Some(explanation), verdict)
+            .await
+        {
+            Ok(()) => true,
+            Err(_) if self.cancel.is_cancelled() => false,
+            Err(_) => {
+                self.agent.mcp.decline(&server.name);
+                self.mcp_notice(
+                    "info",
+                    format!(
+                        "MCP server `{}` is not started in this session; its tools are not available.",
+                        server.name
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    /// Searches the docs servers with the prompt; the first that finds pages gives them to the
+    /// model (added to the prompt it reads) and their titles to the user (`docs.found`).
+    async fn docs_search(&mut self, prompt: &str) {
+        for connection in self.agent.mcp.docs() {
+            let found = tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                found = docs::search(&connection, prompt) => found,
+            };
+            let pages = match found {
+                Ok(pages) if !pages.is_empty() => pages,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::info!(server = %connection.name(), error = %e, "docs search failed; the primer stands alone");
+                    continue;
+                }
+            };
+            let context = docs::context(connection.name(), &pages);
+            if let Some(ModelMessage::User { text, .. }) = self.current.first_mut() {
+                text.push_str("\n\n");
+                text.push_str(&context);
+            }
+            let _ = self.emit(EventKind::DocsFound {
+                run_id: self.run_id.clone(),
+                server: connection.name().to_string(),
+                titles: pages.into_iter().map(|p| p.title).collect(),
+            });
+            return;
+        }
+    }
+
+    /// Runs `call` when it names an MCP tool or `mcp_prompt`; `None` when it is not one.
+    pub(super) async fn call_mcp(&mut self, call: &ToolCall) -> Option<(String, bool)> {
+        if call.name == PROMPT_TOOL && self.agent.mcp.has_prompts() {
+            return Some(self.call_prompt(call).await);
+        }
+        let (connection, tool) = self.agent.mcp.find(&call.name)?;
+        if self.read_only && !tool.read_only {
+            return Some((
+                format!(
+                    "`{}` is not available in this read-only mode: its server does not mark it read-only. Switch to build mode to use it.",
+                    call.name
+                ),
+                true,
+            ));
+        }
+        let arguments = match object_arguments(&call.arguments) {
+            Ok(a) => a,
+            Err(e) => return Some((e, true)),
+        };
+        if self.repeats.record(&call.name, &arguments) >= 3 {
+            return Some((self.repeats.message(), true));
+        }
+        let access = Access::new(AccessKind::Mcp, tool.exposed.clone(), tool.target());
+        if let Err(text) = self.permit(&access, &call.id).await {
+            return Some((text, true));
+        }
+        let result = tokio::select! {
+            _ = self.cancel.cancelled() => return Some(("cancelled: the run was aborted".into(), true)),
+            result = connection.call_tool(&tool.tool, arguments) => result,
+        };
+        Some(match result {
+            Ok(outcome) => (result_text(&outcome), outcome.is_error),
+            Err(e) => self.call_failed(e),
+        })
+    }
+
+    async fn call_prompt(&mut self, call: &ToolCall) -> (String, bool) {
+        let arguments = match object_arguments(&call.arguments) {
+            Ok(a) => a,
+            Err(e) => return (e, true),
+        };
+        let field = |name: &str| {
+            arguments
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let (Some(server), Some(name)) = (field("server"), field("name")) else {
+            return (
+                "mcp_prompt needs `server` and `name` (strings), and `arguments` when the prompt has any".into(),
+                true,
+            );
+        };
+        let Some(connection) = self.agent.mcp.get(&server) else {
+            let running: Vec<String> = self
+                .agent
+                .mcp
+                .prompts()
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            return (
+                format!(
+                    "no running MCP server `{server}` has prompts; servers with prompts: {}",
+                    running.join(", ")
+                ),
+                true,
+            );
+        };
+        let mut prompt_arguments = Map::new();
+        if let Some(Value::Object(given)) = arguments.get("arguments") {
+            for (key, value) in given {
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                prompt_arguments.insert(key.clone(), Value::String(text));
+            }
+        }
+        let access = Access::new(AccessKind::Mcp, PROMPT_TOOL, format!("{server}/{name}"));
+        if let Err(text) = self.permit(&access, &call.id).await {
+            return (text, true);
+        }
+        let result = tokio::select! {
+            _ = self.cancel.cancelled() => return ("cancelled: the run was aborted".into(), true),
+            result = connection.get_prompt(&name, prompt_arguments) => result,
+        };
+        match result {
+            Ok(value) => (prompt_text(&value), false),
+            Err(e) => self.call_failed(e),
+        }
+    }
+
+    /// The model's text for a call without a result, and the user's notice where it matters.
+    fn call_failed(&self, error: CallError) -> (String, bool) {
+        match &error {
+            CallError::Timeout { .. } => {
+                self.mcp_notice("warning", format!("{error}; the call was given up."));
+                (
+                    format!(
+                        "{error}; the call was given up. Try again later or another way, or go on without it."
+                    ),
+                    true,
+                )
+            }
+            CallError::Stopped { server, .. } => {
+                self.mcp_notice(
+                    "error",
+                    format!(
+                        "{error}. Its tools are gone for this run; the next run starts it again."
+                    ),
+                );
+                (
+                    format!(
+                        "{error}. Its tools are no longer available; go on without `{server}`."
+                    ),
+                    true,
+                )
+            }
+            CallError::Refused { .. } => (error.to_string(), true),
+        }
+    }
+
+    fn mcp_notice(&self, level: &str, text: String) {
+        let _ = self.emit(EventKind::Notice {
+            run_id: Some(self.run_id.clone()),
+            level: level.into(),
+            text,
+        });
+    }
+}
+
+/// A call's arguments as a JSON object: models sometimes send the object as a string, or nothing.
+fn object_arguments(arguments: &Value) -> Result<Value, String> {
+    match arguments {
+        Value::Object(_) => Ok(arguments.clone()),
+        Value::Null => Ok(Value::Object(Map::new())),
+        Value::String(s) => match serde_json::from_str::<Value>(s) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            _ => Err("the arguments must be a JSON object".into()),
+        },
+        _ => Err("the arguments must be a JSON object".into()),
+    }
+}

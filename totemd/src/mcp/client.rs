@@ -1,0 +1,351 @@
+//! One connected MCP server: started (a child process in its own process group, or a streamable
+//! HTTP session), its tools and prompts kept current through `list_changed` notifications, and
+//! calls bounded by the server's timeout.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, JsonObject};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::config::ServerConfig;
+
+/// How much of a server's stderr is kept to explain why it stopped.
+const STDERR_KEEP: usize = 2000;
+
+/// What one call returned, as the model will read it.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub content: Value,
+    pub structured: Option<Value>,
+    pub is_error: bool,
+}
+
+/// Why a call produced no result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("MCP server `{server}` did not answer within {secs} s")]
+    Timeout { server: String, secs: u64 },
+    #[error("MCP server `{server}` stopped{detail}")]
+    Stopped { server: String, detail: String },
+    #[error("MCP server `{server}` refused the request: {message}")]
+    Refused { server: String, message: String },
+}
+
+/// A tool or prompt as the server lists it (kept as JSON: only a few fields matter here).
+pub type Listed = Vec<Value>;
+
+#[derive(Default)]
+struct Lists {
+    tools: Listed,
+    prompts: Listed,
+}
+
+/// Receives the server's notifications; a changed list is fetched again in the background.
+#[derive(Clone)]
+struct Handler {
+    lists: Arc<Mutex<Lists>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let lists = self.lists.clone();
+        tokio::spawn(async move {
+            match context.peer.list_all_tools().await {
+                Ok(tools) => lock(&lists).tools = to_values(tools),
+                Err(e) => tracing::warn!(error = %e, "cannot list an MCP server's changed tools"),
+            }
+        });
+        std::future::ready(())
+    }
+
+    fn on_prompt_list_changed(
+        &self,
+        context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let lists = self.lists.clone();
+        tokio::spawn(async move {
+            match context.peer.list_all_prompts().await {
+                Ok(prompts) => lock(&lists).prompts = to_values(prompts),
+                Err(e) => tracing::warn!(error = %e, "cannot list an MCP server's changed prompts"),
+            }
+        });
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("totem", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+fn to_values<T: serde::Serialize>(items: Vec<T>) -> Listed {
+    items
+        .into_iter()
+        .filter_map(|i| serde_json::to_value(i).ok())
+        .collect()
+}
+
+/// A server Totem started (or connected to) for a session.
+pub struct Connection {
+    pub config: ServerConfig,
+    service: RunningService<RoleClient, Handler>,
+    peer: Peer<RoleClient>,
+    lists: Arc<Mutex<Lists>>,
+    /// The process group of a stdio server, killed when the connection goes.
+    pgid: Option<i32>,
+    stderr: Arc<Mutex<String>>,
+    stopped: AtomicBool,
+}
+
+impl Connection {
+    /// Starts the server and lists its tools and prompts. `root` is the project folder, where a
+    /// command runs.
+    pub async fn start(config: ServerConfig, root: &Path) -> Result<Connection, String> {
+        let lists = Arc::new(Mutex::new(Lists::default()));
+        let handler = Handler {
+            lists: lists.clone(),
+        };
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let wait = config.timeout().max(Duration::from_secs(30));
+        let (service, pgid) = if let Some(command) = &config.settings.command {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(&config.settings.args)
+                .envs(&config.settings.env)
+                .current_dir(root)
+                .process_group(0)
+                .kill_on_drop(true);
+            let (transport, err) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot run `{}`: {e}", config.describe()))?;
+            let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+            if let Some(mut err) = err {
+                let keep = stderr.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = err.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let mut kept = lock(&keep);
+                        kept.push_str(&String::from_utf8_lossy(&buf[..n]));
+                        if kept.len() > STDERR_KEEP * 2 {
+                            let cut = floor_boundary(&kept, kept.len() - STDERR_KEEP);
+                            kept.replace_range(..cut, "");
+                        }
+                    }
+                });
+            }
+            let started = tokio::time::timeout(wait, handler.serve(transport)).await;
+            let service = match started {
+                Ok(Ok(service)) => service,
+                Ok(Err(e)) => {
+                    kill_group(pgid);
+                    return Err(with_stderr(format!("it did not start: {e}"), &stderr));
+                }
+                Err(_) => {
+                    kill_group(pgid);
+                    return Err(with_stderr(
+                        format!("it did not answer within {} s", wait.as_secs()),
+                        &stderr,
+                    ));
+                }
+            };
+            (service, pgid)
+        } else if let Some(url) = &config.settings.url {
+            let mut headers = HashMap::new();
+            for (name, value) in &config.settings.headers {
+                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| format!("header `{name}`: {e}"))?;
+                let value = reqwest::header::HeaderValue::from_str(value)
+                    .map_err(|e| format!("the value of header `{name}`: {e}"))?;
+                headers.insert(name, value);
+            }
+            // reqwest is built without a default TLS crypto provider; https URLs need one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers),
+            );
+            match tokio::time::timeout(wait, handler.serve(transport)).await {
+                Ok(Ok(service)) => (service, None),
+                Ok(Err(e)) => return Err(format!("{url} did not accept the connection: {e}")),
+                Err(_) => {
+                    return Err(format!("{url} did not answer within {} s", wait.as_secs()));
+                }
+            }
+        } else {
+            return Err("it has neither a command nor a url".into());
+        };
+        let peer = service.peer().clone();
+        let connection = Connection {
+            config,
+            service,
+            peer,
+            lists,
+            pgid,
+            stderr,
+            stopped: AtomicBool::new(false),
+        };
+        let tools = tokio::time::timeout(wait, connection.peer.list_all_tools())
+            .await
+            .map_err(|_| "it did not list its tools in time".to_string())?
+            .map_err(|e| format!("it did not list its tools: {e}"))?;
+        lock(&connection.lists).tools = to_values(tools);
+        let offers_prompts = connection
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.prompts.is_some());
+        if offers_prompts
+            && let Ok(Ok(prompts)) =
+                tokio::time::timeout(wait, connection.peer.list_all_prompts()).await
+        {
+            lock(&connection.lists).prompts = to_values(prompts);
+        }
+        Ok(connection)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Whether the server went away (its process ended, the HTTP session broke, or a call found it
+    /// gone).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed) || self.service.is_closed()
+    }
+
+    /// The tools the server lists now (before the whitelist).
+    pub fn tools(&self) -> Listed {
+        lock(&self.lists).tools.clone()
+    }
+
+    pub fn prompts(&self) -> Listed {
+        lock(&self.lists).prompts.clone()
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object), bounded by the server's timeout.
+    pub async fn call_tool(&self, tool: &str, arguments: Value) -> Result<CallOutcome, CallError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Value::Object(map) = arguments {
+            params = params.with_arguments(map);
+        }
+        let result = self.bounded(self.peer.call_tool(params)).await?;
+        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        Ok(CallOutcome {
+            content: value.get("content").cloned().unwrap_or(Value::Null),
+            structured: value.get("structuredContent").cloned(),
+            is_error: value
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    /// Gets prompt `name` filled with `arguments`; returns its messages as JSON.
+    pub async fn get_prompt(&self, name: &str, arguments: JsonObject) -> Result<Value, CallError> {
+        let mut params = GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let result = self.bounded(self.peer.get_prompt(params)).await?;
+        Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, CallError> {
+        let timeout = self.config.timeout();
+        match tokio::time::timeout(timeout, call).await {
+            Err(_) => Err(CallError::Timeout {
+                server: self.name().to_string(),
+                secs: timeout.as_secs(),
+            }),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(CallError::Refused {
+                server: self.name().to_string(),
+                message: e.message.to_string(),
+            }),
+            Ok(Err(e)) => {
+                // Anything but an MCP error means the connection is unusable.
+                tracing::warn!(server = %self.name(), error = %e, "MCP server connection failed");
+                self.stopped.store(true, Ordering::Relaxed);
+                Err(CallError::Stopped {
+                    server: self.name().to_string(),
+                    detail: self.why_stopped(),
+                })
+            }
+        }
+    }
+
+    /// The end of the server's stderr, for messages (empty when it wrote nothing).
+    fn why_stopped(&self) -> String {
+        let err = lock(&self.stderr);
+        let tail = err.trim();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            let start = floor_boundary(tail, tail.len().saturating_sub(300));
+            format!(" (its last output: {})", &tail[start..])
+        }
+    }
+
+    /// Kills a stdio server's whole process group at once (it may have started helpers).
+    pub fn kill(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.service.cancellation_token().cancel();
+        kill_group(self.pgid);
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        kill_group(self.pgid);
+    }
+}
+
+fn kill_group(pgid: Option<i32>) {
+    if let Some(pgid) = pgid.filter(|p| *p > 0) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+fn with_stderr(message: String, stderr: &Mutex<String>) -> String {
+    let err = lock(stderr);
+    let tail = err.trim();
+    if tail.is_empty() {
+        return message;
+    }
+    let start = floor_boundary(tail, tail.len().saturating_sub(300));
+    format!("{message}; it said: {}", &tail[start..])
+}
+
+fn floor_boundary(s: &str, mut at: usize) -> usize {
+    at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}

@@ -1,0 +1,274 @@
+//! Which MCP servers a session may use: the user's `mcpServers` in settings.json and the project's
+//! `.totem/mcp.json`, merged (the user's entry wins when both name the same server).
+//!
+//! A project file comes with the repository, so it cannot mark its own servers as allowed for
+//! every project: that field is ignored there, with a notice.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How long a tool call or prompt may take unless the server's `timeoutSecs` says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One configured MCP server: a command Totem starts (stdio) or a URL it connects to
+/// (streamable HTTP).
+///
+/// ```json
+/// "mcpServers": {
+///   "everything": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"] },
+///   "docs": { "url": "http://127.0.0.1:8123/mcp", "headers": {"Authorization": "Bearer …"},
+///             "role": "docs", "tools": ["search"], "allowAllProjects": true }
+/// }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerSettings {
+    /// The program to start; it speaks MCP on its stdin and stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables added to the program's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A streamable HTTP endpoint, instead of a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request (an `Authorization` token, say).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Only these tools of the server reach the model (all when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// What Totem uses the server for besides its tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ServerRole>,
+    /// The tool a docs server searches with (default: the first tool whose name has `search`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_tool: Option<String>,
+    /// Start it in every project without asking (user settings only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_all_projects: bool,
+    /// How long one tool call or prompt may take (default 60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+/// A server's special use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ServerRole {
+    /// The Total.js documentation server: searched with the prompt before a run's first step in
+    /// Total.js projects.
+    Docs,
+}
+
+/// `.totem/mcp.json` in a project.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProjectFile {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServerSettings>,
+}
+
+/// Where a server's entry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    User,
+    Project,
+}
+
+/// A server a session may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub settings: McpServerSettings,
+    pub origin: Origin,
+}
+
+impl ServerConfig {
+    pub fn timeout(&self) -> Duration {
+        self.settings
+            .timeout_secs
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs)
+    }
+
+    /// Whether the model may see `tool` (the whitelist).
+    pub fn offers(&self, tool: &str) -> bool {
+        self.settings
+            .tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == tool))
+    }
+
+    pub fn is_docs(&self) -> bool {
+        self.settings.role == Some(ServerRole::Docs)
+    }
+
+    /// What it is, for messages: the command line or the URL.
+    pub fn describe(&self) -> String {
+        match (&self.settings.command, &self.settings.url) {
+            (Some(command), _) => {
+                let mut line = command.clone();
+                for arg in &self.settings.args {
+                    line.push(' ');
+                    line.push_str(arg);
+                }
+                line
+            }
+            (None, Some(url)) => url.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+impl McpServerSettings {
+    /// Checks what serde cannot: a name tools can be prefixed with, one transport, a sane timeout.
+    pub fn validate(&self, name: &str) -> Result<(), String> {
+        let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if name.is_empty() || name.len() > 32 || !name.chars().all(plain) {
+            return Err(format!(
+                "MCP server name `{name}` must be 1 to 32 letters, digits, `-` or `_` (it prefixes the server's tool names)"
+            ));
+        }
+        match (&self.command, &self.url) {
+            (Some(c), None) if c.trim().is_empty() => Err(format!(
+                "MCP server `{name}`: `command` is empty; give the program to start"
+            )),
+            (Some(_), None) => {
+                if self.headers.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "MCP server `{name}`: `headers` apply to a `url` server, not to a command"
+                    ))
+                }
+            }
+            (None, Some(url)) => {
+                if !self.args.is_empty() || !self.env.is_empty() {
+                    return Err(format!(
+                        "MCP server `{name}`: `args` and `env` apply to a `command` server, not to a URL"
+                    ));
+                }
+                crate::config::file::validate_url(url)
+                    .map_err(|e| format!("MCP server `{name}`: {e}"))
+            }
+            (Some(_), Some(_)) => Err(format!(
+                "MCP server `{name}` has both `command` and `url`; keep one"
+            )),
+            (None, None) => Err(format!(
+                "MCP server `{name}` needs a `command` (stdio) or a `url` (streamable HTTP)"
+            )),
+        }?;
+        if self.timeout_secs == Some(0) {
+            return Err(format!(
+                "MCP server `{name}`: timeoutSecs must be at least 1"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The servers of a project: the user's, then the project's own ones under names the user's
+/// settings do not use. Problems are returned as notices; a broken entry is left out.
+pub fn servers(
+    user: &BTreeMap<String, McpServerSettings>,
+    root: &Path,
+) -> (Vec<ServerConfig>, Vec<String>) {
+    let mut notices = Vec::new();
+    let mut out: Vec<ServerConfig> = user
+        .iter()
+        .map(|(name, settings)| ServerConfig {
+            name: name.clone(),
+            settings: settings.clone(),
+            origin: Origin::User,
+        })
+        .collect();
+    let path = root.join(".totem/mcp.json");
+    let project = match std::fs::read_to_string(&path) {
+        Ok(text) => match serde_json::from_str::<ProjectFile>(&text) {
+            Ok(file) => file.mcp_servers,
+            Err(e) => {
+                notices.push(format!(
+                    "{} is not valid ({e}); its MCP servers are not used until it is fixed",
+                    path.display()
+                ));
+                BTreeMap::new()
+            }
+        },
+        Err(_) => BTreeMap::new(),
+    };
+    for (name, mut settings) in project {
+        if out.iter().any(|s| s.name == name) {
+            continue;
+        }
+        if let Err(e) = settings.validate(&name) {
+            notices.push(format!("{e} (in {})", path.display()));
+            continue;
+        }
+        if settings.allow_all_projects {
+            notices.push(format!(
+                "MCP server `{name}` in {}: `allowAllProjects` is ignored in a project file; Totem asks before starting it",
+                path.display()
+            ));
+            settings.allow_all_projects = false;
+        }
+        out.push(ServerConfig {
+            name,
+            settings,
+            origin: Origin::Project,
+        });
+    }
+    (out, notices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpServerSettings, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    #[test]
+    fn a_command_or_a_url_and_nothing_unknown() {
+        let s = parse(r#"{"command":"npx","args":["-y","x"],"tools":["echo"]}"#).unwrap();
+        assert!(s.validate("everything").is_ok());
+        assert!(parse(r#"{"command":"npx","arg":["x"]}"#).is_err());
+        let s = parse(r#"{"url":"http://127.0.0.1:1/mcp","headers":{"A":"b"}}"#).unwrap();
+        assert!(s.validate("remote").is_ok());
+        let both = parse(r#"{"url":"http://x/mcp","command":"y"}"#).unwrap();
+        assert!(both.validate("x").unwrap_err().contains("keep one"));
+        let none = parse(r#"{}"#).unwrap();
+        assert!(none.validate("x").is_err());
+        assert!(s.validate("has space").is_err());
+        assert!(s.validate("a/b").is_err());
+    }
+
+    #[test]
+    fn project_servers_cannot_allow_themselves_everywhere() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".totem")).unwrap();
+        std::fs::write(
+            dir.path().join(".totem/mcp.json"),
+            r#"{"mcpServers":{"mine":{"command":"x","allowAllProjects":true},"shared":{"command":"y"}}}"#,
+        )
+        .unwrap();
+        let mut user = BTreeMap::new();
+        user.insert(
+            "shared".to_string(),
+            parse(r#"{"command":"z","allowAllProjects":true}"#).unwrap(),
+        );
+        let (servers, notices) = servers(&user, dir.path());
+        let shared = servers.iter().find(|s| s.name == "shared").unwrap();
+        assert_eq!(shared.settings.command.as_deref(), Some("z"));
+        assert!(shared.settings.allow_all_projects);
+        let mine = servers.iter().find(|s| s.name == "mine").unwrap();
+        assert!(!mine.settings.allow_all_projects);
+        assert_eq!(mine.origin, Origin::Project);
+        assert!(notices[0].contains("allowAllProjects"), "{notices:?}");
+    }
+}

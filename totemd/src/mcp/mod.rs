@@ -1,0 +1,26 @@
+//! Totem as an MCP client: the servers a user configured (settings `mcpServers`, the project's
+//! `.totem/mcp.json`) whose tools and prompts the model may use.
+//!
+//! - [`config`]: the configuration and how the two sources merge;
+//! - [`client`]: one connected server (stdio child process or streamable HTTP);
+//! - [`session`]: a session's servers and what they offer the model now;
+//! - [`tools`]: namespaced names, `mcp_prompt`, results as text;
+//! - [`docs`]: the Total.js docs server searched before a run's first step.
+//!
+//! A server starts only inside a run, after the user allowed it (`agent/mcp.rs` asks): a
+//! permission question of kind `mcpServer` whose "always" answer remembers the rule
+//! `mcp_server: {<name>: allow}`; `allowAllProjects` in the user's settings starts it without
+//! asking. Servers stop with their session or the daemon.
+
+pub mod client;
+pub mod config;
+pub mod docs;
+pub mod session;
+pub mod tools;
+
+pub use config::{McpServerSettings, ServerConfig, ServerRole};
+pub use session::SessionServers;
+
+/// The tool name of the permission to start a server (rules `mcp_server: {"name": "allow"}`,
+/// `--allow 'mcp_server(name)'`).
+pub const START_PERMISSION: &str = "mcp_server";

@@ -1,0 +1,188 @@
+//! The MCP servers of one session: those running, those the user declined, and the tools and
+//! prompts they offer the model right now.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use totem_provider::ToolDefinition;
+
+use super::client::Connection;
+use super::tools::{OfferedTool, PROMPT_TOOL, offered, prompt_tool};
+
+#[derive(Default)]
+struct State {
+    running: Vec<Arc<Connection>>,
+    /// Servers the user refused to start in this session: not asked again until it ends.
+    declined: HashSet<String>,
+}
+
+/// A session's servers; they stop with the session (or the daemon).
+#[derive(Default)]
+pub struct SessionServers {
+    state: Mutex<State>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SessionServers {
+    /// The running connection to `name`, if it is still alive.
+    pub fn get(&self, name: &str) -> Option<Arc<Connection>> {
+        lock(&self.state)
+            .running
+            .iter()
+            .find(|c| c.name() == name && !c.is_stopped())
+            .cloned()
+    }
+
+    /// Forgets servers that stopped; returns their names.
+    pub fn drop_stopped(&self) -> Vec<String> {
+        let mut state = lock(&self.state);
+        let stopped: Vec<String> = state
+            .running
+            .iter()
+            .filter(|c| c.is_stopped())
+            .map(|c| c.name().to_string())
+            .collect();
+        state.running.retain(|c| {
+            let keep = !c.is_stopped();
+            if !keep {
+                c.kill();
+            }
+            keep
+        });
+        stopped
+    }
+
+    /// Keeps a started server (replacing an older connection of the same name).
+    pub fn insert(&self, connection: Connection) -> Arc<Connection> {
+        let connection = Arc::new(connection);
+        let mut state = lock(&self.state);
+        state.running.retain(|c| {
+            let keep = c.name() != connection.name();
+            if !keep {
+                c.kill();
+            }
+            keep
+        });
+        state.running.push(connection.clone());
+        connection
+    }
+
+    pub fn decline(&self, name: &str) {
+        lock(&self.state).declined.insert(name.to_string());
+    }
+
+    pub fn is_declined(&self, name: &str) -> bool {
+        lock(&self.state).declined.contains(name)
+    }
+
+    /// Stops every server now (the session was deleted or the daemon stops).
+    pub fn stop_all(&self) {
+        let running = std::mem::take(&mut lock(&self.state).running);
+        for connection in running {
+            connection.kill();
+        }
+    }
+
+    fn alive(&self) -> Vec<Arc<Connection>> {
+        lock(&self.state)
+            .running
+            .iter()
+            .filter(|c| !c.is_stopped())
+            .cloned()
+            .collect()
+    }
+
+    /// The tools on offer: every live server's tools that pass its whitelist, in Plan mode only
+    /// those marked read-only. A name already taken (by a built-in tool or an earlier server) is
+    /// skipped.
+    pub fn offered(&self, read_only: bool) -> Vec<(Arc<Connection>, OfferedTool)> {
+        let mut seen: HashSet<String> = totem_tools::Registry::builtin()
+            .names(false)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        seen.insert(PROMPT_TOOL.to_string());
+        let mut out = Vec::new();
+        for connection in self.alive() {
+            for listed in connection.tools() {
+                let Some(tool) = offered(connection.name(), &listed) else {
+                    continue;
+                };
+                if !connection.config.offers(&tool.tool) || (read_only && !tool.read_only) {
+                    continue;
+                }
+                if seen.insert(tool.exposed.clone()) {
+                    out.push((connection.clone(), tool));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every live server's prompts, as (server, listed prompt).
+    pub fn prompts(&self) -> Vec<(String, Value)> {
+        self.alive()
+            .iter()
+            .flat_map(|c| {
+                c.prompts()
+                    .into_iter()
+                    .map(|p| (c.name().to_string(), p))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// What the model is offered from MCP servers for the next request.
+    pub fn definitions(&self, read_only: bool) -> Vec<ToolDefinition> {
+        let mut out: Vec<ToolDefinition> = self
+            .offered(read_only)
+            .into_iter()
+            .map(|(_, t)| ToolDefinition {
+                name: t.exposed,
+                description: t.description,
+                parameters: t.parameters,
+            })
+            .collect();
+        if let Some((description, parameters)) = prompt_tool(&self.prompts()) {
+            out.push(ToolDefinition {
+                name: PROMPT_TOOL.into(),
+                description,
+                parameters,
+            });
+        }
+        out
+    }
+
+    /// The offered tool the model calls `exposed`.
+    pub fn find(&self, exposed: &str) -> Option<(Arc<Connection>, OfferedTool)> {
+        // Found among every mode's tools: the caller checks the mode, so it can say why.
+        self.offered(false)
+            .into_iter()
+            .find(|(_, t)| t.exposed == exposed)
+    }
+
+    /// Whether any server is running (the model may call `mcp_prompt`).
+    pub fn has_prompts(&self) -> bool {
+        !self.prompts().is_empty()
+    }
+}
+
+impl Drop for SessionServers {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+impl SessionServers {
+    /// The live docs servers (`role: "docs"`).
+    pub fn docs(&self) -> Vec<Arc<Connection>> {
+        self.alive()
+            .into_iter()
+            .filter(|c| c.config.is_docs())
+            .collect()
+    }
+}
