@@ -121,6 +121,12 @@ fn every_event_kind_round_trips() {
             reply: Some(PermissionReply::Deny {
                 note: Some("no".into()),
             }),
+            reason: None,
+        },
+        EventKind::PermissionResolved {
+            question_id: "perm_2".into(),
+            reply: None,
+            reason: Some("interrupted".into()),
         },
         EventKind::ChangesUndone {
             run_id: "run_1".into(),

@@ -97,6 +97,110 @@ async fn compaction_triggers_at_the_threshold_and_the_summary_replaces_old_turns
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
+    let env = Env::start().await;
+    env.sim.set_models(vec![SimModel::new("small:1b", 16384)]);
+    let model = json!({"model": "sim/small:1b"});
+    // Three files of about 4k tokens each (every line starts with the file's marker): the request
+    // after the third result passes 80 % of the 16k window; the ones before stay below it.
+    for name in ["a", "b", "c"] {
+        let marker = format!("FILE-{}-MARKER", name.to_uppercase());
+        let body: String = (0..10)
+            .map(|_| format!("{marker} {}\n", "x".repeat(1580)))
+            .collect();
+        agent_common::write_file(env.project.path(), &format!("{name}.txt"), &body);
+    }
+    env.push(vec![tool("c1", "read", json!({"path": "a.txt"}))]);
+    env.push(vec![tool("c2", "read", json!({"path": "b.txt"}))]);
+    env.push(vec![tool("c3", "read", json!({"path": "c.txt"}))]);
+    env.push(vec![text(
+        "SUMMARY-MIDRUN: a.txt and b.txt were read; c.txt next.",
+    )]);
+    env.push(vec![text("Read all three files: ALL-READ.")]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt("read a.txt, b.txt and c.txt", model.clone())
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    let notice = events.iter().find_map(|e| match &e.kind {
+        EventKind::Notice { text, run_id, .. } if text.contains("Compacted") => {
+            Some((text.clone(), run_id.clone()))
+        }
+        _ => None,
+    });
+    let (notice, notice_run) = notice.expect("a compaction notice during the run");
+    assert_eq!(notice_run.as_deref(), Some(run.as_str()));
+    assert!(notice.contains("16384"), "{notice}");
+    assert!(
+        parts_text(&events).contains("ALL-READ"),
+        "the run finished with the model's final answer"
+    );
+
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 5, "three steps, the summary, the last step");
+    for before in &requests[..3] {
+        assert!(!system_of(&before.body).contains("SUMMARY-MIDRUN"));
+    }
+    // The summary request saw the older steps of this very run and offered no tools.
+    let summary_request = &requests[3].body;
+    let asked = summary_request.to_string();
+    assert!(asked.contains("FILE-A-MARKER") && asked.contains("FILE-B-MARKER"));
+    assert!(
+        summary_request
+            .get("tools")
+            .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty))
+    );
+    // The following request carries the summary instead of the old steps; it keeps the task
+    // and the newest step, and every call in it still has its result.
+    let next = &requests[4].body;
+    assert!(
+        system_of(next).contains("SUMMARY-MIDRUN"),
+        "{}",
+        system_of(next)
+    );
+    let messages = next["messages"].to_string();
+    assert!(!messages.contains("FILE-A-MARKER") && !messages.contains("FILE-B-MARKER"));
+    assert!(messages.contains("FILE-C-MARKER"));
+    assert!(messages.contains("read a.txt, b.txt and c.txt"));
+    assert!(!requests.iter().any(|r| r.truncated), "a request was cut");
+
+    // A later run starts from the same point: summary, prompt, newest step, new prompt.
+    env.push(vec![text("ok")]);
+    let run = env.prompt("what next?", model).await;
+    let mut stream = env.subscribe().await;
+    follow(&env, &mut stream, &run, Answer::None).await;
+    let later = env.sim.chat_requests().pop().expect("a request").body;
+    assert!(system_of(&later).contains("SUMMARY-MIDRUN"));
+    let messages = later["messages"].to_string();
+    assert!(!messages.contains("FILE-A-MARKER") && !messages.contains("FILE-B-MARKER"));
+    assert!(messages.contains("FILE-C-MARKER") && messages.contains("what next?"));
+
+    // The store keeps every step.
+    let stored = env
+        .client
+        .call_raw("session.messages", json!({"sessionId": env.session}))
+        .await
+        .expect("messages")
+        .to_string();
+    assert!(stored.contains("FILE-A-MARKER") && stored.contains("FILE-B-MARKER"));
+}
+
+fn parts_text(events: &[totem_protocol::SessionEvent]) -> String {
+    agent_common::parts(events)
+        .into_iter()
+        .filter_map(|p| match p {
+            totem_protocol::Part::Text { text } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compact_command_summarises_on_demand() {
     let env = Env::start().await;
     env.push(vec![text("first answer FIRST-TURN")]);

@@ -67,7 +67,7 @@ async fn a_question_is_answered_from_a_second_connection() {
     assert!(events.iter().any(
         |e| matches!(&e.kind, EventKind::PermissionAsked { question: q } if q.id == question.id)
     ));
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PermissionResolved { question_id, reply: Some(_) } if *question_id == question.id)));
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PermissionResolved { question_id, reply: Some(_), .. } if *question_id == question.id)));
     assert!(matches!(last(&events), EventKind::RunDone { .. }));
     assert_eq!(env.file("hello.txt"), "hi\n");
 }
@@ -309,4 +309,84 @@ async fn a_client_that_did_not_declare_permissions_cannot_answer() {
         .expect("reply");
     let events = follow(&env, &mut events, &run, Answer::None).await;
     assert!(matches!(last(&events), EventKind::RunDone { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_pending_when_the_daemon_is_killed_is_withdrawn_on_restart() {
+    let mut env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "bash",
+        json!({"command": "echo never > never.txt"}),
+    )]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write never.txt", json!({})).await;
+    let question = loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            break question;
+        }
+    };
+    let open = env
+        .client
+        .call_raw("permission.list", json!({"sessionId": env.session}))
+        .await
+        .expect("permission.list");
+    assert_eq!(open["questions"][0]["id"], question.id.as_str());
+
+    env.daemon.kill9();
+    let daemon = totem_tests::harness::TestDaemon::start_in(&env.daemon.home);
+    let client = daemon.client().await;
+    let open = client
+        .call_raw("permission.list", json!({"sessionId": env.session}))
+        .await
+        .expect("permission.list after the restart");
+    assert_eq!(open["questions"], json!([]));
+
+    // A client attaching from the start sees the question withdrawn, then the run interrupted.
+    let mut stream = client.subscribe(&env.session, 0).await.expect("subscribe");
+    let mut replayed = Vec::new();
+    loop {
+        let e = next_event(&mut stream, 30).await;
+        let end = matches!(&e.kind, EventKind::RunInterrupted { run: r } if r.id == run);
+        replayed.push(e.kind);
+        if end {
+            break;
+        }
+    }
+    let asked = replayed
+        .iter()
+        .position(
+            |k| matches!(k, EventKind::PermissionAsked { question: q } if q.id == question.id),
+        )
+        .expect("the question is in the log");
+    let withdrawn = replayed
+        .iter()
+        .position(|k| {
+            matches!(k, EventKind::PermissionResolved { question_id, reply: None, reason }
+                if *question_id == question.id && reason.as_deref() == Some("interrupted"))
+        })
+        .expect("the question was withdrawn with the reason `interrupted`");
+    assert!(asked < withdrawn && withdrawn < replayed.len() - 1);
+    let session = client
+        .call_raw("session.get", json!({"sessionId": env.session}))
+        .await
+        .expect("session.get");
+    assert_eq!(session["status"], "idle", "{session}");
+    assert!(!env.project.path().join("never.txt").exists());
+
+    // A second restart finds nothing more to withdraw.
+    drop(client);
+    drop(daemon);
+    let daemon = totem_tests::harness::TestDaemon::start_in(&env.daemon.home);
+    let client = daemon.client().await;
+    let mut stream = client.subscribe(&env.session, 0).await.expect("subscribe");
+    let mut resolved = 0;
+    while let Ok(Some(Ok(e))) =
+        tokio::time::timeout(Duration::from_millis(500), stream.next()).await
+    {
+        if matches!(e.kind, EventKind::PermissionResolved { .. }) {
+            resolved += 1;
+        }
+    }
+    assert_eq!(resolved, 1);
 }

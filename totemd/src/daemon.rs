@@ -81,6 +81,18 @@ impl Daemon {
             self.store.put_run(&run)?;
             match self.sessions.get(&run.session_id) {
                 Ok(session) => {
+                    // A question that waited has nobody left to answer it: withdraw it, so a
+                    // client attaching later does not show it.
+                    for question in self.store.unresolved_questions(&run.session_id, &run.id)? {
+                        session.emit(
+                            &self.store,
+                            EventKind::PermissionResolved {
+                                question_id: question.id,
+                                reply: None,
+                                reason: Some("interrupted".into()),
+                            },
+                        )?;
+                    }
                     session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
                     session.emit(&self.store, EventKind::RunInterrupted { run })?;
                 }

@@ -4,7 +4,9 @@
 //! and kept pending in memory until the first `permission.reply`; that answer wins, is applied to
 //! the session's remembered rules (persisted when it is "always for this project"), and a
 //! `permission.resolved` event withdraws the question from every other client. When the run ends
-//! first (abort), the question is withdrawn without an answer.
+//! first (abort), the question is withdrawn without an answer (reason `aborted`); when the daemon
+//! stopped while it waited, the next start withdraws it (reason `interrupted`, see
+//! `Daemon::mark_interrupted_runs`).
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -52,7 +54,11 @@ impl SessionAgent {
                 if withdrawn {
                     live.emit(
                         daemon.store(),
-                        EventKind::PermissionResolved { question_id: id, reply: None },
+                        EventKind::PermissionResolved {
+                            question_id: id,
+                            reply: None,
+                            reason: Some("aborted".into()),
+                        },
                     )?;
                 }
                 Ok(None)
@@ -106,6 +112,7 @@ impl SessionAgent {
             EventKind::PermissionResolved {
                 question_id: p.question_id,
                 reply: Some(p.reply),
+                reason: None,
             },
         )?;
         // The run may have ended meanwhile; then nobody waits.
