@@ -114,6 +114,10 @@ pub enum EventKind {
         /// Absent when the question was withdrawn without an answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<PermissionReply>,
+        /// Why a question was withdrawn without an answer: `aborted` (its run was stopped) or
+        /// `interrupted` (the daemon stopped while it waited; found when it started again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A run's file changes were taken back (`session.undo`).
     #[serde(rename = "changes.undone")]

@@ -10,6 +10,7 @@
 //! - [`call`]: one tool call — repair, permission, snapshot, run, after-edit checks;
 //! - [`ask`]: permission questions across clients;
 //! - [`history`]: stored messages as model messages, and compaction summaries;
+//! - [`compact`]: compaction before a request that would pass the threshold, mid-run included;
 //! - [`system`]: the system prompt and instruction files;
 //! - [`command`]: `session.command` (`/compact`, `/init`, custom commands);
 //! - [`settings`]: what the run reads from settings, and [`settings::provider_for`];
@@ -19,6 +20,7 @@
 mod ask;
 mod call;
 pub mod command;
+mod compact;
 mod history;
 mod mcp;
 mod run;

@@ -5,7 +5,7 @@
 //! Deltas go out live but are coalesced (about every 50 ms or 256 bytes) and never stored; each
 //! part is stored when it finishes, before the `part.done` that announces it. Before each request
 //! the estimated size is compared with the model's window; above the threshold the older turns are
-//! compacted into a summary (see [`super::history`]).
+//! compacted into a summary (see [`super::compact`]).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
 use totem_tools::recover::RepeatGuard;
 use totem_tools::{BlobSink, EventSink, Registry, ToolContext, ToolEvent};
 
-use super::history::{summarise, to_model_messages};
+use super::history::to_model_messages;
 use super::settings::{AgentFileSettings, ResolvedModel, provider_for};
 use super::system::{SystemPrompt, instruction_commands};
 use super::{AgentError, RunRequest, SessionAgent, lock};
@@ -37,8 +37,6 @@ use crate::util::{new_id, now_ms};
 
 /// Model requests per run before it is stopped.
 const MAX_STEPS: usize = 60;
-/// Compact when the request passes this share of the model's window (settings may change it).
-const DEFAULT_THRESHOLD: f64 = 0.8;
 /// Coalescing of deltas.
 const DELTA_BYTES: usize = 256;
 const DELTA_INTERVAL: Duration = Duration::from_millis(50);
@@ -272,14 +270,21 @@ pub(super) struct Runner {
     pub(super) check_commands: Vec<String>,
     pub(super) jobs_started: Vec<String>,
     pub(super) usage: Option<Usage>,
-    /// The session before this run (after the compaction point), and this run's turns.
-    prior: Vec<ModelMessage>,
+    /// The session before this run (after the compaction point), and this run's turns: its
+    /// prompt, then each answer followed by its tool results.
+    pub(super) prior: Vec<ModelMessage>,
     pub(super) current: Vec<ModelMessage>,
+    /// The stored seq of each answer in `current`, in order (see [`super::compact`]).
+    pub(super) turn_seqs: Vec<u64>,
+    /// The stored seq of the answer the last step created.
+    step_seq: u64,
     /// The highest seq among the stored messages in `prior`, and the stored messages left out.
-    prior_upto: u64,
-    excluded: Vec<String>,
-    compaction: Option<Compaction>,
-    system: String,
+    pub(super) prior_upto: u64,
+    pub(super) excluded: Vec<String>,
+    pub(super) compaction: Option<Compaction>,
+    /// A summary request failed in this run; it is not tried again at every step.
+    pub(super) compaction_failed: bool,
+    pub(super) system: String,
 }
 
 impl Runner {
@@ -407,16 +412,19 @@ impl Runner {
             usage: None,
             prior: to_model_messages(&stored),
             current: vec![ModelMessage::user(request.text.clone())],
+            turn_seqs: Vec::new(),
+            step_seq: 0,
             prior_upto,
             excluded,
             compaction,
+            compaction_failed: false,
             system: String::new(),
         };
         runner.system = runner.render_system();
         Ok(runner)
     }
 
-    fn render_system(&self) -> String {
+    pub(super) fn render_system(&self) -> String {
         let mut system = SystemPrompt {
             root: &self.agent.root,
             read_only: self.read_only,
@@ -484,21 +492,8 @@ impl Runner {
         }
     }
 
-    fn window(&self) -> Option<u64> {
+    pub(super) fn window(&self) -> Option<u64> {
         self.model.info.as_ref().and_then(|i| i.context_window)
-    }
-
-    fn over_threshold(&self, request: &ChatRequest) -> bool {
-        let Some(window) = self.window() else {
-            return false;
-        };
-        let threshold = self
-            .settings
-            .compaction
-            .threshold
-            .filter(|t| *t > 0.05 && *t <= 1.0)
-            .unwrap_or(DEFAULT_THRESHOLD);
-        f64::from(estimate_tokens(request)) > threshold * window as f64
     }
 
     pub(super) fn emit(&self, kind: EventKind) -> Result<(), StepError> {
@@ -506,7 +501,7 @@ impl Runner {
         Ok(())
     }
 
-    fn notice(&self, level: &str, text: String) {
+    pub(super) fn notice(&self, level: &str, text: String) {
         let _ = self.emit(EventKind::Notice {
             run_id: Some(self.run_id.clone()),
             level: level.into(),
@@ -520,22 +515,17 @@ impl Runner {
             if self.cancel.is_cancelled() {
                 return Outcome::Aborted;
             }
-            let mut request = self.request();
-            if self.over_threshold(&request) && !self.prior.is_empty() {
-                match self.compact().await {
-                    Ok(()) => request = self.request(),
-                    Err(e) => self.notice("warning", e),
-                }
-            }
+            // Compaction is checked before every request, so a long run compacts mid-way too.
+            let request = self.fit_request().await;
             let context = u64::from(estimate_tokens(&request));
             let (completion, message_id, mut index) = match self.step(request).await {
                 Ok(done) => done,
                 Err(StepError::Aborted) => return Outcome::Aborted,
                 Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
                 Err(StepError::Overflow(reason)) => {
-                    if !compacted_for_overflow && !self.prior.is_empty() {
+                    if !compacted_for_overflow && self.has_older_turns() {
                         compacted_for_overflow = true;
-                        if self.compact().await.is_ok() {
+                        if self.compact_all().await.is_ok() {
                             continue;
                         }
                     }
@@ -583,6 +573,7 @@ impl Runner {
             }
             if !parts.is_empty() {
                 self.current.push(ModelMessage::Assistant { parts });
+                self.turn_seqs.push(self.step_seq);
             }
             if calls.is_empty() {
                 if completion.parts.is_empty() {
@@ -632,7 +623,7 @@ impl Runner {
     async fn step(&mut self, request: ChatRequest) -> Result<(Completion, String, u32), StepError> {
         let store = self.daemon.store();
         let message_id = new_id("msg");
-        self.live.emit_with(store, |seq| {
+        let created = self.live.emit_with(store, |seq| {
             let message = Message {
                 id: message_id.clone(),
                 session_id: self.agent.session_id.clone(),
@@ -645,6 +636,7 @@ impl Runner {
             store.put_message(&message)?;
             Ok(EventKind::MessageCreated { message })
         })?;
+        self.step_seq = created.seq;
         self.live.update(store, |s| s.message_count += 1)?;
 
         let mut stream = self.model.provider.stream(request);
@@ -840,42 +832,6 @@ impl Runner {
             context_tokens: Some(context),
             context_window: self.window(),
         })
-    }
-
-    /// Summarises the turns before this run and keeps only the summary in later requests.
-    pub(super) async fn compact(&mut self) -> Result<(), String> {
-        let model = match &self.compaction_model {
-            Some(name) => provider_for(&self.daemon, Some(name)).await?,
-            None => self.model.clone(),
-        };
-        let count = self.prior.len();
-        let previous = self.compaction.as_ref().map(|c| c.summary.clone());
-        let summary = summarise(&model, previous.as_deref(), &self.prior).await?;
-        let mut keep = self.excluded.clone();
-        if let Some(previous) = &self.compaction {
-            keep.extend(previous.keep.iter().cloned());
-        }
-        let compaction = Compaction {
-            upto_seq: self.prior_upto,
-            summary,
-            at: now_ms(),
-            keep,
-        };
-        self.daemon
-            .store()
-            .put_compaction(&self.agent.session_id, &compaction)
-            .map_err(|e| e.to_string())?;
-        self.compaction = Some(compaction);
-        self.prior.clear();
-        self.system = self.render_system();
-        self.notice(
-            "info",
-            format!(
-                "Compacted the conversation: {count} earlier messages were summarised by {}.",
-                model.name
-            ),
-        );
-        Ok(())
     }
 
     /// Kills the background jobs this run started (on abort).
