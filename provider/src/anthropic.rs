@@ -7,18 +7,22 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::Provider;
+use crate::body::Decoder;
 use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
-use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::frame::Framing;
+use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo};
 use crate::ollama::preview;
 use crate::request::{
     AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Message, ReasoningLevel, ToolCall,
 };
+use crate::wire::{parse_event, parse_raw};
 
 /// The `anthropic-version` header every request carries.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -291,7 +295,6 @@ impl Provider for AnthropicProvider {
         run_stream(
             self.inner.transport.clone(),
             model,
-            Framing::Sse,
             parse_error,
             Box::new(move || {
                 let inner = inner.clone();
@@ -356,6 +359,8 @@ enum Block {
     Other,
 }
 
+/// One stream event, decoded only as far as the hot path needs: the rare objects
+/// (`content_block`, `message`, `error`) stay raw until their event type asks for them.
 #[derive(Deserialize)]
 struct WireEvent<'a> {
     #[serde(rename = "type", borrow)]
@@ -364,14 +369,14 @@ struct WireEvent<'a> {
     index: Option<usize>,
     #[serde(borrow, default)]
     delta: Option<WireDelta<'a>>,
-    #[serde(default)]
-    content_block: Option<Value>,
-    #[serde(default)]
-    message: Option<WireMessage>,
+    #[serde(borrow, default)]
+    content_block: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
     #[serde(default)]
     usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<WireError>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -387,12 +392,12 @@ struct WireDelta<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(default)]
-    signature: Option<String>,
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
+    signature: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     partial_json: Option<Cow<'a, str>>,
-    #[serde(default)]
-    stop_reason: Option<String>,
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
+    stop_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -448,23 +453,28 @@ impl AnthropicDecoder {
         }
     }
 
+    fn invalid(&self, error: serde_json::Error, data: &[u8]) -> ProviderError {
+        ProviderError::Malformed {
+            provider: self.provider.clone(),
+            message: format!("invalid event ({error}): {}", preview(data)),
+        }
+    }
+
     fn block(&mut self, index: Option<usize>) -> Option<&mut Block> {
         self.blocks.get_mut(index?)
     }
 }
 
 impl Decoder for AnthropicDecoder {
+    const FRAMING: Framing = Framing::Sse;
+
     fn feed(
         &mut self,
         _event: &str,
         data: &[u8],
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
-        let event: WireEvent<'_> =
-            serde_json::from_slice(data).map_err(|e| ProviderError::Malformed {
-                provider: self.provider.clone(),
-                message: format!("invalid event ({e}): {}", preview(data)),
-            })?;
+        let event: WireEvent<'_> = parse_event(data).map_err(|e| self.invalid(e, data))?;
         match &*event.kind {
             "content_block_delta" => {
                 let Some(delta) = event.delta else {
@@ -491,7 +501,7 @@ impl Decoder for AnthropicDecoder {
                     }
                     Some("signature_delta") => {
                         if let Some(Block::Thinking { signature }) = self.block(event.index) {
-                            *signature = delta.signature;
+                            *signature = delta.signature.map(Cow::into_owned);
                         }
                     }
                     Some("input_json_delta") => {
@@ -505,7 +515,9 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "content_block_start" => {
-                let block = event.content_block.unwrap_or(Value::Null);
+                let block: Value = parse_raw(event.content_block)
+                    .map_err(|e| self.invalid(e, data))?
+                    .unwrap_or(Value::Null);
                 let state = match block["type"].as_str() {
                     Some("text") => {
                         // A block may open with text already in it.
@@ -593,14 +605,16 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "message_start" => {
-                if let Some(usage) = event.message.and_then(|m| m.usage) {
+                let message: Option<WireMessage> =
+                    parse_raw(event.message).map_err(|e| self.invalid(e, data))?;
+                if let Some(usage) = message.and_then(|m| m.usage) {
                     self.merge_usage(usage);
                     out.push(StreamEvent::Usage(self.usage));
                 }
             }
             "message_delta" => {
                 if let Some(reason) = event.delta.and_then(|d| d.stop_reason) {
-                    self.stop_reason = Some(reason);
+                    self.stop_reason = Some(reason.into_owned());
                 }
                 if let Some(usage) = event.usage {
                     self.merge_usage(usage);
@@ -620,10 +634,12 @@ impl Decoder for AnthropicDecoder {
                 out.push(StreamEvent::Finish(reason));
             }
             "error" => {
-                let error = event.error.unwrap_or(WireError {
-                    kind: None,
-                    message: None,
-                });
+                let error = parse_raw(event.error)
+                    .map_err(|e| self.invalid(e, data))?
+                    .unwrap_or(WireError {
+                        kind: None,
+                        message: None,
+                    });
                 let message = error.message.unwrap_or_else(|| "unknown error".into());
                 return Err(
                     if looks_like_context_overflow(error.kind.as_deref(), &message) {

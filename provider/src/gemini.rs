@@ -7,16 +7,20 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::Provider;
+use crate::body::Decoder;
 use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
-use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::frame::Framing;
+use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
+use crate::wire::{Few, parse_event, parse_raw};
 
 /// Ids Totem makes up for calls that came without one; they are not echoed back to Gemini.
 const SYNTHETIC_ID_PREFIX: &str = "gemini_call_";
@@ -462,7 +466,6 @@ impl Provider for GeminiProvider {
         run_stream(
             self.inner.transport.clone(),
             model,
-            Framing::Sse,
             parse_error,
             Box::new(move || {
                 let inner = inner.clone();
@@ -501,17 +504,19 @@ pub(crate) struct GeminiDecoder {
     blocked: bool,
 }
 
+/// One `GenerateContentResponse`, decoded only as far as the hot path needs: rare parts
+/// (`functionCall`, `promptFeedback`, `error`) stay raw until they are there.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Response<'a> {
     #[serde(borrow, default)]
-    candidates: Vec<Candidate<'a>>,
+    candidates: Few<Candidate<'a>>,
     #[serde(default)]
     usage_metadata: Option<UsageMetadata>,
-    #[serde(default)]
-    prompt_feedback: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
+    #[serde(borrow, default)]
+    prompt_feedback: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -526,7 +531,7 @@ struct Candidate<'a> {
 #[derive(Deserialize)]
 struct Content<'a> {
     #[serde(borrow, default)]
-    parts: Vec<Part<'a>>,
+    parts: Few<Part<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -538,8 +543,8 @@ struct Part<'a> {
     thought: bool,
     #[serde(default)]
     thought_signature: Option<String>,
-    #[serde(default)]
-    function_call: Option<FunctionCall>,
+    #[serde(borrow, default)]
+    function_call: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -576,18 +581,63 @@ impl GeminiDecoder {
 }
 
 impl Decoder for GeminiDecoder {
+    const FRAMING: Framing = Framing::Sse;
+
     fn feed(
         &mut self,
         _event: &str,
         data: &[u8],
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
-        let response: Response<'_> =
-            serde_json::from_slice(data).map_err(|e| ProviderError::Malformed {
-                provider: self.provider.clone(),
-                message: format!("invalid event ({e}): {}", preview(data)),
-            })?;
-        if let Some(error) = response.error {
+        // A malformed part later in the event voids the whole event, as if it had been decoded
+        // in one go before anything was emitted.
+        let before = out.len();
+        let fed = self.feed_response(data, out);
+        if fed.is_err() {
+            out.truncate(before);
+        }
+        fed
+    }
+
+    fn is_done(&self) -> bool {
+        false
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        let reason = match self.finish.as_deref() {
+            _ if self.blocked => FinishReason::ContentFilter,
+            None => {
+                return Err(ProviderError::StreamBroken {
+                    provider: self.provider.clone(),
+                    message: "the body ended before a finishReason".into(),
+                });
+            }
+            Some(_) if self.calls > 0 => FinishReason::ToolCalls,
+            Some("STOP") => FinishReason::Stop,
+            Some("MAX_TOKENS") => FinishReason::Length,
+            Some(
+                "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
+                | "IMAGE_SAFETY",
+            ) => FinishReason::ContentFilter,
+            Some(other) => FinishReason::Other(other.to_owned()),
+        };
+        out.push(StreamEvent::Finish(reason));
+        Ok(())
+    }
+}
+
+impl GeminiDecoder {
+    fn feed_response(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        let invalid = |e: serde_json::Error| ProviderError::Malformed {
+            provider: self.provider.clone(),
+            message: format!("invalid event ({e}): {}", preview(data)),
+        };
+        let response: Response<'_> = parse_event(data).map_err(invalid)?;
+        if let Some(error) = parse_raw::<Value>(response.error).map_err(invalid)? {
             let (code, message) =
                 error_fields(&error).unwrap_or((None, "unknown error".to_owned()));
             return Err(if looks_like_context_overflow(code.as_deref(), &message) {
@@ -607,7 +657,9 @@ impl Decoder for GeminiDecoder {
         }
         for candidate in response.candidates {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                if let Some(call) = part.function_call {
+                if let Some(call) =
+                    parse_raw::<FunctionCall>(part.function_call).map_err(invalid)?
+                {
                     let id = call
                         .id
                         .filter(|id| !id.is_empty())
@@ -650,9 +702,8 @@ impl Decoder for GeminiDecoder {
                 self.finish = Some(reason.into_owned());
             }
         }
-        if response
-            .prompt_feedback
-            .as_ref()
+        if parse_raw::<Value>(response.prompt_feedback)
+            .map_err(invalid)?
             .is_some_and(|f| f.get("blockReason").is_some())
         {
             self.blocked = true;
@@ -667,32 +718,6 @@ impl Decoder for GeminiDecoder {
                 reasoning_tokens: usage.thoughts_token_count,
             }));
         }
-        Ok(())
-    }
-
-    fn is_done(&self) -> bool {
-        false
-    }
-
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
-        let reason = match self.finish.as_deref() {
-            _ if self.blocked => FinishReason::ContentFilter,
-            None => {
-                return Err(ProviderError::StreamBroken {
-                    provider: self.provider.clone(),
-                    message: "the body ended before a finishReason".into(),
-                });
-            }
-            Some(_) if self.calls > 0 => FinishReason::ToolCalls,
-            Some("STOP") => FinishReason::Stop,
-            Some("MAX_TOKENS") => FinishReason::Length,
-            Some(
-                "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
-                | "IMAGE_SAFETY",
-            ) => FinishReason::ContentFilter,
-            Some(other) => FinishReason::Other(other.to_owned()),
-        };
-        out.push(StreamEvent::Finish(reason));
         Ok(())
     }
 }

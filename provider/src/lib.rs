@@ -6,9 +6,11 @@
 //! get the assistant turn to send back next time, signatures included.
 
 mod anthropic;
+mod body;
 mod config;
 mod error;
 mod event;
+mod frame;
 mod gemini;
 mod http;
 mod model;
@@ -23,6 +25,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 pub use anthropic::{AnthropicProvider, anthropic_thinking_budget};
+pub use body::parse_stream;
 pub use config::{ModelRef, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings};
 pub use error::{ProviderError, TimeoutPhase};
 pub use event::{Completion, FinishReason, StreamEvent, TurnBuilder, Usage};

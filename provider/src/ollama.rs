@@ -12,10 +12,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::Provider;
+use crate::body::Decoder;
 use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
-use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::frame::Framing;
+use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, MODEL_CACHE_TTL, ModelInfo};
 use crate::request::{
     AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall, estimate_tokens,
@@ -303,7 +305,6 @@ impl Provider for OllamaProvider {
         run_stream(
             self.inner.transport.clone(),
             model,
-            Framing::Ndjson,
             parse_error,
             Box::new(move || {
                 let inner = inner.clone();
@@ -389,6 +390,8 @@ impl OllamaDecoder {
 }
 
 impl Decoder for OllamaDecoder {
+    const FRAMING: Framing = Framing::Ndjson;
+
     fn feed(
         &mut self,
         _event: &str,
@@ -396,7 +399,7 @@ impl Decoder for OllamaDecoder {
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
         let line: Line<'_> =
-            serde_json::from_slice(data).map_err(|e| ProviderError::Malformed {
+            crate::wire::parse_event(data).map_err(|e| ProviderError::Malformed {
                 provider: self.provider.clone(),
                 message: format!("invalid NDJSON line ({e}): {}", preview(data)),
             })?;

@@ -6,16 +6,20 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::Provider;
+use crate::body::Decoder;
 use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
-use crate::http::{Decoder, EventStream, Framing, Transport, run_stream};
+use crate::frame::Framing;
+use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo, Prices, per_token_to_per_million};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
+use crate::wire::{Few, parse_event, parse_raw};
 
 /// A server speaking OpenAI chat completions. The base URL includes the version path.
 #[derive(Clone)]
@@ -271,7 +275,6 @@ impl Provider for OpenAiProvider {
         run_stream(
             self.inner.transport.clone(),
             model,
-            Framing::Sse,
             parse_error,
             Box::new(move || {
                 let inner = inner.clone();
@@ -323,14 +326,15 @@ struct PendingCall {
     arguments: String,
 }
 
+/// One chunk, decoded only as far as the hot path needs (an `error` stays raw until it is there).
 #[derive(Deserialize)]
 pub(crate) struct Chunk<'a> {
     #[serde(borrow, default)]
-    choices: Vec<Choice<'a>>,
+    choices: Few<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<Value>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     object: Option<Cow<'a, str>>,
 }
@@ -477,6 +481,8 @@ impl OpenAiDecoder {
 }
 
 impl Decoder for OpenAiDecoder {
+    const FRAMING: Framing = Framing::Sse;
+
     fn feed(
         &mut self,
         _event: &str,
@@ -487,9 +493,11 @@ impl Decoder for OpenAiDecoder {
             self.done = true;
             return self.finish(out);
         }
-        let chunk: Chunk<'_> = serde_json::from_slice(data)
-            .map_err(|e| self.malformed(format!("invalid chunk ({e}): {}", preview(data))))?;
-        let error = match chunk.error {
+        let invalid = |e: serde_json::Error| {
+            self.malformed(format!("invalid chunk ({e}): {}", preview(data)))
+        };
+        let chunk: Chunk<'_> = parse_event(data).map_err(invalid)?;
+        let error = match parse_raw::<Value>(chunk.error).map_err(invalid)? {
             Some(error) => Some(json!({"error": error})),
             None if chunk.object.as_deref() == Some("error") => serde_json::from_slice(data).ok(),
             None => None,

@@ -1,8 +1,12 @@
 //! Serde helpers the stream decoders share, for reading provider events without copying.
 
 use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
 
+use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 /// An optional string borrowed from the event when it has no escapes. Serde borrows only a bare
 /// `Cow<str>` field; inside an `Option` it copies every string, one allocation per field per
@@ -14,6 +18,78 @@ where
     #[derive(Deserialize)]
     struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
     Ok(Option::<Borrowed<'a>>::deserialize(deserializer)?.map(|text| text.0))
+}
+
+/// Decodes one event (an SSE event's data or an NDJSON line). The bytes are checked to be UTF-8
+/// once, as a whole, and then parsed as text: `from_slice` checks every string it borrows on its
+/// own, which cost more than the rest of the parse for events made of short strings.
+pub(crate) fn parse_event<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Result<T, serde_json::Error> {
+    let text = std::str::from_utf8(data).map_err(|e| {
+        <serde_json::Error as serde::de::Error>::custom(format_args!("not UTF-8: {e}"))
+    })?;
+    serde_json::from_str(text)
+}
+
+/// A part of an event a decoder kept raw (`Option<&RawValue>`, skipped at the speed of
+/// `IgnoredAny`), decoded once the event turns out to need it.
+pub(crate) fn parse_raw<'a, T: Deserialize<'a>>(
+    raw: Option<&'a RawValue>,
+) -> Result<Option<T>, serde_json::Error> {
+    raw.map(|raw| serde_json::from_str(raw.get())).transpose()
+}
+
+/// A JSON array that nearly always holds one element (`choices`, `candidates`, `parts`), decoded
+/// without allocating for that one: a `Vec` would cost an allocation per event.
+pub(crate) struct Few<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl<T> IntoIterator for Few<T> {
+    type Item = T;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Few<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Elements<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Elements<T> {
+            type Value = Few<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Few<T>, A::Error> {
+                let mut few = Few {
+                    first: seq.next_element()?,
+                    rest: Vec::new(),
+                };
+                if few.first.is_some() {
+                    while let Some(element) = seq.next_element()? {
+                        few.rest.push(element);
+                    }
+                }
+                Ok(few)
+            }
+        }
+
+        deserializer.deserialize_seq(Elements(PhantomData))
+    }
 }
 
 #[cfg(test)]
@@ -36,5 +112,25 @@ mod tests {
         assert!(null.text.is_none());
         let missing: Event<'_> = serde_json::from_str("{}").unwrap();
         assert!(missing.text.is_none());
+    }
+
+    #[test]
+    fn few_keeps_every_element_in_order() {
+        let none: Few<u8> = serde_json::from_str("[]").unwrap();
+        assert_eq!(none.into_iter().count(), 0);
+        let one: Few<u8> = serde_json::from_str("[7]").unwrap();
+        assert_eq!(one.into_iter().collect::<Vec<_>>(), [7]);
+        let three: Few<u8> = serde_json::from_str("[1, 2, 3]").unwrap();
+        assert_eq!(three.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+        assert!(serde_json::from_str::<Few<u8>>("null").is_err());
+        assert!(serde_json::from_str::<Few<u8>>("{}").is_err());
+    }
+
+    #[test]
+    fn parse_event_refuses_bytes_that_are_not_utf8() {
+        let error = parse_event::<serde_json::Value>(b"{\"a\":\"\xff\"}").unwrap_err();
+        assert!(error.to_string().contains("UTF-8"), "{error}");
+        let value: serde_json::Value = parse_event(br#"{"a":"\u00e9"}"#).unwrap();
+        assert_eq!(value["a"], "\u{e9}");
     }
 }

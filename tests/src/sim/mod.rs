@@ -15,7 +15,7 @@ pub mod harness;
 mod ollama;
 mod openai;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Which provider a simulator speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SimKind {
     Ollama,
@@ -279,6 +279,7 @@ impl Recorded {
 }
 
 /// A reply ready to send.
+#[derive(Clone)]
 struct Prepared {
     status: u16,
     content_type: String,
@@ -622,8 +623,21 @@ fn stream_content_type(kind: SimKind) -> &'static str {
     }
 }
 
-/// `deltas` text deltas of one token each, coalesced into 64 KiB writes.
+/// `deltas` text deltas of one token each, coalesced into 64 KiB writes. Rendered once per kind
+/// and size: rendering 100,000 events costs more than parsing them, and the benchmark pushes the
+/// same reply for every run (the chunks are `Bytes`, so a copy shares them).
 fn render_bench(kind: SimKind, deltas: usize) -> Prepared {
+    static RENDERED: std::sync::OnceLock<Mutex<HashMap<(SimKind, usize), Prepared>>> =
+        std::sync::OnceLock::new();
+    let cache = RENDERED.get_or_init(Mutex::default);
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    cache
+        .entry((kind, deltas))
+        .or_insert_with(|| render_bench_uncached(kind, deltas))
+        .clone()
+}
+
+fn render_bench_uncached(kind: SimKind, deltas: usize) -> Prepared {
     let script = Script::new(
         std::iter::repeat_n(SimEvent::text(" tok"), deltas)
             .chain([SimEvent::usage(10, deltas as u64)]),

@@ -1,0 +1,183 @@
+//! A streamed answer's body turned into normalized events: framed by [`crate::frame`], decoded by
+//! the provider's [`Decoder`]. [`parse_stream`] is this very code over any byte stream, for
+//! fuzzing, replaying a recorded body or checking a server.
+
+use bytes::Bytes;
+use futures::stream::{Stream, StreamExt};
+
+use crate::anthropic::AnthropicDecoder;
+use crate::config::ProviderKind;
+use crate::error::ProviderError;
+use crate::event::StreamEvent;
+use crate::frame::{Framing, Splitter};
+use crate::gemini::GeminiDecoder;
+use crate::http::EventStream;
+use crate::ollama::OllamaDecoder;
+use crate::openai::OpenAiDecoder;
+
+/// Turns one NDJSON line or SSE event into normalized events.
+pub(crate) trait Decoder: Send {
+    /// How the provider frames its stream.
+    const FRAMING: Framing;
+
+    /// `event` is the SSE event name ("" for NDJSON, unnamed SSE events and names that are not
+    /// UTF-8); `data` is the line or the event's data.
+    fn feed(
+        &mut self,
+        event: &str,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError>;
+
+    /// The provider said the answer is complete; the rest of the body is not read.
+    fn is_done(&self) -> bool;
+
+    /// The body ended. Flush what is pending, or report a stream that ended early.
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+}
+
+/// The events of one response body. Ends after the first error (the transport's own, passed
+/// through unchanged, or the decoder's), or once the decoder says the answer is complete.
+pub(crate) fn decode_body<S, D>(
+    body: S,
+    mut decoder: D,
+) -> impl Stream<Item = Result<StreamEvent, ProviderError>> + Send + 'static
+where
+    S: Stream<Item = Result<Bytes, ProviderError>> + Send + 'static,
+    D: Decoder + 'static,
+{
+    async_stream::stream! {
+        let mut splitter = Splitter::new(D::FRAMING);
+        // Reused for every chunk: framing and decoding allocate nothing per event beyond the
+        // events themselves.
+        let mut frames = Vec::new();
+        let mut out: Vec<StreamEvent> = Vec::with_capacity(8);
+        futures::pin_mut!(body);
+        loop {
+            let ended = match body.next().await {
+                Some(Ok(chunk)) => {
+                    splitter.push(chunk, &mut frames);
+                    false
+                }
+                Some(Err(error)) => {
+                    yield Err(error);
+                    return;
+                }
+                None => {
+                    splitter.finish(&mut frames);
+                    true
+                }
+            };
+            for frame in frames.drain(..) {
+                let event = std::str::from_utf8(&frame.event).unwrap_or_default();
+                let fed = decoder.feed(event, &frame.data, &mut out);
+                for item in out.drain(..) {
+                    yield Ok(item);
+                }
+                if let Err(error) = fed {
+                    yield Err(error);
+                    return;
+                }
+                if decoder.is_done() {
+                    return;
+                }
+            }
+            if ended {
+                let finished = decoder.finish(&mut out);
+                for item in out.drain(..) {
+                    yield Ok(item);
+                }
+                if let Err(error) = finished {
+                    yield Err(error);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The events a provider of `kind` reads from the body of a streamed answer: the framing and
+/// decoding [`crate::Provider::stream`] runs on the HTTP response, over any byte stream.
+/// `provider` names the provider in errors. Like the provider's stream it ends after the first
+/// error, and a body that ends before the provider said it was complete ends with
+/// [`ProviderError::StreamBroken`].
+pub fn parse_stream<S>(kind: ProviderKind, provider: &str, body: S) -> EventStream
+where
+    S: Stream<Item = Result<Bytes, ProviderError>> + Send + 'static,
+{
+    let provider = provider.to_owned();
+    match kind {
+        ProviderKind::Ollama => decode_body(body, OllamaDecoder::new(provider)).boxed(),
+        ProviderKind::Openai => decode_body(body, OpenAiDecoder::new(provider)).boxed(),
+        ProviderKind::Anthropic => decode_body(body, AnthropicDecoder::new(provider)).boxed(),
+        ProviderKind::Gemini => decode_body(body, GeminiDecoder::new(provider)).boxed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(
+        items: Vec<Result<&'static [u8], ProviderError>>,
+    ) -> impl Stream<Item = Result<Bytes, ProviderError>> + Send + 'static {
+        futures::stream::iter(items.into_iter().map(|c| c.map(Bytes::from_static)))
+    }
+
+    #[tokio::test]
+    async fn the_transport_error_comes_through_after_what_streamed() {
+        let body = chunks(vec![
+            Ok(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"),
+            Err(ProviderError::StreamBroken {
+                provider: "test".into(),
+                message: "connection reset".into(),
+            }),
+        ]);
+        let events: Vec<_> = parse_stream(ProviderKind::Openai, "test", body)
+            .collect()
+            .await;
+        assert!(
+            matches!(&events[0], Ok(StreamEvent::TextDelta { text }) if text == "a"),
+            "{events:?}"
+        );
+        assert!(
+            matches!(&events[1], Err(ProviderError::StreamBroken { message, .. }) if message == "connection reset"),
+            "{events:?}"
+        );
+        assert_eq!(events.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn nothing_after_the_end_of_the_answer_is_read() {
+        let body = chunks(vec![
+            Ok(b"{\"message\":{\"content\":\"a\"},\"done\":false}\n"),
+            Ok(b"{\"done\":true,\"done_reason\":\"stop\"}\nnot json\n"),
+            Err(ProviderError::StreamBroken {
+                provider: "test".into(),
+                message: "never read".into(),
+            }),
+        ]);
+        let events: Vec<_> = parse_stream(ProviderKind::Ollama, "test", body)
+            .collect()
+            .await;
+        assert!(events.iter().all(Result::is_ok), "{events:?}");
+        assert!(
+            matches!(events.last(), Some(Ok(StreamEvent::Finish(_)))),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_ends_early_is_a_broken_stream() {
+        let body = chunks(vec![Ok(
+            b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n",
+        )]);
+        let events: Vec<_> = parse_stream(ProviderKind::Anthropic, "test", body)
+            .collect()
+            .await;
+        assert!(
+            matches!(events.last(), Some(Err(ProviderError::StreamBroken { .. }))),
+            "{events:?}"
+        );
+    }
+}
