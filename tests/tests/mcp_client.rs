@@ -483,3 +483,57 @@ fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_lists_the_servers_and_checks_commands_and_urls() {
+    let listening = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let live = listening.local_addr().expect("addr").port();
+    let dead = free_port();
+    let env = Env::start().await;
+    configure(
+        &env,
+        json!({
+            "everything": stdio_server(json!({})),
+            "missing": {"command": "no-such-mcp-server-here"},
+            "live": {"url": format!("http://127.0.0.1:{live}/mcp")},
+            "dead": {"url": format!("http://127.0.0.1:{dead}/mcp")}
+        }),
+    );
+    let mut command = std::process::Command::new(totem_tests::harness::binary("totem"));
+    command
+        .arg("--socket")
+        .arg(&env.daemon.socket)
+        .arg("doctor")
+        .env("TOTEM_HOME", &env.daemon.home)
+        .env("HOME", &env.daemon.home)
+        .current_dir(env.project.path())
+        .stdin(std::process::Stdio::null());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("run totem doctor");
+    let report = String::from_utf8_lossy(&output.stdout).to_string();
+    let line = |name: &str| {
+        report
+            .lines()
+            .find(|l| l.contains(&format!("mcp {name} ")))
+            .unwrap_or_else(|| panic!("no `mcp {name}` line in:\n{report}"))
+            .trim_start()
+            .to_string()
+    };
+    assert!(line("everything").starts_with("ok"), "{report}");
+    assert!(
+        line("live").starts_with("ok") && line("live").contains("answers"),
+        "{report}"
+    );
+    assert!(
+        line("missing").starts_with("fail") && line("missing").contains("not found"),
+        "{report}"
+    );
+    assert!(
+        line("dead").starts_with("fail") && line("dead").contains("does not answer"),
+        "{report}"
+    );
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    drop(listening);
+}

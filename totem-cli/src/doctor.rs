@@ -543,43 +543,111 @@ async fn check_mcp(connection: Option<&Connection>, home: &Path) -> Vec<Check> {
             Err(e) => vec![check(Status::Fail, "mcp", e)],
         };
     }
-    let settings = std::fs::read_to_string(home.join("settings.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<Value>(&text).ok());
-    let servers = settings
-        .as_ref()
-        .and_then(|s| s.get("mcpServers"))
-        .and_then(Value::as_object);
-    let Some(servers) = servers.filter(|s| !s.is_empty()) else {
-        return vec![check(
-            Status::Ok,
-            "mcp",
-            "no MCP server configured (checking servers is not available in this daemon)",
-        )];
+    // The user's servers, then the current project's own (`.totem/mcp.json`) under other names.
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|v| v.get("mcpServers").and_then(Value::as_object).cloned())
+            .unwrap_or_default()
     };
-    servers
-        .iter()
-        .map(|(name, server)| {
-            let label = format!("mcp {name}");
-            match server.get("command").and_then(Value::as_str) {
-                Some(command) if command.contains('/') || on_path(command).is_some() => check(
-                    Status::Ok,
-                    label,
-                    format!("command `{command}` found (not started: servers start inside runs)"),
+    let mut servers: Vec<(String, Value, &str)> = read(home.join("settings.json"))
+        .into_iter()
+        .map(|(name, server)| (name, server, "settings.json"))
+        .collect();
+    for (name, server) in read(PathBuf::from(".totem/mcp.json")) {
+        if !servers.iter().any(|(n, _, _)| *n == name) {
+            servers.push((name, server, ".totem/mcp.json"));
+        }
+    }
+    if servers.is_empty() {
+        return vec![check(Status::Ok, "mcp", "no MCP server configured")];
+    }
+    let mut checks = Vec::new();
+    for (name, server, source) in servers {
+        let label = format!("mcp {name}");
+        let role = match server.get("role").and_then(Value::as_str) {
+            Some(role) => format!(", role {role}"),
+            None => String::new(),
+        };
+        let found = |what: String| {
+            format!("{what} (from {source}{role}; not started: servers start inside runs)")
+        };
+        let checked = match (
+            server.get("command").and_then(Value::as_str),
+            server.get("url").and_then(Value::as_str),
+        ) {
+            (Some(command), _) if command.contains('/') && Path::new(command).is_file() => check(
+                Status::Ok,
+                label,
+                found(format!("command `{command}` exists")),
+            ),
+            (Some(command), _) if !command.contains('/') && on_path(command).is_some() => check(
+                Status::Ok,
+                label,
+                found(format!("command `{command}` found")),
+            ),
+            (Some(command), _) => check(
+                Status::Fail,
+                label,
+                format!(
+                    "command `{command}` is not found: install it or give its full path in {source}"
                 ),
-                Some(command) => check(
+            ),
+            (None, Some(url)) => match url_answers(url).await {
+                Ok(()) => check(Status::Ok, label, found(format!("{url} answers"))),
+                Err(e) => check(
                     Status::Fail,
                     label,
-                    format!("command `{command}` is not on PATH: install it or give its full path in settings.json"),
+                    format!(
+                        "{url} does not answer ({e}): start the server or fix `url` in {source}"
+                    ),
                 ),
-                None => check(
-                    Status::Ok,
-                    label,
-                    "configured (not started: servers start inside runs)",
-                ),
-            }
-        })
-        .collect()
+            },
+            (None, None) => check(
+                Status::Fail,
+                label,
+                format!("neither `command` nor `url` is set in {source}"),
+            ),
+        };
+        checks.push(checked);
+    }
+    checks
+}
+
+/// Whether something accepts connections at the URL's host and port (within 3 s).
+async fn url_answers(url: &str) -> Result<(), String> {
+    let (default_port, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (443, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (80, rest)
+    } else {
+        return Err("the URL must start with http:// or https://".into());
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (
+            host.to_string(),
+            port.parse::<u16>()
+                .map_err(|_| format!("bad port `{port}`"))?,
+        ),
+        _ => (authority.to_string(), default_port),
+    };
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    match tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect((host.as_str(), port)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 3 s".into()),
+    }
 }
 
 /// The systemd units, when `totem daemon install` wrote them.
