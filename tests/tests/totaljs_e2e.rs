@@ -1,0 +1,363 @@
+//! Against the real framework: a scripted model builds a small Total.js 5 app through Totem's tools
+//! (write, edit, bash in a Build run of the real daemon, allowed by the prompt's `allow` rules) in
+//! an empty folder; the test installs `total5` from the npm registry, starts the app with
+//! `node index.js` on 127.0.0.1, checks that its routes answer what the controller and the action
+//! say, and stops it by pid. A second scripted run writes Total.js 4 code and its tool results
+//! carry the conventions findings.
+
+mod agent_common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_common::{Answer, Env, follow, last, results, text, tool};
+use serde_json::json;
+use totem_protocol::EventKind;
+
+/// The total5 release the facts in TOTALJS.md were checked against.
+const TOTAL5: &str = "total5@0.0.14";
+
+const PACKAGE_JSON: &str = r#"{
+	"name": "shop",
+	"version": "1.0.0",
+	"private": true,
+	"main": "index.js",
+	"scripts": {
+		"start": "node index.js"
+	},
+	"dependencies": {
+		"total5": "0.0.14"
+	}
+}
+"#;
+
+/// Release mode (one process, no watcher) on 127.0.0.1; the port comes from $PORT.
+const INDEX_JS: &str = "require('total5');\n\nTotal.run({ watcher: false, ip: '127.0.0.1' });\n";
+
+const CONTROLLER: &str = "exports.install = function() {
+	ROUTE('GET /hello/', hello);
+	ROUTE('GET /api/items/ --> Items|list');
+};
+
+function hello($) {
+	$.plain('Hello from Totem');
+}
+";
+
+const ACTION: &str = "NEWACTION('Items|list', {
+	name: 'List items',
+	action: function($) {
+		$.success(['apple', 'pear']);
+	}
+});
+";
+
+/// A Total.js 4 controller and schema: a handler that uses `this`, a flags array with a size in
+/// kB, the v4 `*Schema --> action` route and v4 schema methods.
+const V4_CONTROLLER: &str = "exports.install = function() {
+	ROUTE('POST /upload/', upload, ['upload'], 1024);
+	ROUTE('GET /api/users/ *Users --> query');
+};
+
+function upload() {
+	var self = this;
+	self.json({ success: true });
+}
+";
+
+const V4_SCHEMA: &str = "NEWSCHEMA('Users', function(schema) {
+	schema.define('name', String, true);
+	schema.setQuery(function($) {
+		$.callback([]);
+	});
+});
+";
+
+/// The app's process group, killed when the test ends however it ends.
+struct App {
+    child: Child,
+}
+
+impl App {
+    fn start(root: &Path, port: u16) -> App {
+        let log = std::fs::File::create(root.join("app.log")).expect("app log");
+        let child = Command::new("node")
+            .arg("index.js")
+            .current_dir(root)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("start node index.js (is Node.js installed?)");
+        App { child }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// SIGTERM to the whole group, then SIGKILL after 10 s; true when the app exited on SIGTERM.
+    fn stop(&mut self) -> bool {
+        let group = nix::unistd::Pid::from_raw(self.pid());
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+        false
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let group = nix::unistd::Pid::from_raw(self.pid());
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A plain HTTP/1.1 GET: (status, body).
+fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((status, if chunked { dechunk(body) } else { body.into() }))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_model_builds_a_total5_app_that_serves_its_routes() {
+    // Installed first (once per machine): a registry problem shows before the daemon starts.
+    let total5 = totem_tests::external::npm_install("total5", &[TOTAL5]);
+    let modules = total5.join("node_modules");
+    assert!(
+        modules.join("total5/index.js").is_file(),
+        "total5 is installed"
+    );
+
+    // An empty folder: a new session there is a Total.js 5 project.
+    let env = Env::start_in(tempfile::tempdir().expect("app folder")).await;
+    let root = env.root();
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "package.json", "content": PACKAGE_JSON}),
+    )]);
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "index.js", "content": INDEX_JS}),
+    )]);
+    env.push(vec![tool(
+        "c3",
+        "write",
+        json!({"path": "config", "content": "name : Shop\n"}),
+    )]);
+    env.push(vec![tool(
+        "c4",
+        "write",
+        json!({"path": "controllers/default.js", "content": CONTROLLER.replace("Hello from Totem", "Hello")}),
+    )]);
+    env.push(vec![tool(
+        "c5",
+        "edit",
+        json!({"path": "controllers/default.js", "oldString": "$.plain('Hello');", "newString": "$.plain('Hello from Totem');"}),
+    )]);
+    env.push(vec![tool(
+        "c6",
+        "write",
+        json!({"path": "actions/items.js", "content": ACTION}),
+    )]);
+    env.push(vec![tool(
+        "c7",
+        "bash",
+        json!({"command": "node --check index.js && node --check controllers/default.js && node --check actions/items.js && echo SYNTAX-OK"}),
+    )]);
+    env.push(vec![text(
+        "The app is ready: GET /hello/ and GET /api/items/.",
+    )]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt(
+            "Create a Total.js 5 app with a hello route and an items action",
+            json!({"mode": "build", "allow": ["edit", "bash"]}),
+        )
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::PermissionAsked { .. })),
+        "the prompt's allow rules answered every permission"
+    );
+    let results = results(&events);
+    assert_eq!(results.len(), 7, "{results:#?}");
+    for (tool, output, is_error) in &results {
+        assert!(!is_error, "{tool} failed: {output}");
+        assert!(
+            !output.contains("conventions check"),
+            "clean Total.js 5 code got findings from {tool}: {output}"
+        );
+    }
+    assert!(results[6].1.contains("SYNTAX-OK"), "{}", results[6].1);
+    // The primer went with the requests of a new (empty-folder) project.
+    let first = &env.sim.chat_requests()[0].body;
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.contains("Total.js 5"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("controllers/default.js")).expect("controller"),
+        CONTROLLER
+    );
+
+    // The framework from the registry, then the app as a person would start it.
+    std::os::unix::fs::symlink(&modules, root.join("node_modules")).expect("link node_modules");
+    let port = free_port();
+    let mut app = App::start(&root, port);
+    // The server listens a moment before the controllers are loaded (404 until then).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hello = loop {
+        let answer = get(port, "/hello/");
+        if let Ok((200, _)) = answer {
+            break answer.ok();
+        }
+        if let Ok(Some(status)) = app.child.try_wait() {
+            panic!(
+                "node index.js exited ({status}): {}",
+                std::fs::read_to_string(root.join("app.log")).unwrap_or_default()
+            );
+        }
+        if Instant::now() > deadline {
+            break answer.ok();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        hello,
+        Some((200, "Hello from Totem".to_string())),
+        "GET /hello/ on port {port}; log: {}",
+        std::fs::read_to_string(root.join("app.log")).unwrap_or_default()
+    );
+    let (status, body) = get(port, "/api/items/").expect("GET /api/items/");
+    assert_eq!(status, 200, "{body}");
+    let items: serde_json::Value = serde_json::from_str(&body).expect("JSON from the action");
+    assert_eq!(items, json!({"success": true, "value": ["apple", "pear"]}));
+    let log = std::fs::read_to_string(root.join("app.log")).unwrap_or_default();
+    assert!(log.contains("Mode          : release"), "{log}");
+
+    let pid = app.pid();
+    assert!(app.stop(), "the app stopped on SIGTERM");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the app's process is gone"
+    );
+    assert!(get(port, "/hello/").is_err(), "nothing answers any more");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn total4_style_code_written_by_the_model_gets_the_findings() {
+    let project = tempfile::tempdir().expect("app folder");
+    agent_common::write_file(project.path(), "package.json", PACKAGE_JSON);
+    agent_common::write_file(project.path(), "index.js", INDEX_JS);
+    let env = Env::start_in(project).await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "controllers/upload.js", "content": V4_CONTROLLER}),
+    )]);
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "schemas/users.js", "content": V4_SCHEMA}),
+    )]);
+    env.push(vec![tool(
+        "c3",
+        "write",
+        json!({"path": "index.js", "content": "require('total4/debug')({ port: 8000 });\n"}),
+    )]);
+    env.push(vec![text("Done.")]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt(
+            "Add an upload route and a users schema",
+            json!({"allow": ["edit"]}),
+        )
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let results = results(&events);
+    assert_eq!(results.len(), 3, "{results:#?}");
+
+    let controller = &results[0].1;
+    for rule in ["handler-this", "route-flags-array", "route-v4-schema"] {
+        assert!(
+            controller.contains(&format!("[{rule}]")),
+            "{rule} missing: {controller}"
+        );
+    }
+    assert!(
+        controller.contains("controllers/upload.js:7 [handler-this]"),
+        "file:line: {controller}"
+    );
+    assert!(results[1].1.contains("[schema-v4-api]"), "{}", results[1].1);
+    assert!(results[2].1.contains("[boot-total5]"), "{}", results[2].1);
+    // The findings went back to the model with the results.
+    let last_request = env.sim.chat_requests().pop().expect("a request").body;
+    let sent = last_request["messages"].to_string();
+    assert!(sent.contains("[handler-this]") && sent.contains("[schema-v4-api]"));
+}
