@@ -99,8 +99,17 @@ async fn compaction_triggers_at_the_threshold_and_the_summary_replaces_old_turns
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
     let env = Env::start().await;
-    env.sim.set_models(vec![SimModel::new("small:1b", 16384)]);
+    env.sim.set_models(vec![
+        SimModel::new("small:1b", 16384),
+        SimModel::new("summariser:1b", 32768),
+    ]);
     let model = json!({"model": "sim/small:1b"});
+    // `compaction.model` names the model that writes summaries.
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
+    settings["compaction"] = json!({"model": "sim/summariser:1b"});
+    std::fs::write(&path, settings.to_string()).expect("write settings");
     // Three files of about 4k tokens each (every line starts with the file's marker): the request
     // after the third result passes 80 % of the 16k window; the ones before stay below it.
     for name in ["a", "b", "c"] {
@@ -136,6 +145,7 @@ async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
     let (notice, notice_run) = notice.expect("a compaction notice during the run");
     assert_eq!(notice_run.as_deref(), Some(run.as_str()));
     assert!(notice.contains("16384"), "{notice}");
+    assert!(notice.contains("sim/summariser:1b"), "{notice}");
     assert!(
         parts_text(&events).contains("ALL-READ"),
         "the run finished with the model's final answer"
@@ -148,6 +158,8 @@ async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
     }
     // The summary request saw the older steps of this very run and offered no tools.
     let summary_request = &requests[3].body;
+    assert_eq!(summary_request["model"], "summariser:1b");
+    assert_eq!(requests[4].body["model"], "small:1b");
     let asked = summary_request.to_string();
     assert!(asked.contains("FILE-A-MARKER") && asked.contains("FILE-B-MARKER"));
     assert!(
