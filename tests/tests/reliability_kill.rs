@@ -1,0 +1,179 @@
+//! `kill -9` of totemd at random moments during streaming runs, then a restart: every message
+//! acknowledged or seen finished before the kill is still there, word for word; the run the kill
+//! caught is marked interrupted (or done, when it finished unseen); the store opens every time.
+
+mod reliability_common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use reliability_common::{Echo, Rng, echo_answer, prompt, prompt_text};
+use serde_json::{Value, json};
+use totem_client::Client;
+use totem_protocol::{EventKind, Part};
+use totem_tests::harness::TestDaemon;
+
+const RUNS: usize = 50;
+/// Chunks per answer and the pause between them: a run streams for about 240 ms.
+const CHUNKS: usize = 12;
+const DELAY_MS: u64 = 20;
+
+/// Every message of a session, oldest first.
+async fn messages(client: &Client, session: &str) -> Vec<totem_protocol::Message> {
+    let mut out = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = client
+            .call_raw(
+                "session.messages",
+                json!({"sessionId": session, "afterSeq": after, "limit": 1000}),
+            )
+            .await
+            .expect("session.messages");
+        let page: totem_protocol::SessionMessages =
+            serde_json::from_value(page).expect("messages decode");
+        out.extend(page.messages);
+        match page.next_after_seq {
+            Some(next) => after = next,
+            None => return out,
+        }
+    }
+}
+
+fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_streaming_runs_loses_no_finished_message() {
+    let home = tempfile::tempdir().expect("home");
+    let project = reliability_common::plain_project();
+    let echo = Echo::start(CHUNKS, DELAY_MS).await;
+    let mut rng = Rng::from_time();
+    let seed = rng.0;
+
+    let mut daemon = TestDaemon::start_in(home.path());
+    let client = daemon.client().await;
+    reliability_common::add_echo_provider(&client, &echo).await;
+    let project_id = reliability_common::open_project(&client, project.path()).await;
+    let session = reliability_common::create_session(&client, &project_id).await;
+    drop(client);
+
+    // What a client knew before each kill: acknowledged prompts, answers seen finished.
+    let mut acknowledged: BTreeMap<String, String> = BTreeMap::new();
+    let mut seen_done: BTreeMap<String, String> = BTreeMap::new();
+    let (mut done, mut interrupted) = (0, 0);
+    let mut last_seq = 0u64;
+    for i in 0..RUNS {
+        let client = daemon.client().await;
+        let mut events = client
+            .subscribe(&session, last_seq)
+            .await
+            .expect("subscribe");
+        let tag = format!("run-{i}");
+        let (run_id, message_id) = prompt(&client, &session, &tag).await;
+        acknowledged.insert(message_id, prompt_text(&tag));
+        // Anywhere from right after the acknowledgement to a while after the answer ends.
+        let kill_at =
+            Instant::now() + Duration::from_millis(rng.below(CHUNKS as u64 * DELAY_MS + 500));
+        let mut run_seen_done = false;
+        let mut answer_id = None;
+        while let Ok(Some(Ok(event))) = tokio::time::timeout_at(kill_at.into(), events.next()).await
+        {
+            last_seq = last_seq.max(event.seq);
+            match &event.kind {
+                EventKind::PartDone {
+                    run_id: r,
+                    message_id,
+                    ..
+                } if *r == run_id => {
+                    answer_id = Some(message_id.clone());
+                }
+                EventKind::RunDone { run } if run.id == run_id => run_seen_done = true,
+                _ => {}
+            }
+        }
+        if run_seen_done {
+            let id = answer_id.unwrap_or_else(|| panic!("run {i} ended without an answer"));
+            seen_done.insert(id, echo_answer(&tag, CHUNKS));
+        }
+        daemon.kill9();
+        daemon = TestDaemon::start_in(home.path());
+        let client = daemon.client().await;
+        let stored = messages(&client, &session).await;
+        let by_id: BTreeMap<&str, &totem_protocol::Message> =
+            stored.iter().map(|m| (m.id.as_str(), m)).collect();
+        for (id, text) in &acknowledged {
+            let message = by_id
+                .get(id.as_str())
+                .unwrap_or_else(|| panic!("seed {seed}, run {i}: acknowledged prompt {id} lost"));
+            assert_eq!(&text_of(&message.parts), text, "seed {seed}, run {i}");
+        }
+        for (id, text) in &seen_done {
+            let message = by_id
+                .get(id.as_str())
+                .unwrap_or_else(|| panic!("seed {seed}, run {i}: finished answer {id} lost"));
+            assert_eq!(&text_of(&message.parts), text, "seed {seed}, run {i}");
+        }
+
+        // The run ends as done or interrupted, and the session is free again.
+        let mut replay = client
+            .subscribe(&session, last_seq)
+            .await
+            .expect("subscribe");
+        let end = if run_seen_done {
+            "done"
+        } else {
+            loop {
+                let event = tokio::time::timeout(Duration::from_secs(5), replay.next())
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("seed {seed}, run {i}: no end recorded for run {run_id}")
+                    })
+                    .expect("subscription open")
+                    .expect("event decodes");
+                last_seq = last_seq.max(event.seq);
+                match event.kind {
+                    EventKind::RunDone { run } if run.id == run_id => break "done",
+                    EventKind::RunInterrupted { run } if run.id == run_id => break "interrupted",
+                    EventKind::RunFailed { run } | EventKind::RunAborted { run }
+                        if run.id == run_id =>
+                    {
+                        panic!(
+                            "seed {seed}, run {i}: ended as {:?}: {:?}",
+                            run.status, run.error
+                        )
+                    }
+                    _ => {}
+                }
+            }
+        };
+        if end == "done" {
+            done += 1;
+        } else {
+            interrupted += 1;
+        }
+        let status: Value = client
+            .call_raw("session.get", json!({"sessionId": session}))
+            .await
+            .expect("session.get");
+        assert_eq!(status["status"], "idle", "seed {seed}, run {i}: {status}");
+    }
+    eprintln!(
+        "{RUNS} kills (seed {seed}): {done} runs had finished, {interrupted} were interrupted"
+    );
+    assert!(
+        interrupted > 0,
+        "no kill landed during a run: the test proved nothing"
+    );
+    assert!(
+        daemon.terminate(),
+        "totemd stops cleanly after {RUNS} crashes"
+    );
+}
