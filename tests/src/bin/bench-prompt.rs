@@ -1,6 +1,6 @@
 //! Prompt size: bytes (and estimated tokens, bytes / 4) of the fixed part of the first request —
-//! system prompt plus tool definitions — in Build and Plan mode, for a plain project and a Total.js
-//! 5 project. Measured on the real request: totemd runs one prompt against the Ollama simulator,
+//! system prompt plus tool definitions, plus the conventions reminder appended to each request in
+//! Total.js 5 projects — in Build and Plan mode, for a plain project and a Total.js 5 project. Measured on the real request: totemd runs one prompt against the Ollama simulator,
 //! which records the body it received.
 //!
 //! Targets for a plain project: Build ≤ 8,000 B, Plan ≤ 5,000 B. Reference: OpenCode 1.18 sends
@@ -17,6 +17,8 @@ use totem_tests::harness::TestDaemon;
 use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
 
 const OPENCODE_BYTES: usize = 30_729;
+/// The user's words of the measured request.
+const PROMPT: &str = "hi";
 
 struct Figure {
     project: &'static str,
@@ -24,6 +26,8 @@ struct Figure {
     system: usize,
     tools: usize,
     tool_count: usize,
+    /// Bytes added to the user's message of every request (the Total.js 5 reminder).
+    reminder: usize,
 }
 
 async fn measure(
@@ -31,7 +35,7 @@ async fn measure(
     sim: &Sim,
     project: &std::path::Path,
     mode: &str,
-) -> anyhow::Result<(usize, usize, usize)> {
+) -> anyhow::Result<(usize, usize, usize, usize)> {
     let project_id = client
         .call_raw("project.open", json!({"path": project}))
         .await?["id"]
@@ -48,7 +52,7 @@ async fn measure(
     client
         .call_raw(
             "session.prompt",
-            json!({"sessionId": session, "text": "hi", "mode": mode, "model": "sim/llama3.2:latest"}),
+            json!({"sessionId": session, "text": PROMPT, "mode": mode, "model": "sim/llama3.2:latest"}),
         )
         .await?;
     loop {
@@ -73,9 +77,19 @@ async fn measure(
         .and_then(|m| m.iter().find(|m| m["role"] == "system"))
         .and_then(|m| m["content"].as_str())
         .map_or(0, str::len);
+    let user = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .map_or(0, str::len);
     let tools = body.get("tools").cloned().unwrap_or(Value::Null);
     let tool_count = tools.as_array().map_or(0, Vec::len);
-    Ok((system, serde_json::to_vec(&tools)?.len(), tool_count))
+    Ok((
+        system,
+        serde_json::to_vec(&tools)?.len(),
+        tool_count,
+        user.saturating_sub(PROMPT.len()),
+    ))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -105,44 +119,46 @@ async fn main() -> anyhow::Result<()> {
     let mut figures = Vec::new();
     for (project, path) in [("plain", plain.path()), ("Total.js 5", totaljs.path())] {
         for mode in ["build", "plan"] {
-            let (system, tools, tool_count) = measure(&client, &sim, path, mode).await?;
+            let (system, tools, tool_count, reminder) = measure(&client, &sim, path, mode).await?;
             figures.push(Figure {
                 project,
                 mode,
                 system,
                 tools,
                 tool_count,
+                reminder,
             });
         }
     }
 
     println!(
-        "Fixed part of the first request (system prompt + tool definitions), as sent to Ollama:\n"
+        "Fixed part of the first request (system prompt + tool definitions + the reminder added to each request), as sent to Ollama:\n"
     );
     println!(
-        "{:<11} {:<6} {:>9} {:>8} {:>6} {:>9} {:>8}  target",
-        "project", "mode", "system B", "tools B", "tools", "total B", "≈tokens"
+        "{:<11} {:<6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  target",
+        "project", "mode", "system B", "tools B", "tools", "reminder B", "total B", "≈tokens"
     );
     for f in &figures {
-        let total = f.system + f.tools;
+        let total = f.system + f.tools + f.reminder;
         let target = match (f.project, f.mode) {
             ("plain", "build") => format!("≤ 8,000 B {}", verdict(total <= 8000)),
             ("plain", "plan") => format!("≤ 5,000 B {}", verdict(total <= 5000)),
             _ => "-".to_string(),
         };
         println!(
-            "{:<11} {:<6} {:>9} {:>8} {:>6} {:>9} {:>8}  {target}",
+            "{:<11} {:<6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  {target}",
             f.project,
             f.mode,
             f.system,
             f.tools,
             f.tool_count,
+            f.reminder,
             total,
             total.div_ceil(4)
         );
     }
     if let Some(build) = figures.first() {
-        let total = build.system + build.tools;
+        let total = build.system + build.tools + build.reminder;
         println!(
             "\nReference: OpenCode 1.18 sends {OPENCODE_BYTES} B before the user's first words; plain Build is {:.1} × smaller.",
             OPENCODE_BYTES as f64 / total.max(1) as f64
