@@ -8,6 +8,7 @@
 mod api;
 mod api_changes;
 mod api_provider;
+mod api_run;
 mod errors;
 mod events;
 mod methods;
@@ -18,6 +19,7 @@ mod types;
 pub use api::*;
 pub use api_changes::*;
 pub use api_provider::*;
+pub use api_run::*;
 pub use errors::{ERROR_CODES, ErrorCode, ErrorCodeInfo};
 pub use events::{EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent};
 pub use methods::{METHODS, Method, MethodInfo, find as find_method, method};

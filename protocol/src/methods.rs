@@ -7,6 +7,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::api::*;
 use crate::api_changes::*;
 use crate::api_provider::*;
+use crate::api_run::*;
 use crate::types::Session;
 
 /// A method of the protocol, known at compile time: `method::SessionGet::NAME` and its types.
@@ -101,9 +102,12 @@ method_table! {
     /// Stops a subscription.
     SessionUnsubscribe = "session.unsubscribe" (SessionUnsubscribeParams) -> bool { mcp: false, subscription: false };
     /// Stores the user's prompt and starts a run; returns at once, progress comes as events.
-    SessionPrompt = "session.prompt" (SessionPromptParams) -> PromptAccepted { mcp: true, subscription: false };
+    SessionPrompt = "session.prompt" (SessionPromptParams) -> PromptAccepted { mcp: false, subscription: false };
+    /// Sends a prompt to the agent and waits until its run ends or `timeoutMs` passes; returns
+    /// the run's status and final answer. Permission questions wait for a person.
+    SessionAsk = "session.ask" (SessionAskParams) -> RunOutcome { mcp: true, subscription: false };
     /// Stops the session's run and every process it started; prompts queued behind it are dropped.
-    SessionAbort = "session.abort" (SessionRef) -> SessionAborted { mcp: false, subscription: false };
+    SessionAbort = "session.abort" (SessionRef) -> SessionAborted { mcp: true, subscription: false };
     /// Runs a slash command on the daemon: `/compact`, `/init`, or a custom one from `.totem/commands/`.
     SessionCommand = "session.command" (SessionCommandParams) -> CommandResult { mcp: false, subscription: false };
     /// Unified diffs of what one run, or the whole session, changed on disk; or git's view.
@@ -114,6 +118,10 @@ method_table! {
     SessionRedo = "session.redo" (SessionUndoParams) -> ChangesApplied { mcp: false, subscription: false };
     /// A new session with the history up to a message, linked to its parent by `parentId`.
     SessionFork = "session.fork" (SessionForkParams) -> Session { mcp: false, subscription: false };
+    /// A run's status, and its final answer once it ended.
+    RunGet = "run.get" (RunRef) -> RunOutcome { mcp: true, subscription: false };
+    /// Waits until a run ends or `timeoutMs` passes; returns its status and final answer.
+    RunWait = "run.wait" (RunWaitParams) -> RunOutcome { mcp: true, subscription: false };
     /// Answers a permission question; the first answer wins and withdraws it everywhere else.
     PermissionReply = "permission.reply" (PermissionReplyParams) -> Ack { mcp: false, subscription: false };
     /// The session's questions still waiting for an answer.
@@ -129,6 +137,9 @@ method_table! {
     /// Models of every configured provider (or of one), as `provider/model`, with context
     /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
     ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: false, subscription: false };
+    /// Creates or replaces the bearer token of the MCP server's HTTP listener and returns it,
+    /// once; it is stored encrypted.
+    McpTokenRotate = "mcpToken.rotate" (NoParams) -> McpToken { mcp: false, subscription: false };
 }
 
 /// Looks a method up by name.

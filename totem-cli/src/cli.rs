@@ -51,6 +51,9 @@ pub enum Command {
     Models(ModelsArgs),
     /// Check the daemon, socket, store, providers, rg and MCP servers, and say what to fix.
     Doctor,
+    /// Serve Totem as an MCP server on stdin/stdout for another agent; `totem mcp token` makes
+    /// the bearer token of totemd's MCP HTTP listener.
+    Mcp(crate::mcp::McpArgs),
     /// Print the man page (`totem man > totem.1`), or write one page per command with `--out DIR`.
     #[command(hide = true)]
     Man {

@@ -7,6 +7,7 @@ mod doctor;
 mod exit;
 mod format;
 mod install;
+mod mcp;
 mod project;
 mod provider;
 mod render;
@@ -65,6 +66,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
                 install::install_command(&endpoint, print).await
             }
             Some(Command::Doctor) => doctor::doctor_command(&endpoint).await,
+            Some(Command::Mcp(args)) => mcp::command(&endpoint, args).await,
             Some(Command::Provider(command)) => provider::command(&endpoint, command).await,
             Some(Command::Models(args)) => provider::models(&endpoint, args).await,
             Some(Command::Completions { .. }) | Some(Command::Man { .. }) => Ok(Exit::Success),

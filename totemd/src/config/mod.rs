@@ -163,6 +163,11 @@ impl Settings {
         &self.path
     }
 
+    /// The encrypted key store (provider keys, the MCP server's HTTP token).
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
     /// The settings in force, re-read first if the file changed on disk.
     pub fn current(&self) -> Arc<SettingsFile> {
         self.reload_if_changed();

@@ -2,10 +2,12 @@
 
 pub mod connection;
 pub mod listener;
+pub mod mcp_http;
 pub mod rpc;
 mod rpc_agent;
 mod rpc_changes;
 mod rpc_provider;
+mod rpc_run;
 mod writer;
 
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use crate::daemon::Daemon;
 /// Accepts connections until shutdown is requested.
 pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
     let methods: jsonrpsee::core::server::Methods = rpc::module(daemon.clone()).into();
+    mcp_http::start(daemon.clone()).await;
     let uid = nix::unistd::getuid().as_raw();
     let next_id = AtomicUsize::new(1);
     let mut shutdown = daemon.shutdown_requested();

@@ -1,0 +1,247 @@
+//! The MCP server handler: lists the generated tools and calls each one's protocol method on
+//! totemd through a socket client, as every other client does. `session_ask` also follows the
+//! session's events and passes them on as MCP progress notifications while it waits.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use totem_client::{Client, ClientError, EventStream};
+use totem_protocol::{EventKind, Method, Part, method};
+
+use crate::tools;
+
+/// Opens a new, initialized connection to totemd.
+pub type Connect = Arc<dyn Fn() -> BoxFuture<'static, anyhow::Result<Client>> + Send + Sync>;
+
+/// One connection to totemd shared by every MCP session of a server, opened on first use and
+/// again after totemd closed it.
+pub struct Connector {
+    connect: Connect,
+    client: tokio::sync::Mutex<Option<Client>>,
+}
+
+impl Connector {
+    pub fn new(connect: Connect) -> Arc<Connector> {
+        Arc::new(Connector {
+            connect,
+            client: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Starts with a connection already open.
+    pub fn with_client(connect: Connect, client: Client) -> Arc<Connector> {
+        Arc::new(Connector {
+            connect,
+            client: tokio::sync::Mutex::new(Some(client)),
+        })
+    }
+
+    async fn client(&self) -> anyhow::Result<Client> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        let client = (self.connect)().await?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets a connection totemd closed, so the next call opens a new one.
+    async fn closed(&self) {
+        *self.client.lock().await = None;
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+        let client = self
+            .client()
+            .await
+            .map_err(|e| format!("cannot reach totemd: {e:#}"))?;
+        match client.call_raw(method, params).await {
+            Ok(value) => Ok(value),
+            Err(e @ ClientError::Rpc { .. }) => Err(e.to_string()),
+            Err(e) => {
+                self.closed().await;
+                Err(format!("{e}; call the tool again"))
+            }
+        }
+    }
+}
+
+/// Totem's MCP server. Cheap to clone: the streamable HTTP transport makes one per session.
+#[derive(Clone)]
+pub struct TotemMcp {
+    connector: Arc<Connector>,
+    instructions: String,
+}
+
+const INSTRUCTIONS: &str = "Totem is a coding agent. Find a project with project_list, open a \
+session with session_create (or reuse one from session_list), then give the agent work with \
+session_ask: it answers with the run's status and final text. A run still going when the wait \
+ends keeps going; follow it with run_wait. Permission questions are answered by a person in \
+`totem attach`.";
+
+impl TotemMcp {
+    pub fn new(connector: Arc<Connector>) -> TotemMcp {
+        TotemMcp {
+            connector,
+            instructions: INSTRUCTIONS.to_string(),
+        }
+    }
+
+    /// Adds a sentence to the instructions clients show the model (e.g. the current project).
+    pub fn with_note(mut self, note: &str) -> TotemMcp {
+        self.instructions.push(' ');
+        self.instructions.push_str(note);
+        self
+    }
+
+    async fn call_method(
+        &self,
+        method: &'static str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let progress = context.meta.get_progress_token();
+        let answer = match progress {
+            Some(token) if method == method::SessionAsk::NAME => {
+                self.ask_with_progress(arguments, token, context).await
+            }
+            _ => tokio::select! {
+                answer = self.connector.call(method, arguments) => answer,
+                _ = context.ct.cancelled() => Err("cancelled".to_string()),
+            },
+        };
+        match answer {
+            Ok(value) => CallToolResult::structured(value),
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+    }
+
+    /// `session.ask`, passing the session's events on as progress while it waits.
+    async fn ask_with_progress(
+        &self,
+        arguments: Value,
+        token: ProgressToken,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, String> {
+        let events = self.follow(&arguments).await;
+        let ask = self.connector.call(method::SessionAsk::NAME, arguments);
+        tokio::pin!(ask);
+        let Some((client, mut events)) = events else {
+            return tokio::select! {
+                answer = &mut ask => answer,
+                _ = context.ct.cancelled() => Err("cancelled".to_string()),
+            };
+        };
+        let mut step = 0.0;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut ask => break answer,
+                _ = context.ct.cancelled() => break Err("cancelled".to_string()),
+                event = events.next() => match event {
+                    Some(Ok(event)) => {
+                        if let Some(message) = progress_message(&event.kind) {
+                            step += 1.0;
+                            let note = ProgressNotificationParam::new(token.clone(), step)
+                                .with_message(message);
+                            let _ = context.peer.notify_progress(note).await;
+                        }
+                    }
+                    // The subscription ended; the answer still comes.
+                    _ => break ask.await,
+                },
+            }
+        };
+        let _ = client.unsubscribe(&events.subscription).await;
+        answer
+    }
+
+    /// Subscribes to the session named in `arguments` from its newest event on.
+    async fn follow(&self, arguments: &Value) -> Option<(Client, EventStream)> {
+        let session_id = arguments.get("sessionId")?.as_str()?;
+        let client = self.connector.client().await.ok()?;
+        let session = client
+            .call_raw(method::SessionGet::NAME, json!({ "sessionId": session_id }))
+            .await
+            .ok()?;
+        let after = session.get("lastSeq")?.as_u64()?;
+        let events = client.subscribe(session_id, after).await.ok()?;
+        Some((client, events))
+    }
+}
+
+/// One line about an event worth telling the waiting client, if it is one.
+fn progress_message(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::RunStarted { .. } => "run started".to_string(),
+        EventKind::PartDone {
+            part: Part::ToolCall { tool, .. },
+            ..
+        } => format!("calling {tool}"),
+        EventKind::PartDone {
+            part: Part::Text { text },
+            ..
+        } => shorten(text),
+        EventKind::PermissionAsked { question } => {
+            format!("waiting for permission: {}", question.explanation)
+        }
+        EventKind::Notice { text, .. } => shorten(text),
+        _ => return None,
+    })
+}
+
+fn shorten(text: &str) -> String {
+    let line = text.trim().lines().next().unwrap_or("");
+    match line.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
+impl ServerHandler for TotemMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("totem", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            tools::tools().iter().map(|t| t.tool.clone()).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::find(name).map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = tools::find(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool `{}`; tools/list names them", request.name),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self
+            .call_method(tool.method, arguments, &context)
+            .await
+            .into())
+    }
+}

@@ -1,0 +1,69 @@
+//! Params and results of the methods that follow a run to its end (`run.get`, `run.wait`,
+//! `session.ask`) — what other agents use through Totem's MCP server — and of `mcpToken.rotate`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::ReasoningLevel;
+use crate::types::{PermissionQuestion, Run};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunRef {
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunWaitParams {
+    pub run_id: String,
+    /// Longest wait in milliseconds (default 45000, at most 600000); 0 answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionAskParams {
+    pub session_id: String,
+    /// What the agent should do.
+    pub text: String,
+    /// `build` (all tools, the default), `plan` (read-only tools) or an agent from settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The model as `provider/model`; default: the session's last model, else the settings' one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningLevel>,
+    /// Longest wait in milliseconds (default 45000, at most 600000); a run still going after it
+    /// keeps going: follow it with `run.wait`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A run as far as it got: its status and, once it ended, the agent's final answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOutcome {
+    /// The run: `id`, `status` (`running`, `done`, `failed`, `aborted`, `interrupted`), `error`.
+    pub run: Run,
+    /// The text of the run's last answer; absent while it runs or when it wrote none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Permission questions the run waits on; a person answers them (`totem attach`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<PermissionQuestion>,
+}
+
+/// The new bearer token of the MCP server's HTTP listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToken {
+    /// Shown this once; only its encrypted form is kept.
+    pub token: String,
+    /// Where the listener answers (`http://127.0.0.1:7311/mcp`), from settings.
+    pub url: String,
+    /// `mcpServer.http.enabled` in settings.json.
+    pub enabled: bool,
+}
