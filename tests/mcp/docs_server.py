@@ -1,8 +1,9 @@
 """A small Total.js documentation server for Totem's tests, written with the official MCP Python
 SDK (mcp 2.x, whose FastMCP is now called MCPServer). It speaks MCP on stdio.
 
-Tools: `search` (pages whose title or text share words with the query, best first) and
-`delete_pages`, which a whitelist must keep away from the model.
+Tools: `search` (pages whose title or text share words with the query, best first),
+`delete_pages`, which a whitelist must keep away from the model, and `add_page_tool`, which adds a
+`read_page` tool and tells the client its tool list changed.
 
     python docs_server.py            serve
     python docs_server.py --broken   every search fails
@@ -11,7 +12,7 @@ Tools: `search` (pages whose title or text share words with the query, best firs
 
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 PAGES = [
     {
@@ -60,6 +61,22 @@ def search(query: str) -> list[dict]:
 def delete_pages() -> str:
     """Delete every page (never offered to the model: not in the whitelist)."""
     return "deleted"
+
+
+def read_page(title: str) -> str:
+    """Read one documentation page by its title."""
+    for page in PAGES:
+        if page["title"] == title:
+            return page["content"]
+    return "no such page"
+
+
+@server.tool()
+async def add_page_tool(ctx: Context) -> str:
+    """Add the read_page tool (and send notifications/tools/list_changed)."""
+    server.add_tool(read_page)
+    await ctx.session.send_tool_list_changed()
+    return "read_page is available now"
 
 
 if __name__ == "__main__":

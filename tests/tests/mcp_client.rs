@@ -537,3 +537,41 @@ async fn doctor_lists_the_servers_and_checks_commands_and_urls() {
     assert_eq!(output.status.code(), Some(1), "{report}");
     drop(listening);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_list_reaches_the_next_request() {
+    let bin = totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/docs_server.py");
+    let env = Env::start().await;
+    configure(
+        &env,
+        json!({"py": {"command": bin.join("python"), "args": [script]}}),
+    );
+    env.push(vec![tool("c1", "py_add_page_tool", json!({}))]);
+    env.push(vec![tool(
+        "c2",
+        "py_read_page",
+        json!({"title": "The config file"}),
+    )]);
+    env.push(vec![text("Read it.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "add the tool",
+            json!({"allow": ["mcp_server(py)", "mcp(py/*)"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let requests = env.sim.chat_requests();
+    assert!(!offered(&requests[0].body).contains(&"py_read_page".to_string()));
+    assert!(offered(&requests[1].body).contains(&"py_read_page".to_string()));
+    let got = results(&events);
+    assert!(
+        !got[1].2 && got[1].1.contains("docs-marker-config"),
+        "{got:?}"
+    );
+}

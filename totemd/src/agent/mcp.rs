@@ -195,6 +195,7 @@ impl Runner {
             _ = self.cancel.cancelled() => return Some(("cancelled: the run was aborted".into(), true)),
             result = connection.call_tool(&tool.tool, arguments) => result,
         };
+        connection.refresh_stale_tools().await;
         Some(match result {
             Ok(outcome) => (result_text(&outcome), outcome.is_error),
             Err(e) => self.call_failed(e),

@@ -48,6 +48,8 @@ pub type Listed = Vec<Value>;
 struct Lists {
     tools: Listed,
     prompts: Listed,
+    /// The server said its tools changed and the new list has not arrived yet.
+    tools_stale: bool,
 }
 
 /// Receives the server's notifications; a changed list is fetched again in the background.
@@ -66,9 +68,14 @@ impl ClientHandler for Handler {
         context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         let lists = self.lists.clone();
+        lock(&lists).tools_stale = true;
         tokio::spawn(async move {
             match context.peer.list_all_tools().await {
-                Ok(tools) => lock(&lists).tools = to_values(tools),
+                Ok(tools) => {
+                    let mut lists = lock(&lists);
+                    lists.tools = to_values(tools);
+                    lists.tools_stale = false;
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot list an MCP server's changed tools"),
             }
         });
@@ -236,6 +243,21 @@ impl Connection {
     /// The tools the server lists now (before the whitelist).
     pub fn tools(&self) -> Listed {
         lock(&self.lists).tools.clone()
+    }
+
+    /// Lists the tools again if the server said they changed and the new list is not in yet, so
+    /// the model's next request offers what the server offers now.
+    pub async fn refresh_stale_tools(&self) {
+        if !lock(&self.lists).tools_stale {
+            return;
+        }
+        if let Ok(Ok(tools)) =
+            tokio::time::timeout(self.config.timeout(), self.peer.list_all_tools()).await
+        {
+            let mut lists = lock(&self.lists);
+            lists.tools = to_values(tools);
+            lists.tools_stale = false;
+        }
     }
 
     pub fn prompts(&self) -> Listed {
