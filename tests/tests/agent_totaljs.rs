@@ -117,3 +117,92 @@ async fn formatter_and_checks_from_settings_run_after_an_edit() {
         "a formatter for another extension never runs: {output}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_total4_project_is_told_the_v5_primer_does_not_apply() {
+    let dir = tempfile::tempdir().expect("project");
+    agent_common::write_file(
+        dir.path(),
+        "package.json",
+        r#"{"name": "old", "dependencies": {"total4": "^0.0.80"}}"#,
+    );
+    agent_common::write_file(dir.path(), "index.js", "require('total4/debug')({});\n");
+    let env = Env::start_in(dir).await;
+    let v4 = "exports.install = function() {\n    ROUTE('GET /', index);\n};\n\nfunction index() {\n    this.plain('hello');\n}\n";
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "controllers/default.js", "content": v4}),
+    )]);
+    env.push(vec![text("Written.")]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt("add a home route", json!({"allow": ["edit"]}))
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let notice = events.iter().find_map(|e| match &e.kind {
+        EventKind::Notice { text, .. } if text.contains("Total.js 4") => Some(text.clone()),
+        _ => None,
+    });
+    let notice = notice.expect("a notice about Total.js 4");
+    assert!(notice.contains("do not apply"), "{notice}");
+
+    let request = &env.sim.chat_requests()[0].body;
+    let sent = request.to_string();
+    assert!(!sent.contains("NEWACTION"), "the v5 primer was sent");
+    assert!(!sent.contains("Total.js 5:"), "the v5 reminder was sent");
+    let output = &results(&events)[0].1;
+    assert!(!output.contains("conventions check"), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_in_an_empty_folder_scaffolds_a_total5_project() {
+    let env = Env::start_in(tempfile::tempdir().expect("empty folder")).await;
+    // A new session in an empty folder already works in Total.js 5 mode.
+    env.push(vec![text("Hello.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("hello", json!({})).await;
+    follow(&env, &mut events, &run, Answer::None).await;
+    let system = env.sim.chat_requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        system.contains("NEWACTION"),
+        "the primer is missing: {system}"
+    );
+
+    let result = env
+        .client
+        .call_raw(
+            "session.command",
+            json!({"sessionId": env.session, "command": "/init"}),
+        )
+        .await
+        .expect("/init");
+    let text = result["text"].as_str().unwrap_or("");
+    assert!(text.contains("Total.js 5 project"), "{text}");
+    for file in [
+        "package.json",
+        "index.js",
+        "config",
+        "controllers/default.js",
+        ".gitignore",
+        "AGENTS.md",
+    ] {
+        assert!(env.project.path().join(file).is_file(), "{file} missing");
+    }
+    assert!(env.project.path().join("definitions").is_dir());
+    let package: serde_json::Value =
+        serde_json::from_str(&env.file("package.json")).expect("package.json is JSON");
+    assert!(package["dependencies"]["total5"].is_string(), "{package}");
+    assert!(env.file("index.js").contains("require('total5')"));
+    assert!(env.file("config").contains("name : App"));
+    assert!(env.file(".gitignore").contains("node_modules/"));
+    let agents = env.file("AGENTS.md");
+    assert!(
+        agents.contains("npm run start") && agents.contains("Total.js 5"),
+        "{agents}"
+    );
+}
