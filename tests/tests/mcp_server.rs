@@ -5,6 +5,7 @@
 //! 2025-11-25 `initialize` handshake and the stateless 2026-07-28 `server/discover`).
 
 mod agent_common;
+mod cli_common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -237,6 +238,40 @@ async fn python_sdk_lists_and_calls_tools_over_stdio() {
         let report = run_script("server_client.py", &args, &env.daemon.home).await;
         check_report(&report, mode);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totem_mcp_starts_the_daemon_and_offers_its_folder_as_a_project() {
+    let cli = cli_common::Cli::new();
+    assert!(!cli.socket().exists());
+    let project = std::fs::canonicalize(cli.project.path()).expect("project");
+    let args: Vec<String> = vec![
+        project.display().to_string(),
+        binary("totem").display().to_string(),
+        "mcp".into(),
+    ];
+    let report = run_script("server_list.py", &args, cli.home()).await;
+    assert!(cli.socket().exists(), "totem mcp started totemd");
+    assert_eq!(report["tools"], json!(tools()));
+    assert_eq!(report["projects"], json!([project.display().to_string()]));
+    let instructions = report["instructions"].as_str().unwrap_or("");
+    assert!(instructions.contains("session_ask"), "{instructions}");
+    assert!(
+        instructions.contains(&project.display().to_string()),
+        "{instructions}"
+    );
+
+    // `totem mcp token` prints the token alone on stdout and says the listener is off.
+    let out = cli.run(["mcp", "token"]);
+    cli_common::assert_exit(&out, 0);
+    let stdout = cli_common::stdout(&out);
+    assert!(
+        stdout.starts_with("totem_") && stdout.lines().count() == 1,
+        "{stdout}"
+    );
+    let stderr = cli_common::stderr(&out);
+    assert!(stderr.contains("shown once"), "{stderr}");
+    assert!(stderr.contains("\"enabled\": true"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
