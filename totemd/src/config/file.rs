@@ -456,6 +456,32 @@ mod tests {
     }
 
     #[test]
+    fn mcp_server_section_has_defaults_and_is_checked() {
+        let ok = parse(
+            Path::new("s.json"),
+            r#"{"mcpServer":{"http":{"enabled":true}}}"#,
+        )
+        .unwrap();
+        let http = ok.mcp_server.unwrap().http;
+        assert_eq!((http.enabled, http.port), (true, 7311));
+        assert_eq!(http.url(), "http://127.0.0.1:7311/mcp");
+        let err = parse(
+            Path::new("s.json"),
+            r#"{"mcpServer":{"http":{"bind":"localhost"}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not an IP address"), "{err}");
+        let err = parse(
+            Path::new("s.json"),
+            r#"{"mcpServer":{"http":{"enabeld":true}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("enabeld"), "{err}");
+        let err = parse(Path::new("s.json"), r#"{"mcpServer":{"http":{"port":0}}}"#).unwrap_err();
+        assert!(err.to_string().contains("port"), "{err}");
+    }
+
+    #[test]
     fn newer_version_and_duplicates_are_refused() {
         let err = parse(Path::new("s.json"), r#"{"version":2}"#).unwrap_err();
         assert!(err.to_string().contains("update totemd"), "{err}");
