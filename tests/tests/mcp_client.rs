@@ -575,3 +575,38 @@ async fn a_changed_tool_list_reaches_the_next_request() {
         "{got:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_offers_only_tools_the_server_marks_read_only() {
+    let env = Env::start().await;
+    configure(
+        &env,
+        json!({"everything": stdio_server(json!({"tools": ["echo", "toggle-simulated-logging"]}))}),
+    );
+    env.push(vec![tool(
+        "c1",
+        "everything_toggle-simulated-logging",
+        json!({}),
+    )]);
+    env.push(vec![text("Planned.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "plan it",
+            json!({"mode": "plan", "allow": ["mcp_server(everything)", "mcp(everything/*)"]}),
+        )
+        .await;
+    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    let tools = offered(&env.sim.chat_requests()[0].body);
+    assert!(tools.contains(&"everything_echo".to_string()), "{tools:?}");
+    assert!(
+        !tools.contains(&"everything_toggle-simulated-logging".to_string()),
+        "{tools:?}"
+    );
+    let got = results(&events);
+    assert!(got[0].2 && got[0].1.contains("read-only mode"), "{got:?}");
+}
