@@ -206,3 +206,48 @@ async fn init_in_an_empty_folder_scaffolds_a_total5_project() {
         "{agents}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_switched_off_in_settings_is_not_reported_and_a_misspelt_one_is_an_error() {
+    let env = Env::start_in(totaljs_project()).await;
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
+    settings["totaljs"] = json!({"check": {"disabled": ["handler-this"]}});
+    std::fs::write(&path, settings.to_string()).expect("write settings");
+
+    let v4 = "exports.install = function() {\n    ROUTE('GET /', index);\n};\n\nfunction index() {\n    this.plain('hello');\n}\n";
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "controllers/default.js", "content": v4}),
+    )]);
+    env.push(vec![text("Written.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt("add a home route", json!({"allow": ["edit"]}))
+        .await;
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let output = &results(&events)[0].1;
+    assert!(!output.contains("[handler-this]"), "{output}");
+    assert!(
+        output.contains("[indent-tabs]"),
+        "other rules still run: {output}"
+    );
+
+    settings["totaljs"] = json!({"check": {"disabled": ["handler-thiss"]}});
+    std::fs::write(&path, settings.to_string()).expect("write settings");
+    let run = env.prompt("again", json!({})).await;
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    let EventKind::RunFailed { run } = last(&events) else {
+        panic!("a misspelt rule id must fail the run: {:?}", last(&events));
+    };
+    let error = run.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("totaljs.check")
+            && error.contains("handler-thiss")
+            && error.contains("handler-this,"),
+        "{error}"
+    );
+}

@@ -219,16 +219,10 @@ impl Runner {
         if self.totaljs
             && let Ok(content) = std::fs::read_to_string(root.join(rel))
         {
-            let config: totem_totaljs::CheckConfig = self
-                .settings
-                .totaljs
-                .as_ref()
-                .and_then(|v| v.get("check").cloned())
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default();
+            let config = &self.settings.totaljs_check;
             let findings = tokio::task::block_in_place(|| {
                 let project = totem_totaljs::ProjectContext::scan(&root);
-                totem_totaljs::check_in_project(rel, &content, &config, &project)
+                totem_totaljs::check_in_project(rel, &content, config, &project)
             });
             let text = totem_totaljs::format_findings(rel, &findings);
             if !text.is_empty() {

@@ -59,6 +59,9 @@ pub struct AgentFileSettings {
     pub check: Vec<String>,
     pub permission: Option<serde_json::Value>,
     pub totaljs: Option<serde_json::Value>,
+    /// `totaljs.check`: conventions rules switched off or on, and their severities; every rule id
+    /// it names exists (a misspelt one is an error, not silently ignored).
+    pub totaljs_check: totem_totaljs::CheckConfig,
 }
 
 fn section<T: serde::de::DeserializeOwned + Default>(
@@ -84,8 +87,26 @@ impl AgentFileSettings {
             check: section("check", &file.check)?,
             permission: file.permission.clone(),
             totaljs: file.totaljs.clone(),
+            totaljs_check: totaljs_check(file.totaljs.as_ref())?,
         })
     }
+}
+
+fn totaljs_check(
+    totaljs: Option<&serde_json::Value>,
+) -> Result<totem_totaljs::CheckConfig, String> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        format!(
+            "the `totaljs.check` section of the settings is invalid: {e}; fix it in settings.json"
+        )
+    };
+    let Some(check) = totaljs.and_then(|t| t.get("check")) else {
+        return Ok(totem_totaljs::CheckConfig::default());
+    };
+    let config: totem_totaljs::CheckConfig =
+        serde_json::from_value(check.clone()).map_err(|e| invalid(&e))?;
+    config.validate().map_err(|e| invalid(&e))?;
+    Ok(config)
 }
 
 /// A provider ready for a run, with the model it serves.
