@@ -610,3 +610,22 @@ async fn plan_mode_offers_only_tools_the_server_marks_read_only() {
     let got = results(&events);
     assert!(got[0].2 && got[0].1.contains("read-only mode"), "{got:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_killed_when_the_daemon_stops() {
+    let mut env = Env::start().await;
+    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    env.push(vec![text("Started.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt("hello", json!({"allow": ["mcp_server(everything)"]}))
+        .await;
+    follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    let pid = server_pid(env.daemon.pid()).expect("the server runs under totemd");
+    assert!(env.daemon.terminate(), "totemd stops cleanly");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid) {
+        assert!(Instant::now() < deadline, "the server outlived the daemon");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

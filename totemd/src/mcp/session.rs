@@ -100,11 +100,15 @@ impl SessionServers {
     /// those marked read-only. A name already taken (by a built-in tool or an earlier server) is
     /// skipped.
     pub fn offered(&self, read_only: bool) -> Vec<(Arc<Connection>, OfferedTool)> {
-        let mut seen: HashSet<String> = totem_tools::Registry::builtin()
-            .names(false)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        static BUILTIN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+        let builtin = BUILTIN.get_or_init(|| {
+            totem_tools::Registry::builtin()
+                .names(false)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
+        });
+        let mut seen: HashSet<String> = builtin.iter().cloned().collect();
         seen.insert(PROMPT_TOOL.to_string());
         let mut out = Vec::new();
         for connection in self.alive() {
