@@ -268,3 +268,56 @@ pub struct PromptAccepted {
 /// The list results, named so the schema reads well.
 pub type ProjectPage = Page<Project>;
 pub type SessionPage = Page<Session>;
+
+/// A background command of a session (`job.list`), as started by the `job` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobInfo {
+    /// `j1`, `j2`, … within the session.
+    pub id: String,
+    pub command: String,
+    /// Still running.
+    pub running: bool,
+    /// How it ended, in words (`exit code 0`, `killed by signal 9`); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Milliseconds since it started.
+    pub elapsed_ms: u64,
+}
+
+/// The session's background jobs, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobList {
+    pub jobs: Vec<JobInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionShellParams {
+    pub session_id: String,
+    /// The command line, run by `bash -c` in the project folder.
+    pub command: String,
+    /// Seconds before the command and its children are killed (default 120, at most 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+/// What `session.shell` did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShellResult {
+    /// The command ran (false: the permission was denied, and `output` says why).
+    pub ran: bool,
+    /// Its output, stdout and stderr interleaved, cut to its head and tail past 30,000 bytes,
+    /// ending with a bracketed note when it failed, timed out or printed nothing.
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub truncated: bool,
+}

@@ -118,6 +118,11 @@ method_table! {
     SessionRedo = "session.redo" (SessionUndoParams) -> ChangesApplied { mcp: false, subscription: false };
     /// A new session with the history up to a message, linked to its parent by `parentId`.
     SessionFork = "session.fork" (SessionForkParams) -> Session { mcp: false, subscription: false };
+    /// Runs a shell command in the project folder for the user (the REPL's `!command`), asking
+    /// first as the `bash` tool would; the command's output is the result, not an event.
+    SessionShell = "session.shell" (SessionShellParams) -> ShellResult { mcp: false, subscription: false };
+    /// The session's background jobs (started by the `job` tool), oldest first.
+    JobList = "job.list" (SessionRef) -> crate::api::JobList { mcp: true, subscription: false };
     /// A run's status, and its final answer once it ended.
     RunGet = "run.get" (RunRef) -> RunOutcome { mcp: true, subscription: false };
     /// Waits until a run ends or `timeoutMs` passes; returns its status and final answer.

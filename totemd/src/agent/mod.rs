@@ -13,6 +13,7 @@
 //! - [`compact`]: compaction before a request that would pass the threshold, mid-run included;
 //! - [`system`]: the system prompt and instruction files;
 //! - [`command`]: `session.command` (`/compact`, `/init`, custom commands);
+//! - [`shell`]: `session.shell` (the user's own commands) and `job.list`;
 //! - [`settings`]: what the run reads from settings, and [`settings::provider_for`];
 //! - [`mcp`]: the run's side of MCP servers — asking to start them, calling their tools, the
 //!   docs search before the first step (the client itself is `crate::mcp`).
@@ -25,6 +26,7 @@ mod history;
 mod mcp;
 mod run;
 pub mod settings;
+pub mod shell;
 pub mod system;
 
 use std::collections::{HashMap, VecDeque};

@@ -287,6 +287,44 @@ pub(super) struct Runner {
     pub(super) system: String,
 }
 
+/// The permission policy of a run in `mode`: the settings' rules and secret patterns, the mode's
+/// (agent's) `allow:`/`deny:` lists and the rules granted for this run. `session.shell` asks with
+/// the same policy as a run in build mode.
+pub(super) fn build_policy(
+    settings: &AgentFileSettings,
+    mode: &str,
+    allow: &[String],
+) -> Result<Policy, String> {
+    let agent_settings = settings.agents.get(mode).cloned().unwrap_or_default();
+    let mut policy = Policy::new();
+    if let Some(value) = &settings.permission {
+        let permission: PermissionSettings = serde_json::from_value(value.clone())
+            .map_err(|e| format!("the `permission` section of the settings is invalid: {e}"))?;
+        policy
+            .add_layer(Source::User, permission.rules)
+            .map_err(|e| format!("a permission rule in the settings is invalid: {e}"))?;
+        policy.set_secrets(
+            SecretPatterns::from_settings(&permission.secrets)
+                .map_err(|e| format!("the secret file settings are invalid: {e}"))?,
+        );
+    }
+    if !agent_settings.allow.is_empty() || !agent_settings.deny.is_empty() {
+        let rules = Rules::from_lists(&agent_settings.allow, &agent_settings.deny)
+            .map_err(|e| format!("the rules of agent `{mode}` are invalid: {e}"))?;
+        policy
+            .add_layer(Source::Agent, rules)
+            .map_err(|e| format!("the rules of agent `{mode}` are invalid: {e}"))?;
+    }
+    if !allow.is_empty() {
+        let rules = Rules::from_lists(allow, &[])
+            .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
+        policy
+            .add_layer(Source::Run, rules)
+            .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
+    }
+    Ok(policy)
+}
+
 impl Runner {
     async fn prepare(
         daemon: &Arc<Daemon>,
@@ -307,33 +345,7 @@ impl Runner {
         let wanted = request.model.clone().or(agent_settings.model.clone());
         let model = provider_for(daemon, wanted.as_deref()).await?;
 
-        let mut policy = Policy::new();
-        if let Some(value) = &settings.permission {
-            let permission: PermissionSettings = serde_json::from_value(value.clone())
-                .map_err(|e| format!("the `permission` section of the settings is invalid: {e}"))?;
-            policy
-                .add_layer(Source::User, permission.rules)
-                .map_err(|e| format!("a permission rule in the settings is invalid: {e}"))?;
-            policy.set_secrets(
-                SecretPatterns::from_settings(&permission.secrets)
-                    .map_err(|e| format!("the secret file settings are invalid: {e}"))?,
-            );
-        }
-        if !agent_settings.allow.is_empty() || !agent_settings.deny.is_empty() {
-            let rules = Rules::from_lists(&agent_settings.allow, &agent_settings.deny)
-                .map_err(|e| format!("the rules of agent `{}` are invalid: {e}", request.mode))?;
-            policy
-                .add_layer(Source::Agent, rules)
-                .map_err(|e| format!("the rules of agent `{}` are invalid: {e}", request.mode))?;
-        }
-
-        if !request.allow.is_empty() {
-            let rules = Rules::from_lists(&request.allow, &[])
-                .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
-            policy
-                .add_layer(Source::Run, rules)
-                .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
-        }
+        let policy = build_policy(&settings, &request.mode, &request.allow)?;
         let secrets = policy.secrets().clone();
         let ctx = ToolContext::new(&agent.root)
             .map_err(|e| {

@@ -1,5 +1,5 @@
-//! Handlers of the agent's methods: `session.abort`, `session.command`, `permission.reply` and
-//! `permission.list` (`session.prompt` is registered with the session methods and calls the agent).
+//! Handlers of the agent's methods: `session.abort`, `session.command`, `session.shell`,
+//! `job.list`, `permission.reply` and `permission.list` (`session.prompt` is registered with the session methods and calls the agent).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
-    Ack, ErrorCode, PermissionList, PermissionReplyParams, SessionCommandParams, SessionRef, method,
+    Ack, ErrorCode, PermissionList, PermissionReplyParams, SessionCommandParams, SessionRef,
+    SessionShellParams, method,
 };
 
 use super::connection::ConnectionState;
@@ -35,6 +36,15 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
 
     register::<method::SessionCommand, _, _>(m, |p: SessionCommandParams, d, _| async move {
         Ok(crate::agent::command::run(&d, p).await?)
+    });
+
+    register::<method::SessionShell, _, _>(m, |p: SessionShellParams, d, _| async move {
+        Ok(crate::agent::shell::shell(&d, p).await?)
+    });
+
+    register::<method::JobList, _, _>(m, |p: SessionRef, d, _| async move {
+        let agent = d.agents.session(&d, &p.session_id)?;
+        Ok(crate::agent::shell::jobs(&agent))
     });
 
     register::<method::PermissionReply, _, _>(m, |p: PermissionReplyParams, d, ext| async move {
