@@ -36,6 +36,13 @@ pub enum Command {
     Run(RunArgs),
     /// List sessions, newest activity first.
     Sessions(SessionsArgs),
+    /// Write AGENTS.md for a project (in an empty or new folder, a Total.js 5 project first), as
+    /// `/init` does in the prompt.
+    Init {
+        /// The project folder (default: the current folder); created when missing.
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Start, stop, inspect or install (systemd) the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),

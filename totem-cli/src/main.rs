@@ -6,6 +6,7 @@ mod daemon;
 mod doctor;
 mod exit;
 mod format;
+mod init;
 mod install;
 mod mcp;
 mod project;
@@ -57,6 +58,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Attach(args)) => repl::attach(&endpoint, args).await,
             Some(Command::Run(args)) => run::run(&endpoint, &args).await,
             Some(Command::Sessions(args)) => sessions::list(&endpoint, &args).await,
+            Some(Command::Init { dir }) => init::init(&endpoint, dir.as_deref()).await,
             Some(Command::Daemon(DaemonCommand::Start)) => daemon::start_command(&endpoint).await,
             Some(Command::Daemon(DaemonCommand::Stop)) => daemon::stop_command(&endpoint).await,
             Some(Command::Daemon(DaemonCommand::Status { json })) => {

@@ -90,6 +90,9 @@ struct Terminal {
     lists: Vec<Option<u64>>,
     quote_depth: usize,
     in_code_block: bool,
+    /// The open fenced block's info string and text, drawn (highlighted) when it closes.
+    code_lang: String,
+    code: String,
     at_line_start: bool,
     table_cell: usize,
     link_url: Vec<String>,
@@ -139,12 +142,15 @@ impl Terminal {
             Tag::CodeBlock(kind) => {
                 self.block_gap();
                 self.in_code_block = true;
+                self.code.clear();
+                self.code_lang.clear();
                 if let CodeBlockKind::Fenced(lang) = kind
                     && !lang.is_empty()
                 {
                     self.write_prefix();
                     self.out.push_str(&format!("{DIM}  {lang}{RESET}"));
                     self.newline();
+                    self.code_lang = lang.to_string();
                 }
             }
             Tag::List(start) => {
@@ -204,7 +210,7 @@ impl Terminal {
                 self.newline();
             }
             TagEnd::BlockQuote(_) => self.quote_depth = self.quote_depth.saturating_sub(1),
-            TagEnd::CodeBlock => self.in_code_block = false,
+            TagEnd::CodeBlock => self.code_block(),
             TagEnd::List(_) => {
                 self.lists.pop();
             }
@@ -229,7 +235,42 @@ impl Terminal {
         }
     }
 
+    /// Draws the closed code block: highlighted when its language is known, else in one colour.
+    fn code_block(&mut self) {
+        let code = std::mem::take(&mut self.code);
+        let highlighted = match self.code_lang.is_empty() {
+            true => None,
+            false => super::highlight::highlight(&self.code_lang, &code),
+        };
+        match highlighted {
+            Some(lines) => {
+                for line in lines {
+                    self.write_prefix();
+                    self.out.push_str("    ");
+                    self.out.push_str(&line);
+                    self.out.push_str(RESET);
+                    self.newline();
+                }
+            }
+            None => {
+                for line in code.lines() {
+                    self.write_prefix();
+                    self.out.push_str("    ");
+                    self.out.push_str(CODE_BLOCK);
+                    self.out.push_str(line);
+                    self.out.push_str(RESET);
+                    self.newline();
+                }
+            }
+        }
+        self.in_code_block = false;
+    }
+
     fn text(&mut self, text: &str) {
+        if self.in_code_block {
+            self.code.push_str(text);
+            return;
+        }
         let mut lines = text.split('\n').peekable();
         while let Some(line) = lines.next() {
             let last = lines.peek().is_none();
@@ -238,20 +279,12 @@ impl Terminal {
             }
             if self.at_line_start {
                 self.write_prefix();
-                if self.in_code_block {
-                    self.out.push_str("    ");
-                } else if !self.lists.is_empty() {
+                if !self.lists.is_empty() {
                     // Continuation lines of an item line up with its text.
                     self.out.push_str(&"  ".repeat(self.lists.len()));
                 }
             }
-            if self.in_code_block {
-                self.out.push_str(CODE_BLOCK);
-                self.out.push_str(line);
-                self.out.push_str(RESET);
-            } else {
-                self.out.push_str(line);
-            }
+            self.out.push_str(line);
             self.at_line_start = false;
             if !last {
                 self.newline();
@@ -355,6 +388,24 @@ mod tests {
         assert!(plain.contains("• one\n• two\n"), "{plain:?}");
         assert!(plain.contains("    fn main() {}"), "{plain:?}");
         assert!(out.contains(ITALIC) && out.contains(CODE) && out.contains(HEADING));
+    }
+
+    #[test]
+    fn fenced_code_is_highlighted_by_language() {
+        let color = Style { color: true };
+        let rust = render("```rust\nlet x = \"hi\";\n```\n", color);
+        assert!(rust.contains("\x1b[38;2;"), "{rust:?}");
+        assert!(
+            strip_ansi(&rust).contains("    let x = \"hi\";\n"),
+            "{rust:?}"
+        );
+        let unknown = render("```nosuchlang\nplain\n```\n", color);
+        assert!(
+            unknown.contains(&format!("{CODE_BLOCK}plain{RESET}")),
+            "{unknown:?}"
+        );
+        let plain = render("```rust\nlet x = 1;\n```\n", Style { color: false });
+        assert!(!plain.contains('\x1b'), "{plain:?}");
     }
 
     #[test]

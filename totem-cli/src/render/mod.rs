@@ -5,6 +5,7 @@
 //! A new event kind gets one arm in [`Renderer::known`] once it is in `EventKind`, or in
 //! [`Renderer::by_name`] while it is not.
 
+mod highlight;
 mod markdown;
 mod tools;
 

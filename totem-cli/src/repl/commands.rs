@@ -4,7 +4,7 @@
 //! argument, and show what comes back.
 
 use serde_json::{Value, json};
-use totem_protocol::{SessionListParams, SessionRenameParams, method};
+use totem_protocol::{SessionListParams, SessionRef, SessionRenameParams, method};
 
 use super::{Flow, Repl};
 
@@ -175,7 +175,7 @@ impl Repl<'_> {
                     .await
             }
             "/fork" => self.fork().await,
-            "/jobs" => self.call_and_show("job.list", json!({})).await,
+            "/jobs" => self.jobs().await,
             _ => Ok(()),
         };
         if let Err(e) = result {
@@ -375,6 +375,40 @@ impl Repl<'_> {
                 "unknown reasoning level {other}: use off, low, medium or high"
             )),
         }
+    }
+
+    async fn jobs(&mut self) -> anyhow::Result<()> {
+        let list = self
+            .connection
+            .client
+            .call::<method::JobList>(SessionRef {
+                session_id: self.session.id.clone(),
+            })
+            .await?;
+        if list.jobs.is_empty() {
+            self.note(
+                "No background jobs in this session (the model starts them with its job tool).",
+            );
+            return Ok(());
+        }
+        let s = self.style();
+        let mut out = String::new();
+        for job in &list.jobs {
+            let state = match (&job.ended, job.running) {
+                (_, true) => s.green(&format!("{:<14}", "running")),
+                (Some(how), false) => s.dim(&format!("{how:<14}")),
+                (None, false) => s.dim(&format!("{:<14}", "ended")),
+            };
+            let age = crate::format::duration_ms(job.elapsed_ms);
+            out.push_str(&format!(
+                "  {:<4} {state} {}  {}\n",
+                job.id,
+                crate::format::one_line(&job.command, 60),
+                s.dim(&age)
+            ));
+        }
+        self.print(&out);
+        Ok(())
     }
 
     async fn fork(&mut self) -> anyhow::Result<()> {

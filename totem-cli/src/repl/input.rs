@@ -36,16 +36,20 @@ pub struct LineEditor {
 }
 
 impl LineEditor {
-    /// Starts the thread with the history in `history` (created when missing) and completion of
-    /// `commands`.
-    pub fn spawn(history: PathBuf, commands: Vec<String>) -> anyhow::Result<LineEditor> {
+    /// Starts the thread with the history in `history` (created when missing), completion of
+    /// `commands` and of `@path`s inside the project at `root`.
+    pub fn spawn(
+        history: PathBuf,
+        commands: Vec<String>,
+        root: PathBuf,
+    ) -> anyhow::Result<LineEditor> {
         let (lines_tx, lines) = mpsc::unbounded_channel();
         let (next, next_rx) = std::sync::mpsc::channel::<Option<String>>();
         let (printer_tx, printer_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("totem-readline".into())
             .spawn(move || {
-                let mut editor = match new_editor(&history, commands) {
+                let mut editor = match new_editor(&history, ReplHelper { commands, root }) {
                     Ok(editor) => editor,
                     Err(e) => {
                         let _ = printer_tx.send(None);
@@ -98,7 +102,7 @@ impl LineEditor {
 
 fn new_editor(
     history: &PathBuf,
-    commands: Vec<String>,
+    helper: ReplHelper,
 ) -> rustyline::Result<Editor<ReplHelper, FileHistory>> {
     let config = Config::builder()
         .auto_add_history(false)
@@ -106,7 +110,7 @@ fn new_editor(
         .completion_type(CompletionType::List)
         .build();
     let mut editor = Editor::with_config(config)?;
-    editor.set_helper(Some(ReplHelper { commands }));
+    editor.set_helper(Some(helper));
     // Alt-Enter starts a new line inside the input, as a trailing backslash does.
     editor.bind_sequence(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
@@ -135,9 +139,11 @@ pub fn is_incomplete(input: &str) -> bool {
     input.ends_with('\\') || fences % 2 == 1
 }
 
-/// Completion of slash commands; multi-line input.
+/// Completion of slash commands and `@path`s; multi-line input.
 struct ReplHelper {
     commands: Vec<String>,
+    /// The project folder `@path`s are completed in.
+    root: PathBuf,
 }
 
 impl Completer for ReplHelper {
@@ -150,6 +156,22 @@ impl Completer for ReplHelper {
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let typed = &line[..pos];
+        let word_start = typed.rfind(char::is_whitespace).map_or(0, |i| {
+            i + typed[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        if let Some(path) = typed[word_start..].strip_prefix('@') {
+            let candidates = super::attach::complete(&self.root, path)
+                .into_iter()
+                .map(|c| Pair {
+                    replacement: match c.ends_with('/') {
+                        true => format!("@{c}"),
+                        false => format!("@{c} "),
+                    },
+                    display: c,
+                })
+                .collect();
+            return Ok((word_start, candidates));
+        }
         if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
             return Ok((pos, vec![]));
         }

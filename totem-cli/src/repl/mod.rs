@@ -2,8 +2,11 @@
 //! the subscription and the renderer; the line editor runs on its own thread ([`input`]). Leaving
 //! never stops a run: the daemon owns it, and the reattach command is printed on the way out.
 
+mod attach;
 mod commands;
 mod input;
+mod shell;
+mod spinner;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -18,6 +21,7 @@ use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::Exit;
 use crate::render::{Chunk, Options, Renderer, Style, TextMode};
 use input::{Input, LineEditor};
+use spinner::Spinner;
 
 /// Events replayed when attaching, so the screen shows where the session stands.
 const REPLAY_EVENTS: u64 = 200;
@@ -65,7 +69,11 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         .home
         .join("history")
         .join(format!("{}.history", project.id));
-    let editor = LineEditor::spawn(history, commands::names())?;
+    let editor = LineEditor::spawn(
+        history,
+        commands::names(),
+        std::path::PathBuf::from(&project.path),
+    )?;
     let style = Style::for_stdout();
     let options = Options {
         style,
@@ -78,6 +86,7 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         user_messages: true,
         run_ends: true,
     };
+    let (shell_done_tx, shell_done) = tokio::sync::mpsc::unbounded_channel();
     let mut repl = Repl {
         endpoint,
         connection,
@@ -95,6 +104,11 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         settings: PromptSettings::default(),
         disconnected: false,
         live_after: 0,
+        spinner: None,
+        spins: spins(),
+        shell_done_tx,
+        shell_done,
+        shell_outputs: Vec::new(),
     };
     repl.switch_to(session).await?;
     repl.print(&format!(
@@ -134,6 +148,24 @@ struct Repl<'a> {
     disconnected: bool,
     /// Events up to this sequence number are replays; after it, live.
     live_after: u64,
+    /// Waiting for the first output of a run.
+    spinner: Option<Spinner>,
+    /// A spinner can be drawn: stdin and stdout are a terminal that moves its cursor.
+    spins: bool,
+    /// `!command` answers, from the tasks that wait for them.
+    shell_done_tx: tokio::sync::mpsc::UnboundedSender<shell::ShellDone>,
+    shell_done: tokio::sync::mpsc::UnboundedReceiver<shell::ShellDone>,
+    /// `!command`s and their output, for the next prompt.
+    shell_outputs: Vec<String>,
+}
+
+/// Whether this terminal gets a spinner: a TTY (the editor has an external printer) that is not
+/// a dumb one.
+fn spins() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+        && std::io::stdin().is_terminal()
+        && std::env::var("TERM").is_ok_and(|t| !t.is_empty() && t != "dumb")
 }
 
 /// What the next prompts ask for; unset fields leave the daemon's choice.
@@ -170,6 +202,8 @@ impl Repl<'_> {
                     }
                 }
                 event = next_event(&mut self.stream) => self.on_event(event).await,
+                _ = spinner_due(&self.spinner) => self.spin(),
+                Some(done) = self.shell_done.recv() => self.on_shell_done(done),
                 // Ctrl-C arrives as a signal only while the editor is not reading a line.
                 _ = sigint.recv() => {
                     if let Flow::Leave = self.on_interrupt().await {
@@ -190,8 +224,17 @@ impl Repl<'_> {
         }
     }
 
-    /// Prints whole lines (ending in a newline) above the prompt.
+    /// Prints whole lines (ending in a newline) above the prompt, in place of the spinner's line
+    /// when one is shown.
     fn print(&mut self, text: &str) {
+        let erased;
+        let text = match self.spinner.as_mut().is_some_and(Spinner::take_shown) {
+            true => {
+                erased = format!("{}{text}", spinner::ERASE);
+                erased.as_str()
+            }
+            false => text,
+        };
         match &mut self.editor.printer {
             // Keep the newline: while a line is being read rustyline adds none to text that has
             // one, and while none is, the text is written as it is.
@@ -220,7 +263,40 @@ impl Repl<'_> {
         self.print(&format!("{line}\n"));
     }
 
+    /// Draws the spinner's next frame.
+    fn spin(&mut self) {
+        let Some(frame) = self.spinner.as_mut().map(Spinner::frame) else {
+            return;
+        };
+        if let Some(printer) = &mut self.editor.printer {
+            let _ = printer.print(frame);
+        }
+    }
+
+    /// Starts the spinner for a run this terminal waits on.
+    fn start_spinner(&mut self) {
+        if self.spins && self.spinner.is_none() {
+            self.spinner = Some(Spinner::start(self.style().color));
+        }
+    }
+
+    /// Erases the spinner, if shown, and stops it.
+    fn stop_spinner(&mut self) {
+        if self.spinner.as_mut().is_some_and(Spinner::take_shown)
+            && let Some(printer) = &mut self.editor.printer
+        {
+            // Up onto the spinner's line, clear it, go up one more: the newline the printer adds
+            // brings the cursor back to the cleared line, where the prompt is drawn again.
+            let _ = printer.print(format!("{}\x1b[1A", spinner::ERASE));
+        }
+        self.spinner = None;
+    }
+
     async fn on_input(&mut self, input: Input) -> Flow {
+        // The line just entered now sits between the spinner and the prompt.
+        if let Some(spinner) = self.spinner.as_mut() {
+            spinner.forget_shown();
+        }
         match input {
             Input::Line(line) => {
                 self.last_interrupt = None;
@@ -245,7 +321,12 @@ impl Repl<'_> {
                     self.answer(text).await;
                     return Flow::Continue;
                 }
-                self.send_prompt(line.trim_end().to_string()).await;
+                if let Some(command) = text.strip_prefix('!') {
+                    self.shell(command.trim());
+                    return Flow::Continue;
+                }
+                let text = self.compose(line.trim_end());
+                self.send_prompt(text).await;
                 Flow::Continue
             }
             Input::Interrupted => self.on_interrupt().await,
@@ -280,6 +361,7 @@ impl Repl<'_> {
             .await
         {
             Ok(accepted) => {
+                self.start_spinner();
                 if self.running.is_none() {
                     self.running = Some(Running {
                         id: accepted
@@ -444,6 +526,19 @@ impl Repl<'_> {
             _ => {}
         }
         let chunks = self.renderer.event(&event);
+        // The first output of the run, a question or the run's end stops the spinner; a notice
+        // or another terminal's prompt is printed above it and it goes on.
+        let first_output = !chunks.is_empty()
+            && (kind.starts_with("part.")
+                || kind.starts_with("permission.")
+                || kind.starts_with("tool"));
+        let ended = matches!(
+            kind,
+            "run.done" | "run.failed" | "run.aborted" | "run.interrupted" | "session.deleted"
+        );
+        if kind == "run.started" && live {
+            self.start_spinner();
+        }
         let last = chunks.len().saturating_sub(1);
         for (i, chunk) in chunks.into_iter().enumerate() {
             match chunk {
@@ -453,6 +548,9 @@ impl Repl<'_> {
                 }
                 Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
             }
+        }
+        if first_output || ended {
+            self.stop_spinner();
         }
         if kind == "permission.asked" {
             if self.connection.has("permission.reply") {
@@ -492,6 +590,7 @@ impl Repl<'_> {
             let _ = self.connection.client.unsubscribe(&old.subscription).await;
         }
         self.renderer = Renderer::new(self.options);
+        self.stop_spinner();
         let after = session.last_seq.saturating_sub(REPLAY_EVENTS);
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
         self.last_seq = after;
@@ -556,6 +655,14 @@ impl Repl<'_> {
                 "no session number {answer}; /sessions lists them again"
             )),
         }
+    }
+}
+
+/// Resolves when the spinner's next frame is due; never without a spinner.
+async fn spinner_due(spinner: &Option<Spinner>) {
+    match spinner {
+        Some(spinner) => tokio::time::sleep_until(spinner.next_frame()).await,
+        None => std::future::pending().await,
     }
 }
 
