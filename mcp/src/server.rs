@@ -142,24 +142,42 @@ impl TotemMcp {
             };
         };
         let mut step = 0.0;
+        let mut tell = async |kind: &EventKind| {
+            if let Some(message) = progress_message(kind) {
+                step += 1.0;
+                let note =
+                    ProgressNotificationParam::new(token.clone(), step).with_message(message);
+                let _ = context.peer.notify_progress(note).await;
+            }
+        };
         let answer = loop {
             tokio::select! {
-                answer = &mut ask => break answer,
-                _ = context.ct.cancelled() => break Err("cancelled".to_string()),
+                biased;
                 event = events.next() => match event {
-                    Some(Ok(event)) => {
-                        if let Some(message) = progress_message(&event.kind) {
-                            step += 1.0;
-                            let note = ProgressNotificationParam::new(token.clone(), step)
-                                .with_message(message);
-                            let _ = context.peer.notify_progress(note).await;
-                        }
-                    }
+                    Some(Ok(event)) => tell(&event.kind).await,
                     // The subscription ended; the answer still comes.
                     _ => break ask.await,
                 },
+                answer = &mut ask => break answer,
+                _ = context.ct.cancelled() => break Err("cancelled".to_string()),
             }
         };
+        // The answer can overtake the run's last events on the way here: pass them on too, up to
+        // the run's end.
+        if let Ok(outcome) = &answer
+            && let Some(run_id) = outcome["run"]["id"].as_str()
+            && outcome["run"]["status"] != "running"
+        {
+            let rest = async {
+                while let Some(Ok(event)) = events.next().await {
+                    tell(&event.kind).await;
+                    if run_ended(&event.kind, run_id) {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rest).await;
+        }
         let _ = client.unsubscribe(&events.subscription).await;
         answer
     }
@@ -175,6 +193,16 @@ impl TotemMcp {
         let after = session.get("lastSeq")?.as_u64()?;
         let events = client.subscribe(session_id, after).await.ok()?;
         Some((client, events))
+    }
+}
+
+fn run_ended(kind: &EventKind, run_id: &str) -> bool {
+    match kind {
+        EventKind::RunDone { run }
+        | EventKind::RunFailed { run }
+        | EventKind::RunAborted { run }
+        | EventKind::RunInterrupted { run } => run.id == run_id,
+        _ => false,
     }
 }
 
