@@ -105,6 +105,13 @@ impl Runner {
         starts.len() - kept
     }
 
+    /// Undoes the start of a compaction that did not happen: `messages` is `prior` followed by
+    /// `appended` messages copied from `current`.
+    fn restore_prior(&mut self, mut messages: Vec<ModelMessage>, appended: usize) {
+        messages.truncate(messages.len() - appended);
+        self.prior = messages;
+    }
+
     /// Summarises the turns before this run and this run's steps beyond the newest ones that fit
     /// `keep` tokens. `Ok(false)` when there was nothing to summarise. `tokens` is the size of
     /// the request that called for it, for the notice.
@@ -145,9 +152,7 @@ impl Runner {
         let (summary, model_name) = match summary {
             Ok(Some(done)) => done,
             failed_or_aborted => {
-                // Nothing changed: the turns go back where they were.
-                messages.truncate(messages.len() - if steps > 0 { cut } else { 0 });
-                self.prior = messages;
+                self.restore_prior(messages, if steps > 0 { cut } else { 0 });
                 return failed_or_aborted.map(|_| false);
             }
         };
@@ -171,10 +176,14 @@ impl Runner {
             at: now_ms(),
             keep: keep_ids,
         };
-        self.daemon
+        if let Err(e) = self
+            .daemon
             .store()
             .put_compaction(&self.agent.session_id, &compaction)
-            .map_err(|e| format!("compaction failed: cannot store the summary: {e}"))?;
+        {
+            self.restore_prior(messages, if steps > 0 { cut } else { 0 });
+            return Err(format!("compaction failed: cannot store the summary: {e}"));
+        }
         self.compaction = Some(compaction);
         self.prior_upto = upto_seq;
         self.current.drain(1..cut.max(1));
