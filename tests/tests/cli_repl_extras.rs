@@ -1,0 +1,229 @@
+//! The REPL's spinner, highlighted code, `@path`, `!command` and `/jobs`, and `totem init`,
+//! driven through a pseudo-terminal as a person would, against the Ollama simulator.
+
+mod cli_common;
+
+use std::time::Duration;
+
+use cli_common::{Cli, assert_exit, stdout};
+use expectrl::session::OsSession;
+use expectrl::{Eof, Expect, Session};
+use serde_json::json;
+use totem_client::Client;
+use totem_protocol::ClientCapabilities;
+use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+
+const MODEL: &str = "sim/llama3.2:latest";
+
+struct Env {
+    cli: Cli,
+    sim: Sim,
+    runtime: tokio::runtime::Runtime,
+}
+
+fn start() -> Env {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
+    let cli = Cli::new();
+    std::fs::write(cli.project.path().join("README.md"), "# demo\n").expect("readme");
+    assert_exit(&cli.run(["daemon", "start"]), 0);
+    runtime.block_on(async {
+        let (client, _) = Client::connect(&cli.socket(), "cli-test", ClientCapabilities::default())
+            .await
+            .expect("connect");
+        client
+            .call_raw(
+                "provider.add",
+                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
+                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
+            )
+            .await
+            .expect("provider.add");
+    });
+    Env { cli, sim, runtime }
+}
+
+impl Env {
+    fn push(&self, events: Vec<SimEvent>, delay_ms: u64) {
+        let _guard = self.runtime.enter();
+        self.sim.push(Reply::Stream(Script {
+            delay_ms,
+            ..Script::new(events)
+        }));
+    }
+
+    /// The REPL in a pty; `color` leaves NO_COLOR unset.
+    fn repl(&self, color: bool) -> OsSession {
+        let mut command = self.cli.command(["attach", "--new"]);
+        command.env("TERM", "xterm");
+        if color {
+            command.env_remove("NO_COLOR");
+        }
+        let mut session = Session::spawn(command).expect("spawn totem in a pty");
+        session.set_expect_timeout(Some(Duration::from_secs(30)));
+        session.expect("Type a prompt").expect("greeting");
+        session
+            .send(format!("/model {MODEL}\r"))
+            .expect("choose the model");
+        session
+            .expect("The next prompts use")
+            .expect("model chosen");
+        session
+    }
+
+    /// The text of every prompt the simulator received.
+    fn prompts_seen(&self) -> String {
+        let _guard = self.runtime.enter();
+        self.sim
+            .chat_requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+fn text(captures: &expectrl::Captures) -> String {
+    String::from_utf8_lossy(captures.as_bytes()).into_owned()
+}
+
+#[test]
+fn a_spinner_shows_until_the_first_token_and_is_erased() {
+    let env = start();
+    // The first token comes after 1.5 s; the spinner fills the wait.
+    env.push(
+        vec![
+            SimEvent::text("First words.\n\n"),
+            SimEvent::text("More.\n"),
+        ],
+        1500,
+    );
+    let mut repl = env.repl(false);
+    repl.send("take your time\r").expect("type a prompt");
+    repl.expect("waiting for the model")
+        .expect("the spinner shows while nothing came");
+    let before = repl.expect("First words.").expect("the answer");
+    // The answer is written over the spinner's line: erased (up one line, cleared) first.
+    let drawn = text(&before);
+    let tail = &drawn[drawn.rfind("waiting for the model").expect("a frame")..];
+    assert!(tail.contains("\x1b[1A\r\x1b[2K"), "{tail:?}");
+    repl.expect("✓ done").expect("run done");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn code_blocks_are_highlighted_on_a_colour_terminal() {
+    let env = start();
+    env.push(
+        vec![SimEvent::text(
+            "Here:\n\n```rust\nfn main() { let x = 1; }\n```\n\nDone.\n",
+        )],
+        0,
+    );
+    let mut repl = env.repl(true);
+    repl.send("show code\r").expect("type a prompt");
+    let seen = repl.expect("Done.").expect("the answer");
+    let drawn = text(&seen);
+    assert!(drawn.contains("\x1b[38;2;"), "24-bit colours: {drawn:?}");
+    assert!(drawn.contains("main"), "{drawn:?}");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn at_path_completes_and_attaches_the_file() {
+    let env = start();
+    let project = env.cli.project.path();
+    std::fs::create_dir_all(project.join("src")).expect("src");
+    std::fs::write(project.join("src/widget.rs"), "pub fn widget_marker() {}\n").expect("file");
+    std::fs::write(project.join(".gitignore"), "secret-build/\n").expect("gitignore");
+    std::fs::create_dir_all(project.join("secret-build")).expect("ignored");
+    env.push(vec![SimEvent::text("Seen it.\n")], 0);
+    let mut repl = env.repl(false);
+    // Tab completes the folder, then the file.
+    repl.send("explain @sr\t").expect("Tab");
+    repl.expect("@src/").expect("the folder completed");
+    repl.send("wi\t").expect("Tab again");
+    repl.expect("@src/widget.rs").expect("the file completed");
+    repl.send(" and @missing.txt\r").expect("Enter");
+    repl.expect("Attached src/widget.rs")
+        .expect("attached note");
+    repl.expect("@missing.txt is not attached: no such file")
+        .expect("the missing file is named");
+    repl.expect("Seen it.").expect("the answer");
+    let prompts = env.prompts_seen();
+    assert!(prompts.contains("widget_marker"), "{prompts}");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn bang_runs_a_command_after_asking_and_its_output_goes_into_the_next_prompt() {
+    let env = start();
+    env.push(vec![SimEvent::text("Noted.\n")], 0);
+    let mut repl = env.repl(false);
+    // `ls` is read-only: it runs without a question.
+    repl.send("!ls\r").expect("!ls");
+    repl.expect("README.md").expect("its output");
+    repl.expect("go with your next prompt").expect("the note");
+    // `touch` asks as bash would; answered once here.
+    repl.send("!touch made-here\r").expect("!touch");
+    repl.expect("Answer: o = once").expect("asked");
+    repl.send("o\r").expect("answer once");
+    repl.expect("go with your next prompt").expect("ran");
+    assert!(env.cli.project.path().join("made-here").exists());
+    repl.send("what do you see?\r").expect("a prompt");
+    repl.expect("Noted.").expect("the answer");
+    let prompts = env.prompts_seen();
+    assert!(
+        prompts.contains("I ran `ls` in the project folder") && prompts.contains("README.md"),
+        "{prompts}"
+    );
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn jobs_lists_the_sessions_background_jobs() {
+    let env = start();
+    env.push(
+        vec![SimEvent::tool_call(
+            "c1",
+            "job",
+            json!({"action": "start", "command": "sleep 30"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Started.\n")], 0);
+    let mut repl = env.repl(false);
+    repl.send("/jobs\r").expect("/jobs");
+    repl.expect("No background jobs").expect("none yet");
+    repl.send("start a job\r").expect("a prompt");
+    repl.expect("Answer: o = once").expect("asked to start it");
+    repl.send("o\r").expect("answer once");
+    repl.expect("✓ done").expect("run done");
+    repl.send("/jobs\r").expect("/jobs");
+    let seen = repl.expect("sleep 30").expect("the job is listed");
+    assert!(text(&seen).contains("j1"), "{}", text(&seen));
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn totem_init_writes_agents_md_and_scaffolds_an_empty_folder() {
+    let env = start();
+    let out = env.cli.run(["init"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("Wrote AGENTS.md"), "{}", stdout(&out));
+    assert!(env.cli.project.path().join("AGENTS.md").exists());
+
+    let fresh = env.cli.project.path().join("new-app");
+    let out = env.cli.run(["init", fresh.to_str().expect("utf-8")]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("Created a Total.js 5 project"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(fresh.join("index.js").exists() && fresh.join("AGENTS.md").exists());
+}
