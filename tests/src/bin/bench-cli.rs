@@ -125,8 +125,126 @@ fn main() -> anyhow::Result<()> {
             false => "no provider: the run fails at once",
         }
     );
+    if with_sim {
+        first_char(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
+    }
     totem_cmd(&["daemon", "stop"]).status()?;
     Ok(())
+}
+
+/// Enter → first streamed character on screen in the REPL, through a pty, against the simulator
+/// answering at once; and the same prompt → first text delta from a plain socket client. Both
+/// include the daemon, the simulator and the provider request; the difference is the REPL's own
+/// share (line editor, subscription, rendering, pty).
+fn first_char(
+    totem: &Path,
+    home: &Path,
+    project: &Path,
+    runtime: &tokio::runtime::Runtime,
+    sim: &Sim,
+    socket: &Path,
+) -> anyhow::Result<()> {
+    use expectrl::Expect;
+    const N: usize = 20;
+    let mut command = Command::new(totem);
+    command
+        .args(["attach", "--new"])
+        .current_dir(project)
+        .env("TOTEM_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm");
+    let mut repl = expectrl::Session::spawn(command).context("spawn totem in a pty")?;
+    repl.set_expect_timeout(Some(Duration::from_secs(20)));
+    repl.expect("Type a prompt")?;
+    repl.send("/model sim/llama3.2:latest\r")?;
+    repl.expect("The next prompts use")?;
+    let mut screen = Vec::with_capacity(N);
+    for i in 0..N + 1 {
+        let token = format!("pong{i}x");
+        {
+            let _guard = runtime.enter();
+            sim.push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
+        }
+        // Let the prompt settle so the key is not typed into a redraw.
+        std::thread::sleep(Duration::from_millis(150));
+        repl.send(format!("say {i}"))?;
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        repl.send("\r")?;
+        repl.expect(token.as_str())?;
+        if i > 0 {
+            screen.push(t.elapsed());
+        }
+        repl.expect("done")?;
+    }
+    let _ = repl.send(expectrl::ControlCode::EndOfTransmission);
+
+    let socket_times = runtime.block_on(async {
+        let (client, _) =
+            Client::connect(socket, "bench-cli", ClientCapabilities::default()).await?;
+        let project = client
+            .call_raw("project.open", json!({"path": project}))
+            .await?;
+        let session = client
+            .call_raw("session.create", json!({"projectId": project["id"]}))
+            .await?;
+        let id = session["id"].as_str().context("session id")?.to_string();
+        let mut events = client.subscribe(&id, 0).await?;
+        let mut times = Vec::with_capacity(N);
+        for i in 0..N + 1 {
+            sim.push(Reply::stream([SimEvent::text(format!("pong{i}x\n"))]));
+            let t = Instant::now();
+            client
+                .call_raw(
+                    "session.prompt",
+                    json!({"sessionId": id, "text": format!("say {i}"), "model": "sim/llama3.2:latest"}),
+                )
+                .await?;
+            let mut first = None;
+            while let Some(event) = events.next_value().await {
+                let kind = event["type"].as_str().unwrap_or("");
+                if first.is_none() && kind == "part.delta" {
+                    first = Some(t.elapsed());
+                }
+                if kind.starts_with("run.") && kind != "run.started" {
+                    break;
+                }
+            }
+            if i > 0 {
+                times.push(first.context("no text delta")?);
+            }
+        }
+        Ok::<_, anyhow::Error>(times)
+    })?;
+    let screen = stats(screen);
+    let direct = stats(socket_times);
+    println!(
+        "REPL Enter → first char     median {:>8.2} ms  (min {:.2}, p90 {:.2}; {N} prompts through a pty)",
+        ms(screen.median),
+        ms(screen.min),
+        ms(screen.p90)
+    );
+    println!(
+        "socket prompt → first delta median {:>8.2} ms  (min {:.2}, p90 {:.2}; same daemon and simulator)",
+        ms(direct.median),
+        ms(direct.min),
+        ms(direct.p90)
+    );
+    println!(
+        "REPL's own share            median {:>8.2} ms  (the difference of the medians)",
+        ms(screen.median.saturating_sub(direct.median))
+    );
+    Ok(())
+}
+
+fn stats(mut times: Vec<Duration>) -> Timing {
+    times.sort();
+    let n = times.len();
+    Timing {
+        median: times[n / 2],
+        min: times[0],
+        p90: times[n * 9 / 10],
+    }
 }
 
 struct Timing {
