@@ -73,7 +73,9 @@ pub enum Command {
 const ATTACH_HELP: &str = "\
 Inside the prompt: /help lists the commands, Enter sends, a line ending in \\ or Alt-Enter continues
 on the next line, Ctrl-C aborts the running run (twice within a second leaves), Ctrl-D leaves.
-Leaving never stops a run: reattach with `totem attach --session ID`.";
+Leaving never stops a run: reattach with `totem attach --session ID`.
+Notices (a run longer than TOTEM_NOTIFY_AFTER seconds, default 10, ends; a question waits):
+TOTEM_NOTIFY=osc9 (default: bell + OSC 9), osc777 (bell + OSC 777), bell, or off.";
 
 #[derive(Debug, Args, Default)]
 pub struct AttachArgs {

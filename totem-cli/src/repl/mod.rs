@@ -555,9 +555,9 @@ impl Repl<'_> {
         if kind == "permission.asked" {
             if self.connection.has("permission.reply") {
                 let bell = if live && self.style().color {
-                    "\x07"
+                    notice("Totem: a question waits for you", &notify_setting())
                 } else {
-                    ""
+                    String::new()
                 };
                 let hint = self.style().dim(ANSWER_HINT);
                 self.print(&format!("{hint}{bell}\n"));
@@ -581,7 +581,7 @@ impl Repl<'_> {
             return String::new();
         }
         let what = kind.trim_start_matches("run.");
-        format!("\x1b]9;Totem: run {what}\x07\x07")
+        notice(&format!("Totem: run {what}"), &notify_setting())
     }
 
     /// Follows `session` from now on, replaying its recent events.
@@ -658,6 +658,23 @@ impl Repl<'_> {
     }
 }
 
+/// `TOTEM_NOTIFY`: how notices reach the person (default `osc9`).
+fn notify_setting() -> String {
+    std::env::var("TOTEM_NOTIFY").unwrap_or_default()
+}
+
+/// The bytes of a notice: `off` nothing, `bell` the bell alone, `osc777` the bell and an OSC 777
+/// desktop notification (urxvt, foot, some GNOME terminals), anything else the bell and OSC 9
+/// (iTerm2, WezTerm, Windows Terminal, kitty).
+fn notice(text: &str, setting: &str) -> String {
+    match setting.trim().to_ascii_lowercase().as_str() {
+        "off" | "none" | "0" => String::new(),
+        "bell" => "\x07".into(),
+        "osc777" | "777" => format!("\x1b]777;notify;Totem;{text}\x07\x07"),
+        _ => format!("\x1b]9;{text}\x07\x07"),
+    }
+}
+
 /// Resolves when the spinner's next frame is due; never without a spinner.
 async fn spinner_due(spinner: &Option<Spinner>) {
     match spinner {
@@ -670,5 +687,18 @@ async fn next_event(stream: &mut Option<EventStream>) -> Option<Value> {
     match stream {
         Some(stream) => stream.next_value().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::notice;
+
+    #[test]
+    fn notices_follow_the_setting() {
+        assert_eq!(notice("hi", "off"), "");
+        assert_eq!(notice("hi", "bell"), "\x07");
+        assert_eq!(notice("hi", "osc777"), "\x1b]777;notify;Totem;hi\x07\x07");
+        assert_eq!(notice("hi", ""), "\x1b]9;hi\x07\x07");
     }
 }
