@@ -1,0 +1,124 @@
+//! Memory over many runs: 100 short runs against the Ollama simulator, RSS of `totemd` (VmRSS from
+//! /proc/PID/status) at start, after run 50 and after run 100, and the growth between 50 and 100
+//! (target ≤ 5 %).
+//!
+//! `cargo run --release -p totem-tests --bin bench-runs [-- RUNS]`
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use totem_protocol::EventKind;
+use totem_tests::harness::TestDaemon;
+use totem_tests::sim::harness::plain_model;
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+#[tokio::main]
+async fn main() {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100);
+    let half = runs / 2;
+    let sim = Sim::start(SimKind::Ollama).await;
+    let daemon = TestDaemon::start();
+    let client = daemon.client().await;
+    let model = format!("sim/{}", plain_model(SimKind::Ollama));
+    client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": sim.url(), "maxRetries": 0}),
+        )
+        .await
+        .expect("provider.add");
+    let project = tempfile::tempdir().expect("project folder");
+    std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
+    let project_id = client
+        .call_raw("project.open", json!({"path": project.path()}))
+        .await
+        .expect("project.open")["id"]
+        .as_str()
+        .expect("project id")
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let start = rss_kib(daemon.pid());
+    println!("# bench-runs: {runs} runs, each in a new session, 40 streamed deltas each");
+    println!("RSS at start                 {:>6.1} MiB", mib(start));
+    let mut at_half = 0;
+    let started = Instant::now();
+    for i in 1..=runs {
+        let session = client
+            .call_raw("session.create", json!({"projectId": project_id}))
+            .await
+            .expect("session.create")["id"]
+            .as_str()
+            .expect("session id")
+            .to_string();
+        let mut events = client.subscribe(&session, 0).await.expect("subscribe");
+        let words: Vec<SimEvent> = (0..40)
+            .map(|w| SimEvent::text(format!("word{w} ")))
+            .collect();
+        sim.push(Reply::stream(words));
+        let accepted = client
+            .call_raw(
+                "session.prompt",
+                json!({"sessionId": session, "text": format!("run {i}"), "model": model}),
+            )
+            .await
+            .expect("session.prompt");
+        let run_id = accepted["runId"].as_str().expect("run id").to_string();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+                .await
+                .expect("run ends within 30 s")
+                .expect("subscription open")
+                .expect("event decodes");
+            match &event.kind {
+                EventKind::RunDone { run } if run.id == run_id => break,
+                EventKind::RunFailed { run }
+                | EventKind::RunAborted { run }
+                | EventKind::RunInterrupted { run }
+                    if run.id == run_id =>
+                {
+                    panic!("run {i} did not finish: {event:?}")
+                }
+                _ => {}
+            }
+        }
+        let _ = client.unsubscribe(&events.subscription).await;
+        if i == half {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            at_half = rss_kib(daemon.pid());
+            println!(
+                "RSS after run {half:<4}           {:>6.1} MiB",
+                mib(at_half)
+            );
+        }
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let end = rss_kib(daemon.pid());
+    println!("RSS after run {runs:<4}           {:>6.1} MiB", mib(end));
+    let growth = (end as f64 - at_half as f64) / at_half.max(1) as f64 * 100.0;
+    println!(
+        "growth run {half} → {runs}         {growth:>+6.1} %   (target ≤ 5 %: {})",
+        if growth <= 5.0 { "met" } else { "missed" }
+    );
+    println!(
+        "runs took                    {:>6.1} ms each (mean, session.create → run.done)",
+        elapsed.as_secs_f64() * 1e3 / runs as f64
+    );
+}
