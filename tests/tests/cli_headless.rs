@@ -3,7 +3,7 @@
 
 mod cli_common;
 
-use cli_common::{Cli, assert_exit, stderr, stdout};
+use cli_common::{Cli, assert_exit, json_events, stderr, stdout};
 use serde_json::json;
 use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
 
@@ -95,6 +95,42 @@ fn allow_grants_the_named_command_for_this_run() {
     assert!(
         env.cli.project.path().join("out.txt").exists(),
         "the allowed command ran"
+    );
+}
+
+#[test]
+fn json_events_of_a_tool_using_run_are_valid_against_the_schema() {
+    let env = start();
+    env.script_a_bash_write();
+    let out = env.cli.run([
+        "run",
+        "--json",
+        "--model",
+        MODEL,
+        "--allow",
+        "bash(touch *)",
+        "write out.txt",
+    ]);
+    assert_exit(&out, 0);
+    let events = json_events(&out);
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or(""))
+        .collect();
+    for kind in [
+        "part.started",
+        "part.delta",
+        "part.done",
+        "usage",
+        "run.done",
+    ] {
+        assert!(types.contains(&kind), "{kind} missing: {types:?}");
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e["part"]["type"] == "toolCall" && e["part"]["tool"] == "bash"),
+        "the tool call is an event: {types:?}"
     );
 }
 

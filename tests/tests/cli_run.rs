@@ -6,20 +6,7 @@
 
 mod cli_common;
 
-use cli_common::{Cli, assert_exit, stderr, stdout};
-use totem_protocol::SessionEvent;
-
-fn json_events(out: &std::process::Output) -> Vec<serde_json::Value> {
-    stdout(out)
-        .lines()
-        .map(|line| {
-            // Every line is one event of the protocol, as its types (and so its schema) say.
-            serde_json::from_str::<SessionEvent>(line)
-                .unwrap_or_else(|e| panic!("not a SessionEvent ({e}): {line}"));
-            serde_json::from_str(line).expect("JSON line")
-        })
-        .collect()
-}
+use cli_common::{Cli, assert_exit, json_events, stderr, stdout};
 
 #[test]
 fn a_failed_run_exits_1_and_says_why() {

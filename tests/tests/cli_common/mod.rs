@@ -165,3 +165,43 @@ pub fn ctrl_d_until<N: expectrl::Needle>(
     }
     panic!("Ctrl-D pressed 6 times without seeing what leaving prints: {last:?}");
 }
+
+/// A validator for one `SessionEvent`, built from the checked-in schema client authors use.
+pub fn event_validator() -> jsonschema::Validator {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../protocol/schema/protocol.json"
+    );
+    let text = std::fs::read_to_string(path).expect("protocol/schema/protocol.json");
+    let protocol: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+    let schema = serde_json::json!({
+        "$schema": protocol["$schema"],
+        "$defs": protocol["$defs"],
+        "$ref": "#/$defs/SessionEvent",
+    });
+    jsonschema::validator_for(&schema).expect("the schema compiles")
+}
+
+/// The lines of `totem run --json`, each checked against the schema.
+pub fn json_events(out: &std::process::Output) -> Vec<serde_json::Value> {
+    let validator = event_validator();
+    stdout(out)
+        .lines()
+        .map(|line| {
+            // Every line is one event of the protocol: valid against the published schema, and
+            // readable as the protocol crate's type.
+            let event: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+            let errors: Vec<String> = validator
+                .iter_errors(&event)
+                .map(|e| e.to_string())
+                .collect();
+            assert!(
+                errors.is_empty(),
+                "not a schema-valid event ({errors:?}): {line}"
+            );
+            serde_json::from_str::<totem_protocol::SessionEvent>(line)
+                .unwrap_or_else(|e| panic!("not a SessionEvent ({e}): {line}"));
+            event
+        })
+        .collect()
+}
