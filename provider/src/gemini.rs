@@ -20,7 +20,7 @@ use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
-use crate::wire::{Few, parse_event, parse_raw};
+use crate::wire::{Few, Scanner, parse_event, parse_raw};
 
 /// Ids Totem makes up for calls that came without one; they are not echoed back to Gemini.
 const SYNTHETIC_ID_PREFIX: &str = "gemini_call_";
@@ -626,8 +626,130 @@ impl Decoder for GeminiDecoder {
     }
 }
 
+/// The event Gemini streams for nearly every delta: one candidate with one plain text part,
+/// maybe a finish reason, maybe usage, and the ids the decoder ignores.
+struct Hot<'a> {
+    text: &'a str,
+    finish: Option<&'a str>,
+    usage: Option<UsageMetadata>,
+}
+
+/// Reads `data` as the hot event shape, or answers `None` for anything else (escapes, thought
+/// parts, signatures, calls, errors, several parts or candidates, unknown keys, duplicate keys,
+/// other value types): those go to serde, which decides the way it always did.
+fn hot(data: &str) -> Option<Hot<'_>> {
+    let mut s = Scanner::new(data);
+    let (mut candidates, mut content, mut parts) = (false, false, false);
+    let mut text = None;
+    let mut finish = None;
+    let mut usage = None;
+    s.object(|s, key| match key {
+        "candidates" if !candidates => {
+            candidates = true;
+            s.single(|s| {
+                s.object(|s, key| match key {
+                    "content" if !content => {
+                        content = true;
+                        s.object(|s, key| match key {
+                            "parts" if !parts => {
+                                parts = true;
+                                s.single(|s| {
+                                    s.object(|s, key| match key {
+                                        "text" if text.is_none() => {
+                                            text = Some(s.string()?);
+                                            Some(())
+                                        }
+                                        _ => None,
+                                    })
+                                })
+                            }
+                            "role" => s.string().map(drop),
+                            _ => None,
+                        })
+                    }
+                    "finishReason" if finish.is_none() => {
+                        finish = Some(s.string()?);
+                        Some(())
+                    }
+                    "index" => s.uint().map(drop),
+                    _ => None,
+                })
+            })
+        }
+        "usageMetadata" if usage.is_none() => {
+            let mut counts = [None; 4];
+            s.object(|s, key| {
+                let slot = match key {
+                    "promptTokenCount" => 0,
+                    "candidatesTokenCount" => 1,
+                    "thoughtsTokenCount" => 2,
+                    "cachedContentTokenCount" => 3,
+                    _ => return s.uint().map(drop),
+                };
+                match counts[slot] {
+                    Some(_) => None,
+                    None => {
+                        counts[slot] = Some(s.uint()?);
+                        Some(())
+                    }
+                }
+            })?;
+            let [prompt, candidates, thoughts, cached] = counts.map(Option::unwrap_or_default);
+            usage = Some(UsageMetadata {
+                prompt_token_count: prompt,
+                candidates_token_count: candidates,
+                thoughts_token_count: thoughts,
+                cached_content_token_count: cached,
+            });
+            Some(())
+        }
+        "modelVersion" | "responseId" => s.string().map(drop),
+        _ => None,
+    })?;
+    s.end()?;
+    Some(Hot {
+        text: text?,
+        finish,
+        usage,
+    })
+}
+
+fn usage_event(usage: UsageMetadata) -> StreamEvent {
+    let cached = usage.cached_content_token_count;
+    StreamEvent::Usage(Usage {
+        input_tokens: usage.prompt_token_count.saturating_sub(cached),
+        output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        reasoning_tokens: usage.thoughts_token_count,
+    })
+}
+
 impl GeminiDecoder {
     fn feed_response(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        if let Some(hot) = std::str::from_utf8(data).ok().and_then(hot) {
+            if !hot.text.is_empty() {
+                out.push(StreamEvent::TextDelta {
+                    text: hot.text.to_owned(),
+                });
+            }
+            if let Some(reason) = hot.finish {
+                self.finish = Some(reason.to_owned());
+            }
+            if let Some(usage) = hot.usage {
+                out.push(usage_event(usage));
+            }
+            return Ok(());
+        }
+        self.feed_with_serde(data, out)
+    }
+
+    /// The general decoder, for every event the hot path steps aside from.
+    fn feed_with_serde(
         &mut self,
         data: &[u8],
         out: &mut Vec<StreamEvent>,
@@ -709,14 +831,7 @@ impl GeminiDecoder {
             self.blocked = true;
         }
         if let Some(usage) = response.usage_metadata {
-            let cached = usage.cached_content_token_count;
-            out.push(StreamEvent::Usage(Usage {
-                input_tokens: usage.prompt_token_count.saturating_sub(cached),
-                output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
-                cache_read_tokens: cached,
-                cache_write_tokens: 0,
-                reasoning_tokens: usage.thoughts_token_count,
-            }));
+            out.push(usage_event(usage));
         }
         Ok(())
     }
@@ -725,6 +840,145 @@ impl GeminiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Feeds `data` to a decoder that may take the hot path and to one that always uses serde;
+    /// both must give the same result, the same events and the same state.
+    fn agree(data: &str) -> bool {
+        let (mut fast, mut slow) = (
+            GeminiDecoder::new("g".into()),
+            GeminiDecoder::new("g".into()),
+        );
+        let (mut fast_out, mut slow_out) = (Vec::new(), Vec::new());
+        let fast_result = fast.feed("", data.as_bytes(), &mut fast_out);
+        let slow_result = slow.feed_with_serde(data.as_bytes(), &mut slow_out);
+        if slow_result.is_err() {
+            slow_out.clear();
+        }
+        assert_eq!(fast_result, slow_result, "{data}");
+        assert_eq!(fast_out, slow_out, "{data}");
+        assert_eq!(fast.finish, slow.finish, "{data}");
+        assert_eq!(fast.blocked, slow.blocked, "{data}");
+        hot(data).is_some()
+    }
+
+    #[test]
+    fn the_hot_path_gives_exactly_what_serde_gives() {
+        let texts = [
+            r#""tok""#,
+            r#""""#,
+            r#""caf\u00e9""#,
+            r#""a\nb""#,
+            "\"日本\"",
+            r#""say \"hi\"""#,
+            "\"tab\there\"",
+            "null",
+            "3",
+        ];
+        let part_extras = [
+            "",
+            r#","thought":true"#,
+            r#","thoughtSignature":"c2ln""#,
+            r#","x":1"#,
+        ];
+        let finishes = [
+            "",
+            r#","finishReason":"STOP""#,
+            r#","finishReason":"MAX_TOKENS""#,
+            r#","finishReason":"SAFETY","finishReason":"STOP""#,
+            r#","finishReason":null"#,
+        ];
+        let usages = [
+            "",
+            r#","usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":2,"cachedContentTokenCount":5,"totalTokenCount":17}"#,
+            r#","usageMetadata":{}"#,
+            r#","usageMetadata":{"promptTokenCount":0}"#,
+            r#","usageMetadata":{"promptTokenCount":1,"promptTokenCount":2}"#,
+            r#","usageMetadata":{"promptTokenCount":07}"#,
+            r#","usageMetadata":{"promptTokenCount":1.5}"#,
+            r#","usageMetadata":{"promptTokenCount":-1}"#,
+            r#","usageMetadata":{"promptTokenCount":1e3}"#,
+            r#","usageMetadata":{"promptTokenCount":18446744073709551615}"#,
+            r#","usageMetadata":{"promptTokenCount":18446744073709551616}"#,
+            r#","usageMetadata":{"promptTokensDetails":[{"modality":"TEXT","tokenCount":4}]}"#,
+            r#","usageMetadata":null"#,
+        ];
+        let tails = [
+            r#","modelVersion":"gemini-2.5-flash","responseId":"r1""#,
+            "",
+            r#","promptFeedback":{"blockReason":"SAFETY"}"#,
+            r#","error":{"code":400,"message":"input token count exceeds the maximum"}"#,
+            r#","candidates":[]"#,
+        ];
+        let mut events = Vec::new();
+        for text in texts {
+            for extra in part_extras {
+                for finish in finishes {
+                    for usage in usages {
+                        for tail in tails {
+                            events.push(format!(
+                                r#"{{"candidates":[{{"content":{{"role":"model","parts":[{{"text":{text}{extra}}}]}}{finish},"index":0}}]{usage}{tail}}}"#
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // Other shapes around the hot one: reordered keys, whitespace, several parts or
+        // candidates, missing pieces, calls, trailing bytes.
+        events.extend(
+            [
+                r#"{"usageMetadata":{"candidatesTokenCount":1},"candidates":[{"index":0,"finishReason":"STOP","content":{"parts":[{"text":"x"}],"role":"model"}}]}"#,
+                " {\n \"candidates\" : [ { \"content\" : { \"parts\" : [ { \"text\" : \"x\" } ] } } ] }\r\n",
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"},{"text":"b"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}},{"content":{"parts":[{"text":"b"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{}]}}]}"#,
+                r#"{"candidates":[{"content":{}}]}"#,
+                r#"{"candidates":[{"finishReason":"STOP"}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"content":{"parts":[{"text":"b"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"candidates":[]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a","text":"b"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"read","args":{"path":"a"}}}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}]} x"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]}}]}{}"#,
+                r#"{"\u0063andidates":[{"content":{"parts":[{"text":"a"}]}}]}"#,
+                r#"{"candidates":[{"content":{"role":1,"parts":[{"text":"a"}]}}]}"#,
+                r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"index":-1}]}"#,
+                r#"{"usageMetadata":{"promptTokenCount":4}}"#,
+                r#"{}"#,
+                "[]",
+                "",
+            ]
+            .map(str::to_owned),
+        );
+        // Every hot event cut short and with a stray byte in every position.
+        let sample = r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"tok"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3},"modelVersion":"m"}"#;
+        for at in 0..=sample.len() {
+            events.push(sample[..at].to_owned());
+            for stray in [" ", ",", "\"", "}", "]", "0", "\\", "\u{1}", "é"] {
+                events.push(format!("{}{stray}{}", &sample[..at], &sample[at..]));
+            }
+        }
+        let mut taken = 0;
+        for event in &events {
+            taken += usize::from(agree(event));
+        }
+        // The hot path really is taken, for a good share of what was generated.
+        assert!(
+            taken > 400,
+            "hot path taken {taken} of {} times",
+            events.len()
+        );
+    }
+
+    #[test]
+    fn the_simulators_delta_takes_the_hot_path() {
+        let event = r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"tok "}]},"index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":0,"cachedContentTokenCount":0,"totalTokenCount":15},"modelVersion":"gemini-sim","responseId":"sim123"}"#;
+        assert!(agree(event));
+        let hot = hot(event).unwrap();
+        assert_eq!(hot.text, "tok ");
+        assert!(hot.finish.is_none());
+    }
 
     #[test]
     fn schema_is_reduced_to_what_gemini_accepts() {

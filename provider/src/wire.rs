@@ -92,6 +92,115 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Few<T> {
     }
 }
 
+/// A hand-written reader for the one event shape a provider streams for nearly every delta, so the
+/// hot path skips serde's generic machinery. It accepts a strict subset of JSON: objects, arrays
+/// walked by the caller, strings without escapes or control characters, and unsigned integers.
+/// Every method answers `None` for anything else, and the caller then decodes the event with serde
+/// as before — so the fast path can only ever agree with serde or step aside.
+pub(crate) struct Scanner<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Scanner { text, at: 0 }
+    }
+
+    fn skip_space(&mut self) {
+        let bytes = self.text.as_bytes();
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after any whitespace, consumed.
+    pub(crate) fn next(&mut self) -> Option<u8> {
+        self.skip_space();
+        let byte = *self.text.as_bytes().get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    /// Consumes `byte` (after any whitespace), or answers `None`.
+    pub(crate) fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// A string with no escapes and no control characters, borrowed from the event.
+    pub(crate) fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => break,
+                b'\\' | 0..0x20 => return None,
+                _ => self.at += 1,
+            }
+        }
+        // Both ends are ASCII quotes, so they lie on character boundaries.
+        let text = self.text.get(start..self.at)?;
+        self.at += 1;
+        Some(text)
+    }
+
+    /// An unsigned integer that fits a `u64`, written as JSON writes it (no sign, fraction,
+    /// exponent or leading zero).
+    pub(crate) fn uint(&mut self) -> Option<u64> {
+        self.skip_space();
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut value: u64 = 0;
+        while let Some(&digit @ b'0'..=b'9') = bytes.get(self.at) {
+            value = value
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = digits > 1 && bytes.get(start) == Some(&b'0');
+        let more = matches!(bytes.get(self.at), Some(b'.' | b'e' | b'E'));
+        (digits > 0 && !leading_zero && !more).then_some(value)
+    }
+
+    /// An object whose every member `field` reads (given the key, positioned at the value).
+    pub(crate) fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.skip_space();
+        if self.text.as_bytes().get(self.at) == Some(&b'}') {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            match self.next()? {
+                b',' => {}
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array of exactly one element, read by `element`.
+    pub(crate) fn single(&mut self, element: impl FnOnce(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        element(self)?;
+        self.eat(b']')
+    }
+
+    /// Nothing but whitespace is left.
+    pub(crate) fn end(&mut self) -> Option<()> {
+        self.skip_space();
+        (self.at == self.text.len()).then_some(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
