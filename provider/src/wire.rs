@@ -108,10 +108,11 @@ impl<'a> Scanner<'a> {
     }
 
     fn skip_space(&mut self) {
-        let bytes = self.text.as_bytes();
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(self.at) {
-            self.at += 1;
-        }
+        let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
+        self.at += rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(rest.len());
     }
 
     /// The next byte after any whitespace, consumed.
@@ -131,17 +132,16 @@ impl<'a> Scanner<'a> {
     pub(crate) fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.at;
-        let bytes = self.text.as_bytes();
-        loop {
-            match *bytes.get(self.at)? {
-                b'"' => break,
-                b'\\' | 0..0x20 => return None,
-                _ => self.at += 1,
-            }
+        let rest = self.text.as_bytes().get(start..)?;
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
         }
         // Both ends are ASCII quotes, so they lie on character boundaries.
-        let text = self.text.get(start..self.at)?;
-        self.at += 1;
+        let text = self.text.get(start..start + len)?;
+        self.at = start + len + 1;
         Some(text)
     }
 
