@@ -155,8 +155,12 @@ async fn run_with_readers(
     futures::future::join_all(reads).await
 }
 
-/// A raw connection: initialize and subscribe, then (for now) read nothing.
-async fn stalled_client(socket: &std::path::Path, session: &str) -> tokio::net::UnixStream {
+/// A raw connection: initialize and subscribe after `after_seq`, then (for now) read nothing.
+async fn stalled_client(
+    socket: &std::path::Path,
+    session: &str,
+    after_seq: u64,
+) -> tokio::net::UnixStream {
     let mut stream = tokio::net::UnixStream::connect(socket)
         .await
         .expect("connect");
@@ -165,7 +169,7 @@ async fn stalled_client(socket: &std::path::Path, session: &str) -> tokio::net::
             "protocolVersion": PROTOCOL_VERSION,
             "client": {"name": "stalled", "version": "0"}, "capabilities": {}}}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "session.subscribe",
-            "params": {"sessionId": session, "afterSeq": 0}}),
+            "params": {"sessionId": session, "afterSeq": after_seq}}),
     ];
     for line in lines {
         stream
@@ -181,12 +185,10 @@ async fn a_client_that_never_reads_does_not_slow_the_others() {
     stalled_client_scenario(false).await;
 }
 
-/// Found by this suite and not fixed yet, so ignored: in some runs the stalled client, once it
-/// reads, finds neither its backlog nor a `lagged` notice (nothing within 60 s after the two
-/// responses); in others it finds `lagged`, but `session.subscribe` from that seq (on the same
-/// connection or a new one) then delivers nothing, though `part.done` and `run.done` follow it.
+/// The stalled client, once it reads, finds its backlog and then a `lagged` notice naming the last
+/// event it was given; resubscribing from that seq, on the same connection and on a new one,
+/// replays every later event (no gap, no duplicate) up to the run's end and then continues live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "daemon bug: a lagged subscriber may get no lagged notice, and resubscribing from a lagged seq replays nothing"]
 async fn a_lagged_client_catches_up_by_resubscribing() {
     stalled_client_scenario(true).await;
 }
@@ -219,7 +221,7 @@ async fn stalled_client_scenario(catch_up: bool) {
     let baseline = run_with_readers(&readers, &session, 0).await;
     // A fresh session: the first answer would not fit the model's window a second time.
     let session = create_session(&setup, &project_id).await;
-    let stalled = stalled_client(&daemon.socket, &session).await;
+    let stalled = stalled_client(&daemon.socket, &session, 0).await;
     sim.push(Reply::Bench { deltas: DELTAS });
     let with_stalled = run_with_readers(&readers, &session, 0).await;
     let text_bytes = DELTAS * " tok".len();
@@ -242,79 +244,150 @@ async fn stalled_client_scenario(catch_up: bool) {
     if !catch_up {
         return;
     }
-    // Now it reads: behind the backlog is a `lagged` notice; it resubscribes from that seq
-    // and gets the rest, the finished answer and the run's end included.
+    // Now it reads: its backlog, events 1, 2, … in order, then a `lagged` notice naming the
+    // last of them.
     let (read, mut write) = stalled.into_split();
-    let mut lines = BufReader::new(read).lines();
+    let mut same = RawEvents::new(read);
+    let mut before = Vec::new();
     let lagged_seq = loop {
-        let line: Value = serde_json::from_str(&next_line(&mut lines).await).expect("JSON line");
-        let event = &line["params"]["result"];
+        let event = same.next_event().await;
         if event["type"] == "lagged" {
             break event["seq"].as_u64().expect("lagged seq");
         }
         assert!(
             event["type"] != "run.done",
-            "the stalled client got the end of the run without lagging: {line}"
+            "the stalled client got the end of the run without lagging"
         );
+        before.push(event);
     };
-    eprintln!("the stalled client was told it lagged at seq {lagged_seq}");
-    // The replay itself may be more than the connection's queue holds: each `lagged` names a
-    // later seq, and the client resubscribes from there until it reaches the run's end.
-    let mut from = lagged_seq;
-    let mut resubscribed = 0;
-    let mut answer_len = 0;
-    'resubscribe: loop {
-        resubscribed += 1;
-        assert!(
-            resubscribed <= 50,
-            "no progress after 50 resubscriptions (at {from})"
-        );
-        let request = json!({"jsonrpc": "2.0", "id": 2 + resubscribed, "method": "session.subscribe",
-            "params": {"sessionId": session, "afterSeq": from}});
-        write
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .expect("resubscribe");
+    eprintln!(
+        "the stalled client was told it lagged at seq {lagged_seq} after {} events",
+        before.len()
+    );
+    assert_consecutive(&before, 1, "the backlog before the lag notice");
+    assert_eq!(
+        before.last().and_then(|e| e["seq"].as_u64()),
+        Some(lagged_seq),
+        "the lag notice names the last event the client was given"
+    );
+
+    // It resubscribes from that seq on the same connection, and a new connection does too.
+    let request = json!({"jsonrpc": "2.0", "id": 3, "method": "session.subscribe",
+        "params": {"sessionId": session, "afterSeq": lagged_seq}});
+    write
+        .write_all(format!("{request}\n").as_bytes())
+        .await
+        .expect("resubscribe");
+    let fresh = stalled_client(&daemon.socket, &session, lagged_seq).await;
+    let (fresh_read, _fresh_write) = fresh.into_split();
+    let mut fresh = RawEvents::new(fresh_read);
+    let mut tails = Vec::new();
+    for (name, events) in [
+        ("same connection", &mut same),
+        ("new connection", &mut fresh),
+    ] {
+        let mut tail = Vec::new();
         loop {
-            let line: Value =
-                serde_json::from_str(&next_line(&mut lines).await).expect("JSON line");
-            let event = &line["params"]["result"];
-            match event["type"].as_str() {
-                Some("lagged") => {
-                    let seq = event["seq"].as_u64().expect("lagged seq");
-                    assert!(seq >= from, "lagged went back: {seq} < {from}");
-                    from = seq;
-                    continue 'resubscribe;
-                }
-                Some(_) => {
-                    let seq = event["seq"].as_u64().expect("seq");
-                    assert!(seq > from, "replayed from {from}: {line}");
-                }
-                None => continue,
+            let event = events.next_event().await;
+            assert!(
+                event["type"] != "lagged",
+                "{name}: lagged again while replaying: {event}"
+            );
+            let end = event["type"] == "run.done";
+            tail.push(event);
+            if end {
+                break;
             }
-            if event["type"] == "part.done" {
-                answer_len = event["part"]["text"].as_str().map_or(0, str::len);
-            }
-            if event["type"] == "run.done" {
-                break 'resubscribe;
+        }
+        assert_consecutive(&tail, lagged_seq + 1, name);
+        let answer: String = tail
+            .iter()
+            .filter(|e| e["type"] == "part.done")
+            .filter_map(|e| e["part"]["text"].as_str())
+            .collect();
+        assert_eq!(answer.len(), text_bytes, "{name}: the whole answer");
+        tails.push(tail);
+    }
+    // The backlog and the replay together are the whole stream: every delta, once.
+    let deltas: String = before
+        .iter()
+        .chain(&tails[0])
+        .filter(|e| e["type"] == "part.delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(deltas, " tok".repeat(DELTAS), "backlog + replay deltas");
+    let end_seq = tails[0]
+        .last()
+        .and_then(|e| e["seq"].as_u64())
+        .expect("seq");
+    eprintln!(
+        "resubscribed from {lagged_seq}: {} events replayed up to the run's end at seq {end_seq}",
+        tails[0].len()
+    );
+
+    // Both resubscriptions continue live: the next event of the session reaches them, next in line.
+    setup
+        .call_raw(
+            "session.rename",
+            json!({"sessionId": session, "title": "caught up"}),
+        )
+        .await
+        .expect("session.rename");
+    for (name, events) in [
+        ("same connection", &mut same),
+        ("new connection", &mut fresh),
+    ] {
+        let mut seq = end_seq;
+        loop {
+            let event = events.next_event().await;
+            seq += 1;
+            assert_eq!(
+                event["seq"].as_u64(),
+                Some(seq),
+                "{name}: live after the replay: {event}"
+            );
+            if event["type"] == "session.updated" && event["session"]["title"] == "caught up" {
+                break;
             }
         }
     }
-    eprintln!(
-        "the stalled client lagged at seq {lagged_seq} and caught up in {resubscribed} resubscription(s)"
-    );
-    assert_eq!(
-        answer_len, text_bytes,
-        "the resubscribed client got the whole answer"
-    );
 }
 
-async fn next_line(
-    lines: &mut tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
-) -> String {
-    tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("a line in time")
-        .expect("read")
-        .expect("connection open")
+/// Session events read from a raw connection; responses are skipped.
+struct RawEvents {
+    lines: tokio::io::Lines<BufReader<tokio::net::unix::OwnedReadHalf>>,
+}
+
+impl RawEvents {
+    fn new(read: tokio::net::unix::OwnedReadHalf) -> RawEvents {
+        RawEvents {
+            lines: BufReader::new(read).lines(),
+        }
+    }
+
+    async fn next_event(&mut self) -> Value {
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("a line in time")
+                .expect("read")
+                .expect("connection open");
+            let mut line: Value = serde_json::from_str(&line).expect("JSON line");
+            assert!(line.get("error").is_none(), "an error: {line}");
+            if line["method"] == "session.event" {
+                return line["params"]["result"].take();
+            }
+        }
+    }
+}
+
+/// Events numbered `first`, `first + 1`, … with no gap and no duplicate.
+fn assert_consecutive(events: &[Value], first: u64, what: &str) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(
+            event["seq"].as_u64(),
+            Some(first + i as u64),
+            "{what}: event {i} out of line: {event}"
+        );
+    }
 }

@@ -106,6 +106,23 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
                 continue;
             }
         };
+        if call.method == "initialize" {
+            // Answered before the next line is read: a client may send its first calls right
+            // behind `initialize`, and they must find the connection initialized.
+            let reply = dispatch(
+                call,
+                &methods,
+                &queue,
+                conn_id,
+                extensions.clone(),
+                None,
+                &state,
+            );
+            if let Some(reply) = reply.await {
+                send(&queue, reply).await;
+            }
+            continue;
+        }
         let methods = methods.clone();
         let queue = queue.clone();
         let extensions = extensions.clone();

@@ -22,7 +22,7 @@ use totem_protocol::{
 
 use super::connection::ConnectionState;
 use crate::daemon::{Daemon, ProjectError};
-use crate::session::SessionError;
+use crate::session::{SessionError, Subscription};
 use crate::store::StoreError;
 
 type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -301,23 +301,52 @@ async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, d:
     let Ok(mut sink) = pending.accept().await else {
         return;
     };
+    let session = p.session_id.as_str();
     let mut delivered = p.after_seq;
-    let mut live = subscription.live;
-    // Replayed events first, then live ones, skipping any the replay already covered.
-    let mut pending_replay = subscription.replay.into_iter();
+    let Subscription { replay, mut live } = subscription;
+    tracing::debug!(
+        session,
+        after_seq = p.after_seq,
+        replay = replay.len(),
+        "subscribed"
+    );
+    // The replay is this subscriber's own backlog: wait for room in its connection's queue (that
+    // holds up nobody else) rather than calling a replay bigger than the queue a lag. Live events
+    // meanwhile wait in the broadcast receiver; if they overflow it, that is the lag.
+    for event in replay {
+        let deleted = matches!(event.kind, EventKind::SessionDeleted {});
+        if event.seq <= delivered && !deleted {
+            continue;
+        }
+        let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
+            continue;
+        };
+        let sent = tokio::select! {
+            _ = sink.closed() => return,
+            sent = sink.send(SubscriptionMessage::from(raw)) => sent,
+        };
+        if sent.is_err() || deleted {
+            return;
+        }
+        delivered = event.seq;
+    }
+    // Live events: a subscriber whose queue is full is told it lagged rather than slowing the
+    // session (and every other subscriber) down.
     loop {
-        let event = match pending_replay.next() {
-            Some(e) => e,
-            None => tokio::select! {
-                _ = sink.closed() => return,
-                received = live.recv() => match received {
-                    Ok(e) => e,
-                    Err(RecvError::Closed) => return,
-                    Err(RecvError::Lagged(_)) => return lagged(&sink, &p.session_id, delivered).await,
-                },
+        let event = tokio::select! {
+            _ = sink.closed() => return,
+            received = live.recv() => match received {
+                Ok(e) => e,
+                Err(RecvError::Closed) => return,
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(session, missed, "subscriber fell behind the session's broadcast");
+                    drop(live);
+                    return lagged(&sink, session, delivered).await;
+                }
             },
         };
-        if event.seq <= delivered && !matches!(event.kind, EventKind::SessionDeleted {}) {
+        let deleted = matches!(event.kind, EventKind::SessionDeleted {});
+        if event.seq <= delivered && !deleted {
             continue;
         }
         let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
@@ -326,17 +355,21 @@ async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, d:
         match sink.try_send(SubscriptionMessage::from(raw)) {
             Ok(()) => delivered = event.seq,
             Err(jsonrpsee::core::server::TrySendError::Full(_)) => {
-                return lagged(&sink, &p.session_id, delivered).await;
+                drop(live);
+                return lagged(&sink, session, delivered).await;
             }
             Err(jsonrpsee::core::server::TrySendError::Closed(_)) => return,
         }
-        if matches!(event.kind, EventKind::SessionDeleted {}) {
+        if deleted {
             return;
         }
     }
 }
 
-/// Tells a subscriber it fell behind and ends its subscription; it resubscribes from `seq`.
+/// Tells a subscriber it fell behind and ends its subscription; it resubscribes from `seq`, the
+/// last event it was given. The notice waits for room behind that backlog for as long as the
+/// connection stays open (a client may stop reading for minutes; it must still find the notice
+/// when it reads again): only this subscription's task waits, nobody else is held up.
 async fn lagged(sink: &jsonrpsee::core::server::SubscriptionSink, session_id: &str, seq: u64) {
     tracing::debug!(session = session_id, seq, "subscriber lagged");
     let event = SessionEvent {
@@ -345,12 +378,11 @@ async fn lagged(sink: &jsonrpsee::core::server::SubscriptionSink, session_id: &s
         at: crate::util::now_ms(),
         kind: EventKind::Lagged {},
     };
-    if let Ok(raw) = serde_json::value::to_raw_value(&event) {
-        // Waits for room in this connection's queue only; nobody else is held up.
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_secs(30),
-            sink.send(SubscriptionMessage::from(raw)),
-        )
-        .await;
+    let Ok(raw) = serde_json::value::to_raw_value(&event) else {
+        return;
+    };
+    tokio::select! {
+        _ = sink.closed() => {}
+        _ = sink.send(SubscriptionMessage::from(raw)) => {}
     }
 }
