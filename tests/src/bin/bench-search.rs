@@ -192,7 +192,11 @@ fn main() {
         "grep",
         json!({"pattern": "fn needle_handler_\\d+"}),
     );
-    let (theirs, lines) = time_rg(&rg, &root, &["fn needle_handler_\\d+"]);
+    let (theirs, lines) = time_rg(
+        &rg,
+        &root,
+        &["--no-require-git", "--hidden", "fn needle_handler_\\d+"],
+    );
     println!(
         "grep: totem says \"{}\"; rg printed {lines} lines",
         text.lines().next().unwrap_or("")
@@ -205,7 +209,16 @@ fn main() {
         "grep",
         json!({"pattern": "no_such_token_anywhere", "literal": true}),
     );
-    let (theirs, lines) = time_rg(&rg, &root, &["-F", "no_such_token_anywhere"]);
+    let (theirs, lines) = time_rg(
+        &rg,
+        &root,
+        &[
+            "--no-require-git",
+            "--hidden",
+            "-F",
+            "no_such_token_anywhere",
+        ],
+    );
     println!(
         "grep: totem says \"{}\"; rg printed {lines} lines",
         text.lines().next().unwrap_or("")
@@ -213,7 +226,11 @@ fn main() {
     row("grep literal, no match", totem, theirs);
 
     let (totem, text) = time_tool(&runtime, &ctx, "glob", json!({"pattern": "*.rs"}));
-    let (theirs, lines) = time_rg(&rg, &root, &["--files", "-g", "*.rs"]);
+    let (theirs, lines) = time_rg(
+        &rg,
+        &root,
+        &["--no-require-git", "--hidden", "--files", "-g", "*.rs"],
+    );
     println!(
         "glob: totem says \"{}\"; rg listed {lines} files",
         text.lines().last().unwrap_or("")
@@ -226,7 +243,17 @@ fn main() {
         "glob",
         json!({"pattern": "pkg03/**/file00*.ts"}),
     );
-    let (theirs, lines) = time_rg(&rg, &root, &["--files", "-g", "pkg03/**/file00*.ts"]);
+    let (theirs, lines) = time_rg(
+        &rg,
+        &root,
+        &[
+            "--no-require-git",
+            "--hidden",
+            "--files",
+            "-g",
+            "pkg03/**/file00*.ts",
+        ],
+    );
     println!(
         "glob: totem says \"{}\"; rg listed {lines} files",
         text.lines().last().unwrap_or("")
