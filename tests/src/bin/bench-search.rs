@@ -57,7 +57,7 @@ fn tree() -> PathBuf {
                 ));
             }
             // One file in 50 holds the needle: 2,000 matching lines in all.
-            if n % 50 == 0 {
+            if n.is_multiple_of(50) {
                 text.push_str(&format!("fn needle_handler_{n}() {{ return {n}; }}\n"));
             }
             std::fs::write(dir.join(format!("file{file:03}.{ext}")), text).expect("write a file");
