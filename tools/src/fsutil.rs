@@ -1,8 +1,10 @@
-//! File helpers shared by the tools: atomic writes, diffs, a walker that stays in the project, and
+//! File helpers shared by the tools: atomic writes, diffs, walkers that stay in the project, and
 //! "did you mean" suggestions.
 
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::path::Path;
+use std::sync::Mutex;
 
 use crate::boundary::Boundary;
 
@@ -51,15 +53,9 @@ pub(crate) fn unified_diff(rel: &str, old: &str, new: &str) -> String {
 }
 
 /// A walker over `start` that honours .gitignore/.ignore (also outside git repositories), shows
-/// hidden files, never enters `.git`, never follows symlinks, and yields entries in name order.
-pub(crate) fn walker(start: &Path, max_depth: Option<usize>) -> ignore::Walk {
-    builder(start, max_depth)
-        .filter_entry(|e| e.file_name() != ".git")
-        .build()
-}
-
-/// Like [`walker`], but does not enter dependency folders (`node_modules`) that a project without
-/// ignore files would otherwise pour into a listing; the folder itself is still yielded.
+/// hidden files, never enters `.git`, never follows symlinks, and yields entries in name order. It
+/// does not enter dependency folders (`node_modules`) that a project without ignore files would
+/// otherwise pour into a listing; the folder itself is still yielded.
 pub(crate) fn shallow_walker(start: &Path, max_depth: Option<usize>) -> ignore::Walk {
     builder(start, max_depth)
         .filter_entry(|e| {
@@ -74,15 +70,83 @@ pub(crate) fn is_dependency_dir(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == "node_modules")
 }
 
-/// Like [`walker`], on several threads and in no particular order (callers sort).
-pub(crate) fn parallel_walker(start: &Path) -> ignore::WalkParallel {
+/// A walker over `start` on one thread per core (as `rg`), in no particular order (callers sort).
+/// Honours .gitignore/.ignore (also outside git repositories), shows hidden files, never enters
+/// `.git`, never follows symlinks. `within` is a chain of folder names below `start` (see
+/// [`PathGlob::folders`]): only that chain is entered, so `src/**` does not read the rest of the
+/// tree. The walk still starts at `start`, so ignore rules and symlinks along the chain are
+/// treated exactly as in a full walk.
+pub(crate) fn parallel_walker(start: &Path, within: &[String]) -> ignore::WalkParallel {
+    let within: Vec<std::ffi::OsString> = within.iter().map(Into::into).collect();
     let mut builder = ignore::WalkBuilder::new(start);
     builder
         .hidden(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git");
+        .filter_entry(move |e| {
+            if e.file_name() == ".git" {
+                return false;
+            }
+            match e.depth().checked_sub(1).and_then(|i| within.get(i)) {
+                Some(name) => e.file_name() == name.as_os_str(),
+                None => true,
+            }
+        });
     builder.build_parallel()
+}
+
+/// What one walker thread gathers, handed to the shared list in batches (one lock per 64 items)
+/// and when the thread's visitor is dropped at the end of the walk.
+pub(crate) struct Batch<'a, T> {
+    mine: Vec<T>,
+    all: &'a Mutex<Vec<T>>,
+}
+
+impl<'a, T> Batch<'a, T> {
+    pub fn new(all: &'a Mutex<Vec<T>>) -> Self {
+        Self {
+            mine: Vec::new(),
+            all,
+        }
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.mine.push(item);
+        if self.mine.len() >= 64 {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Ok(mut all) = self.all.lock() {
+            all.append(&mut self.mine);
+        }
+    }
+}
+
+impl<T> Drop for Batch<'_, T> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// `path` relative to `base` (an ancestor on the walk), borrowed when the path is UTF-8; empty for
+/// `base` itself, `None` when `path` is not below `base`. Compares bytes: the walker builds every
+/// path as `base/name/…`, and `Path::strip_prefix`'s component walk showed in the profile.
+pub(crate) fn below<'p>(base: &Path, path: &'p Path) -> Option<Cow<'p, str>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let base = base.as_os_str().as_bytes();
+    let rest = path.as_os_str().as_bytes().strip_prefix(base)?;
+    let rest = match rest {
+        [] => rest,
+        _ if base.ends_with(b"/") => rest,
+        [b'/', tail @ ..] => tail,
+        _ => return None,
+    };
+    Some(match std::str::from_utf8(rest) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => Cow::Owned(String::from_utf8_lossy(rest).into_owned()),
+    })
 }
 
 fn builder(start: &Path, max_depth: Option<usize>) -> ignore::WalkBuilder {
@@ -139,8 +203,11 @@ where
 /// Glob matching as models expect it: a pattern without `/` matches file names anywhere
 /// (`*.rs`), one with `/` matches the path from the project root (`src/**/*.rs`).
 pub(crate) struct PathGlob {
-    matcher: globset::GlobMatcher,
+    /// A set of one: unlike a `GlobMatcher` (always a regex), a set matches `*.rs` by extension
+    /// and `Cargo.toml` by name without running a regex.
+    matcher: globset::GlobSet,
     name_only: bool,
+    folders: Vec<String>,
 }
 
 impl PathGlob {
@@ -152,10 +219,33 @@ impl PathGlob {
             .backslash_escape(true)
             .build()
             .map_err(|e| format!("invalid glob pattern {pattern:?}: {}", e.kind()))?;
+        // The leading folders written without wildcards: `pkg03/src/**/*.ts` → `pkg03`, `src`.
+        let mut parts: Vec<&str> = pattern.split('/').collect();
+        parts.pop();
+        let folders = parts
+            .into_iter()
+            .take_while(|part| {
+                !part.is_empty()
+                    && *part != "."
+                    && !part.contains(['*', '?', '[', ']', '{', '}', '\\'])
+            })
+            .map(str::to_string)
+            .collect();
+        let matcher = globset::GlobSetBuilder::new()
+            .add(glob)
+            .build()
+            .map_err(|e| format!("invalid glob pattern {pattern:?}: {}", e.kind()))?;
         Ok(Self {
-            matcher: glob.compile_matcher(),
+            matcher,
             name_only,
+            folders,
         })
+    }
+
+    /// The folders every match lies in, outermost first (empty for a name pattern or one that
+    /// starts with a wildcard); for [`parallel_walker`].
+    pub fn folders(&self) -> &[String] {
+        &self.folders
     }
 
     /// `rel` is relative to the project root, `/`-separated.

@@ -415,6 +415,28 @@ async fn glob_never_returns_paths_through_links_out() {
 }
 
 #[tokio::test]
+async fn glob_with_a_folder_prefix_does_not_enter_links_out() {
+    let f = fixture();
+    // The walk is narrowed to the pattern's folder, but a link there is still not followed.
+    for pattern in [
+        "out_dir/*.txt",
+        "out_dir/**",
+        "chain1/*.txt",
+        "in_link/*.rs",
+    ] {
+        let out = call(&f, "glob", json!({"pattern": pattern})).await;
+        assert!(!out.is_error, "{pattern}: {}", out.text);
+        assert!(
+            out.text.starts_with("no files match"),
+            "{pattern}: {}",
+            out.text
+        );
+    }
+    let out = call(&f, "glob", json!({"pattern": "src/*.rs"})).await;
+    assert_eq!(out.text, "src/main.rs\n");
+}
+
+#[tokio::test]
 async fn glob_refuses_pattern_climbing_out() {
     let f = fixture();
     let out = call(&f, "glob", json!({"pattern": "../outside/*.txt"})).await;

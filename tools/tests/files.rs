@@ -228,6 +228,52 @@ async fn glob_with_a_path_pattern_is_anchored() {
 }
 
 #[tokio::test]
+async fn glob_with_a_folder_prefix_still_honours_gitignore() {
+    let p = Project::new();
+    p.put(".gitignore", "target/\n")
+        .put("target/debug/a.rs", "")
+        .put("src/sub/.gitignore", "gen.rs\n")
+        .put("src/sub/gen.rs", "")
+        .put("src/sub/b.rs", "")
+        .put("other/src/c.rs", "");
+    let out = p.call("glob", json!({"pattern": "target/**/*.rs"})).await;
+    assert_eq!(out.text, "no files match target/**/*.rs");
+    let out = p.call("glob", json!({"pattern": "src/sub/*.rs"})).await;
+    assert_eq!(out.text, "src/sub/b.rs\n");
+    let out = p.call("glob", json!({"pattern": "src/**"})).await;
+    let mut lines: Vec<&str> = out.text.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["src/sub/.gitignore", "src/sub/b.rs"]);
+}
+
+#[tokio::test]
+async fn glob_caps_the_list_at_the_newest_files() {
+    let p = Project::new();
+    let now = std::time::SystemTime::now();
+    for i in 0..250u64 {
+        let rel = format!("d{}/f{i:03}.txt", i % 7);
+        p.put(&rel, "");
+        std::fs::File::options()
+            .write(true)
+            .open(p.root().join(&rel))
+            .unwrap()
+            .set_modified(now - std::time::Duration::from_secs(i))
+            .unwrap();
+    }
+    let out = p.call("glob", json!({"pattern": "*.txt"})).await;
+    let lines: Vec<&str> = out.text.lines().collect();
+    assert_eq!(lines.len(), 201, "{}", out.text);
+    assert_eq!(lines[0], "d0/f000.txt");
+    assert_eq!(lines[1], "d1/f001.txt");
+    assert_eq!(lines[199], "d3/f199.txt");
+    assert_eq!(
+        lines[200],
+        "(200 of 250 files shown, newest first; narrow the pattern or path)"
+    );
+    assert!(out.meta.truncated);
+}
+
+#[tokio::test]
 async fn glob_lists_newest_first() {
     let p = Project::new();
     p.put("old.md", "");
@@ -309,6 +355,33 @@ async fn grep_include_filters_files() {
         out.text.contains("a.ts") && !out.text.contains("b.js"),
         "{}",
         out.text
+    );
+}
+
+#[tokio::test]
+async fn grep_include_with_a_folder_keeps_ignore_rules_and_paths() {
+    let p = Project::new();
+    p.put(".gitignore", "dist/\n")
+        .put("web/src/a.ts", "hit\n")
+        .put("web/src/deep/b.ts", "hit\n")
+        .put("web/dist/c.ts", "hit\n")
+        .put("api/src/d.ts", "hit\n");
+    let out = p
+        .call("grep", json!({"pattern": "hit", "include": "web/**/*.ts"}))
+        .await;
+    assert_eq!(
+        out.text,
+        "2 matches in 2 files\nweb/src/a.ts (1)\n  1: hit\nweb/src/deep/b.ts (1)\n  1: hit\n"
+    );
+    let out = p
+        .call(
+            "grep",
+            json!({"pattern": "hit", "path": "web", "include": "src/*.ts"}),
+        )
+        .await;
+    assert_eq!(
+        out.text,
+        "1 matches in 1 files\nweb/src/a.ts (1)\n  1: hit\n"
     );
 }
 

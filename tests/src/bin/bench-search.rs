@@ -110,63 +110,201 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn time_rg(rg: &Path, root: &Path, args: &[&str]) -> (Duration, usize) {
-    let run = || {
-        let started = Instant::now();
-        let out = Command::new(rg)
-            .args(args)
-            .current_dir(root)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .expect("run rg");
-        (
-            started.elapsed(),
-            out.stdout.iter().filter(|b| **b == b'\n').count(),
-        )
+/// User plus system CPU time used so far by this process (`RUSAGE_SELF`) or by its waited-for
+/// children (`RUSAGE_CHILDREN`).
+fn cpu(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut usage);
+        usage
     };
-    let (_, lines) = run();
-    (median((0..RUNS).map(|_| run().0).collect()), lines)
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-fn time_tool(
+/// One timed run: wall-clock time and CPU time.
+#[derive(Clone, Copy)]
+struct Sample {
+    wall: Duration,
+    cpu: Duration,
+}
+
+fn run_rg(rg: &Path, root: &Path, args: &[&str]) -> (Sample, usize) {
+    let (started, cpu_before) = (Instant::now(), cpu(libc::RUSAGE_CHILDREN));
+    let out = Command::new(rg)
+        .args(args)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .expect("run rg");
+    let sample = Sample {
+        wall: started.elapsed(),
+        cpu: cpu(libc::RUSAGE_CHILDREN) - cpu_before,
+    };
+    (sample, out.stdout.iter().filter(|b| **b == b'\n').count())
+}
+
+/// Runs the tool as the agent does. Its CPU time is the whole process's, which is idle otherwise.
+fn run_tool(
     runtime: &tokio::runtime::Runtime,
     ctx: &ToolContext,
     tool: &str,
-    args: Value,
-) -> (Duration, String) {
+    args: &Value,
+) -> (Sample, String) {
     let registry = Registry::builtin();
-    let run = || {
-        runtime.block_on(async {
-            let started = Instant::now();
-            let call = match registry.prepare(tool, args.clone(), ctx, false) {
-                Ok(call) => call,
-                Err(e) => panic!("{tool} refused its arguments: {e}"),
-            };
-            let out = call.run(ctx).await;
-            assert!(!out.is_error, "{tool} failed: {}", out.text);
-            (started.elapsed(), out.text)
-        })
+    let (started, cpu_before) = (Instant::now(), cpu(libc::RUSAGE_SELF));
+    let out = runtime.block_on(async {
+        let call = match registry.prepare(tool, args.clone(), ctx, false) {
+            Ok(call) => call,
+            Err(e) => panic!("{tool} refused its arguments: {e}"),
+        };
+        call.run(ctx).await
+    });
+    assert!(!out.is_error, "{tool} failed: {}", out.text);
+    let sample = Sample {
+        wall: started.elapsed(),
+        cpu: cpu(libc::RUSAGE_SELF) - cpu_before,
     };
-    let (_, text) = run();
-    (median((0..RUNS).map(|_| run().0).collect()), text)
+    (sample, out.text)
 }
 
-fn row(label: &str, totem: Duration, rg: Duration) {
+fn row(label: &str, totem: &[Sample], rg: &[Sample]) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let wall = |s: &[Sample]| median(s.iter().map(|s| s.wall).collect());
+    let cpu = |s: &[Sample]| median(s.iter().map(|s| s.cpu).collect());
     println!(
-        "{label:<34} totem {:>8.1} ms   rg {:>8.1} ms   ratio {:>5.2}",
-        totem.as_secs_f64() * 1e3,
-        rg.as_secs_f64() * 1e3,
-        totem.as_secs_f64() / rg.as_secs_f64()
+        "{label:<28} wall: totem {:>7.1} ms  rg {:>7.1} ms  ratio {:>5.2}   cpu: totem {:>7.1} ms  rg {:>7.1} ms  ratio {:>5.2}",
+        ms(wall(totem)),
+        ms(wall(rg)),
+        wall(totem).as_secs_f64() / wall(rg).as_secs_f64(),
+        ms(cpu(totem)),
+        ms(cpu(rg)),
+        cpu(totem).as_secs_f64() / cpu(rg).as_secs_f64(),
     );
 }
 
+/// One comparison: the tool's call and the `rg` command that does the same work.
+struct Case {
+    name: &'static str,
+    label: &'static str,
+    tool: &'static str,
+    args: Value,
+    rg: &'static [&'static str],
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "grep-regex",
+            label: "grep regex, 2,000 matches",
+            tool: "grep",
+            args: json!({"pattern": "fn needle_handler_\\d+"}),
+            rg: &["--no-require-git", "--hidden", "fn needle_handler_\\d+"],
+        },
+        Case {
+            name: "grep-literal",
+            label: "grep literal, no match",
+            tool: "grep",
+            args: json!({"pattern": "no_such_token_anywhere", "literal": true}),
+            rg: &[
+                "--no-require-git",
+                "--hidden",
+                "-F",
+                "no_such_token_anywhere",
+            ],
+        },
+        Case {
+            name: "glob-name",
+            label: "glob *.rs (20,000 files)",
+            tool: "glob",
+            args: json!({"pattern": "*.rs"}),
+            rg: &["--no-require-git", "--hidden", "--files", "-g", "*.rs"],
+        },
+        Case {
+            name: "glob-path",
+            label: "glob pkg03/**/file00*.ts",
+            tool: "glob",
+            args: json!({"pattern": "pkg03/**/file00*.ts"}),
+            rg: &[
+                "--no-require-git",
+                "--hidden",
+                "--files",
+                "-g",
+                "pkg03/**/file00*.ts",
+            ],
+        },
+    ]
+}
+
+const USAGE: &str = "usage: bench-search [CASE…] [--profile N]
+  CASE         grep-regex, grep-literal, glob-name or glob-path (default: all)
+  --profile N  run only Totem's tool N times and print each time (for perf/strace)";
+
 fn main() {
+    let mut only: Vec<String> = Vec::new();
+    let mut profile: Option<usize> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--profile" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) => profile = Some(n),
+                None => {
+                    eprintln!("{USAGE}");
+                    std::process::exit(2);
+                }
+            },
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            _ if cases().iter().any(|c| c.name == arg) => only.push(arg),
+            _ => {
+                eprintln!("unknown argument {arg:?}\n{USAGE}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let selected: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
+        .collect();
     println!(
-        "# bench-search ({} cores), median of {RUNS} after a warm-up",
+        "# bench-search ({} cores), median of {RUNS} alternating runs after a warm-up",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let root = tree();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let ctx = ToolContext::new(&root).expect("tool context");
+
+    if let Some(times) = profile {
+        let registry = Registry::builtin();
+        for case in &selected {
+            for _ in 0..times {
+                let started = Instant::now();
+                let out = runtime.block_on(async {
+                    match registry.prepare(case.tool, case.args.clone(), &ctx, false) {
+                        Ok(call) => call.run(&ctx).await,
+                        Err(e) => panic!("{} refused its arguments: {e}", case.tool),
+                    }
+                });
+                println!(
+                    "{:<34} {:>8.1} ms  {}",
+                    case.label,
+                    started.elapsed().as_secs_f64() * 1e3,
+                    out.text.lines().next().unwrap_or("")
+                );
+            }
+        }
+        return;
+    }
+
     let rg = rg();
     let version = Command::new(&rg)
         .arg("--version")
@@ -180,83 +318,25 @@ fn main() {
             .next()
             .unwrap_or("")
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let ctx = ToolContext::new(&root).expect("tool context");
-
-    let (totem, text) = time_tool(
-        &runtime,
-        &ctx,
-        "grep",
-        json!({"pattern": "fn needle_handler_\\d+"}),
-    );
-    let (theirs, lines) = time_rg(
-        &rg,
-        &root,
-        &["--no-require-git", "--hidden", "fn needle_handler_\\d+"],
-    );
-    println!(
-        "grep: totem says \"{}\"; rg printed {lines} lines",
-        text.lines().next().unwrap_or("")
-    );
-    row("grep regex, 2,000 matches", totem, theirs);
-
-    let (totem, text) = time_tool(
-        &runtime,
-        &ctx,
-        "grep",
-        json!({"pattern": "no_such_token_anywhere", "literal": true}),
-    );
-    let (theirs, lines) = time_rg(
-        &rg,
-        &root,
-        &[
-            "--no-require-git",
-            "--hidden",
-            "-F",
-            "no_such_token_anywhere",
-        ],
-    );
-    println!(
-        "grep: totem says \"{}\"; rg printed {lines} lines",
-        text.lines().next().unwrap_or("")
-    );
-    row("grep literal, no match", totem, theirs);
-
-    let (totem, text) = time_tool(&runtime, &ctx, "glob", json!({"pattern": "*.rs"}));
-    let (theirs, lines) = time_rg(
-        &rg,
-        &root,
-        &["--no-require-git", "--hidden", "--files", "-g", "*.rs"],
-    );
-    println!(
-        "glob: totem says \"{}\"; rg listed {lines} files",
-        text.lines().last().unwrap_or("")
-    );
-    row("glob *.rs (20,000 files)", totem, theirs);
-
-    let (totem, text) = time_tool(
-        &runtime,
-        &ctx,
-        "glob",
-        json!({"pattern": "pkg03/**/file00*.ts"}),
-    );
-    let (theirs, lines) = time_rg(
-        &rg,
-        &root,
-        &[
-            "--no-require-git",
-            "--hidden",
-            "--files",
-            "-g",
-            "pkg03/**/file00*.ts",
-        ],
-    );
-    println!(
-        "glob: totem says \"{}\"; rg listed {lines} files",
-        text.lines().last().unwrap_or("")
-    );
-    row("glob pkg03/**/file00*.ts", totem, theirs);
+    for case in &selected {
+        // One warm-up each, then Totem and rg alternate so that load from elsewhere falls on both.
+        let (_, text) = run_tool(&runtime, &ctx, case.tool, &case.args);
+        let (_, lines) = run_rg(&rg, &root, case.rg);
+        let (mut totem, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            totem.push(run_tool(&runtime, &ctx, case.tool, &case.args).0);
+            theirs.push(run_rg(&rg, &root, case.rg).0);
+        }
+        let summary = if case.tool == "grep" {
+            text.lines().next()
+        } else {
+            text.lines().last()
+        };
+        println!(
+            "{}: totem says \"{}\"; rg printed {lines} lines",
+            case.tool,
+            summary.unwrap_or("")
+        );
+        row(case.label, &totem, &theirs);
+    }
 }

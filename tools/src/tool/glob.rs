@@ -3,6 +3,10 @@
 //! Sorted by modification time, most recent first: the files being worked on are the ones a model
 //! most likely wants, and the cap then drops the stale ones.
 
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -58,42 +62,63 @@ fn glob(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
         Ok(m) => m,
         Err(e) => return ToolOutput::error(e),
     };
-    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
-    for entry in fsutil::walker(&resolved.abs, None) {
-        if ctx.cancel.is_cancelled() {
-            return ToolOutput::error("cancelled");
-        }
-        let Ok(entry) = entry else { continue };
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(below) = entry.path().strip_prefix(&resolved.abs) else {
-            continue;
-        };
-        let below = below.to_string_lossy().replace('\\', "/");
-        if !matcher.is_match(&below) || !fsutil::entry_inside(ctx.boundary(), &entry) {
-            continue;
-        }
-        let Some(rel) = ctx.boundary().relative(entry.path()) else {
-            continue;
-        };
-        let modified = entry
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .unwrap_or(std::time::UNIX_EPOCH);
-        found.push((modified, rel));
+    let found: Mutex<Vec<(SystemTime, String)>> = Mutex::new(Vec::new());
+    // On every core like `rg --files`, only into the pattern's literal folders; only matches are
+    // stat'ed (for their modification time).
+    fsutil::parallel_walker(&resolved.abs, matcher.folders()).run(|| {
+        let (matcher, resolved, found) = (&matcher, &resolved, &found);
+        let mut seen = 0usize;
+        let mut batch = fsutil::Batch::new(found);
+        Box::new(move |entry| {
+            seen += 1;
+            if seen.is_multiple_of(256) && ctx.cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if entry.file_type().is_none_or(|t| t.is_dir()) {
+                return WalkState::Continue;
+            }
+            let Some(below) = fsutil::below(&resolved.abs, entry.path()) else {
+                return WalkState::Continue;
+            };
+            if !matcher.is_match(&below) || !fsutil::entry_inside(ctx.boundary(), &entry) {
+                return WalkState::Continue;
+            }
+            let Some(rel) = fsutil::below(ctx.root(), entry.path()) else {
+                return WalkState::Continue;
+            };
+            let modified = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(UNIX_EPOCH);
+            batch.push((modified, rel.into_owned()));
+            WalkState::Continue
+        })
+    });
+    if ctx.cancel.is_cancelled() {
+        return ToolOutput::error("cancelled");
     }
+    let mut found = found.into_inner().unwrap_or_default();
     if found.is_empty() {
         return ToolOutput::ok(format!("no files match {}", input.pattern));
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    let mut out: String = found
-        .iter()
-        .take(MAX_RESULTS)
-        .map(|(_, rel)| format!("{rel}\n"))
-        .collect();
+    let newest_first = |a: &(SystemTime, String), b: &(SystemTime, String)| {
+        b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1))
+    };
+    if total > MAX_RESULTS {
+        found.select_nth_unstable_by(MAX_RESULTS, newest_first);
+        found.truncate(MAX_RESULTS);
+    }
+    found.sort_unstable_by(newest_first);
+    let mut out = String::new();
+    for (_, rel) in &found {
+        out.push_str(rel);
+        out.push('\n');
+    }
     let mut meta = ToolMeta::default();
     if total > MAX_RESULTS {
         out.push_str(&format!(

@@ -5,6 +5,8 @@
 //! files stay together. At most `MAX_LINES` lines are shown; files past that still appear with their
 //! counts, up to `MAX_FILES`, so the model sees where else to look.
 
+use std::borrow::Cow;
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -66,46 +68,41 @@ impl Tool for Grep {
 }
 
 /// A file the walk met that may be searched.
-struct Searchable {
-    real: std::path::PathBuf,
-    rel: String,
+struct Searchable<'e> {
+    /// Where to read it: the entry's own path, or a symlink's target.
+    real: Cow<'e, Path>,
+    /// Relative to the project root, `/`-separated.
+    rel: Cow<'e, str>,
 }
 
 /// Whether `entry` is a regular file (or a link to one) inside the project, not secret, and
-/// matching the include glob.
-fn searchable(
+/// matching the include glob. Allocates nothing for an ordinary file with a UTF-8 name.
+fn searchable<'e>(
     ctx: &ToolContext,
     start: &crate::boundary::Resolved,
     include: Option<&PathGlob>,
-    entry: &ignore::DirEntry,
-) -> Option<Searchable> {
+    entry: &'e ignore::DirEntry,
+) -> Option<Searchable<'e>> {
     let file_type = entry.file_type()?;
     let real = if file_type.is_symlink() {
         if !fsutil::entry_inside(ctx.boundary(), entry) {
             return None;
         }
         let real = std::fs::canonicalize(entry.path()).ok()?;
-        real.is_file().then_some(real)?
+        Cow::Owned(real.is_file().then_some(real)?)
     } else if file_type.is_file() {
-        entry.path().to_path_buf()
+        Cow::Borrowed(entry.path())
     } else {
         return None;
     };
-    let rel = ctx.boundary().relative(entry.path())?;
+    // The walk starts at a real path inside the root, so every entry's path lies under the root.
+    let rel = fsutil::below(ctx.root(), entry.path()).filter(|rel| !rel.is_empty())?;
     if ctx.is_secret(&rel) {
         return None;
     }
     if let Some(include) = include {
-        let below = entry
-            .path()
-            .strip_prefix(&start.abs)
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-            .unwrap_or_default();
-        let below = if below.is_empty() {
-            rel.as_str()
-        } else {
-            below.as_str()
-        };
+        let below = fsutil::below(&start.abs, entry.path())?;
+        let below = if below.is_empty() { &rel } else { &below };
         if !include.is_match(below) {
             return None;
         }
@@ -142,17 +139,25 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         Ok(i) => i,
         Err(e) => return ToolOutput::error(e),
     };
+    let within = include.as_ref().map_or(&[][..], PathGlob::folders);
     let counted = AtomicUsize::new(0);
     let found: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
-    fsutil::parallel_walker(&resolved.abs).run(|| {
+    fsutil::parallel_walker(&resolved.abs, within).run(|| {
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .line_number(true)
             .build();
-        let (matcher, include, resolved, counted, found) =
-            (&matcher, &include, &resolved, &counted, &found);
+        let (matcher, include, resolved, counted) = (&matcher, &include, &resolved, &counted);
+        let mut batch = fsutil::Batch::new(&found);
+        let mut seen = 0usize;
+        // One file's lines; reused so a file without matches costs no allocation.
+        let mut lines: Vec<(u64, String)> = Vec::new();
         Box::new(move |entry| {
-            if ctx.cancel.is_cancelled() || counted.load(Ordering::Relaxed) >= MAX_COUNT {
+            seen += 1;
+            // Checking the token takes a lock; once per 256 entries is soon enough.
+            if (seen.is_multiple_of(256) && ctx.cancel.is_cancelled())
+                || counted.load(Ordering::Relaxed) >= MAX_COUNT
+            {
                 return WalkState::Quit;
             }
             let Ok(entry) = entry else {
@@ -161,27 +166,25 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
             let Some(file) = searchable(ctx, resolved, include.as_ref(), &entry) else {
                 return WalkState::Continue;
             };
-            let mut hits = FileHits {
-                rel: file.rel,
-                count: 0,
-                lines: Vec::new(),
-            };
+            let mut count = 0usize;
+            lines.clear();
             let result = searcher.search_path(
                 matcher,
                 &file.real,
                 Lossy(|line_no, line| {
-                    hits.count += 1;
-                    if hits.lines.len() < MAX_LINES {
-                        hits.lines.push((line_no, clip_line(line)));
+                    count += 1;
+                    if lines.len() < MAX_LINES {
+                        lines.push((line_no, clip_line(line)));
                     }
                     Ok(counted.fetch_add(1, Ordering::Relaxed) + 1 < MAX_COUNT)
                 }),
             );
-            if result.is_ok()
-                && hits.count > 0
-                && let Ok(mut found) = found.lock()
-            {
-                found.push(hits);
+            if result.is_ok() && count > 0 {
+                batch.push(FileHits {
+                    rel: file.rel.into_owned(),
+                    count,
+                    lines: std::mem::take(&mut lines),
+                });
             }
             WalkState::Continue
         })
@@ -190,7 +193,7 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         return ToolOutput::error("cancelled");
     }
     let mut files = found.into_inner().unwrap_or_default();
-    files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    files.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
     // Lines are shown in path order up to the cap; later files keep only their counts.
     let mut budget = MAX_LINES;
     for file in &mut files {
