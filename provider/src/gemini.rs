@@ -589,14 +589,7 @@ impl Decoder for GeminiDecoder {
         data: &[u8],
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
-        // A malformed part later in the event voids the whole event, as if it had been decoded
-        // in one go before anything was emitted.
-        let before = out.len();
-        let fed = self.feed_response(data, out);
-        if fed.is_err() {
-            out.truncate(before);
-        }
-        fed
+        whole_event(out, |out| self.feed_response(data, out))
     }
 
     fn is_done(&self) -> bool {
@@ -624,6 +617,20 @@ impl Decoder for GeminiDecoder {
         out.push(StreamEvent::Finish(reason));
         Ok(())
     }
+}
+
+/// Runs `decode`, taking back what it pushed if it fails: a malformed part later in the event
+/// voids the whole event, as if it had been decoded in one go before anything was emitted.
+fn whole_event(
+    out: &mut Vec<StreamEvent>,
+    decode: impl FnOnce(&mut Vec<StreamEvent>) -> Result<(), ProviderError>,
+) -> Result<(), ProviderError> {
+    let before = out.len();
+    let fed = decode(out);
+    if fed.is_err() {
+        out.truncate(before);
+    }
+    fed
 }
 
 /// The event Gemini streams for nearly every delta: one candidate with one plain text part,
@@ -840,30 +847,35 @@ impl GeminiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
 
-    /// Feeds `data` to a decoder that may take the hot path and to one that always uses serde;
-    /// both must give the same result, the same events and the same state.
-    fn agree(data: &str) -> bool {
-        let (mut fast, mut slow) = (
-            GeminiDecoder::new("g".into()),
-            GeminiDecoder::new("g".into()),
-        );
-        let (mut fast_out, mut slow_out) = (Vec::new(), Vec::new());
-        let fast_result = fast.feed("", data.as_bytes(), &mut fast_out);
-        let slow_result = slow.feed_with_serde(data.as_bytes(), &mut slow_out);
-        if slow_result.is_err() {
-            slow_out.clear();
+    impl HotPath for GeminiDecoder {
+        type State = (usize, Option<String>, bool);
+
+        fn feed_serde_only(
+            &mut self,
+            data: &[u8],
+            out: &mut Vec<StreamEvent>,
+        ) -> Result<(), ProviderError> {
+            whole_event(out, |out| self.feed_with_serde(data, out))
         }
-        assert_eq!(fast_result, slow_result, "{data}");
-        assert_eq!(fast_out, slow_out, "{data}");
-        assert_eq!(fast.finish, slow.finish, "{data}");
-        assert_eq!(fast.blocked, slow.blocked, "{data}");
-        hot(data).is_some()
+
+        fn state(&self) -> Self::State {
+            (self.calls, self.finish.clone(), self.blocked)
+        }
+
+        fn is_hot(data: &str) -> bool {
+            hot(data).is_some()
+        }
+    }
+
+    fn decoder() -> GeminiDecoder {
+        GeminiDecoder::new("g".into())
     }
 
     #[test]
     fn the_hot_path_gives_exactly_what_serde_gives() {
-        let texts = [
+        let texts: &[&str] = &[
             r#""tok""#,
             r#""""#,
             r#""caf\u00e9""#,
@@ -874,20 +886,20 @@ mod tests {
             "null",
             "3",
         ];
-        let part_extras = [
+        let part_extras: &[&str] = &[
             "",
             r#","thought":true"#,
             r#","thoughtSignature":"c2ln""#,
             r#","x":1"#,
         ];
-        let finishes = [
+        let finishes: &[&str] = &[
             "",
             r#","finishReason":"STOP""#,
             r#","finishReason":"MAX_TOKENS""#,
             r#","finishReason":"SAFETY","finishReason":"STOP""#,
             r#","finishReason":null"#,
         ];
-        let usages = [
+        let usages: &[&str] = &[
             "",
             r#","usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":2,"cachedContentTokenCount":5,"totalTokenCount":17}"#,
             r#","usageMetadata":{}"#,
@@ -902,27 +914,17 @@ mod tests {
             r#","usageMetadata":{"promptTokensDetails":[{"modality":"TEXT","tokenCount":4}]}"#,
             r#","usageMetadata":null"#,
         ];
-        let tails = [
+        let tails: &[&str] = &[
             r#","modelVersion":"gemini-2.5-flash","responseId":"r1""#,
             "",
             r#","promptFeedback":{"blockReason":"SAFETY"}"#,
             r#","error":{"code":400,"message":"input token count exceeds the maximum"}"#,
             r#","candidates":[]"#,
         ];
-        let mut events = Vec::new();
-        for text in texts {
-            for extra in part_extras {
-                for finish in finishes {
-                    for usage in usages {
-                        for tail in tails {
-                            events.push(format!(
-                                r#"{{"candidates":[{{"content":{{"role":"model","parts":[{{"text":{text}{extra}}}]}}{finish},"index":0}}]{usage}{tail}}}"#
-                            ));
-                        }
-                    }
-                }
-            }
-        }
+        let mut events = combinations(
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"text":@@}]}@,"index":0}]@@}"#,
+            &[texts, part_extras, finishes, usages, tails],
+        );
         // Other shapes around the hot one: reordered keys, whitespace, several parts or
         // candidates, missing pieces, calls, trailing bytes.
         events.extend(
@@ -952,17 +954,10 @@ mod tests {
             .map(str::to_owned),
         );
         // Every hot event cut short and with a stray byte in every position.
-        let sample = r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"tok"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3},"modelVersion":"m"}"#;
-        for at in 0..=sample.len() {
-            events.push(sample[..at].to_owned());
-            for stray in [" ", ",", "\"", "}", "]", "0", "\\", "\u{1}", "é"] {
-                events.push(format!("{}{stray}{}", &sample[..at], &sample[at..]));
-            }
-        }
-        let mut taken = 0;
-        for event in &events {
-            taken += usize::from(agree(event));
-        }
+        events.extend(mutations(
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"tok"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3},"modelVersion":"m"}"#,
+        ));
+        let taken = agree_on_all(decoder, &events);
         // The hot path really is taken, for a good share of what was generated.
         assert!(
             taken > 400,
@@ -974,7 +969,7 @@ mod tests {
     #[test]
     fn the_simulators_delta_takes_the_hot_path() {
         let event = r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"tok "}]},"index":0}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":0,"cachedContentTokenCount":0,"totalTokenCount":15},"modelVersion":"gemini-sim","responseId":"sim123"}"#;
-        assert!(agree(event));
+        assert!(agree(&decoder, event));
         let hot = hot(event).unwrap();
         assert_eq!(hot.text, "tok ");
         assert!(hot.finish.is_none());

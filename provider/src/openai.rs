@@ -19,7 +19,7 @@ use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo, Prices, per_token_to_per_million};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
-use crate::wire::{Few, parse_event, parse_raw};
+use crate::wire::{Few, Scanner, parse_event, parse_raw};
 
 /// A server speaking OpenAI chat completions. The base URL includes the version path.
 #[derive(Clone)]
@@ -467,6 +467,40 @@ impl OpenAiDecoder {
         }
     }
 
+    /// A choice's text.
+    fn push_text(&mut self, content: Cow<'_, str>, out: &mut Vec<StreamEvent>) {
+        if content.is_empty() {
+            return;
+        }
+        if self.in_think || content.contains("<think>") {
+            self.push_content(&content, out);
+        } else {
+            out.push(StreamEvent::TextDelta {
+                text: content.into_owned(),
+            });
+        }
+    }
+
+    /// A choice's finish reason: the calls collected so far, then the end of the answer.
+    fn end_choice(
+        &mut self,
+        reason: Cow<'_, str>,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        self.finish = Some(reason.into_owned());
+        let had_calls = !self.calls.is_empty();
+        self.flush_calls(out);
+        if self.finish.as_deref() == Some("error") {
+            return Err(ProviderError::Stream {
+                provider: self.provider.clone(),
+                code: Some("error".into()),
+                message: "the provider ended the answer with an error".into(),
+            });
+        }
+        out.push(self.finish_event(had_calls));
+        Ok(())
+    }
+
     fn finish_event(&self, had_calls: bool) -> StreamEvent {
         let reason = match self.finish.as_deref() {
             _ if had_calls => FinishReason::ToolCalls,
@@ -486,6 +520,115 @@ impl Decoder for OpenAiDecoder {
     fn feed(
         &mut self,
         _event: &str,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        if let Some(hot) = std::str::from_utf8(data).ok().and_then(hot) {
+            if let Some(content) = hot.content {
+                self.push_text(Cow::Borrowed(content), out);
+            }
+            return match hot.finish {
+                Some(reason) => self.end_choice(Cow::Borrowed(reason), out),
+                None => Ok(()),
+            };
+        }
+        self.feed_with_serde(data, out)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        if !self.calls.is_empty() {
+            // A server that ends without a finish reason after calls: the calls are still whole
+            // only if the stream was complete ([DONE]).
+            if !self.done {
+                return Err(ProviderError::StreamBroken {
+                    provider: self.provider.clone(),
+                    message: "the body ended in the middle of a tool call".into(),
+                });
+            }
+            self.flush_calls(out);
+            out.push(self.finish_event(true));
+            return Ok(());
+        }
+        if self.done || self.finish.is_some() {
+            return Ok(());
+        }
+        Err(ProviderError::StreamBroken {
+            provider: self.provider.clone(),
+            message: "the body ended before a finish reason or [DONE]".into(),
+        })
+    }
+}
+
+/// The chunk nearly every delta comes in: one choice whose delta holds text (and maybe the role),
+/// maybe a finish reason, `usage` null, and ids the decoder ignores.
+struct Hot<'a> {
+    content: Option<&'a str>,
+    finish: Option<&'a str>,
+}
+
+/// Reads `data` as the hot chunk shape, or answers `None` for anything else (escapes, reasoning,
+/// tool calls, usage, errors, several choices, duplicate keys serde refuses, values that are not
+/// plain): those go to serde, which decides the way it always did. Keys serde ignores are skipped
+/// when their value is a scalar, as serde skips them.
+fn hot(data: &str) -> Option<Hot<'_>> {
+    // Keys serde reads may come only once: it refuses a duplicate.
+    fn once(seen: &mut u16, bit: u16) -> Option<()> {
+        let first = *seen & bit == 0;
+        *seen |= bit;
+        first.then_some(())
+    }
+    let mut s = Scanner::new(data);
+    let mut seen = 0u16;
+    let (mut content, mut finish) = (None, None);
+    s.object(|s, key| match key {
+        "choices" => {
+            once(&mut seen, 1)?;
+            s.single(|s| {
+                s.object(|s, key| match key {
+                    "delta" => {
+                        once(&mut seen, 2)?;
+                        s.object(|s, key| match key {
+                            "content" => {
+                                once(&mut seen, 4)?;
+                                content = s.string_or_null()?;
+                                Some(())
+                            }
+                            "reasoning" => once(&mut seen, 8).and_then(|()| s.null()),
+                            "reasoning_content" => once(&mut seen, 16).and_then(|()| s.null()),
+                            "tool_calls" => once(&mut seen, 32).and_then(|()| s.null()),
+                            _ => s.scalar(),
+                        })
+                    }
+                    "finish_reason" => {
+                        once(&mut seen, 64)?;
+                        finish = s.string_or_null()?;
+                        Some(())
+                    }
+                    _ => s.scalar(),
+                })
+            })
+        }
+        // Usage comes once, in a chunk of its own; an object is left to serde.
+        "usage" => once(&mut seen, 256).and_then(|()| s.null()),
+        "object" => {
+            once(&mut seen, 128)?;
+            (s.string_or_null()? != Some("error")).then_some(())
+        }
+        "error" => None,
+        _ => s.scalar(),
+    })?;
+    s.end()?;
+    Some(Hot { content, finish })
+}
+
+impl OpenAiDecoder {
+    /// The general decoder, for every chunk the hot path steps aside from.
+    fn feed_with_serde(
+        &mut self,
         data: &[u8],
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
@@ -532,16 +675,8 @@ impl Decoder for OpenAiDecoder {
                         });
                     }
                 }
-                if let Some(content) = delta.content
-                    && !content.is_empty()
-                {
-                    if self.in_think || content.contains("<think>") {
-                        self.push_content(&content, out);
-                    } else {
-                        out.push(StreamEvent::TextDelta {
-                            text: content.into_owned(),
-                        });
-                    }
+                if let Some(content) = delta.content {
+                    self.push_text(content, out);
                 }
                 for fragment in delta.tool_calls.unwrap_or_default() {
                     let index = fragment.index.unwrap_or(self.calls.len().saturating_sub(1));
@@ -568,17 +703,7 @@ impl Decoder for OpenAiDecoder {
                 }
             }
             if let Some(reason) = choice.finish_reason {
-                self.finish = Some(reason.into_owned());
-                let had_calls = !self.calls.is_empty();
-                self.flush_calls(out);
-                if self.finish.as_deref() == Some("error") {
-                    return Err(ProviderError::Stream {
-                        provider: self.provider.clone(),
-                        code: Some("error".into()),
-                        message: "the provider ended the answer with an error".into(),
-                    });
-                }
-                out.push(self.finish_event(had_calls));
+                self.end_choice(reason, out)?;
             }
         }
         if let Some(usage) = chunk.usage {
@@ -599,38 +724,173 @@ impl Decoder for OpenAiDecoder {
         }
         Ok(())
     }
-
-    fn is_done(&self) -> bool {
-        self.done
-    }
-
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
-        if !self.calls.is_empty() {
-            // A server that ends without a finish reason after calls: the calls are still whole
-            // only if the stream was complete ([DONE]).
-            if !self.done {
-                return Err(ProviderError::StreamBroken {
-                    provider: self.provider.clone(),
-                    message: "the body ended in the middle of a tool call".into(),
-                });
-            }
-            self.flush_calls(out);
-            out.push(self.finish_event(true));
-            return Ok(());
-        }
-        if self.done || self.finish.is_some() {
-            return Ok(());
-        }
-        Err(ProviderError::StreamBroken {
-            provider: self.provider.clone(),
-            message: "the body ended before a finish reason or [DONE]".into(),
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
+
+    impl HotPath for OpenAiDecoder {
+        type State = (Vec<(String, String, String)>, Option<String>, bool, bool);
+
+        fn feed_serde_only(
+            &mut self,
+            data: &[u8],
+            out: &mut Vec<StreamEvent>,
+        ) -> Result<(), ProviderError> {
+            self.feed_with_serde(data, out)
+        }
+
+        fn state(&self) -> Self::State {
+            let calls = self.calls.iter();
+            let calls = calls.map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()));
+            (
+                calls.collect(),
+                self.finish.clone(),
+                self.done,
+                self.in_think,
+            )
+        }
+
+        fn is_hot(data: &str) -> bool {
+            hot(data).is_some()
+        }
+    }
+
+    fn decoder() -> OpenAiDecoder {
+        OpenAiDecoder::new("o".into())
+    }
+
+    /// Inside a `<think>` block, with a call half streamed.
+    fn decoder_mid_answer() -> OpenAiDecoder {
+        let mut d = decoder();
+        d.in_think = true;
+        d.calls.push(PendingCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: r#"{"path":"#.into(),
+        });
+        d
+    }
+
+    /// The simulator's chunk (keys sorted) and OpenAI's own (its key order, a fingerprint).
+    const SIM_CHUNK: &str = r#"{"choices":[{"delta":{"content":" tok"},"finish_reason":null,"index":0}],"created":1735000000,"id":"chatcmpl-sim1","model":"gpt-4o-mini","object":"chat.completion.chunk","usage":null}"#;
+    const OPENAI_CHUNK: &str = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735000000,"model":"gpt-4o","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null}"#;
+
+    #[test]
+    fn the_hot_path_gives_exactly_what_serde_gives() {
+        let objects: &[&str] = &[r#""chat.completion.chunk""#, r#""error""#, "null"];
+        let delta_starts: &[&str] = &[
+            "",
+            r#""role":"assistant","#,
+            r#""refusal":null,"reasoning":null,"#,
+            r#""reasoning":"why","#,
+            r#""tool_calls":null,"reasoning_content":null,"#,
+            r#""tool_calls":[{"index":0,"id":"c2","function":{"name":"f","arguments":"{}"}}],"#,
+        ];
+        let contents: &[&str] = &[
+            r#""content":" tok""#,
+            r#""content":"""#,
+            r#""content":null"#,
+            r#""content":"a\nb""#,
+            r#""content":"<think>hm""#,
+            r#""content":"x</think>y""#,
+            r#""content":"日本""#,
+            r#""content":3"#,
+            r#""content":"a","content":"b""#,
+        ];
+        // Choices without a finish reason are among the other shapes below.
+        let finishes: &[&str] = &[
+            "null",
+            r#""stop""#,
+            r#""length""#,
+            r#""error""#,
+            r#""stop","finish_reason":"stop""#,
+            "1",
+        ];
+        let choice_extras: &[&str] = &[
+            "",
+            r#","logprobs":null,"native_finish_reason":"stop""#,
+            r#","logprobs":{"content":[]}"#,
+        ];
+        let usages: &[&str] = &[
+            r#","usage":null"#,
+            r#","usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}"#,
+            r#","usage":null,"usage":null"#,
+        ];
+        let tails: &[&str] = &[
+            "",
+            r#","system_fingerprint":"fp_1","provider":"OpenAI","x":true,"y":false"#,
+            r#","error":{"message":"context length exceeded","code":"context_length_exceeded"}"#,
+            r#","choices":[]"#,
+            r#","created":-1"#,
+        ];
+        let mut events = combinations(
+            r#"{"id":"chatcmpl-1","object":@,"created":1735000000,"model":"gpt-4o","choices":[{"index":0,"delta":{@@},"finish_reason":@@}]@@}"#,
+            &[
+                objects,
+                delta_starts,
+                contents,
+                finishes,
+                choice_extras,
+                usages,
+                tails,
+            ],
+        );
+        // Other shapes around the hot one: whitespace, several or no choices, missing pieces,
+        // other value types, trailing bytes, the end of the stream.
+        events.extend(
+            [
+                " {\n \"choices\" : [ { \"delta\" : { \"content\" : \"x\" } , \"finish_reason\" : null } ] }\r\n",
+                r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+                r#"{"choices":[{"delta":{}}]}"#,
+                r#"{"choices":[{"delta":null}]}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"choices":[]}"#,
+                r#"{"choices":[{"delta":{"content":"a"},"delta":{}}]}"#,
+                r#"{"choices":[{}]}"#,
+                r#"{"choices":[{"finish_reason":"stop"}]}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"object":"x","object":"y"}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}]} x"#,
+                r#"{"choices":[{"delta":{"content":"a"}}]}{}"#,
+                r#"{"\u0063hoices":[{"delta":{"content":"a"}}]}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"created":1.5}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"id":[1]}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"ok":nul}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}],"ok":truefalse}"#,
+                r#"{"choices":[{"delta":{"content":"a","role":"assistant"}}],"error":null}"#,
+                r#"{"object":"error","message":"overloaded","type":"server_error"}"#,
+                "[DONE]",
+                "{}",
+                "[]",
+                "",
+            ]
+            .map(str::to_owned),
+        );
+        // Each hot chunk cut short and with a stray byte in every position.
+        events.extend(mutations(SIM_CHUNK));
+        events.extend(mutations(OPENAI_CHUNK));
+        let taken = agree_on_all(decoder, &events);
+        // The hot path really is taken, for a good share of what was generated.
+        assert!(
+            taken > 2000,
+            "hot path taken {taken} of {} times",
+            events.len()
+        );
+        assert_eq!(agree_on_all(decoder_mid_answer, &events), taken);
+    }
+
+    #[test]
+    fn the_simulators_and_openais_deltas_take_the_hot_path() {
+        for chunk in [SIM_CHUNK, OPENAI_CHUNK] {
+            assert!(agree(&decoder, chunk), "{chunk}");
+        }
+        assert!(agree(
+            &decoder,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#
+        ));
+    }
 
     fn feed_all(lines: &[&str]) -> (Vec<StreamEvent>, Result<(), ProviderError>) {
         let mut d = OpenAiDecoder::new("openai".into());

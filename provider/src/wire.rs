@@ -132,17 +132,48 @@ impl<'a> Scanner<'a> {
     pub(crate) fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.at;
-        let rest = self.text.as_bytes().get(start..)?;
-        let len = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[len] != b'"' {
-            return None;
-        }
+        let len = plain_string_len(self.text.as_bytes().get(start..)?)?;
         // Both ends are ASCII quotes, so they lie on character boundaries.
         let text = self.text.get(start..start + len)?;
         self.at = start + len + 1;
         Some(text)
+    }
+
+    /// The next byte after any whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    /// `word` (after any whitespace), consumed.
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.skip_space();
+        let found = self.text.as_bytes().get(self.at..)?.starts_with(word);
+        found.then(|| self.at += word.len())
+    }
+
+    /// `null`.
+    pub(crate) fn null(&mut self) -> Option<()> {
+        self.literal(b"null")
+    }
+
+    /// A string as [`Scanner::string`] reads it, or `null` (`Some(None)`).
+    pub(crate) fn string_or_null(&mut self) -> Option<Option<&'a str>> {
+        match self.peek()? {
+            b'n' => self.null().map(|()| None),
+            _ => self.string().map(Some),
+        }
+    }
+
+    /// A value the caller ignores: a string, `null`, `true`, `false` or an unsigned integer.
+    pub(crate) fn scalar(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'n' => self.null(),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            _ => self.uint().map(drop),
+        }
     }
 
     /// An unsigned integer that fits a `u64`, written as JSON writes it (no sign, fraction,
@@ -201,6 +232,114 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Where the string that `bytes` starts inside ends: the index of the first `"`, or `None` when a
+/// backslash or a control character comes first (or no quote does). Eight bytes at a time: a byte
+/// test per byte cost more than the rest of the hot path.
+fn plain_string_len(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    /// Sets the high bit of the bytes of `word` below `n` (`n` ≤ 0x80). Bits above a byte
+    /// below `n` may be false (its borrow runs on), but the lowest bit set is always a true one.
+    fn below(word: u64, n: u8) -> u64 {
+        word.wrapping_sub(ONES * u64::from(n)) & !word & HIGH
+    }
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let word = u64::from_le_bytes(word.try_into().ok()?);
+        let found = below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1)
+            | below(word, 0x20);
+        if found != 0 {
+            at += found.trailing_zeros() as usize / 8;
+            return (bytes[at] == b'"').then_some(at);
+        }
+        at += 8;
+    }
+    at += words
+        .remainder()
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    (bytes[at] == b'"').then_some(at)
+}
+
+/// Test helpers for the decoders' hot paths: proof that a hot path gives exactly what serde gives.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::fmt::Debug;
+
+    use crate::body::Decoder;
+    use crate::error::ProviderError;
+    use crate::event::StreamEvent;
+
+    /// A decoder with a hot path in front of its serde decoder.
+    pub(crate) trait HotPath: Decoder {
+        /// Everything the decoder carries from one event to the next.
+        type State: PartialEq + Debug;
+
+        /// What [`Decoder::feed`] does with the hot path taken out.
+        fn feed_serde_only(
+            &mut self,
+            data: &[u8],
+            out: &mut Vec<StreamEvent>,
+        ) -> Result<(), ProviderError>;
+
+        fn state(&self) -> Self::State;
+
+        /// Whether the hot path reads `data`.
+        fn is_hot(data: &str) -> bool;
+    }
+
+    /// Feeds `data` to two decoders made by `new` (so in the same state), one that may take the
+    /// hot path and one that uses serde only; asserts they give the same result, the same events
+    /// and end in the same state. Answers whether the hot path was taken.
+    pub(crate) fn agree<D: HotPath>(new: &impl Fn() -> D, data: &str) -> bool {
+        let (mut fast, mut slow) = (new(), new());
+        let (mut fast_out, mut slow_out) = (Vec::new(), Vec::new());
+        let fast_result = fast.feed("", data.as_bytes(), &mut fast_out);
+        let slow_result = slow.feed_serde_only(data.as_bytes(), &mut slow_out);
+        assert_eq!(fast_result, slow_result, "{data}");
+        assert_eq!(fast_out, slow_out, "{data}");
+        assert_eq!(fast.state(), slow.state(), "{data}");
+        D::is_hot(data)
+    }
+
+    /// [`agree`] on every event; answers how many took the hot path.
+    pub(crate) fn agree_on_all<D: HotPath>(new: impl Fn() -> D, events: &[String]) -> usize {
+        events.iter().filter(|event| agree(&new, event)).count()
+    }
+
+    /// `template` with each `@` replaced, in order, by one of the strings of the matching slot:
+    /// every combination.
+    pub(crate) fn combinations(template: &str, slots: &[&[&str]]) -> Vec<String> {
+        let pieces: Vec<&str> = template.split('@').collect();
+        assert_eq!(pieces.len(), slots.len() + 1, "one slot per @");
+        let mut filled = vec![pieces[0].to_owned()];
+        for (slot, piece) in slots.iter().zip(&pieces[1..]) {
+            filled = filled
+                .iter()
+                .flat_map(|start| {
+                    slot.iter()
+                        .map(move |choice| format!("{start}{choice}{piece}"))
+                })
+                .collect();
+        }
+        filled
+    }
+
+    /// `sample` cut short at every byte, and with a stray byte inserted at every position.
+    pub(crate) fn mutations(sample: &str) -> Vec<String> {
+        let mut events = Vec::new();
+        for at in 0..=sample.len() {
+            events.push(sample[..at].to_owned());
+            for stray in [" ", ",", "\"", "}", "]", "0", "\\", "\u{1}", "é", "n"] {
+                events.push(format!("{}{stray}{}", &sample[..at], &sample[at..]));
+            }
+        }
+        events
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +372,62 @@ mod tests {
         assert_eq!(three.into_iter().collect::<Vec<_>>(), [1, 2, 3]);
         assert!(serde_json::from_str::<Few<u8>>("null").is_err());
         assert!(serde_json::from_str::<Few<u8>>("{}").is_err());
+    }
+
+    #[test]
+    fn plain_string_len_stops_where_a_byte_by_byte_scan_stops() {
+        let slow = |bytes: &[u8]| {
+            let at = bytes
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            (bytes[at] == b'"').then_some(at)
+        };
+        // Every stop byte (and a few near misses) at every position of strings up to 24 bytes,
+        // over plain ASCII and over multi-byte characters (bytes with the high bit set).
+        for fill in [b'a', 0xc3, 0x7f, 0x21, 0x5b, 0x5d] {
+            for len in 0..24 {
+                for at in 0..=len {
+                    for stop in [b'"', b'\\', 0, 0x1f, 0x20, 0x01, 0x80, 0xff] {
+                        let mut bytes = vec![fill; len];
+                        if at < len {
+                            bytes[at] = stop;
+                        }
+                        bytes.extend_from_slice(b"tail\"x");
+                        assert_eq!(plain_string_len(&bytes), slow(&bytes), "{bytes:?}");
+                        bytes.truncate(len);
+                        assert_eq!(plain_string_len(&bytes), slow(&bytes), "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scanner_reads_null_and_skips_scalars() {
+        let mut s = Scanner::new(r#"{"a":null,"b":"x","c":true,"d":false,"e":12}"#);
+        let mut seen = Vec::new();
+        s.object(|s, key| {
+            seen.push(key);
+            if key == "a" {
+                s.string_or_null().map(drop)
+            } else {
+                s.scalar()
+            }
+        })
+        .unwrap();
+        assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+        for bad in [
+            r#"{"a":nul}"#,
+            r#"{"a":nullx}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":-1}"#,
+            r#"{"a":[]}"#,
+        ] {
+            assert!(
+                Scanner::new(bad).object(|s, _| s.scalar()).is_none(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
