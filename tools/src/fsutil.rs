@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::boundary::Boundary;
 
@@ -128,6 +129,61 @@ impl<T> Drop for Batch<'_, T> {
     fn drop(&mut self) {
         self.flush();
     }
+}
+
+/// Modification times of walked entries (not following symlinks), for one walker thread. Each is
+/// read with `fstatat` against its folder, opened once while the walk lists that folder, instead
+/// of a `stat` of the full path: the kernel's lookup of every path component was a quarter of
+/// `glob`'s time for 20,000 matches.
+#[derive(Default)]
+pub(crate) struct Mtimes {
+    folder: Option<(Vec<u8>, std::os::fd::OwnedFd)>,
+}
+
+impl Mtimes {
+    /// `entry`'s modification time; the epoch when it cannot be read.
+    pub fn of(&mut self, entry: &ignore::DirEntry) -> SystemTime {
+        use nix::fcntl::{OFlag, open};
+        use nix::sys::stat::{Mode, fstatat};
+        use std::os::unix::ffi::OsStrExt as _;
+        let path = entry.path().as_os_str().as_bytes();
+        let Some(slash) = path.iter().rposition(|b| *b == b'/') else {
+            return modified(entry);
+        };
+        let (folder, name) = (&path[..slash.max(1)], &path[slash + 1..]);
+        if self.folder.as_ref().is_none_or(|(open, _)| open != folder) {
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            self.folder = open(std::ffi::OsStr::from_bytes(folder), flags, Mode::empty())
+                .ok()
+                .map(|fd| (folder.to_vec(), fd));
+        }
+        let Some((_, fd)) = &self.folder else {
+            return modified(entry);
+        };
+        let flags = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        match fstatat(fd, std::ffi::OsStr::from_bytes(name), flags) {
+            Ok(stat) => {
+                let since = Duration::new(
+                    stat.st_mtime.unsigned_abs(),
+                    u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+                );
+                if stat.st_mtime >= 0 {
+                    UNIX_EPOCH + since
+                } else {
+                    UNIX_EPOCH.checked_sub(since).unwrap_or(UNIX_EPOCH)
+                }
+            }
+            Err(_) => modified(entry),
+        }
+    }
+}
+
+fn modified(entry: &ignore::DirEntry) -> SystemTime {
+    entry
+        .metadata()
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .unwrap_or(UNIX_EPOCH)
 }
 
 /// `path` relative to `base` (an ancestor on the walk), borrowed when the path is UTF-8; empty for

@@ -4,7 +4,7 @@
 //! most likely wants, and the cap then drops the stale ones.
 
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use ignore::WalkState;
 use schemars::JsonSchema;
@@ -69,6 +69,7 @@ fn glob(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
         let (matcher, resolved, found) = (&matcher, &resolved, &found);
         let mut seen = 0usize;
         let mut batch = fsutil::Batch::new(found);
+        let mut mtimes = fsutil::Mtimes::default();
         Box::new(move |entry| {
             seen += 1;
             if seen.is_multiple_of(256) && ctx.cancel.is_cancelled() {
@@ -89,12 +90,7 @@ fn glob(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
             let Some(rel) = fsutil::below(ctx.root(), entry.path()) else {
                 return WalkState::Continue;
             };
-            let modified = entry
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .unwrap_or(UNIX_EPOCH);
-            batch.push((modified, rel.into_owned()));
+            batch.push((mtimes.of(&entry), rel.into_owned()));
             WalkState::Continue
         })
     });
