@@ -3,4 +3,5 @@
 
 pub mod external;
 pub mod harness;
+pub mod reliability;
 pub mod sim;

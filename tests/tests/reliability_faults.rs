@@ -4,15 +4,13 @@
 //! failed run whose error names the fault), and the daemon is unharmed: it answers, the session is
 //! idle, and the next run in the same session works.
 
-mod reliability_common;
-
 use std::time::{Duration, Instant};
 
-use reliability_common::{answer_text, create_session, follow, open_project, plain_project};
 use serde_json::json;
 use totem_client::{Client, EventStream};
 use totem_protocol::{EventKind, SessionEvent};
 use totem_tests::harness::TestDaemon;
+use totem_tests::reliability::{answer_text, create_session, follow, open_project, plain_project};
 use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
 
 const MODEL: &str = "flaky/claude-3-5-haiku-20241022";

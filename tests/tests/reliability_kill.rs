@@ -2,16 +2,15 @@
 //! acknowledged or seen finished before the kill is still there, word for word; the run the kill
 //! caught is marked interrupted (or done, when it finished unseen); the store opens every time.
 
-mod reliability_common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use reliability_common::{Echo, Rng, echo_answer, prompt, prompt_text};
 use serde_json::{Value, json};
 use totem_client::Client;
 use totem_protocol::{EventKind, Part};
 use totem_tests::harness::TestDaemon;
+use totem_tests::reliability;
+use totem_tests::reliability::{Echo, Rng, echo_answer, prompt, prompt_text};
 
 const RUNS: usize = 50;
 /// Chunks per answer and the pause between them: a run streams for about 240 ms.
@@ -53,16 +52,16 @@ fn text_of(parts: &[Part]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_streaming_runs_loses_no_finished_message() {
     let home = tempfile::tempdir().expect("home");
-    let project = reliability_common::plain_project();
+    let project = reliability::plain_project();
     let echo = Echo::start(CHUNKS, DELAY_MS).await;
     let mut rng = Rng::from_time();
     let seed = rng.0;
 
     let mut daemon = TestDaemon::start_in(home.path());
     let client = daemon.client().await;
-    reliability_common::add_echo_provider(&client, &echo).await;
-    let project_id = reliability_common::open_project(&client, project.path()).await;
-    let session = reliability_common::create_session(&client, &project_id).await;
+    reliability::add_echo_provider(&client, &echo).await;
+    let project_id = reliability::open_project(&client, project.path()).await;
+    let session = reliability::create_session(&client, &project_id).await;
     drop(client);
 
     // What a client knew before each kill: acknowledged prompts, answers seen finished.

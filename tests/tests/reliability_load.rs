@@ -3,19 +3,17 @@
 //! client that never reads its socket, which must not slow the clients that do: it is told it
 //! lagged and resubscribes from the last event it got.
 
-mod reliability_common;
-
 use std::time::{Duration, Instant};
 
-use reliability_common::{
-    Echo, add_echo_provider, answer_text, create_session, echo_answer, follow, open_project,
-    plain_project, prompt,
-};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use totem_client::Client;
 use totem_protocol::{EventKind, PROTOCOL_VERSION, SessionEvent};
 use totem_tests::harness::TestDaemon;
+use totem_tests::reliability::{
+    Echo, add_echo_provider, answer_text, create_session, echo_answer, follow, open_project,
+    plain_project, prompt,
+};
 use totem_tests::sim::{Reply, Sim, SimKind};
 
 const CLIENTS: usize = 20;
