@@ -108,6 +108,7 @@ impl SessionHub {
         let Some(mut record) = self.store.get_session(id)? else {
             return Err(SessionError::NotFound(id.to_string()));
         };
+        Self::release_idle(&self.store, &mut live);
         let stored = self.store.last_event_seq(id)?;
         record.session.last_seq = record.session.last_seq.max(stored).max(record.seq_reserved);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -122,6 +123,38 @@ impl SessionHub {
         });
         live.insert(id.to_string(), session.clone());
         Ok(session)
+    }
+
+    /// Lets go of the sessions nobody uses: no run or task holds them and no client watches them.
+    /// Each costs its broadcast buffer and its recent events; the next use loads it again from
+    /// the store. Called under the map lock, so nobody can take a new handle meanwhile. The
+    /// sequence numbers reserved ahead are given back first, so the numbering goes on without a
+    /// gap.
+    fn release_idle(store: &Store, live: &mut HashMap<String, Arc<LiveSession>>) {
+        live.retain(|_, session| {
+            if Arc::strong_count(session) > 1 || session.events.receiver_count() > 0 {
+                return true;
+            }
+            let mut state = lock(&session.state);
+            if state.deleted || state.record.session.status == SessionStatus::Running {
+                return true;
+            }
+            if state.record.seq_reserved > state.record.session.last_seq {
+                let previous = state.record.clone();
+                state.record.seq_reserved = state.record.session.last_seq;
+                if let Err(e) = store.put_session(&state.record, Some(&previous)) {
+                    tracing::warn!(error = %e, session = %session.id, "cannot store a session; it stays in memory");
+                    state.record = previous;
+                    return true;
+                }
+            }
+            false
+        });
+    }
+
+    /// Sessions in memory (loaded and not yet let go).
+    pub fn loaded(&self) -> usize {
+        lock(&self.live).len()
     }
 
     /// A session as clients see it, with its live sequence number.
@@ -272,3 +305,6 @@ impl LiveSession {
         lock(&self.state).record.session.status
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -124,12 +124,22 @@ fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     })
 }
 
+/// Block cache. fjall's default (32 MiB) is sized for servers; a session's recent history fits in
+/// far less, and reads that miss go to the OS page cache.
+const CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// Writes kept in memory before they are flushed to a table file. fjall's default (64 MiB) made
+/// the daemon's memory grow with every run until the first flush. fjall records this with the
+/// keyspace when it is created, so it applies to stores created from now on.
+const MEMTABLE_BYTES: u64 = 4 * 1024 * 1024;
+
 impl Store {
     /// Opens (or creates) the store in `path`, checking and migrating its layout version.
     pub fn open(path: &Path) -> Result<Store> {
         std::fs::create_dir_all(path)?;
-        let db = Database::builder(path).open()?;
-        let ks = db.keyspace("totem", KeyspaceCreateOptions::default)?;
+        let db = Database::builder(path).cache_size(CACHE_BYTES).open()?;
+        let ks = db.keyspace("totem", || {
+            KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+        })?;
         let table = |tag: u8| Table::new(&ks, tag);
         // Tags are part of the layout: never renumber one, only add.
         let store = Store {
