@@ -2,7 +2,10 @@
 //! /proc/PID/status) at start, after run 50 and after run 100, and the growth between 50 and 100
 //! (target ≤ 5 %).
 //!
-//! `cargo run --release -p totem-tests --bin bench-runs [-- RUNS]`
+//! `cargo run --release -p totem-tests --bin bench-runs [-- RUNS [one-session]]`
+//!
+//! With `one-session` every run goes to the same session, which separates what a run leaves
+//! behind (store, caches) from what a session that ran keeps in memory.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +35,7 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
+    let one_session = std::env::args().nth(2).as_deref() == Some("one-session");
     let half = runs / 2;
     let sim = Sim::start(SimKind::Ollama).await;
     let daemon = TestDaemon::start();
@@ -55,19 +59,35 @@ async fn main() {
         .to_string();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let start = rss_kib(daemon.pid());
-    println!("# bench-runs: {runs} runs, each in a new session, 40 streamed deltas each");
+    println!(
+        "# bench-runs: {runs} runs, {}, 40 streamed deltas each",
+        if one_session {
+            "all in one session"
+        } else {
+            "each in a new session"
+        }
+    );
     println!("RSS at start                 {:>6.1} MiB", mib(start));
     let mut at_half = 0;
     let started = Instant::now();
+    let mut session = String::new();
     for i in 1..=runs {
-        let session = client
-            .call_raw("session.create", json!({"projectId": project_id}))
+        if !one_session || session.is_empty() {
+            session = client
+                .call_raw("session.create", json!({"projectId": project_id}))
+                .await
+                .expect("session.create")["id"]
+                .as_str()
+                .expect("session id")
+                .to_string();
+        }
+        let after = client
+            .call_raw("session.get", json!({"sessionId": session}))
             .await
-            .expect("session.create")["id"]
-            .as_str()
-            .expect("session id")
-            .to_string();
-        let mut events = client.subscribe(&session, 0).await.expect("subscribe");
+            .expect("session.get")["lastSeq"]
+            .as_u64()
+            .unwrap_or(0);
+        let mut events = client.subscribe(&session, after).await.expect("subscribe");
         let words: Vec<SimEvent> = (0..40)
             .map(|w| SimEvent::text(format!("word{w} ")))
             .collect();

@@ -1,0 +1,321 @@
+//! Soak: clients prompting their own sessions without pause against an echo model while totemd is
+//! killed with SIGKILL at random moments and started again, for as long as asked.
+//!
+//! After every restart it checks what a user would: every prompt the daemon acknowledged and
+//! every answer a client saw finished is stored word for word; every answer names its own prompt
+//! (no cross-talk); no session is left running; the store opens. It prints what it did and totemd's
+//! memory (VmRSS) at the end of each life, and exits with status 1 on the first broken promise,
+//! with the seed to replay it.
+//!
+//! `cargo run --release -p totem-tests --bin soak [-- SECONDS [CLIENTS [SEED]]]` (default 120 s,
+//! 4 clients, a seed from the clock)
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use totem_client::Client;
+use totem_protocol::{ClientCapabilities, EventKind, Message, Part, SessionMessages};
+use totem_tests::harness::TestDaemon;
+use totem_tests::reliability::{
+    ECHO_MODEL, Echo, Rng, add_echo_provider, create_session, echo_answer, ended_run, open_project,
+    plain_project, prompt_text,
+};
+
+/// Chunks per answer and the pause between them: an answer streams for about 100 ms.
+const CHUNKS: usize = 10;
+const DELAY_MS: u64 = 10;
+
+/// What one client knows about its session.
+#[derive(Default, Clone)]
+struct Known {
+    /// Prompts the daemon acknowledged: message id → text.
+    acknowledged: BTreeMap<String, String>,
+    /// Answers seen finished: message id → text.
+    finished: BTreeMap<String, String>,
+    last_seq: u64,
+    runs_done: u64,
+    /// Runs a kill caught, as the restarted daemon announced them.
+    interrupted: u64,
+}
+
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One client's life between two kills: prompt, follow the run to its end, again, until the
+/// daemon goes away or `stop` is set. Connection errors end the life quietly; a wrong answer is
+/// an error.
+async fn client_life(
+    socket: std::path::PathBuf,
+    session: String,
+    index: usize,
+    mut known: Known,
+    stop: Arc<AtomicBool>,
+) -> Result<Known, String> {
+    let Ok((client, _)) = Client::connect(
+        &socket,
+        "totem-soak",
+        ClientCapabilities { permissions: true },
+    )
+    .await
+    else {
+        return Ok(known);
+    };
+    let Ok(mut events) = client.subscribe(&session, known.last_seq).await else {
+        return Ok(known);
+    };
+    let mut turn = known.acknowledged.len();
+    while !stop.load(Ordering::Relaxed) {
+        let tag = format!("c{index}-t{turn}");
+        turn += 1;
+        let accepted = client
+            .call_raw(
+                "session.prompt",
+                json!({"sessionId": session, "text": prompt_text(&tag),
+                       "model": ECHO_MODEL}),
+            )
+            .await;
+        let Ok(accepted) = accepted else {
+            return Ok(known);
+        };
+        let (Some(run_id), Some(message_id)) =
+            (accepted["runId"].as_str(), accepted["messageId"].as_str())
+        else {
+            return Err(format!("session.prompt answered without ids: {accepted}"));
+        };
+        known
+            .acknowledged
+            .insert(message_id.to_string(), prompt_text(&tag));
+        let mut answer: Option<(String, String)> = None;
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(30), events.next()).await;
+            let event = match next {
+                Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(e))) => return Err(format!("an event did not decode: {e}")),
+                Ok(None) => return Ok(known),
+                Err(_) => return Err(format!("run {run_id} of session {session} hung for 30 s")),
+            };
+            known.last_seq = known.last_seq.max(event.seq);
+            match &event.kind {
+                EventKind::PartDone {
+                    run_id: r,
+                    message_id,
+                    part: Part::Text { text },
+                    ..
+                } if r == run_id => {
+                    let said = text
+                        .strip_prefix("answer to ")
+                        .and_then(|t| t.split(' ').next());
+                    if said != Some(tag.as_str()) {
+                        return Err(format!(
+                            "session {session} asked [[{tag}]] and got {text:?}: cross-talk"
+                        ));
+                    }
+                    answer = Some((message_id.clone(), text.clone()));
+                }
+                EventKind::RunInterrupted { .. } => known.interrupted += 1,
+                kind if ended_run(kind) == Some(run_id) => {
+                    if let EventKind::RunDone { .. } = kind {
+                        let Some((id, text)) = answer.take() else {
+                            return Err(format!("run {run_id} ended done without an answer"));
+                        };
+                        if text != echo_answer(&tag, CHUNKS) {
+                            return Err(format!("run {run_id} answered {text:?}"));
+                        }
+                        known.finished.insert(id, text);
+                        known.runs_done += 1;
+                    } else {
+                        return Err(format!("run {run_id} ended as {kind:?}"));
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(known)
+}
+
+/// Every stored message of a session.
+async fn stored_messages(client: &Client, session: &str) -> Result<Vec<Message>, String> {
+    let mut out = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = client
+            .call_raw(
+                "session.messages",
+                json!({"sessionId": session, "afterSeq": after, "limit": 1000}),
+            )
+            .await
+            .map_err(|e| format!("session.messages: {e}"))?;
+        let page: SessionMessages =
+            serde_json::from_value(page).map_err(|e| format!("session.messages: {e}"))?;
+        out.extend(page.messages);
+        match page.next_after_seq {
+            Some(next) => after = next,
+            None => return Ok(out),
+        }
+    }
+}
+
+fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// After a restart: nothing acknowledged or seen finished is lost, and no session is running
+/// once the daemon has marked what the kill interrupted.
+async fn check(client: &Client, sessions: &[String], known: &[Known]) -> Result<(), String> {
+    for (session, known) in sessions.iter().zip(known) {
+        let stored = stored_messages(client, session).await?;
+        let by_id: BTreeMap<&str, &Message> = stored.iter().map(|m| (m.id.as_str(), m)).collect();
+        for (id, text) in known.acknowledged.iter().chain(&known.finished) {
+            let Some(message) = by_id.get(id.as_str()) else {
+                return Err(format!("session {session}: message {id} was lost"));
+            };
+            if &text_of(&message.parts) != text {
+                return Err(format!(
+                    "session {session}: message {id} holds {:?}, not {text:?}",
+                    text_of(&message.parts)
+                ));
+            }
+        }
+        let status: Value = client
+            .call_raw("session.get", json!({"sessionId": session}))
+            .await
+            .map_err(|e| format!("session.get: {e}"))?;
+        if status["status"] != "idle" {
+            return Err(format!(
+                "session {session} is {} after a restart",
+                status["status"]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(120);
+    let clients: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
+    let mut rng = match args.next().and_then(|a| a.parse().ok()) {
+        Some(seed) => Rng(seed),
+        None => Rng::from_time(),
+    };
+    let seed = rng.0;
+    println!("# soak: {seconds} s, {clients} clients, seed {seed}");
+
+    let home = tempfile::tempdir().expect("temp home");
+    let project = plain_project();
+    let echo = Echo::start(CHUNKS, DELAY_MS).await;
+    let mut daemon = TestDaemon::start_in(home.path());
+    let setup = daemon.client().await;
+    add_echo_provider(&setup, &echo).await;
+    let project_id = open_project(&setup, project.path()).await;
+    let mut sessions = Vec::new();
+    for _ in 0..clients {
+        sessions.push(create_session(&setup, &project_id).await);
+    }
+    drop(setup);
+
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut known = vec![Known::default(); clients];
+    let mut kills = 0;
+    let mut rss_kib = Vec::new();
+    let mut failure = None;
+    while Instant::now() < deadline && failure.is_none() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks: Vec<_> = (0..clients)
+            .map(|i| {
+                tokio::spawn(client_life(
+                    daemon.socket.clone(),
+                    sessions[i].clone(),
+                    i,
+                    known[i].clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        // A life of 0.5–5 s, then SIGKILL, most likely in the middle of some runs.
+        let life = Duration::from_millis(500 + rng.below(4_500));
+        tokio::time::sleep(life.min(deadline.saturating_duration_since(Instant::now()))).await;
+        rss_kib.push(rss(daemon.pid()));
+        let last_life = Instant::now() >= deadline;
+        if last_life {
+            stop.store(true, Ordering::Relaxed);
+        } else {
+            daemon.kill9();
+            kills += 1;
+        }
+        for (i, task) in tasks.into_iter().enumerate() {
+            match task.await {
+                Ok(Ok(k)) => known[i] = k,
+                Ok(Err(e)) => failure = Some(e),
+                Err(e) => failure = Some(format!("client {i} panicked: {e}")),
+            }
+        }
+        if failure.is_some() {
+            break;
+        }
+        if !last_life {
+            daemon = TestDaemon::start_in(home.path());
+        }
+        let client = daemon.client().await;
+        if let Err(e) = check(&client, &sessions, &known).await {
+            failure = Some(e);
+        }
+    }
+    let stopped = failure.is_none() && daemon.terminate();
+
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "runs finished {}, interrupted by a kill {}, kills {kills}",
+        known.iter().map(|k| k.runs_done).sum::<u64>(),
+        known.iter().map(|k| k.interrupted).sum::<u64>(),
+    );
+    println!(
+        "messages checked after every restart: {}",
+        known
+            .iter()
+            .map(|k| k.acknowledged.len() + k.finished.len())
+            .sum::<usize>()
+    );
+    if let (Some(first), Some(max)) = (rss_kib.first(), rss_kib.iter().max()) {
+        println!(
+            "totemd RSS at the end of each life: first {:.1} MiB, last {:.1} MiB, max {:.1} MiB",
+            mib(*first),
+            mib(*rss_kib.last().unwrap_or(first)),
+            mib(*max)
+        );
+    }
+    match failure {
+        Some(e) => {
+            println!("FAILED (seed {seed}): {e}");
+            ExitCode::FAILURE
+        }
+        None if !stopped => {
+            println!("FAILED (seed {seed}): totemd did not stop cleanly at the end");
+            ExitCode::FAILURE
+        }
+        None => {
+            println!("ok: nothing lost, no cross-talk, no session left running");
+            ExitCode::SUCCESS
+        }
+    }
+}
