@@ -5,9 +5,14 @@
 //! The tree is generated once into `~/.cache/totem-bench/tree-100k` (1,000 folders of 100 source
 //! files, about 1 KiB each, with a `.gitignore` both sides honour). The tools are called as the
 //! agent calls them (`Registry::builtin().prepare(..).run(..)`), `rg` as a child process whose
-//! output is drained. Prints the median of 7 runs after one warm-up and the ratio Totem/rg
-//! (target ≤ 1.1). Uses `rg` from PATH, else `~/.cache/totem-bench/rg/bin/rg`, else installs it
+//! output is drained. After one warm-up each, 7 runs of Totem and rg alternate (so load from
+//! elsewhere falls on both); prints the medians of wall-clock time and of CPU time (user + system,
+//! from `getrusage`) and the ratios Totem/rg (target ≤ 1.1). On a busy machine the CPU ratio is
+//! the steadier one. Uses `rg` from PATH, else `~/.cache/totem-bench/rg/bin/rg`, else installs it
 //! there once with `cargo install ripgrep --root ~/.cache/totem-bench/rg`.
+//!
+//! `bench-search grep-regex glob-name` runs only those cases; `--profile N` runs only Totem's tool
+//! N times (no rg), for `perf record` or `strace -c`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
