@@ -108,6 +108,10 @@ impl<'a> Scanner<'a> {
     }
 
     fn skip_space(&mut self) {
+        // Compact JSON, as most servers send it, has none.
+        if self.text.as_bytes().get(self.at).is_none_or(|&b| b > b' ') {
+            return;
+        }
         let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
         self.at += rest
             .iter()
