@@ -1,6 +1,6 @@
 //! The two pattern languages of rules: globs for paths, `*` wildcards for commands and names.
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 /// A path glob as written in a rule, compiled.
 ///
@@ -16,28 +16,34 @@ pub(crate) struct PathPattern {
 
 impl PathPattern {
     pub(crate) fn new(pattern: &str, case_insensitive: bool) -> Result<Self, globset::Error> {
-        let mut glob = if let Some(anchored) = pattern.strip_prefix('/') {
-            anchored.to_string()
-        } else if pattern.trim_end_matches('/').contains('/') {
-            pattern.to_string()
-        } else {
-            format!("**/{pattern}")
-        };
-        if glob.ends_with('/') {
-            glob.push_str("**");
-        }
-        let matcher = GlobBuilder::new(&glob)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .case_insensitive(case_insensitive)
-            .build()?
-            .compile_matcher();
-        Ok(PathPattern { matcher })
+        Ok(PathPattern {
+            matcher: path_glob(pattern, case_insensitive)?.compile_matcher(),
+        })
     }
 
     pub(crate) fn is_match(&self, path: &str) -> bool {
         self.matcher.is_match(normalize_path(path))
     }
+}
+
+/// A rule's path pattern as a glob over project-relative paths (see [`PathPattern`]); sets of
+/// patterns are matched at once with a `GlobSet` of these.
+pub(crate) fn path_glob(pattern: &str, case_insensitive: bool) -> Result<Glob, globset::Error> {
+    let mut glob = if let Some(anchored) = pattern.strip_prefix('/') {
+        anchored.to_string()
+    } else if pattern.trim_end_matches('/').contains('/') {
+        pattern.to_string()
+    } else {
+        format!("**/{pattern}")
+    };
+    if glob.ends_with('/') {
+        glob.push_str("**");
+    }
+    GlobBuilder::new(&glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .case_insensitive(case_insensitive)
+        .build()
 }
 
 /// Strips the `./` prefixes a tool may leave on a project-relative path.

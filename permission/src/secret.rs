@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pattern::PathPattern;
+use globset::{GlobSet, GlobSetBuilder};
+
+use crate::pattern::{normalize_path, path_glob};
 use crate::rules::RuleError;
 
 /// The built-in secret patterns.
@@ -69,34 +71,46 @@ pub struct SecretSettings {
     pub except: Vec<String>,
 }
 
-/// The compiled set of secret patterns.
+/// The compiled set of secret patterns. Each side is one `GlobSet`, so a path is checked
+/// against every pattern in one pass: the tools ask this of every file they walk.
 #[derive(Debug, Clone)]
 pub struct SecretPatterns {
-    include: Vec<(String, PathPattern)>,
-    except: Vec<PathPattern>,
+    /// The patterns as written, in the order of `include`'s globs.
+    names: Vec<String>,
+    include: GlobSet,
+    except: GlobSet,
 }
 
 impl Default for SecretPatterns {
     fn default() -> Self {
         Self::from_settings(&SecretSettings::default()).unwrap_or(SecretPatterns {
-            include: Vec::new(),
-            except: Vec::new(),
+            names: Vec::new(),
+            include: GlobSet::empty(),
+            except: GlobSet::empty(),
         })
     }
 }
 
-/// Secret patterns are matched at any depth, even those with a `/` in them.
-fn compile(pattern: &str) -> Result<PathPattern, RuleError> {
-    let anywhere = if pattern.starts_with("**/") {
-        pattern.to_string()
-    } else {
-        format!("**/{}", pattern.trim_start_matches('/'))
-    };
-    PathPattern::new(&format!("/{anywhere}"), true).map_err(|e| RuleError::InvalidGlob {
+fn invalid(pattern: &str, e: &globset::Error) -> RuleError {
+    RuleError::InvalidGlob {
         key: "secrets".into(),
         pattern: pattern.to_string(),
         message: e.kind().to_string(),
-    })
+    }
+}
+
+/// Secret patterns are matched at any depth, even those with a `/` in them.
+fn compile<'a>(patterns: impl Iterator<Item = &'a str>) -> Result<GlobSet, RuleError> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        let anywhere = if pattern.starts_with("**/") {
+            pattern.to_string()
+        } else {
+            format!("**/{}", pattern.trim_start_matches('/'))
+        };
+        set.add(path_glob(&format!("/{anywhere}"), true).map_err(|e| invalid(pattern, &e))?);
+    }
+    set.build().map_err(|e| invalid("(all)", &e))
 }
 
 impl SecretPatterns {
@@ -109,34 +123,35 @@ impl SecretPatterns {
                 });
             }
         }
-        let mut include = Vec::new();
-        for pattern in DEFAULT_SECRET_PATTERNS
+        let names: Vec<String> = DEFAULT_SECRET_PATTERNS
             .iter()
             .map(|p| p.to_string())
             .filter(|p| !settings.remove.contains(p))
             .chain(settings.add.iter().cloned())
-        {
-            let compiled = compile(&pattern)?;
-            include.push((pattern, compiled));
-        }
-        let except = DEFAULT_SECRET_EXCEPTIONS
-            .iter()
-            .map(|p| p.to_string())
-            .chain(settings.except.iter().cloned())
-            .map(|p| compile(&p))
-            .collect::<Result<_, _>>()?;
-        Ok(SecretPatterns { include, except })
+            .collect();
+        let include = compile(names.iter().map(String::as_str))?;
+        let except = compile(
+            DEFAULT_SECRET_EXCEPTIONS
+                .iter()
+                .copied()
+                .chain(settings.except.iter().map(String::as_str)),
+        )?;
+        Ok(SecretPatterns {
+            names,
+            include,
+            except,
+        })
     }
 
-    /// The pattern that makes `path` (project-relative) a secret, if any.
+    /// The pattern that makes `path` (project-relative) a secret, if any: the first one listed
+    /// that matches.
     pub fn matching_pattern(&self, path: &str) -> Option<&str> {
-        if self.except.iter().any(|p| p.is_match(path)) {
+        let path = normalize_path(path);
+        if !self.include.is_match(path) || self.except.is_match(path) {
             return None;
         }
-        self.include
-            .iter()
-            .find(|(_, p)| p.is_match(path))
-            .map(|(s, _)| s.as_str())
+        let first = self.include.matches(path).into_iter().min()?;
+        self.names.get(first).map(String::as_str)
     }
 
     /// Whether `path` (project-relative) is a secret file.

@@ -198,3 +198,39 @@ fn custom_secret_patterns_apply_to_the_policy() {
         Decision::Ask
     );
 }
+
+#[test]
+fn the_first_listed_pattern_that_matches_is_named() {
+    let secrets = SecretPatterns::default();
+    // `.env.*` and `credentials*`-style overlaps: the order of the list decides.
+    assert_eq!(secrets.matching_pattern("api/.env"), Some(".env"));
+    assert_eq!(secrets.matching_pattern("api/.env.local"), Some(".env.*"));
+    assert_eq!(
+        secrets.matching_pattern("./deploy/prod.tfstate.backup"),
+        Some("*.tfstate.*")
+    );
+    assert_eq!(
+        secrets.matching_pattern(".aws/credentials"),
+        Some("credentials*")
+    );
+    assert_eq!(
+        secrets.matching_pattern("home/.ssh/id_rsa"),
+        Some("id_rsa*")
+    );
+    assert_eq!(
+        secrets.matching_pattern("home/.ssh/id_rsa.pub"),
+        None,
+        "an exception wins"
+    );
+    assert_eq!(secrets.matching_pattern("src/main.rs"), None);
+}
+
+#[test]
+fn an_invalid_added_pattern_is_an_error_naming_it() {
+    let settings = SecretSettings {
+        add: vec!["ok/*.secret".into(), "bad[".into()],
+        ..SecretSettings::default()
+    };
+    let err = SecretPatterns::from_settings(&settings).unwrap_err();
+    assert!(err.to_string().contains("bad["), "{err}");
+}
