@@ -22,7 +22,7 @@ use crate::ollama::preview;
 use crate::request::{
     AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Message, ReasoningLevel, ToolCall,
 };
-use crate::wire::{parse_event, parse_raw};
+use crate::wire::{Scanner, parse_event, parse_raw};
 
 /// The `anthropic-version` header every request carries.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -345,7 +345,8 @@ pub(crate) struct AnthropicDecoder {
     done: bool,
 }
 
-enum Block {
+#[cfg_attr(test, derive(Clone, Debug, PartialEq))]
+pub(crate) enum Block {
     Text,
     Thinking {
         signature: Option<String>,
@@ -471,6 +472,92 @@ impl Decoder for AnthropicDecoder {
     fn feed(
         &mut self,
         _event: &str,
+        data: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        if let Some(text) = std::str::from_utf8(data).ok().and_then(hot) {
+            if let Some(text) = text
+                && !text.is_empty()
+            {
+                out.push(StreamEvent::TextDelta {
+                    text: text.to_owned(),
+                });
+            }
+            return Ok(());
+        }
+        self.feed_with_serde(data, out)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        if self.done {
+            Ok(())
+        } else {
+            Err(ProviderError::StreamBroken {
+                provider: self.provider.clone(),
+                message: "the body ended before message_stop".into(),
+            })
+        }
+    }
+}
+
+/// Reads `data` as the event nearly every delta comes in, a `content_block_delta` whose delta is a
+/// `text_delta`, and answers its text (`Some(None)` when it has none); `None` for anything else
+/// (other event or delta types, escapes, duplicate keys serde refuses, objects serde would read,
+/// values that are not plain): those go to serde, which decides the way it always did. The SSE
+/// `event:` line is not looked at, by either path: the data's `type` decides. Keys serde ignores
+/// are skipped when their value is a scalar, as serde skips them.
+fn hot(data: &str) -> Option<Option<&str>> {
+    // Keys serde reads may come only once: it refuses a duplicate.
+    fn once(seen: &mut u16, bit: u16) -> Option<()> {
+        let first = *seen & bit == 0;
+        *seen |= bit;
+        first.then_some(())
+    }
+    let mut s = Scanner::new(data);
+    let mut seen = 0u16;
+    let (mut kind, mut text) = (None, None);
+    s.object(|s, key| match key {
+        "type" => {
+            once(&mut seen, 1)?;
+            (s.string()? == "content_block_delta").then_some(())
+        }
+        "index" => once(&mut seen, 2).and_then(|()| s.uint().map(drop)),
+        "delta" => {
+            once(&mut seen, 4)?;
+            s.object(|s, key| match key {
+                "type" => {
+                    once(&mut seen, 8)?;
+                    kind = s.string_or_null()?;
+                    Some(())
+                }
+                "text" => {
+                    once(&mut seen, 16)?;
+                    text = s.string_or_null()?;
+                    Some(())
+                }
+                "thinking" => once(&mut seen, 32).and_then(|()| s.string_or_null().map(drop)),
+                "signature" => once(&mut seen, 64).and_then(|()| s.string_or_null().map(drop)),
+                "partial_json" => once(&mut seen, 128).and_then(|()| s.string_or_null().map(drop)),
+                "stop_reason" => once(&mut seen, 256).and_then(|()| s.string_or_null().map(drop)),
+                _ => s.scalar(),
+            })
+        }
+        // Read by serde even when this event type ignores them: left to it.
+        "content_block" | "message" | "usage" | "error" => None,
+        _ => s.scalar(),
+    })?;
+    s.end()?;
+    (seen & 1 != 0 && kind == Some("text_delta")).then_some(text)
+}
+
+impl AnthropicDecoder {
+    /// The general decoder, for every event the hot path steps aside from.
+    fn feed_with_serde(
+        &mut self,
         data: &[u8],
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
@@ -663,26 +750,166 @@ impl Decoder for AnthropicDecoder {
         }
         Ok(())
     }
-
-    fn is_done(&self) -> bool {
-        self.done
-    }
-
-    fn finish(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
-        if self.done {
-            Ok(())
-        } else {
-            Err(ProviderError::StreamBroken {
-                provider: self.provider.clone(),
-                message: "the body ended before message_stop".into(),
-            })
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
+
+    impl HotPath for AnthropicDecoder {
+        type State = (Vec<Block>, Usage, Option<String>, bool);
+
+        fn feed_serde_only(
+            &mut self,
+            data: &[u8],
+            out: &mut Vec<StreamEvent>,
+        ) -> Result<(), ProviderError> {
+            self.feed_with_serde(data, out)
+        }
+
+        fn state(&self) -> Self::State {
+            (
+                self.blocks.clone(),
+                self.usage,
+                self.stop_reason.clone(),
+                self.done,
+            )
+        }
+
+        fn is_hot(data: &str) -> bool {
+            hot(data).is_some()
+        }
+    }
+
+    fn decoder() -> AnthropicDecoder {
+        AnthropicDecoder::new("a".into())
+    }
+
+    /// A text block, a signed thinking block and a half-streamed tool call open, usage counted.
+    fn decoder_mid_answer() -> AnthropicDecoder {
+        let mut d = decoder();
+        d.blocks = vec![
+            Block::Text,
+            Block::Thinking {
+                signature: Some("c2ln".into()),
+            },
+            Block::ToolUse {
+                id: "t1".into(),
+                name: "read".into(),
+                json: r#"{"path":"#.into(),
+            },
+        ];
+        d.usage.input_tokens = 12;
+        d.stop_reason = Some("tool_use".into());
+        d
+    }
+
+    /// The simulator's delta (keys sorted) and Anthropic's own (its key order).
+    const SIM_DELTA: &str =
+        r#"{"delta":{"text":" tok","type":"text_delta"},"index":0,"type":"content_block_delta"}"#;
+    const ANTHROPIC_DELTA: &str =
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}"#;
+
+    #[test]
+    fn the_hot_path_gives_exactly_what_serde_gives() {
+        let kinds: &[&str] = &[
+            r#""content_block_delta""#,
+            r#""message_delta""#,
+            r#""content_block_delt\u0061""#,
+            "null",
+        ];
+        let indexes: &[&str] = &["0", "2", "null", "-1", "1.5", "99999999999999999999"];
+        let delta_starts: &[&str] = &[
+            r#""type":"text_delta","#,
+            r#""type":"thinking_delta","thinking":"hm","#,
+            r#""type":"input_json_delta","partial_json":"\"a\"","#,
+            r#""type":"signature_delta","signature":"c2ln","#,
+            r#""type":null,"#,
+            "",
+            r#""type":"text_delta","type":"text_delta","#,
+            r#""stop_reason":"end_turn","signature":null,"type":"text_delta","#,
+        ];
+        let texts: &[&str] = &[
+            r#"" tok""#,
+            r#""""#,
+            "null",
+            r#""a\nb""#,
+            "\"日本\"",
+            "3",
+            r#""a","text":"b""#,
+        ];
+        let delta_tails: &[&str] = &[
+            "",
+            r#","x":true,"y":false,"z":null,"n":7"#,
+            r#","thinking":"hm","thinking":"hm""#,
+            r#","obj":{}"#,
+        ];
+        let tails: &[&str] = &[
+            "",
+            r#","usage":{"output_tokens":3}"#,
+            r#","usage":null"#,
+            r#","content_block":{"type":"text","text":""}"#,
+            r#","error":{"type":"overloaded_error","message":"Overloaded"}"#,
+            r#","extra":"x""#,
+            r#","delta":{}"#,
+        ];
+        let mut events = combinations(
+            r#"{"type":@,"index":@,"delta":{@"text":@@}@}"#,
+            &[kinds, indexes, delta_starts, texts, delta_tails, tails],
+        );
+        // Other shapes around the hot one: whitespace, reordered or missing pieces, other event
+        // types, trailing bytes.
+        events.extend(
+            [
+                " {\n \"type\" : \"content_block_delta\" , \"index\" : 0 , \"delta\" : { \"type\" : \"text_delta\" , \"text\" : \"x\" } }\r\n",
+                r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#,
+                r#"{"index":0,"delta":{"type":"text_delta","text":"a"}}"#,
+                r#"{"type":"content_block_delta","index":0}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":null}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{}}"#,
+                r#"{"type":"content_block_delta","type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#,
+                r#"{"type":"content_block_delta","index":0,"index":0,"delta":{"type":"text_delta","text":"a"}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"delta":{}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}} x"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}{}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"id":[1]}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"ok":nul}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"ok":truefalse}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":["text_delta"]}"#,
+                r#"{"type":"content_block_start","index":3,"content_block":{"type":"text","text":"hi"}}"#,
+                r#"{"type":"content_block_stop","index":0}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
+                r#"{"type":"message_stop"}"#,
+                r#"{"type":"ping"}"#,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                "{}",
+                "[]",
+                "",
+            ]
+            .map(str::to_owned),
+        );
+        // Each hot event cut short and with a stray byte in every position.
+        events.extend(mutations(SIM_DELTA));
+        events.extend(mutations(ANTHROPIC_DELTA));
+        let taken = agree_on_all(decoder, &events);
+        // The hot path really is taken, for a good share of what was generated.
+        assert!(
+            taken > 300,
+            "hot path taken {taken} of {} times",
+            events.len()
+        );
+        assert_eq!(agree_on_all(decoder_mid_answer, &events), taken);
+    }
+
+    #[test]
+    fn the_simulators_and_anthropics_deltas_take_the_hot_path() {
+        for event in [SIM_DELTA, ANTHROPIC_DELTA] {
+            assert!(agree(&decoder, event), "{event}");
+            assert!(agree(&decoder_mid_answer, event), "{event}");
+        }
+        assert_eq!(hot(SIM_DELTA), Some(Some(" tok")));
+    }
 
     #[test]
     fn budgets_follow_the_design() {
