@@ -229,6 +229,22 @@ fn cases() -> Vec<Case> {
             args: json!({"pattern": "*.rs"}),
             rg: &["--no-require-git", "--hidden", "--files", "-g", "*.rs"],
         },
+        // The tool lists newest first, so it stats every match; this is rg asked for that order.
+        Case {
+            name: "glob-name-newest",
+            label: "glob *.rs, rg --sortr modified",
+            tool: "glob",
+            args: json!({"pattern": "*.rs"}),
+            rg: &[
+                "--no-require-git",
+                "--hidden",
+                "--files",
+                "--sortr",
+                "modified",
+                "-g",
+                "*.rs",
+            ],
+        },
         Case {
             name: "glob-path",
             label: "glob pkg03/**/file00*.ts",
@@ -246,7 +262,7 @@ fn cases() -> Vec<Case> {
 }
 
 const USAGE: &str = "usage: bench-search [CASE…] [--profile N]
-  CASE         grep-regex, grep-literal, glob-name or glob-path (default: all)
+  CASE         grep-regex, grep-literal, glob-name, glob-name-newest or glob-path (default: all)
   --profile N  run only Totem's tool N times and print each time (for perf/strace)";
 
 fn main() {
