@@ -98,39 +98,21 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Few<T> {
 /// Every method answers `None` for anything else, and the caller then decodes the event with serde
 /// as before — so the fast path can only ever agree with serde or step aside.
 pub(crate) struct Scanner<'a> {
-    bytes: &'a [u8],
-    /// The same bytes as text, when the caller had them checked as UTF-8.
-    text: Option<&'a str>,
+    text: &'a str,
     at: usize,
 }
 
 impl<'a> Scanner<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Scanner {
-            bytes: text.as_bytes(),
-            text: Some(text),
-            at: 0,
-        }
-    }
-
-    /// A scanner over bytes not yet known to be UTF-8. Outside strings it accepts only ASCII, and
-    /// each string is checked as part of the scan for its end (only one with a byte above ASCII
-    /// goes through `from_utf8`), so an event it reads to the end is UTF-8 without a pass over the
-    /// whole event first.
-    pub(crate) fn from_bytes(bytes: &'a [u8]) -> Self {
-        Scanner {
-            bytes,
-            text: None,
-            at: 0,
-        }
+        Scanner { text, at: 0 }
     }
 
     fn skip_space(&mut self) {
         // Compact JSON, as most servers send it, has none.
-        if self.bytes.get(self.at).is_none_or(|&b| b > b' ') {
+        if self.text.as_bytes().get(self.at).is_none_or(|&b| b > b' ') {
             return;
         }
-        let rest = self.bytes.get(self.at..).unwrap_or_default();
+        let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
         self.at += rest
             .iter()
             .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
@@ -140,7 +122,7 @@ impl<'a> Scanner<'a> {
     /// The next byte after any whitespace, consumed.
     pub(crate) fn next(&mut self) -> Option<u8> {
         self.skip_space();
-        let byte = *self.bytes.get(self.at)?;
+        let byte = *self.text.as_bytes().get(self.at)?;
         self.at += 1;
         Some(byte)
     }
@@ -150,44 +132,27 @@ impl<'a> Scanner<'a> {
         (self.next()? == byte).then_some(())
     }
 
-    /// Where the contents of a string with no escapes and no control characters start and end,
-    /// and whether they are all ASCII.
-    fn plain_string(&mut self) -> Option<(usize, usize, bool)> {
-        self.eat(b'"')?;
-        let start = self.at;
-        let (len, ascii) = plain_string_len(self.bytes.get(start..)?)?;
-        self.at = start + len + 1;
-        Some((start, start + len, ascii))
-    }
-
     /// A string with no escapes and no control characters, borrowed from the event.
     pub(crate) fn string(&mut self) -> Option<&'a str> {
-        let (start, end, _) = self.plain_string()?;
-        match self.text {
-            // Both ends are ASCII quotes, so they lie on character boundaries.
-            Some(text) => text.get(start..end),
-            None => std::str::from_utf8(self.bytes.get(start..end)?).ok(),
-        }
-    }
-
-    /// A string as [`Scanner::string`] reads it, as bytes (checked to be UTF-8): for keys and
-    /// values only compared or skipped, which are nearly always ASCII and then need no check.
-    pub(crate) fn string_bytes(&mut self) -> Option<&'a [u8]> {
-        let (start, end, ascii) = self.plain_string()?;
-        let bytes = self.bytes.get(start..end)?;
-        (ascii || self.text.is_some() || std::str::from_utf8(bytes).is_ok()).then_some(bytes)
+        self.eat(b'"')?;
+        let start = self.at;
+        let len = plain_string_len(self.text.as_bytes().get(start..)?)?;
+        // Both ends are ASCII quotes, so they lie on character boundaries.
+        let text = self.text.get(start..start + len)?;
+        self.at = start + len + 1;
+        Some(text)
     }
 
     /// The next byte after any whitespace, not consumed.
     fn peek(&mut self) -> Option<u8> {
         self.skip_space();
-        self.bytes.get(self.at).copied()
+        self.text.as_bytes().get(self.at).copied()
     }
 
     /// `word` (after any whitespace), consumed.
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         self.skip_space();
-        let found = self.bytes.get(self.at..)?.starts_with(word);
+        let found = self.text.as_bytes().get(self.at..)?.starts_with(word);
         found.then(|| self.at += word.len())
     }
 
@@ -207,7 +172,7 @@ impl<'a> Scanner<'a> {
     /// A value the caller ignores: a string, `null`, `true`, `false` or an unsigned integer.
     pub(crate) fn scalar(&mut self) -> Option<()> {
         match self.peek()? {
-            b'"' => self.string_bytes().map(drop),
+            b'"' => self.string().map(drop),
             b'n' => self.null(),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
@@ -219,7 +184,7 @@ impl<'a> Scanner<'a> {
     /// exponent or leading zero).
     pub(crate) fn uint(&mut self) -> Option<u64> {
         self.skip_space();
-        let bytes = self.bytes;
+        let bytes = self.text.as_bytes();
         let start = self.at;
         let mut value: u64 = 0;
         while let Some(&digit @ b'0'..=b'9') = bytes.get(self.at) {
@@ -237,32 +202,16 @@ impl<'a> Scanner<'a> {
     /// An object whose every member `field` reads (given the key, positioned at the value).
     pub(crate) fn object(
         &mut self,
-        field: impl FnMut(&mut Self, &'a str) -> Option<()>,
-    ) -> Option<()> {
-        self.members(Self::string, field)
-    }
-
-    /// [`Scanner::object`] with the keys as bytes ([`Scanner::string_bytes`]).
-    pub(crate) fn object_bytes(
-        &mut self,
-        field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
-    ) -> Option<()> {
-        self.members(Self::string_bytes, field)
-    }
-
-    fn members<K>(
-        &mut self,
-        key: impl Fn(&mut Self) -> Option<K>,
-        mut field: impl FnMut(&mut Self, K) -> Option<()>,
+        mut field: impl FnMut(&mut Self, &'a str) -> Option<()>,
     ) -> Option<()> {
         self.eat(b'{')?;
         self.skip_space();
-        if self.bytes.get(self.at) == Some(&b'}') {
+        if self.text.as_bytes().get(self.at) == Some(&b'}') {
             self.at += 1;
             return Some(());
         }
         loop {
-            let key = key(self)?;
+            let key = self.string()?;
             self.eat(b':')?;
             field(self, key)?;
             match self.next()? {
@@ -283,15 +232,14 @@ impl<'a> Scanner<'a> {
     /// Nothing but whitespace is left.
     pub(crate) fn end(&mut self) -> Option<()> {
         self.skip_space();
-        (self.at == self.bytes.len()).then_some(())
+        (self.at == self.text.len()).then_some(())
     }
 }
 
 /// Where the string that `bytes` starts inside ends: the index of the first `"`, or `None` when a
-/// backslash or a control character comes first (or no quote does); and whether the bytes before
-/// it are all ASCII. Eight bytes at a time: a byte test per byte cost more than the rest of the
-/// hot path.
-fn plain_string_len(bytes: &[u8]) -> Option<(usize, bool)> {
+/// backslash or a control character comes first (or no quote does). Eight bytes at a time: a byte
+/// test per byte cost more than the rest of the hot path.
+fn plain_string_len(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
     /// Sets the high bit of the bytes of `word` below `n` (`n` ≤ 0x80). Bits above a byte
@@ -301,31 +249,22 @@ fn plain_string_len(bytes: &[u8]) -> Option<(usize, bool)> {
     }
     let mut words = bytes.chunks_exact(8);
     let mut at = 0;
-    // The high bits of the bytes passed so far.
-    let mut high = 0;
     for word in &mut words {
         let word = u64::from_le_bytes(word.try_into().ok()?);
         let found = below(word ^ (ONES * u64::from(b'"')), 1)
             | below(word ^ (ONES * u64::from(b'\\')), 1)
             | below(word, 0x20);
         if found != 0 {
-            let stop = found.trailing_zeros() / 8;
-            // Only the bytes before the stop belong to the string.
-            let before = (1u64 << (stop * 8)).wrapping_sub(1);
-            high |= word & before & HIGH;
-            at += stop as usize;
-            return (bytes[at] == b'"').then_some((at, high == 0));
+            at += found.trailing_zeros() as usize / 8;
+            return (bytes[at] == b'"').then_some(at);
         }
-        high |= word & HIGH;
         at += 8;
     }
-    let rest = words.remainder();
-    let stop = rest
+    at += words
+        .remainder()
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-    let ascii = high == 0 && rest.get(..stop).is_some_and(<[u8]>::is_ascii);
-    at += stop;
-    (bytes[at] == b'"').then_some((at, ascii))
+    (bytes[at] == b'"').then_some(at)
 }
 
 /// Test helpers for the decoders' hot paths: proof that a hot path gives exactly what serde gives.
@@ -445,7 +384,7 @@ mod tests {
             let at = bytes
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-            (bytes[at] == b'"').then_some((at, bytes[..at].is_ascii()))
+            (bytes[at] == b'"').then_some(at)
         };
         // Every stop byte (and a few near misses) at every position of strings up to 24 bytes,
         // over plain ASCII and over multi-byte characters (bytes with the high bit set).
@@ -492,38 +431,6 @@ mod tests {
                 Scanner::new(bad).object(|s, _| s.scalar()).is_none(),
                 "{bad}"
             );
-        }
-    }
-
-    #[test]
-    fn a_scanner_over_bytes_refuses_what_is_not_utf8() {
-        let read = |bytes: &[u8]| {
-            let mut texts = Vec::new();
-            let mut s = Scanner::from_bytes(bytes);
-            s.object_bytes(|s, key| {
-                texts.push(String::from_utf8(key.to_vec()).ok()?);
-                match key {
-                    b"s" => texts.push(s.string()?.to_owned()),
-                    _ => s.scalar()?,
-                }
-                Some(())
-            })?;
-            s.end()?;
-            Some(texts)
-        };
-        let good = "{\"s\":\"é日本\",\"é\":\"x\",\"k\":\"ü\"}";
-        assert_eq!(read(good.as_bytes()).unwrap(), ["s", "é日本", "é", "k"]);
-        // A bad byte in a value read, a key, a value skipped; a truncated character; a byte above
-        // ASCII outside any string.
-        for bad in [
-            &b"{\"s\":\"a\xffb\"}"[..],
-            b"{\"\xff\":1}",
-            b"{\"k\":\"abcdefgh\xc3\"}",
-            b"{\"k\":\"\xe6\x97\"}",
-            b"{\"k\":1}\xc3\xa9",
-            b"{\"k\":\xc3\xa9}",
-        ] {
-            assert!(read(bad).is_none(), "{bad:?}");
         }
     }
 
