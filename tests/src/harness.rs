@@ -47,6 +47,17 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// Resident memory of a process in KiB (VmRSS from /proc; 0 when it cannot be read).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A running daemon in its own temporary home.
 pub struct TestDaemon {
     pub home: PathBuf,

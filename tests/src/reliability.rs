@@ -15,7 +15,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use totem_client::{Client, EventStream};
-use totem_protocol::{EventKind, Part, SessionEvent};
+use totem_protocol::{EventKind, Message, Part, SessionEvent, SessionMessages};
 
 /// The model the echo server lists (with tools and a 128k window).
 pub const ECHO_MODEL: &str = "echo/echo:latest";
@@ -256,6 +256,39 @@ pub fn answer_text(events: &[SessionEvent]) -> String {
                 part: Part::Text { text },
                 ..
             } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every stored message of a session, oldest first, read page by page.
+pub async fn all_messages(client: &Client, session: &str) -> Result<Vec<Message>, String> {
+    let mut out = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = client
+            .call_raw(
+                "session.messages",
+                json!({"sessionId": session, "afterSeq": after, "limit": 1000}),
+            )
+            .await
+            .map_err(|e| format!("session.messages: {e}"))?;
+        let page: SessionMessages =
+            serde_json::from_value(page).map_err(|e| format!("session.messages: {e}"))?;
+        out.extend(page.messages);
+        match page.next_after_seq {
+            Some(next) => after = next,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The text parts of a message, joined.
+pub fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
             _ => None,
         })
         .collect()

@@ -6,48 +6,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use totem_client::Client;
-use totem_protocol::{EventKind, Part};
+use totem_protocol::EventKind;
 use totem_tests::harness::TestDaemon;
 use totem_tests::reliability;
-use totem_tests::reliability::{Echo, Rng, echo_answer, prompt, prompt_text};
+use totem_tests::reliability::{Echo, Rng, echo_answer, prompt, prompt_text, text_of};
 
 const RUNS: usize = 50;
 /// Chunks per answer and the pause between them: a run streams for about 240 ms.
 const CHUNKS: usize = 12;
 const DELAY_MS: u64 = 20;
-
-/// Every message of a session, oldest first.
-async fn messages(client: &Client, session: &str) -> Vec<totem_protocol::Message> {
-    let mut out = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let page = client
-            .call_raw(
-                "session.messages",
-                json!({"sessionId": session, "afterSeq": after, "limit": 1000}),
-            )
-            .await
-            .expect("session.messages");
-        let page: totem_protocol::SessionMessages =
-            serde_json::from_value(page).expect("messages decode");
-        out.extend(page.messages);
-        match page.next_after_seq {
-            Some(next) => after = next,
-            None => return out,
-        }
-    }
-}
-
-fn text_of(parts: &[Part]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_streaming_runs_loses_no_finished_message() {
@@ -105,7 +72,9 @@ async fn kill_9_during_streaming_runs_loses_no_finished_message() {
         daemon.kill9();
         daemon = TestDaemon::start_in(home.path());
         let client = daemon.client().await;
-        let stored = messages(&client, &session).await;
+        let stored = reliability::all_messages(&client, &session)
+            .await
+            .expect("session.messages");
         let by_id: BTreeMap<&str, &totem_protocol::Message> =
             stored.iter().map(|m| (m.id.as_str(), m)).collect();
         for (id, text) in &acknowledged {

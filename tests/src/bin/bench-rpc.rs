@@ -108,16 +108,6 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -194,7 +184,7 @@ fn main() {
     let home = tempfile::tempdir().expect("temp");
     let (child, socket, _) = spawn(home.path());
     std::thread::sleep(Duration::from_millis(1500));
-    let idle = rss_kib(child.id());
+    let idle = totem_tests::harness::rss_kib(child.id());
     println!(
         "RSS idle, empty store                           {:>6.1} MiB",
         idle as f64 / 1024.0
@@ -245,7 +235,7 @@ fn main() {
     std::thread::sleep(Duration::from_millis(500));
     println!(
         "RSS after 1,000 sessions                        {:>6.1} MiB",
-        rss_kib(child.id()) as f64 / 1024.0
+        totem_tests::harness::rss_kib(child.id()) as f64 / 1024.0
     );
     stop(child);
 

@@ -11,19 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use totem_protocol::EventKind;
-use totem_tests::harness::TestDaemon;
+use totem_tests::harness::{self, TestDaemon};
 use totem_tests::sim::harness::plain_model;
 use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
@@ -58,7 +48,7 @@ async fn main() {
         .expect("project id")
         .to_string();
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let start = rss_kib(daemon.pid());
+    let start = harness::rss_kib(daemon.pid());
     println!(
         "# bench-runs: {runs} runs, {}, 40 streamed deltas each",
         if one_session {
@@ -121,7 +111,7 @@ async fn main() {
         let _ = client.unsubscribe(&events.subscription).await;
         if i == half {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            at_half = rss_kib(daemon.pid());
+            at_half = harness::rss_kib(daemon.pid());
             println!(
                 "RSS after run {half:<4}           {:>6.1} MiB",
                 mib(at_half)
@@ -130,7 +120,7 @@ async fn main() {
     }
     let elapsed = started.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let end = rss_kib(daemon.pid());
+    let end = harness::rss_kib(daemon.pid());
     println!("RSS after run {runs:<4}           {:>6.1} MiB", mib(end));
     let growth = (end as f64 - at_half as f64) / at_half.max(1) as f64 * 100.0;
     println!(

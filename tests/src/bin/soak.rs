@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use totem_client::Client;
-use totem_protocol::{ClientCapabilities, EventKind, Message, Part, SessionMessages};
-use totem_tests::harness::TestDaemon;
+use totem_protocol::{ClientCapabilities, EventKind, Message, Part};
+use totem_tests::harness::{self, TestDaemon};
 use totem_tests::reliability::{
-    ECHO_MODEL, Echo, Rng, add_echo_provider, create_session, echo_answer, ended_run, open_project,
-    plain_project, prompt_text,
+    ECHO_MODEL, Echo, Rng, add_echo_provider, all_messages, create_session, echo_answer, ended_run,
+    open_project, plain_project, prompt_text, text_of,
 };
 
 /// Chunks per answer and the pause between them: an answer streams for about 100 ms.
@@ -40,16 +40,6 @@ struct Known {
     runs_done: u64,
     /// Runs a kill caught, as the restarted daemon announced them.
     interrupted: u64,
-}
-
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// One client's life between two kills: prompt, follow the run to its end, again, until the
@@ -146,43 +136,11 @@ async fn client_life(
     Ok(known)
 }
 
-/// Every stored message of a session.
-async fn stored_messages(client: &Client, session: &str) -> Result<Vec<Message>, String> {
-    let mut out = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let page = client
-            .call_raw(
-                "session.messages",
-                json!({"sessionId": session, "afterSeq": after, "limit": 1000}),
-            )
-            .await
-            .map_err(|e| format!("session.messages: {e}"))?;
-        let page: SessionMessages =
-            serde_json::from_value(page).map_err(|e| format!("session.messages: {e}"))?;
-        out.extend(page.messages);
-        match page.next_after_seq {
-            Some(next) => after = next,
-            None => return Ok(out),
-        }
-    }
-}
-
-fn text_of(parts: &[Part]) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// After a restart: nothing acknowledged or seen finished is lost, and no session is running
 /// once the daemon has marked what the kill interrupted.
 async fn check(client: &Client, sessions: &[String], known: &[Known]) -> Result<(), String> {
     for (session, known) in sessions.iter().zip(known) {
-        let stored = stored_messages(client, session).await?;
+        let stored = all_messages(client, session).await?;
         let by_id: BTreeMap<&str, &Message> = stored.iter().map(|m| (m.id.as_str(), m)).collect();
         for (id, text) in known.acknowledged.iter().chain(&known.finished) {
             let Some(message) = by_id.get(id.as_str()) else {
@@ -255,7 +213,7 @@ async fn main() -> ExitCode {
         // A life of 0.5–5 s, then SIGKILL, most likely in the middle of some runs.
         let life = Duration::from_millis(500 + rng.below(4_500));
         tokio::time::sleep(life.min(deadline.saturating_duration_since(Instant::now()))).await;
-        rss_kib.push(rss(daemon.pid()));
+        rss_kib.push(harness::rss_kib(daemon.pid()));
         let last_life = Instant::now() >= deadline;
         if last_life {
             stop.store(true, Ordering::Relaxed);
