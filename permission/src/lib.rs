@@ -96,6 +96,6 @@ use serde::{Deserialize, Serialize};
 pub struct PermissionSettings {
     #[serde(default, skip_serializing_if = "Rules::is_empty")]
     pub rules: Rules,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "SecretSettings::is_empty")]
     pub secrets: SecretSettings,
 }

@@ -71,6 +71,13 @@ pub struct SecretSettings {
     pub except: Vec<String>,
 }
 
+impl SecretSettings {
+    /// No adjustment: the built-in patterns as they are.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.remove.is_empty() && self.except.is_empty()
+    }
+}
+
 /// The compiled set of secret patterns. Each side is one `GlobSet`, so a path is checked
 /// against every pattern in one pass: the tools ask this of every file they walk.
 #[derive(Debug, Clone)]

@@ -299,6 +299,21 @@ async fn doctor_fails_when_no_daemon_answers() {
         daemon.starts_with("fail") && daemon.contains("totem daemon start"),
         "{report}"
     );
+    assert!(line(&report, "settings").starts_with("ok"), "{report}");
+
+    // Without a daemon, settings.json is still read the way totemd reads it.
+    let settings = dir.path().join("settings.json");
+    std::fs::write(&settings, "{\n  \"compaction\": {\"treshold\": 0.5}\n}\n").expect("write");
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (_, report) = doctor(dir.path(), &socket).await;
+    let settings = line(&report, "settings");
+    assert!(
+        settings.starts_with("fail")
+            && settings.contains("treshold")
+            && settings.contains("`threshold`")
+            && settings.contains("line 2"),
+        "{report}"
+    );
 }
 
 /// Every file under `dir`, recursively.

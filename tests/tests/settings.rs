@@ -628,6 +628,19 @@ async fn malformed_settings_are_reported_and_the_previous_ones_kept() {
         "{error}"
     );
 
+    // So are unknown fields inside a section, with the names it knows, at load.
+    std::fs::write(
+        &path,
+        "{\"version\": 1,\n \"agents\": {\"review\": {\"readonly\": true}}}",
+    )
+    .unwrap();
+    let list = call(&client, "provider.list", json!({})).await;
+    let error = list["settingsError"].as_str().unwrap();
+    assert!(
+        error.contains("`readonly`") && error.contains("`readOnly`") && error.contains("line 2"),
+        "{error}"
+    );
+
     // Fixed by hand: picked up without a restart.
     std::fs::write(
         &path,

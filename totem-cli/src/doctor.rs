@@ -93,17 +93,55 @@ pub async fn run_checks(endpoint: &Endpoint) -> Vec<Check> {
     checks.push(check_socket(&endpoint.socket, connection.is_some()));
     match &connection {
         Some(connection) => checks.extend(check_daemon(connection).await),
-        None => checks.push(check(
-            Status::Warn,
-            "providers",
-            "not checked: the daemon is not running",
-        )),
+        None => {
+            checks.push(check_settings_offline(&endpoint.home));
+            checks.push(check(
+                Status::Warn,
+                "providers",
+                "not checked: the daemon is not running",
+            ));
+        }
     }
     checks.push(check_logs(&endpoint.home.join("logs")));
     checks.push(check_rg());
     checks.extend(check_mcp(connection.as_ref(), &endpoint.home).await);
     checks.extend(check_systemd());
     checks
+}
+
+/// settings.json read by totemd itself (`totemd --check-settings`), so the daemon's own rules
+/// decide, even when no daemon runs.
+fn check_settings_offline(home: &Path) -> Check {
+    let totemd = match crate::daemon::find_totemd() {
+        Ok(totemd) => totemd,
+        Err(e) => return check(Status::Warn, "settings", format!("not checked: {e:#}")),
+    };
+    let output = std::process::Command::new(&totemd)
+        .arg("--home")
+        .arg(home)
+        .arg("--check-settings")
+        .output();
+    match output {
+        Ok(output) if output.status.success() => check(
+            Status::Ok,
+            "settings",
+            String::from_utf8_lossy(&output.stdout).trim().to_string(),
+        ),
+        Ok(output) => {
+            let text = String::from_utf8_lossy(&output.stderr);
+            let error = text.trim().trim_start_matches("totemd: ");
+            check(
+                Status::Fail,
+                "settings",
+                format!("{error}. Fix the file; totemd starts no run until then"),
+            )
+        }
+        Err(e) => check(
+            Status::Warn,
+            "settings",
+            format!("not checked: cannot run {}: {e}", totemd.display()),
+        ),
+    }
 }
 
 fn mode_of(meta: &std::fs::Metadata) -> u32 {
@@ -395,7 +433,9 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         checks.push(check(
             Status::Fail,
             "settings",
-            format!("{error}. Fix the file; totemd keeps the previous settings until then"),
+            format!(
+                "{error}. Fix the file; until then totemd keeps the previous settings and starts no run"
+            ),
         ));
     }
     let providers = list

@@ -22,6 +22,10 @@ struct Args {
     /// `logLevel` in settings.json, else info).
     #[arg(long, value_name = "FILTER")]
     log: Option<String>,
+    /// Read settings.json as totemd would, print what is wrong with it and exit (`totem doctor`
+    /// runs this when no daemon is running).
+    #[arg(long)]
+    check_settings: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +57,12 @@ fn run(args: Args) -> anyhow::Result<()> {
         (None, None, None) => default_socket,
     };
     let home = args.home.unwrap_or(default_home);
+    if args.check_settings {
+        let path = home.join("settings.json");
+        totemd::config::file::read(&path)?;
+        println!("{} is valid", path.display());
+        return Ok(());
+    }
     let _log_guard = init_logging(&home, args.log)?;
     let _lock = listener::lock_home(&home, &socket)?;
 

@@ -68,13 +68,13 @@ pub struct Finding {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CheckConfig {
     /// Rule ids to switch off.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "HashSet::is_empty")]
     pub disabled: HashSet<String>,
     /// Rule ids that are off by default (see [`Rule::default_on`]) to switch on.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "HashSet::is_empty")]
     pub enabled: HashSet<String>,
     /// Severity to report a rule's findings with, instead of its default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
     pub severity: HashMap<String, Severity>,
 }
 

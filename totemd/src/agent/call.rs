@@ -219,7 +219,7 @@ impl Runner {
         if self.totaljs
             && let Ok(content) = std::fs::read_to_string(root.join(rel))
         {
-            let config = &self.settings.totaljs_check;
+            let config = &self.settings.totaljs_check();
             let findings = tokio::task::block_in_place(|| {
                 let project = totem_totaljs::ProjectContext::scan(&root);
                 totem_totaljs::check_in_project(rel, &content, config, &project)

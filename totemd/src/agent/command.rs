@@ -12,7 +12,7 @@ use std::sync::Arc;
 use totem_protocol::{CommandResult, EventKind, SessionCommandParams};
 
 use super::history::{summarise, to_model_messages};
-use super::settings::{AgentFileSettings, provider_for};
+use super::settings::provider_for;
 use super::{AgentError, BUILD, RunRequest, lock, queue_run};
 use crate::daemon::Daemon;
 use crate::store::Compaction;
@@ -58,8 +58,12 @@ async fn compact(
     model: Option<String>,
 ) -> Result<CommandResult, AgentError> {
     let store = daemon.store();
-    let settings = AgentFileSettings::load(daemon).map_err(AgentError::Invalid)?;
-    let name = settings.compaction.model.clone().or(model);
+    let settings = super::settings::load(daemon).map_err(AgentError::Invalid)?;
+    let name = settings
+        .compaction
+        .as_ref()
+        .and_then(|c| c.model.clone())
+        .or(model);
     let model = provider_for(daemon, name.as_deref())
         .await
         .map_err(AgentError::Invalid)?;

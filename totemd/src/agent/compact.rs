@@ -64,8 +64,8 @@ impl Runner {
         let threshold = self
             .settings
             .compaction
-            .threshold
-            .filter(|t| *t > 0.05 && *t <= 1.0)
+            .as_ref()
+            .and_then(|c| c.threshold)
             .unwrap_or(DEFAULT_THRESHOLD);
         f64::from(estimate_tokens(request)) > threshold * window as f64
     }

@@ -175,15 +175,13 @@ impl Agents {
     }
 }
 
-/// The modes every installation has.
-pub const BUILD: &str = "build";
-pub const PLAN: &str = "plan";
+pub use crate::config::sections::{BUILD, PLAN};
 
 /// `session.prompt`: queues a run for the prompt and starts the session's worker if it is idle.
 pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAccepted, AgentError> {
     let mode = p.mode.clone().unwrap_or_else(|| BUILD.to_string());
     if mode != BUILD && mode != PLAN {
-        let settings = settings::AgentFileSettings::load(daemon).map_err(AgentError::Invalid)?;
+        let settings = settings::load(daemon).map_err(AgentError::Invalid)?;
         if !settings.agents.contains_key(&mode) {
             let mut known = vec![BUILD.to_string(), PLAN.to_string()];
             known.extend(settings.agents.keys().cloned());

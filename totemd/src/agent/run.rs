@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use totem_permission::{PermissionSettings, Policy, Rules, SecretPatterns, Source};
+use totem_permission::Policy;
 use totem_protocol::{
     EventKind, Message, Part, ReasoningLevel, Role, Run, RunStatus, SessionStatus, Usage,
 };
@@ -27,9 +27,10 @@ use totem_tools::recover::RepeatGuard;
 use totem_tools::{BlobSink, EventSink, Registry, ToolContext, ToolEvent};
 
 use super::history::to_model_messages;
-use super::settings::{AgentFileSettings, ResolvedModel, provider_for};
+use super::settings::{ResolvedModel, provider_for};
 use super::system::{SystemPrompt, instruction_commands};
 use super::{AgentError, RunRequest, SessionAgent, lock};
+use crate::config::SettingsFile;
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
 use crate::store::Compaction;
@@ -252,7 +253,7 @@ pub(super) struct Runner {
     pub(super) live: Arc<LiveSession>,
     pub(super) run_id: String,
     pub(super) cancel: CancellationToken,
-    pub(super) settings: AgentFileSettings,
+    pub(super) settings: Arc<SettingsFile>,
     pub(super) model: ResolvedModel,
     pub(super) compaction_model: Option<String>,
     pub(super) read_only: bool,
@@ -287,44 +288,6 @@ pub(super) struct Runner {
     pub(super) system: String,
 }
 
-/// The permission policy of a run in `mode`: the settings' rules and secret patterns, the mode's
-/// (agent's) `allow:`/`deny:` lists and the rules granted for this run. `session.shell` asks with
-/// the same policy as a run in build mode.
-pub(super) fn build_policy(
-    settings: &AgentFileSettings,
-    mode: &str,
-    allow: &[String],
-) -> Result<Policy, String> {
-    let agent_settings = settings.agents.get(mode).cloned().unwrap_or_default();
-    let mut policy = Policy::new();
-    if let Some(value) = &settings.permission {
-        let permission: PermissionSettings = serde_json::from_value(value.clone())
-            .map_err(|e| format!("the `permission` section of the settings is invalid: {e}"))?;
-        policy
-            .add_layer(Source::User, permission.rules)
-            .map_err(|e| format!("a permission rule in the settings is invalid: {e}"))?;
-        policy.set_secrets(
-            SecretPatterns::from_settings(&permission.secrets)
-                .map_err(|e| format!("the secret file settings are invalid: {e}"))?,
-        );
-    }
-    if !agent_settings.allow.is_empty() || !agent_settings.deny.is_empty() {
-        let rules = Rules::from_lists(&agent_settings.allow, &agent_settings.deny)
-            .map_err(|e| format!("the rules of agent `{mode}` are invalid: {e}"))?;
-        policy
-            .add_layer(Source::Agent, rules)
-            .map_err(|e| format!("the rules of agent `{mode}` are invalid: {e}"))?;
-    }
-    if !allow.is_empty() {
-        let rules = Rules::from_lists(allow, &[])
-            .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
-        policy
-            .add_layer(Source::Run, rules)
-            .map_err(|e| format!("a rule granted for this run is invalid: {e}"))?;
-    }
-    Ok(policy)
-}
-
 impl Runner {
     async fn prepare(
         daemon: &Arc<Daemon>,
@@ -335,17 +298,13 @@ impl Runner {
         message_id: &str,
         cancel: CancellationToken,
     ) -> Result<Runner, String> {
-        let settings = AgentFileSettings::load(daemon)?;
-        let agent_settings = settings
-            .agents
-            .get(&request.mode)
-            .cloned()
-            .unwrap_or_default();
+        let settings = super::settings::load(daemon)?;
+        let agent_settings = settings.agent(&request.mode);
         let read_only = request.mode == super::PLAN || agent_settings.read_only;
         let wanted = request.model.clone().or(agent_settings.model.clone());
         let model = provider_for(daemon, wanted.as_deref()).await?;
 
-        let policy = build_policy(&settings, &request.mode, &request.allow)?;
+        let policy = settings.policy(&request.mode, &request.allow)?;
         let secrets = policy.secrets().clone();
         let ctx = ToolContext::new(&agent.root)
             .map_err(|e| {
@@ -405,7 +364,7 @@ impl Runner {
             live,
             run_id: run.id.clone(),
             cancel,
-            compaction_model: settings.compaction.model.clone(),
+            compaction_model: settings.compaction.as_ref().and_then(|c| c.model.clone()),
             agent_prompt: agent_settings.prompt.clone(),
             settings,
             model,

@@ -13,8 +13,6 @@ use totem_protocol::{JobInfo, JobList, PermissionQuestion, SessionShellParams, S
 use totem_tools::Registry;
 use totem_tools::job::JobStatus;
 
-use super::run::build_policy;
-use super::settings::AgentFileSettings;
 use super::{AgentError, BUILD, SessionAgent, lock};
 use crate::daemon::Daemon;
 use crate::util::{new_id, now_ms};
@@ -28,8 +26,8 @@ pub async fn shell(daemon: &Arc<Daemon>, p: SessionShellParams) -> Result<ShellR
         ));
     }
     let agent = daemon.agents.session(daemon, &p.session_id)?;
-    let settings = AgentFileSettings::load(daemon).map_err(AgentError::Invalid)?;
-    let policy = build_policy(&settings, BUILD, &[]).map_err(AgentError::Invalid)?;
+    let settings = super::settings::load(daemon).map_err(AgentError::Invalid)?;
+    let policy = settings.policy(BUILD, &[]).map_err(AgentError::Invalid)?;
     // Cancelled when the caller goes away, so a question nobody waits for is withdrawn.
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();

@@ -1,19 +1,22 @@
 //! The settings file, `$TOTEM_HOME/settings.json`: its types, how it is read (with the line and
 //! column of any mistake) and how it is written (atomically, readable by the user only).
 //!
-//! Sections other parts of the daemon own (permission rules, agents, MCP servers, the Total.js
-//! check, compaction) are kept as raw JSON here until their owners give them types; they are read
-//! and written back untouched.
+//! Every section is typed when the file is read (the agent's ones in [`super::sections`]) and
+//! unknown fields are refused, so a mistake is reported at load, by `provider.list` and
+//! `totem doctor`, not at the first run that would use it.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use totem_permission::PermissionSettings;
 use totem_protocol::{OllamaOptions, ProviderKind, ProviderTimeouts};
 
 use super::ConfigError;
+use super::sections::{AgentSettings, CompactionSettings, McpServerSettings, TotaljsSettings};
 
 /// The settings format this build reads and writes.
 pub const SETTINGS_VERSION: u32 = 1;
@@ -35,34 +38,34 @@ pub struct SettingsFile {
     /// encrypted in secrets.json.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub providers: Vec<ProviderSettings>,
-    /// Permission rules (`permission/`). Typed when that section lands.
+    /// Permission rules and secret-file patterns (`totem_permission`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<Value>,
-    /// Agents with their own prompt, model and rules. Typed when that section lands.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agents: Option<Value>,
+    pub permission: Option<PermissionSettings>,
+    /// Agents (modes) with their own prompt, model and rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, AgentSettings>,
     /// MCP servers whose tools the model may use; each starts inside a run once the user allowed
     /// it (see `crate::mcp`).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServerSettings>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
     /// Totem's own MCP server: its streamable HTTP listener (`totem mcp` serves stdio without
     /// settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_server: Option<McpListenSettings>,
-    /// Total.js conventions check configuration. Typed when that section lands.
+    /// The Total.js conventions check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub totaljs: Option<Value>,
-    /// Compaction (`compaction.model`, threshold). Typed when that section lands.
+    pub totaljs: Option<TotaljsSettings>,
+    /// Compaction: the summary model and the threshold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<Value>,
+    pub compaction: Option<CompactionSettings>,
     /// Formatter per file extension, run after the agent writes a file:
-    /// `{"js": "npx prettier --write {file}"}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<Value>,
+    /// `{"js": "npx prettier --write {file}"}`. AGENTS.md can name more.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub format: BTreeMap<String, String>,
     /// Check commands run after every edit, their findings returned to the model:
-    /// `["npm run lint -- {file}"]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Value>,
+    /// `["npm run lint -- {file}"]`. AGENTS.md can name more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<String>,
     /// What totemd writes to its log files under `logs/`: `error`, `warn`, `info` (the default),
     /// `debug`, `trace`, or a filter such as `totemd=debug`. Read when totemd starts; `--log`,
     /// `TOTEM_LOG` and `RUST_LOG` take precedence.
@@ -77,13 +80,13 @@ impl Default for SettingsFile {
             default_model: None,
             providers: Vec::new(),
             permission: None,
-            agents: None,
-            mcp_servers: std::collections::BTreeMap::new(),
+            agents: BTreeMap::new(),
+            mcp_servers: BTreeMap::new(),
             mcp_server: None,
             totaljs: None,
             compaction: None,
-            format: None,
-            check: None,
+            format: BTreeMap::new(),
+            check: Vec::new(),
             log_level: None,
         }
     }
@@ -203,10 +206,7 @@ impl SettingsFile {
         if let Some(level) = &self.log_level {
             validate_log_level(level)?;
         }
-        for (name, server) in &self.mcp_servers {
-            server.validate(name)?;
-        }
-        Ok(())
+        self.validate_sections()
     }
 }
 
@@ -435,15 +435,6 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("apiKey"), "{err}");
-    }
-
-    #[test]
-    fn open_sections_round_trip_untouched() {
-        let text = r#"{"version":1,"permission":{"bash":{"git status*":"allow"}},"agents":{"review":{"model":"ollama/x"}},"mcpServers":{"fs":{"command":"x"}},"totaljs":{"enabled":true},"compaction":{"model":"a/b"}}"#;
-        let settings = parse(Path::new("s.json"), text).unwrap();
-        let again: Value = serde_json::to_value(&settings).unwrap();
-        let original: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(again, original);
     }
 
     #[test]

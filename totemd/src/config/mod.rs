@@ -1,10 +1,11 @@
-//! Totem's settings: `$TOTEM_HOME/settings.json` ([`file`]), the encrypted provider keys
-//! ([`secrets`]) and the providers and model lists built from them ([`models`]).
+//! Totem's settings: `$TOTEM_HOME/settings.json` ([`file`], its agent and MCP sections typed in
+//! [`sections`]), the encrypted provider keys ([`secrets`]) and the providers and model lists
+//! built from them ([`models`]).
 //!
 //! [`Settings`] is the daemon's live view. The file is the truth: it is re-read whenever it
-//! changes on disk, and a file that does not parse leaves the previous settings in force (the
-//! error is logged and reported by `provider.list`) and blocks changes until it is fixed, so a
-//! typo is never overwritten with defaults.
+//! changes on disk, and a file that does not parse or check leaves the previous settings in force
+//! (the error is logged, reported by `provider.list` and `totem doctor`, and refuses new runs) and
+//! blocks changes until it is fixed, so a typo is never overwritten with defaults.
 //!
 //! The run loop gets its provider with [`Settings::provider_for`] (`ollama/qwen3:8b` → provider
 //! and model id) and, when the session names no model, [`Settings::default_model`].
@@ -12,6 +13,7 @@
 pub mod file;
 mod models;
 pub mod secrets;
+pub mod sections;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,9 @@ use totem_provider::{ModelRef, Provider, ProviderConfig, ProviderError};
 pub use file::{ProviderSettings, SETTINGS_VERSION, SettingsFile};
 pub use models::MODEL_LIST_TTL;
 pub use secrets::{ApiKey, Secrets};
+pub use sections::{
+    AgentSettings, CompactionSettings, McpServerSettings, ServerRole, TotaljsSettings,
+};
 
 /// The provider used without any configuration: a local Ollama.
 pub const IMPLICIT_PROVIDER: &str = "ollama";

@@ -8,63 +8,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+pub use crate::config::{McpServerSettings, ServerRole};
 
 /// How long a tool call or prompt may take unless the server's `timeoutSecs` says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// One configured MCP server: a command Totem starts (stdio) or a URL it connects to
-/// (streamable HTTP).
-///
-/// ```json
-/// "mcpServers": {
-///   "everything": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"] },
-///   "docs": { "url": "http://127.0.0.1:8123/mcp", "headers": {"Authorization": "Bearer …"},
-///             "role": "docs", "tools": ["search"], "allowAllProjects": true }
-/// }
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct McpServerSettings {
-    /// The program to start; it speaks MCP on its stdin and stdout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
-    /// Variables added to the program's environment.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// A streamable HTTP endpoint, instead of a command.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// Headers sent with every HTTP request (an `Authorization` token, say).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    /// Only these tools of the server reach the model (all when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools: Option<Vec<String>>,
-    /// What Totem uses the server for besides its tools.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<ServerRole>,
-    /// The tool a docs server searches with (default: the first tool whose name has `search`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub search_tool: Option<String>,
-    /// Start it in every project without asking (user settings only).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub allow_all_projects: bool,
-    /// How long one tool call or prompt may take (default 60 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_secs: Option<u64>,
-}
-
-/// A server's special use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ServerRole {
-    /// The Total.js documentation server: searched with the prompt before a run's first step in
-    /// Total.js projects.
-    Docs,
-}
 
 /// `.totem/mcp.json` in a project.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -122,53 +71,6 @@ impl ServerConfig {
             (None, Some(url)) => url.clone(),
             (None, None) => String::new(),
         }
-    }
-}
-
-impl McpServerSettings {
-    /// Checks what serde cannot: a name tools can be prefixed with, one transport, a sane timeout.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
-        let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-        if name.is_empty() || name.len() > 32 || !name.chars().all(plain) {
-            return Err(format!(
-                "MCP server name `{name}` must be 1 to 32 letters, digits, `-` or `_` (it prefixes the server's tool names)"
-            ));
-        }
-        match (&self.command, &self.url) {
-            (Some(c), None) if c.trim().is_empty() => Err(format!(
-                "MCP server `{name}`: `command` is empty; give the program to start"
-            )),
-            (Some(_), None) => {
-                if self.headers.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "MCP server `{name}`: `headers` apply to a `url` server, not to a command"
-                    ))
-                }
-            }
-            (None, Some(url)) => {
-                if !self.args.is_empty() || !self.env.is_empty() {
-                    return Err(format!(
-                        "MCP server `{name}`: `args` and `env` apply to a `command` server, not to a URL"
-                    ));
-                }
-                crate::config::file::validate_url(url)
-                    .map_err(|e| format!("MCP server `{name}`: {e}"))
-            }
-            (Some(_), Some(_)) => Err(format!(
-                "MCP server `{name}` has both `command` and `url`; keep one"
-            )),
-            (None, None) => Err(format!(
-                "MCP server `{name}` needs a `command` (stdio) or a `url` (streamable HTTP)"
-            )),
-        }?;
-        if self.timeout_secs == Some(0) {
-            return Err(format!(
-                "MCP server `{name}`: timeoutSecs must be at least 1"
-            ));
-        }
-        Ok(())
     }
 }
 
