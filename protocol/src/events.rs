@@ -148,14 +148,32 @@ impl EventKind {
 }
 
 /// A notification the daemon sends without being asked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct NotificationInfo {
     pub name: &'static str,
     pub doc: &'static str,
+    /// The schema of its `result`.
+    pub result_schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
+}
+
+impl std::fmt::Debug for NotificationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotificationInfo")
+            .field("name", &self.name)
+            .finish()
+    }
 }
 
 /// Every notification method.
-pub const NOTIFICATIONS: &[NotificationInfo] = &[NotificationInfo {
-    name: "session.event",
-    doc: "An event of a subscribed session: params are {subscription, result: SessionEvent}.",
-}];
+pub const NOTIFICATIONS: &[NotificationInfo] = &[
+    NotificationInfo {
+        name: "session.event",
+        doc: "An event of a subscribed session: params are {subscription, result: SessionEvent}.",
+        result_schema: |g| g.subschema_for::<SessionEvent>(),
+    },
+    NotificationInfo {
+        name: "terminal.event",
+        doc: "An event of a subscribed terminal: params are {subscription, result: TerminalEvent}.",
+        result_schema: |g| g.subschema_for::<crate::api_terminal::TerminalEvent>(),
+    },
+];

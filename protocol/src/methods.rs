@@ -8,6 +8,7 @@ use crate::api::*;
 use crate::api_changes::*;
 use crate::api_provider::*;
 use crate::api_run::*;
+use crate::api_terminal::*;
 use crate::types::Session;
 
 /// A method of the protocol, known at compile time: `method::SessionGet::NAME` and its types.
@@ -123,6 +124,23 @@ method_table! {
     SessionShell = "session.shell" (SessionShellParams) -> ShellResult { mcp: false, subscription: false };
     /// The session's background jobs (started by the `job` tool), oldest first.
     JobList = "job.list" (SessionRef) -> crate::api::JobList { mcp: true, subscription: false };
+    /// Starts a program on a new pseudo-terminal in the session's project folder, owned by the
+    /// daemon: it outlives runs and clients, not its session or the daemon.
+    TerminalOpen = "terminal.open" (TerminalOpenParams) -> TerminalInfo { mcp: false, subscription: false };
+    /// Types into a terminal: text, control keys and escape sequences, as a keyboard would.
+    TerminalWrite = "terminal.write" (TerminalWriteParams) -> TerminalWritten { mcp: false, subscription: false };
+    /// Changes a terminal's size; the program gets SIGWINCH and watchers a `resized` event.
+    TerminalResize = "terminal.resize" (TerminalResizeParams) -> TerminalInfo { mcp: false, subscription: false };
+    /// Ends a terminal's program (SIGHUP, then SIGKILL to its whole session) and forgets it.
+    TerminalClose = "terminal.close" (TerminalRef) -> TerminalInfo { mcp: false, subscription: false };
+    /// The terminals the daemon holds, oldest first, optionally of one session.
+    TerminalList = "terminal.list" (TerminalListParams) -> crate::api_terminal::TerminalList { mcp: false, subscription: false };
+    /// A terminal's rendered screen as text, with the cursor.
+    TerminalScreen = "terminal.screen" (TerminalScreenParams) -> crate::api_terminal::TerminalScreen { mcp: false, subscription: false };
+    /// Streams a terminal's output as `terminal.event` notifications, from `afterSeq` or a redraw.
+    TerminalSubscribe = "terminal.subscribe" (TerminalSubscribeParams) -> String { mcp: false, subscription: true };
+    /// Stops a terminal subscription.
+    TerminalUnsubscribe = "terminal.unsubscribe" (TerminalUnsubscribeParams) -> bool { mcp: false, subscription: false };
     /// A run's status, and its final answer once it ended.
     RunGet = "run.get" (RunRef) -> RunOutcome { mcp: true, subscription: false };
     /// Waits until a run ends or `timeoutMs` passes; returns its status and final answer.

@@ -5,7 +5,7 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use crate::events::{NOTIFICATIONS, SessionEvent};
+use crate::events::NOTIFICATIONS;
 use crate::{ERROR_CODES, METHODS, PROTOCOL_VERSION};
 
 /// Builds the protocol document: methods (params and result schemas), notifications, error codes
@@ -27,12 +27,12 @@ pub fn protocol_schema() -> Value {
             }),
         );
     }
-    let event = generator.subschema_for::<SessionEvent>();
     let mut notifications = Map::new();
     for n in NOTIFICATIONS {
+        let result = (n.result_schema)(&mut generator);
         notifications.insert(
             n.name.to_string(),
-            json!({ "description": n.doc, "result": event }),
+            json!({ "description": n.doc, "result": result }),
         );
     }
     let errors: Vec<Value> = ERROR_CODES
