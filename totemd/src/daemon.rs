@@ -41,6 +41,8 @@ pub struct Daemon {
     pub settings: crate::config::Settings,
     /// The run queues, jobs and permission questions of the sessions.
     pub agents: crate::agent::Agents,
+    /// The interactive terminals of every session.
+    pub terminals: std::sync::Arc<crate::terminal::Terminals>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -63,6 +65,7 @@ impl Daemon {
             connections: AtomicU64::new(0),
             settings: crate::config::Settings::open(home),
             agents: crate::agent::Agents::default(),
+            terminals: std::sync::Arc::new(crate::terminal::Terminals::new(home)),
             shutdown,
         };
         daemon.mark_interrupted_runs()?;

@@ -9,4 +9,5 @@ pub mod mcp;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod terminal;
 pub mod util;

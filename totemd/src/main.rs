@@ -93,6 +93,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         server::serve(daemon.clone(), listening).await;
         tracing::info!("shutting down");
         daemon.agents.stop_mcp_servers();
+        let terminals = daemon.terminals.clone();
+        let _ = tokio::task::spawn_blocking(move || terminals.close_all()).await;
         daemon.store().persist()?;
         // systemd's socket stays in place: it starts us again on the next connection.
         if !activated {

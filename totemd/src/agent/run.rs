@@ -371,7 +371,7 @@ impl Runner {
             read_only,
             reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
             policy,
-            registry: Registry::builtin(),
+            registry: crate::terminal::tool::registry(daemon, &agent.session_id),
             ctx,
             repeats: RepeatGuard::default(),
             totaljs: project.is_totaljs5(),

@@ -71,6 +71,9 @@ pub struct SettingsFile {
     /// `TOTEM_LOG` and `RUST_LOG` take precedence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    /// Interactive terminals: `{"idleTimeoutSecs": 3600, "scrollbackLines": 1000}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminals: Option<Value>,
 }
 
 impl Default for SettingsFile {
@@ -88,6 +91,7 @@ impl Default for SettingsFile {
             format: BTreeMap::new(),
             check: Vec::new(),
             log_level: None,
+            terminals: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod rpc_agent;
 mod rpc_changes;
 mod rpc_provider;
 mod rpc_run;
+pub mod rpc_terminal;
 mod writer;
 
 use std::sync::Arc;

@@ -233,6 +233,9 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<method::SessionDelete, _, _>(&mut m, |p: SessionRef, d, _| async move {
         d.sessions.delete(&p.session_id)?;
         d.agents.forget(&p.session_id);
+        let terminals = d.terminals.clone();
+        let session = p.session_id.clone();
+        let _ = tokio::task::spawn_blocking(move || terminals.close_session(&session)).await;
         Ok(SessionDeleted {
             session_id: p.session_id,
         })
@@ -272,6 +275,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     super::rpc_agent::register_all(&mut m);
     super::rpc_changes::register_all(&mut m);
     super::rpc_run::register_all(&mut m);
+    super::rpc_terminal::register_all(&mut m);
 
     let subscribed = m.register_subscription(
         method::SessionSubscribe::NAME,
