@@ -15,7 +15,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 use totem_protocol::{
     ClientCapabilities, Implementation, InitializeParams, InitializeResult, Method,
-    PROTOCOL_VERSION, SessionEvent, method,
+    PROTOCOL_VERSION, SessionEvent, TerminalEvent, method,
 };
 
 /// What can go wrong talking to the daemon.
@@ -95,6 +95,20 @@ impl EventStream {
     /// connection ended.
     pub async fn next_value(&mut self) -> Option<Value> {
         self.rx.recv().await
+    }
+}
+
+/// The events of one subscribed terminal.
+pub struct TerminalStream {
+    pub subscription: String,
+    rx: mpsc::UnboundedReceiver<Value>,
+}
+
+impl TerminalStream {
+    /// The next event; None when the subscription or the connection ended.
+    pub async fn next(&mut self) -> Option<Result<TerminalEvent, ClientError>> {
+        let value = self.rx.recv().await?;
+        Some(serde_json::from_value(value).map_err(ClientError::from))
     }
 }
 
@@ -193,12 +207,38 @@ impl Client {
         session_id: &str,
         after_seq: u64,
     ) -> Result<EventStream, ClientError> {
-        let value = self
+        let params = json!({"sessionId": session_id, "afterSeq": after_seq});
+        self.subscribe_raw(method::SessionSubscribe::NAME, params)
+            .await
+    }
+
+    /// Subscribes to a terminal's output after `after_seq` (0: from a redraw of its screen).
+    pub async fn subscribe_terminal(
+        &self,
+        terminal_id: &str,
+        after_seq: u64,
+    ) -> Result<TerminalStream, ClientError> {
+        let params = json!({"id": terminal_id, "afterSeq": after_seq});
+        let EventStream { subscription, rx } = self
+            .subscribe_raw(method::TerminalSubscribe::NAME, params)
+            .await?;
+        Ok(TerminalStream { subscription, rx })
+    }
+
+    /// Ends a terminal subscription.
+    pub async fn unsubscribe_terminal(&self, subscription: &str) -> Result<bool, ClientError> {
+        let done = self
             .call_raw(
-                method::SessionSubscribe::NAME,
-                json!({"sessionId": session_id, "afterSeq": after_seq}),
+                method::TerminalUnsubscribe::NAME,
+                json!({"subscription": subscription}),
             )
             .await?;
+        lock(&self.shared).subscriptions.remove(subscription);
+        Ok(done.as_bool().unwrap_or(false))
+    }
+
+    async fn subscribe_raw(&self, method: &str, params: Value) -> Result<EventStream, ClientError> {
+        let value = self.call_raw(method, params).await?;
         let subscription: String = serde_json::from_value(value)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut shared = lock(&self.shared);
@@ -254,7 +294,7 @@ async fn read_loop(
 
 fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
     if let Some(method) = incoming.method {
-        if method != "session.event" {
+        if method != "session.event" && method != "terminal.event" {
             return;
         }
         let Some(mut params) = incoming.params else {

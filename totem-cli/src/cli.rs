@@ -88,6 +88,10 @@ pub struct AttachArgs {
     /// The project folder (default: the current folder).
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Attach this terminal raw to one of the daemon's terminals (an id from `/terminals`)
+    /// instead; Ctrl-] detaches, the program keeps running.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["session", "new"])]
+    pub terminal: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -15,6 +15,7 @@ mod render;
 mod repl;
 mod run;
 mod sessions;
+mod terminal;
 
 use std::process::ExitCode;
 

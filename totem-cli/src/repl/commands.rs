@@ -107,6 +107,18 @@ pub const COMMANDS: &[SlashCommand] = &[
         Some("session.command"),
     ),
     cmd("/jobs", "", "list background jobs", Some("job.list")),
+    cmd(
+        "/terminals",
+        "",
+        "list this session's terminals",
+        Some("terminal.list"),
+    ),
+    cmd(
+        "/terminal",
+        "N",
+        "attach terminal N (from /terminals) raw; Ctrl-] comes back",
+        Some("terminal.subscribe"),
+    ),
     cmd("/quit", "", "leave (a running run goes on)", None),
 ];
 
@@ -176,6 +188,8 @@ impl Repl<'_> {
             }
             "/fork" => self.fork().await,
             "/jobs" => self.jobs().await,
+            "/terminals" => self.terminals().await,
+            "/terminal" => self.attach_terminal(arg).await,
             _ => Ok(()),
         };
         if let Err(e) = result {
@@ -408,6 +422,32 @@ impl Repl<'_> {
             ));
         }
         self.print(&out);
+        Ok(())
+    }
+
+    async fn terminals(&mut self) -> anyhow::Result<()> {
+        let list = crate::terminal::list(&self.connection, Some(&self.session.id)).await?;
+        self.print(&crate::terminal::describe(&list));
+        Ok(())
+    }
+
+    /// `/terminal N`: the Nth terminal of `/terminals`, or one named by its name or id.
+    async fn attach_terminal(&mut self, arg: &str) -> anyhow::Result<()> {
+        let list = crate::terminal::list(&self.connection, Some(&self.session.id)).await?;
+        let found = match arg.parse::<usize>() {
+            Ok(n) => n.checked_sub(1).and_then(|i| list.get(i)),
+            Err(_) => list.iter().find(|t| t.name == arg || t.id == arg),
+        };
+        let Some(terminal) = found else {
+            self.error(&format!("no terminal {arg}; /terminals lists them"));
+            return Ok(());
+        };
+        let ended = crate::terminal::attach(&self.connection, &terminal.id).await?;
+        self.print(&crate::terminal::farewell(
+            &ended,
+            &terminal.name,
+            &terminal.id,
+        ));
         Ok(())
     }
 

@@ -46,6 +46,11 @@ struct Running {
 
 pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exit> {
     let connection = daemon::connect_or_start_interactive(endpoint).await?;
+    if let Some(id) = &args.terminal {
+        let ended = crate::terminal::attach(&connection, id).await?;
+        print!("{}", crate::terminal::farewell(&ended, id, id));
+        return Ok(Exit::Success);
+    }
     let (project, session) = match &args.session {
         Some(id) => {
             let session = crate::project::get_session(&connection, id).await?;
