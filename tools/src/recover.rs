@@ -181,6 +181,14 @@ fn to_object(
                     to_object(value, shape, required, depth + 1)
                 }
                 _ if trimmed.is_empty() => Ok(Map::new()),
+                // An object cut short or with a stray comma: closed when that is all it lacks,
+                // else the model hears where its JSON went wrong.
+                _ if looks_like_json_object(trimmed) => match close_json(trimmed)
+                    .and_then(|closed| serde_json::from_str::<Value>(&closed).ok())
+                {
+                    Some(value) => to_object(value, shape, required, depth + 1),
+                    None => Err(invalid_json(trimmed)),
+                },
                 _ => match single_text_field(shape, required) {
                     // `bash("ls -la")`: the one required text field, given bare.
                     Some(field) => {
@@ -200,6 +208,96 @@ fn to_object(
             clip(&other.to_string(), 60)
         )),
     }
+}
+
+/// `{` then a key or `}`: JSON an object was meant to be, not a shell block (`{ ls; }`).
+fn looks_like_json_object(text: &str) -> bool {
+    text.strip_prefix('{')
+        .map(str::trim_start)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['"', '}']))
+}
+
+/// `text` with commas before a closing bracket dropped and the brackets still open at its end
+/// closed, or `None` when it ends inside a string or after a key: nothing is made up.
+fn close_json(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut open = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => open.push('}'),
+            '[' => open.push(']'),
+            '}' | ']' => {
+                if open.pop() != Some(c) {
+                    return None;
+                }
+                let kept = out.trim_end().len();
+                out.truncate(kept);
+                if out.ends_with(',') {
+                    out.pop();
+                }
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    if in_string {
+        return None;
+    }
+    let kept = out.trim_end().len();
+    out.truncate(kept);
+    if out.ends_with(',') {
+        out.pop();
+    }
+    if out.ends_with(':') {
+        return None;
+    }
+    out.extend(open.iter().rev());
+    Some(out)
+}
+
+/// Where JSON arguments stop being JSON, in words a model can act on.
+fn invalid_json(text: &str) -> String {
+    let Err(error) = serde_json::from_str::<Value>(text) else {
+        return "arguments are not a JSON object".to_string();
+    };
+    // serde counts lines from 1 and bytes within the line from 1, at the byte it stopped on.
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(error.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let mut at = if error.classify() == serde_json::error::Category::Eof {
+        text.len()
+    } else {
+        (offset + error.column().saturating_sub(1)).min(text.len())
+    };
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before: String = {
+        let chars: Vec<char> = text[..at].chars().collect();
+        let from = chars.len().saturating_sub(40);
+        let start = if from > 0 { "…" } else { "" };
+        format!("{start}{}", chars[from..].iter().collect::<String>())
+    };
+    let after = clip(&text[at..], 20);
+    format!(
+        "arguments are not valid JSON ({}, at character {}): {before}⟨here⟩{after}; send them again as one complete JSON object",
+        describe_serde_error(&error),
+        text[..at].chars().count() + 1
+    )
 }
 
 fn single_text_field<'a>(shape: &Shape<'a>, required: &[&'a str]) -> Option<&'a str> {

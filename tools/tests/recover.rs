@@ -121,6 +121,52 @@ fn trailing_second_object_is_ignored() {
 }
 
 #[test]
+fn object_cut_short_after_a_whole_value_is_closed() {
+    assert_eq!(recovered("read", json!("{\"path\": \"a.txt\"")).1, read_a());
+    let raw = json!("{\"edits\": [{\"path\": \"a\", \"oldString\": \"x\", \"newString\": \"y\"}");
+    assert_eq!(recovered("patch", raw).1["edits"][0]["newString"], "y");
+}
+
+#[test]
+fn trailing_commas_are_dropped() {
+    assert_eq!(
+        recovered("read", json!("{\"path\": \"a.txt\",}")).1,
+        read_a()
+    );
+}
+
+#[test]
+fn json_cut_inside_a_string_is_refused_saying_where() {
+    let message = refused(
+        "write",
+        json!("{\"path\": \"a.txt\", \"content\": \"half a li"),
+    );
+    assert!(message.contains("not valid JSON"), "{message}");
+    assert!(
+        message.contains("\"content\": \"half a li⟨here⟩"),
+        "{message}"
+    );
+    assert!(message.contains("at character 40"), "{message}");
+    // Never taken as the path itself.
+    assert!(!message.contains("not found"), "{message}");
+}
+
+#[test]
+fn json_broken_in_the_middle_is_refused_saying_where() {
+    let message = refused("read", json!("{\"path\" \"a.txt\"}"));
+    assert!(message.contains("not valid JSON"), "{message}");
+    assert!(message.contains("{\"path\" ⟨here⟩\"a.txt\"}"), "{message}");
+}
+
+#[test]
+fn a_shell_block_is_still_a_bare_command() {
+    assert_eq!(
+        recovered("bash", json!("{ ls; pwd; }")).1,
+        json!({"command": "{ ls; pwd; }"})
+    );
+}
+
+#[test]
 fn fenced_json_arguments() {
     let raw = json!("```json\n{\"path\": \"a.txt\"}\n```");
     assert_eq!(recovered("read", raw).1, read_a());
