@@ -2,7 +2,8 @@
 //! sent back unchanged and in order with the tool results of the same turn.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -16,7 +17,7 @@ use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
-use crate::http::{EventStream, Transport, run_stream};
+use crate::http::{EventStream, Transport, run_stream_with};
 use crate::model::{Capabilities, ModelCache, ModelInfo};
 use crate::ollama::preview;
 use crate::request::{
@@ -46,6 +47,9 @@ pub struct AnthropicProvider {
 struct Inner {
     transport: Arc<Transport>,
     models: ModelCache,
+    /// The thinking form each model was found to take (adaptive or not) after it refused the
+    /// other with a 400; wins over the model list and the model family.
+    learned: Mutex<HashMap<String, bool>>,
 }
 
 impl AnthropicProvider {
@@ -54,6 +58,7 @@ impl AnthropicProvider {
             inner: Arc::new(Inner {
                 transport: Transport::new(config)?,
                 models: ModelCache::default(),
+                learned: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -104,6 +109,36 @@ impl Inner {
             self.models.put(Vec::new());
         }
         self.models.find(id)
+    }
+
+    fn learned_form(&self, model: &str) -> Option<bool> {
+        self.learned.lock().ok()?.get(model).copied()
+    }
+
+    fn learn_form(&self, model: &str, adaptive: bool) {
+        if let Ok(mut learned) = self.learned.lock() {
+            learned.insert(model.to_owned(), adaptive);
+        }
+    }
+
+    /// What the request may use: from the model list, else the model family, and the thinking
+    /// form a 400 taught over both.
+    async fn capabilities(&self, request: &ChatRequest) -> Capabilities {
+        if request.reasoning == ReasoningLevel::Off {
+            return Capabilities::default();
+        }
+        let mut capabilities = match self.model_info(&request.model).await {
+            Some(info) => info.capabilities,
+            None => Capabilities {
+                thinking: name_suggests_thinking(&request.model),
+                adaptive_thinking: family_takes_adaptive(&request.model),
+                ..Capabilities::default()
+            },
+        };
+        if let Some(adaptive) = self.learned_form(&request.model) {
+            capabilities.adaptive_thinking = adaptive;
+        }
+        capabilities
     }
 
     fn body(&self, request: &ChatRequest, info: &Capabilities) -> Value {
@@ -232,16 +267,54 @@ fn assistant_block(part: &AssistantPart) -> Option<Value> {
     }
 }
 
+/// A Claude model's family and version from its id, however a gateway spells it:
+/// `claude-opus-4-7`, `claude-sonnet-4-6-20260201`, `anthropic/claude-opus-4.7`,
+/// `us.anthropic.claude-opus-4-7-v1:0`, `claude-3-7-sonnet-latest`.
+fn claude_version(id: &str) -> Option<(&str, u32, u32)> {
+    let id = &id[id.rfind("claude-")? + "claude-".len()..];
+    let mut words = id.split(['-', '.', ':', '@']);
+    let number = |word: Option<&str>| word.and_then(|w| w.parse::<u32>().ok());
+    let first = words.next()?;
+    if let Ok(major) = first.parse::<u32>() {
+        // The old order: claude-3-7-sonnet.
+        let next = words.next();
+        return match number(next) {
+            Some(minor) => Some((words.next().unwrap_or(""), major, minor)),
+            None => Some((next.unwrap_or(""), major, 0)),
+        };
+    }
+    let major = number(words.next())?;
+    // A date (20250514) after the major version is not a minor one.
+    let minor = number(words.next()).filter(|m| *m < 100).unwrap_or(0);
+    Some((first, major, minor))
+}
+
 fn name_suggests_thinking(id: &str) -> bool {
-    id.contains("claude-3-7")
-        || [
-            "claude-opus-4",
-            "claude-sonnet-4",
-            "claude-haiku-4",
-            "claude-4",
-        ]
+    claude_version(id).is_some_and(|(_, major, minor)| (major, minor) >= (3, 7))
+}
+
+/// Claude 4.6 and later take adaptive thinking (4.7 and later take nothing else), by family
+/// when no model list says.
+fn family_takes_adaptive(id: &str) -> bool {
+    claude_version(id).is_some_and(|(family, major, minor)| {
+        matches!(family, "opus" | "sonnet" | "haiku") && (major, minor) >= (4, 6)
+    })
+}
+
+/// A 400 about the thinking form: the other form may be the one this model takes.
+fn refuses_thinking_form(error: &ProviderError) -> bool {
+    let ProviderError::InvalidRequest {
+        status: 400,
+        message,
+        ..
+    } = error
+    else {
+        return false;
+    };
+    let message = message.to_ascii_lowercase();
+    ["thinking", "adaptive", "budget_tokens", "output_config"]
         .iter()
-        .any(|p| id.starts_with(p))
+        .any(|word| message.contains(word))
 }
 
 fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
@@ -250,11 +323,14 @@ fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
     let capabilities = if caps.is_object() {
         Capabilities {
             tools: true,
-            thinking: caps["thinking"]["supported"].as_bool().unwrap_or(false),
+            thinking: caps["thinking"]["supported"]
+                .as_bool()
+                .unwrap_or_else(|| name_suggests_thinking(&id)),
             vision: caps["image_input"]["supported"].as_bool().unwrap_or(false),
+            // A list that does not say (a gateway's) leaves it to the family.
             adaptive_thinking: caps["thinking"]["types"]["adaptive"]["supported"]
                 .as_bool()
-                .unwrap_or(false),
+                .unwrap_or_else(|| family_takes_adaptive(&id)),
         }
     } else {
         // Older lists say nothing: every current Claude takes tools and images.
@@ -262,7 +338,7 @@ fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
             tools: true,
             thinking: name_suggests_thinking(&id),
             vision: true,
-            adaptive_thinking: false,
+            adaptive_thinking: family_takes_adaptive(&id),
         }
     };
     Some(ModelInfo {
@@ -292,26 +368,20 @@ impl Provider for AnthropicProvider {
         let inner = self.inner.clone();
         let model = request.model.clone();
         let request = Arc::new(request);
-        run_stream(
-            self.inner.transport.clone(),
-            model,
-            parse_error,
+        // The thinking form the last attempt sent (None: no thinking), for a 400 to flip.
+        let sent: Arc<Mutex<Option<bool>>> = Arc::default();
+        let prepare = {
+            let (inner, sent) = (inner.clone(), sent.clone());
             Box::new(move || {
                 let inner = inner.clone();
                 let request = request.clone();
+                let sent = sent.clone();
                 async move {
-                    let capabilities = if request.reasoning == ReasoningLevel::Off {
-                        Capabilities::default()
-                    } else {
-                        match inner.model_info(&request.model).await {
-                            Some(info) => info.capabilities,
-                            None => Capabilities {
-                                thinking: name_suggests_thinking(&request.model),
-                                ..Capabilities::default()
-                            },
-                        }
-                    };
+                    let capabilities = inner.capabilities(&request).await;
                     let body = inner.body(&request, &capabilities);
+                    if let Ok(mut sent) = sent.lock() {
+                        *sent = body.get("thinking").map(|_| capabilities.adaptive_thinking);
+                    }
                     let http = inner
                         .authorized(
                             inner
@@ -326,13 +396,40 @@ impl Provider for AnthropicProvider {
                     ))
                 }
                 .boxed()
-            }),
+            })
+        };
+        // A 400 to one thinking form: the other, once, and remembered for the model.
+        let mut flipped = false;
+        let rephrase = {
+            let model = model.clone();
+            Box::new(move |error: &ProviderError| {
+                let Some(adaptive) = sent.lock().ok().and_then(|sent| *sent) else {
+                    return false;
+                };
+                if flipped || !refuses_thinking_form(error) {
+                    return false;
+                }
+                flipped = true;
+                inner.learn_form(&model, !adaptive);
+                true
+            })
+        };
+        run_stream_with(
+            self.inner.transport.clone(),
+            model,
+            parse_error,
+            prepare,
+            rephrase,
         )
     }
 
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
         let inner = self.inner.clone();
         async move { inner.list(true).await }.boxed()
+    }
+
+    fn remember_models(&self, models: &[ModelInfo]) {
+        self.inner.models.put(models.to_vec());
     }
 }
 
@@ -756,6 +853,58 @@ impl AnthropicDecoder {
 mod tests {
     use super::*;
     use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
+
+    #[test]
+    fn thinking_forms_by_model_family_however_the_id_is_spelled() {
+        for adaptive in [
+            "claude-opus-4-6",
+            "claude-opus-4-7",
+            "claude-sonnet-4-6-20260201",
+            "anthropic/claude-opus-4.7",
+            "us.anthropic.claude-opus-4-7-v1:0",
+            "claude-opus-5",
+            "claude-opus-4-7@20260401",
+        ] {
+            assert!(family_takes_adaptive(adaptive), "{adaptive}");
+            assert!(name_suggests_thinking(adaptive), "{adaptive}");
+        }
+        for budget in [
+            "claude-sonnet-4-5",
+            "claude-opus-4-20250514",
+            "claude-3-7-sonnet-latest",
+            "claude-haiku-4-5-20251001",
+            "anthropic/claude-sonnet-4.5",
+        ] {
+            assert!(!family_takes_adaptive(budget), "{budget}");
+            assert!(name_suggests_thinking(budget), "{budget}");
+        }
+        for none in [
+            "claude-3-5-haiku-20241022",
+            "claude-3-opus",
+            "gpt-4o",
+            "claude",
+        ] {
+            assert!(!family_takes_adaptive(none), "{none}");
+            assert!(!name_suggests_thinking(none), "{none}");
+        }
+    }
+
+    #[test]
+    fn a_list_without_the_adaptive_field_leaves_it_to_the_family() {
+        let bare = |id: &str| {
+            model_from_entry(&json!({"id": id, "capabilities": {"thinking": {"supported": true}}}))
+                .unwrap()
+                .capabilities
+        };
+        assert!(bare("claude-opus-4-7").adaptive_thinking);
+        assert!(!bare("claude-sonnet-4-5").adaptive_thinking);
+        let said_no = model_from_entry(&json!({"id": "claude-opus-4-7", "capabilities": {
+            "thinking": {"supported": true, "types": {"adaptive": {"supported": false}}}}}))
+        .unwrap();
+        assert!(!said_no.capabilities.adaptive_thinking);
+        let old = model_from_entry(&json!({"id": "claude-opus-4-7"})).unwrap();
+        assert!(old.capabilities.adaptive_thinking && old.capabilities.thinking);
+    }
 
     impl HotPath for AnthropicDecoder {
         type State = (Vec<Block>, Usage, Option<String>, bool);

@@ -109,6 +109,9 @@ pub enum ProviderError {
     /// A chunk could not be understood.
     #[error("provider {provider} sent a malformed chunk: {message}")]
     Malformed { provider: String, message: String },
+    /// The provider refused the prompt itself (Gemini `promptFeedback.blockReason`).
+    #[error("provider {provider} blocked the prompt ({reason}); rephrase it, or try another model")]
+    Blocked { provider: String, reason: String },
     /// Something is wrong in Totem's configuration for this provider.
     #[error("provider {provider} is misconfigured: {message}")]
     Config { provider: String, message: String },
@@ -139,9 +142,106 @@ impl ProviderError {
         }
     }
 
+    /// The configured name of the provider that failed.
+    pub fn provider(&self) -> &str {
+        match self {
+            ProviderError::Connect { provider, .. }
+            | ProviderError::Timeout { provider, .. }
+            | ProviderError::RateLimited { provider, .. }
+            | ProviderError::Overloaded { provider, .. }
+            | ProviderError::Server { provider, .. }
+            | ProviderError::Auth { provider, .. }
+            | ProviderError::Billing { provider, .. }
+            | ProviderError::ModelNotFound { provider, .. }
+            | ProviderError::ContextOverflow { provider, .. }
+            | ProviderError::InvalidRequest { provider, .. }
+            | ProviderError::Stream { provider, .. }
+            | ProviderError::StreamBroken { provider, .. }
+            | ProviderError::Malformed { provider, .. }
+            | ProviderError::Blocked { provider, .. }
+            | ProviderError::Config { provider, .. } => provider,
+        }
+    }
+
+    /// The HTTP status the provider answered with, when the failure was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::RateLimited { status, .. }
+            | ProviderError::Overloaded { status, .. }
+            | ProviderError::Server { status, .. }
+            | ProviderError::Auth { status, .. }
+            | ProviderError::Billing { status, .. }
+            | ProviderError::InvalidRequest { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// What went wrong in a few words, for a notice ("is overloaded", "timed out").
+    pub fn short_reason(&self) -> String {
+        match self {
+            ProviderError::Connect { .. } => "cannot be reached".into(),
+            ProviderError::Timeout { phase, .. } => format!("timed out {phase}"),
+            ProviderError::RateLimited { .. } => "is rate limiting".into(),
+            ProviderError::Overloaded { .. } => "is overloaded".into(),
+            ProviderError::Server { .. } => "had a server error".into(),
+            ProviderError::Stream { message, .. } => format!("reported an error: {message}"),
+            ProviderError::StreamBroken { .. } => "broke the stream before any output".into(),
+            ProviderError::Malformed { .. } => "sent a malformed chunk".into(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The same error, saying how long the provider asked to wait before the next try.
+    pub(crate) fn with_wait_note(self, wait: Duration) -> Self {
+        let note = |message: String| {
+            format!(
+                "{message}; the server asked to wait {} before trying again",
+                describe_wait(wait)
+            )
+        };
+        match self {
+            ProviderError::RateLimited {
+                provider,
+                status,
+                message,
+                retry_after,
+            } => ProviderError::RateLimited {
+                provider,
+                status,
+                message: note(message),
+                retry_after,
+            },
+            ProviderError::Overloaded {
+                provider,
+                status,
+                message,
+                retry_after,
+            } => ProviderError::Overloaded {
+                provider,
+                status,
+                message: note(message),
+                retry_after,
+            },
+            other => other,
+        }
+    }
+
     /// True when the conversation should be compacted before another try.
     pub fn is_context_overflow(&self) -> bool {
         matches!(self, ProviderError::ContextOverflow { .. })
+    }
+}
+
+/// A wait in words: "45 s", "2 min", "1 h 30 min".
+fn describe_wait(wait: Duration) -> String {
+    let secs = wait.as_secs_f64().ceil() as u64;
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=3599 => format!("{} min", secs.div_ceil(60)),
+        _ => match (secs / 3600, (secs % 3600) / 60) {
+            (h, 0) => format!("{h} h"),
+            (h, m) => format!("{h} h {m} min"),
+        },
     }
 }
 

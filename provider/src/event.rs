@@ -33,6 +33,57 @@ pub enum StreamEvent {
     /// Token counts so far for this answer. A later `Usage` replaces an earlier one.
     Usage(Usage),
     Finish(FinishReason),
+    /// An attempt failed before any output and is about to be sent again. Not part of the
+    /// answer: something to tell the user while they wait.
+    Retry(RetryNotice),
+}
+
+/// A retry about to happen: who failed, how, and how long until the next attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryNotice {
+    pub provider: String,
+    /// The HTTP status, when the failure was one.
+    pub status: Option<u16>,
+    /// What went wrong, in a few words.
+    pub reason: String,
+    pub wait_ms: u64,
+    /// This retry's number, from 1, and how many are allowed.
+    pub retry: u32,
+    pub max_retries: u32,
+}
+
+impl RetryNotice {
+    pub(crate) fn new(
+        error: &crate::ProviderError,
+        wait: std::time::Duration,
+        retry: u32,
+        max_retries: u32,
+    ) -> Self {
+        RetryNotice {
+            provider: error.provider().to_owned(),
+            status: error.status(),
+            reason: error.short_reason(),
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            retry,
+            max_retries,
+        }
+    }
+}
+
+impl std::fmt::Display for RetryNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.provider, self.reason)?;
+        if let Some(status) = self.status {
+            write!(f, " (HTTP {status})")?;
+        }
+        if self.wait_ms < 1000 {
+            write!(f, "; trying again in {} ms", self.wait_ms)?;
+        } else {
+            write!(f, "; trying again in {:.1} s", self.wait_ms as f64 / 1000.0)?;
+        }
+        write!(f, " (retry {} of {})", self.retry, self.max_retries)
+    }
 }
 
 /// Token counts as the provider reported them.
@@ -195,6 +246,7 @@ impl TurnBuilder {
             }
             StreamEvent::Usage(usage) => self.completion.usage = Some(usage),
             StreamEvent::Finish(reason) => self.completion.finish = Some(reason),
+            StreamEvent::Retry(_) => {}
         }
     }
 

@@ -141,7 +141,7 @@ impl Inner {
     }
 }
 
-/// DESIGN §4: Gemini 3 takes `thinkingLevel` (low/high); 2.5 takes `thinkingBudget`
+/// DESIGN §4: Gemini 3 takes `thinkingLevel` (low/high; Flash also minimal/medium); 2.5 takes `thinkingBudget`
 /// 1024/8192/24576, off = 0, or 128 on Pro, which cannot switch thinking off. Never both.
 fn thinking_config(model: &str, level: ReasoningLevel) -> Value {
     let include = level != ReasoningLevel::Off;
@@ -150,6 +150,8 @@ fn thinking_config(model: &str, level: ReasoningLevel) -> Value {
             // 3 Pro cannot stop thinking; Flash can think minimally.
             ReasoningLevel::Off if model.contains("flash") => "minimal",
             ReasoningLevel::Off | ReasoningLevel::Low => "low",
+            // Flash takes all four levels; Pro only low and high.
+            ReasoningLevel::Medium if model.contains("flash") => "medium",
             ReasoningLevel::Medium | ReasoningLevel::High => "high",
         };
         json!({"thinkingLevel": thinking_level, "includeThoughts": include})
@@ -419,7 +421,15 @@ fn resolve_ref<'a>(root: &'a Value, target: &str) -> Option<&'a Value> {
 
 fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
     let name = entry["name"].as_str()?;
-    let id = name.strip_prefix("models/").unwrap_or(name).to_owned();
+    let id = name
+        .strip_prefix("models/")
+        .unwrap_or(name)
+        .trim()
+        .to_owned();
+    // An entry without a name cannot be asked for: not listed as an empty one.
+    if id.is_empty() {
+        return None;
+    }
     let chat = entry["supportedGenerationMethods"]
         .as_array()
         .is_some_and(|m| m.iter().any(|v| v.as_str() == Some("generateContent")));
@@ -494,6 +504,10 @@ impl Provider for GeminiProvider {
         let inner = self.inner.clone();
         async move { inner.list(true).await }.boxed()
     }
+
+    fn remember_models(&self, models: &[ModelInfo]) {
+        self.inner.models.put(models.to_vec());
+    }
 }
 
 /// Decodes `GenerateContentResponse` events.
@@ -501,7 +515,8 @@ pub(crate) struct GeminiDecoder {
     provider: String,
     calls: usize,
     finish: Option<String>,
-    blocked: bool,
+    /// The prompt was blocked: Gemini's reason and its own words, if any.
+    blocked: Option<String>,
 }
 
 /// One `GenerateContentResponse`, decoded only as far as the hot path needs: rare parts
@@ -575,7 +590,7 @@ impl GeminiDecoder {
             provider,
             calls: 0,
             finish: None,
-            blocked: false,
+            blocked: None,
         }
     }
 }
@@ -597,8 +612,13 @@ impl Decoder for GeminiDecoder {
     }
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        if let Some(reason) = &self.blocked {
+            return Err(ProviderError::Blocked {
+                provider: self.provider.clone(),
+                reason: reason.clone(),
+            });
+        }
         let reason = match self.finish.as_deref() {
-            _ if self.blocked => FinishReason::ContentFilter,
             None => {
                 return Err(ProviderError::StreamBroken {
                     provider: self.provider.clone(),
@@ -831,11 +851,14 @@ impl GeminiDecoder {
                 self.finish = Some(reason.into_owned());
             }
         }
-        if parse_raw::<Value>(response.prompt_feedback)
-            .map_err(invalid)?
-            .is_some_and(|f| f.get("blockReason").is_some())
+        if let Some(feedback) = parse_raw::<Value>(response.prompt_feedback).map_err(invalid)?
+            && let Some(reason) = feedback.get("blockReason")
         {
-            self.blocked = true;
+            let reason = reason.as_str().unwrap_or("BLOCK_REASON_UNSPECIFIED");
+            self.blocked = Some(match feedback["blockReasonMessage"].as_str() {
+                Some(words) => format!("{reason}: {words}"),
+                None => reason.to_owned(),
+            });
         }
         if let Some(usage) = response.usage_metadata {
             out.push(usage_event(usage));
@@ -850,7 +873,7 @@ mod tests {
     use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
 
     impl HotPath for GeminiDecoder {
-        type State = (usize, Option<String>, bool);
+        type State = (usize, Option<String>, Option<String>);
 
         fn feed_serde_only(
             &mut self,
@@ -861,7 +884,7 @@ mod tests {
         }
 
         fn state(&self) -> Self::State {
-            (self.calls, self.finish.clone(), self.blocked)
+            (self.calls, self.finish.clone(), self.blocked.clone())
         }
 
         fn is_hot(data: &str) -> bool {

@@ -11,7 +11,7 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 use crate::body::{Decoder, decode_body};
 use crate::config::ProviderConfig;
 use crate::error::{ProviderError, TimeoutPhase, from_status};
-use crate::event::StreamEvent;
+use crate::event::{RetryNotice, StreamEvent};
 
 /// The stream every provider returns.
 pub type EventStream = BoxStream<'static, Result<StreamEvent, ProviderError>>;
@@ -84,6 +84,7 @@ impl Transport {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
         let body = read_limited(response).await;
+        let retry_after = retry_after.or_else(|| retry_delay_in_body(&body));
         let (code, message) = parse_error(&body).unwrap_or_else(|| {
             let text = String::from_utf8_lossy(&body).trim().to_owned();
             let text = if text.is_empty() {
@@ -143,7 +144,7 @@ impl Transport {
                         retry += 1;
                         tokio::time::sleep(wait).await;
                     }
-                    None => return Err(error),
+                    None => return Err(self.give_up(error)),
                 },
                 ok => return ok,
             }
@@ -160,6 +161,15 @@ impl Transport {
             Some(wait) if wait > settings.max_retry_after => None,
             Some(wait) => Some(wait),
             None => Some(settings.backoff(retry)),
+        }
+    }
+
+    /// The error that goes to the caller: when the server asked for a wait longer than Totem
+    /// waits, it says how long.
+    pub(crate) fn give_up(&self, error: ProviderError) -> ProviderError {
+        match error.retry_after() {
+            Some(wait) if wait > self.config.retry.max_retry_after => error.with_wait_note(wait),
+            _ => error,
         }
     }
 
@@ -202,7 +212,22 @@ pub(crate) fn run_stream<D: Decoder + 'static>(
     transport: Arc<Transport>,
     model: String,
     parse_error: ErrorBodyParser,
+    prepare: Prepare<D>,
+) -> EventStream {
+    run_stream_with(transport, model, parse_error, prepare, Box::new(|_| false))
+}
+
+/// Says whether an error before any output means "send it again at once, phrased the other way"
+/// (and remembers that for the next [`Prepare`]); asked once per error, before the retries.
+pub(crate) type Rephrase = Box<dyn FnMut(&ProviderError) -> bool + Send>;
+
+/// [`run_stream`] with a provider's own second chance for errors a plain retry cannot fix.
+pub(crate) fn run_stream_with<D: Decoder + 'static>(
+    transport: Arc<Transport>,
+    model: String,
+    parse_error: ErrorBodyParser,
     mut prepare: Prepare<D>,
+    mut rephrase: Rephrase,
 ) -> EventStream {
     let stream = async_stream::stream! {
         let mut retry: u32 = 0;
@@ -235,18 +260,19 @@ pub(crate) fn run_stream<D: Decoder + 'static>(
                 }
                 return;
             };
+            if !emitted && rephrase(&error) {
+                tracing::info!(provider = transport.name(), "sending again, phrased the other way: {error}");
+                continue 'attempts;
+            }
             if !emitted && let Some(wait) = transport.retry_wait(&error, retry) {
-                tracing::warn!(
-                    provider = transport.name(),
-                    retry = retry + 1,
-                    wait_ms = wait.as_millis() as u64,
-                    "provider call failed before any output; retrying: {error}"
-                );
                 retry += 1;
+                let notice = RetryNotice::new(&error, wait, retry, transport.config.retry.max_retries);
+                tracing::warn!(provider = transport.name(), "{notice}");
+                yield Ok(StreamEvent::Retry(notice));
                 tokio::time::sleep(wait).await;
                 continue 'attempts;
             }
-            yield Err(error);
+            yield Err(transport.give_up(error));
             return;
         }
     };
@@ -254,7 +280,10 @@ pub(crate) fn run_stream<D: Decoder + 'static>(
 }
 
 fn is_output(event: &StreamEvent) -> bool {
-    !matches!(event, StreamEvent::Usage(_) | StreamEvent::Finish(_))
+    !matches!(
+        event,
+        StreamEvent::Usage(_) | StreamEvent::Finish(_) | StreamEvent::Retry(_)
+    )
 }
 
 /// The response body, each chunk awaited at most `idle` long; a transport failure mid-body is a
@@ -312,6 +341,22 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
+/// Google's `RetryInfo` in an error body: `{"error":{"details":[{"@type":"….RetryInfo",
+/// "retryDelay":"0.55s"}]}}` (a JSON protobuf duration).
+fn retry_delay_in_body(body: &[u8]) -> Option<Duration> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let value = value.as_array().and_then(|a| a.first()).unwrap_or(&value);
+    value["error"]["details"]
+        .as_array()?
+        .iter()
+        .filter(|detail| {
+            detail["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("RetryInfo"))
+        })
+        .find_map(|detail| parse_retry_after(detail["retryDelay"].as_str()?.strip_suffix('s')?))
+}
+
 /// The URL without its query, which is where a careless configuration could hold a key.
 fn redact_url(url: &reqwest::Url) -> String {
     let mut url = url.clone();
@@ -337,6 +382,23 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_delay_is_read_from_googles_retry_info() {
+        let body =
+            br#"{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED",
+            "details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.55s"}]}}"#;
+        assert_eq!(retry_delay_in_body(body), Some(Duration::from_millis(550)));
+        assert_eq!(
+            retry_delay_in_body(
+                br#"[{"error":{"details":[{"@type":"x.RetryInfo","retryDelay":"3s"}]}}]"#
+            ),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(retry_delay_in_body(br#"{"error":{"message":"x"}}"#), None);
+        assert_eq!(retry_delay_in_body(b"not json"), None);
+    }
 
     #[test]
     fn retry_after_reads_seconds() {

@@ -28,7 +28,7 @@ pub use anthropic::{AnthropicProvider, anthropic_thinking_budget};
 pub use body::parse_stream;
 pub use config::{ModelRef, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings};
 pub use error::{ProviderError, TimeoutPhase};
-pub use event::{Completion, FinishReason, StreamEvent, TurnBuilder, Usage};
+pub use event::{Completion, FinishReason, RetryNotice, StreamEvent, TurnBuilder, Usage};
 pub use gemini::{GeminiProvider, gemini_schema};
 pub use http::EventStream;
 pub use model::{Capabilities, MODEL_CACHE_TTL, ModelInfo, Prices};
@@ -53,6 +53,12 @@ pub trait Provider: Send + Sync {
 
     /// The provider's models, with context window, capabilities and prices where it gives them.
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>>;
+
+    /// Takes a model list fetched elsewhere (by another provider built for the same server) as
+    /// this provider's own, so a stream does not ask for it again.
+    fn remember_models(&self, models: &[ModelInfo]) {
+        let _ = models;
+    }
 
     /// The whole answer at once, collected from [`Provider::stream`].
     fn complete(

@@ -111,31 +111,88 @@ impl Inner {
             )
             .await?;
         let info = model_info_from_show(model, &body);
-        if let Ok(mut cache) = self.shown.lock() {
-            cache.insert(model.to_owned(), (Instant::now(), info.clone()));
-        }
+        self.remember(model, &info);
         Ok(info)
     }
 
-    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+    /// `/api/tags`: the installed models, each as `(name, entry)`.
+    async fn tags(&self) -> Result<Vec<(String, Value)>, ProviderError> {
         let url = self.transport.url("/api/tags");
         let tags = self
             .transport
             .fetch_json(|| self.transport.client.get(&url), "", parse_error, true)
             .await?;
-        let names: Vec<String> = tags["models"]
+        Ok(tags["models"]
             .as_array()
             .map(|models| {
                 models
                     .iter()
-                    .filter_map(|m| m["name"].as_str().or(m["model"].as_str()))
-                    .map(str::to_owned)
+                    .filter_map(|m| {
+                        let name = m["name"].as_str().or(m["model"].as_str())?;
+                        Some((name.to_owned(), m.clone()))
+                    })
                     .collect()
             })
-            .unwrap_or_default();
-        let mut models = Vec::with_capacity(names.len());
-        for name in names {
-            models.push(self.show(&name, true).await?);
+            .unwrap_or_default())
+    }
+
+    /// [`Inner::show`], or, from a server that speaks Ollama's API without `/api/show`, the
+    /// model's `/api/tags` entry and defaults.
+    async fn describe(&self, model: &str, retries: bool) -> Result<ModelInfo, ProviderError> {
+        let error = match self.show(model, retries).await {
+            Ok(info) => return Ok(info),
+            Err(error) if lacks_show(&error) => error,
+            Err(error) => return Err(error),
+        };
+        let tags = self.tags().await?;
+        let entry = tags
+            .iter()
+            .find(|(name, _)| name == model || *name == format!("{model}:latest"))
+            .ok_or(error)?;
+        let info = model_info_from_tags(model, &entry.1);
+        self.remember(model, &info);
+        Ok(info)
+    }
+
+    fn remember(&self, model: &str, info: &ModelInfo) {
+        if let Ok(mut cache) = self.shown.lock() {
+            cache.insert(model.to_owned(), (Instant::now(), info.clone()));
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let tags = self.tags().await?;
+        let mut models = Vec::with_capacity(tags.len());
+        for (name, entry) in tags {
+            // A model's digest names its exact files: what `/api/show` said about them holds
+            // for as long as the daemon runs.
+            let key = entry["digest"].as_str().map(|digest| {
+                (
+                    self.transport.config.base().to_owned(),
+                    name.clone(),
+                    digest.to_owned(),
+                )
+            });
+            if let Some(info) = key.as_ref().and_then(shown_by_digest) {
+                self.remember(&name, &info);
+                models.push(info);
+                continue;
+            }
+            let info = match self.show(&name, true).await {
+                Ok(info) => {
+                    if let Some(key) = key {
+                        keep_shown_by_digest(key, &info);
+                    }
+                    info
+                }
+                Err(error) if lacks_show(&error) => {
+                    let info = model_info_from_tags(&name, &entry);
+                    self.remember(&name, &info);
+                    info
+                }
+                Err(error) => return Err(error),
+            };
+            models.push(info);
         }
         Ok(models)
     }
@@ -283,6 +340,70 @@ fn model_info_from_show(model: &str, show: &Value) -> ModelInfo {
     }
 }
 
+/// `/api/show` answers by server, model and digest, shared by every provider built for that
+/// server in this process.
+type DigestKey = (String, String, String);
+
+fn digest_cache() -> &'static Mutex<HashMap<DigestKey, ModelInfo>> {
+    static SHOWN: std::sync::OnceLock<Mutex<HashMap<DigestKey, ModelInfo>>> =
+        std::sync::OnceLock::new();
+    SHOWN.get_or_init(Mutex::default)
+}
+
+fn shown_by_digest(key: &DigestKey) -> Option<ModelInfo> {
+    digest_cache().lock().ok()?.get(key).cloned()
+}
+
+fn keep_shown_by_digest(key: DigestKey, info: &ModelInfo) {
+    if let Ok(mut cache) = digest_cache().lock() {
+        // Models come and go; a bound keeps a long-lived daemon from keeping them all.
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(key, info.clone());
+    }
+}
+
+/// `/api/show` is not there (404, 405 or 501 from a server that speaks only part of Ollama's
+/// API). A real Ollama's 404 for an unknown model lands here too; the tags then say it is not
+/// installed.
+fn lacks_show(error: &ProviderError) -> bool {
+    matches!(
+        error,
+        ProviderError::ModelNotFound { .. }
+            | ProviderError::InvalidRequest {
+                status: 404 | 405,
+                ..
+            }
+            | ProviderError::Server { status: 501, .. }
+    )
+}
+
+/// What a `/api/tags` entry tells when `/api/show` cannot: no window (the configured `num_ctx`
+/// range applies), tools assumed as for any chat model, thinking and vision not known.
+fn model_info_from_tags(model: &str, entry: &Value) -> ModelInfo {
+    let families = entry["details"]["families"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain([&entry["details"]["family"]])
+        .filter_map(Value::as_str);
+    let embedding = families
+        .chain([model])
+        .any(|name| name.to_ascii_lowercase().contains("bert") || name.contains("embed"));
+    ModelInfo {
+        id: model.to_owned(),
+        display_name: None,
+        context_window: None,
+        max_output_tokens: None,
+        capabilities: Capabilities {
+            tools: !embedding,
+            ..Capabilities::default()
+        },
+        prices: None,
+    }
+}
+
 /// `{"error": "…"}`, a plain string on Ollama.
 fn parse_error(body: &[u8]) -> Option<(Option<String>, String)> {
     #[derive(Deserialize)]
@@ -310,7 +431,7 @@ impl Provider for OllamaProvider {
                 let inner = inner.clone();
                 let request = request.clone();
                 async move {
-                    let info = inner.show(&request.model, false).await?;
+                    let info = inner.describe(&request.model, false).await?;
                     let body = inner.body(&request, &info)?;
                     let http = inner
                         .transport
@@ -327,6 +448,12 @@ impl Provider for OllamaProvider {
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
         let inner = self.inner.clone();
         async move { inner.list().await }.boxed()
+    }
+
+    fn remember_models(&self, models: &[ModelInfo]) {
+        for info in models {
+            self.inner.remember(&info.id, info);
+        }
     }
 }
 
@@ -415,7 +542,12 @@ impl Decoder for OllamaDecoder {
             } else {
                 ProviderError::Stream {
                     provider: self.provider.clone(),
-                    code: line.status.map(|s| s.to_string()),
+                    // Ollama's error lines are server-side failures (a runner that stopped, an
+                    // unexpected EOF): retried before any output, like other providers' errors.
+                    code: Some(
+                        line.status
+                            .map_or_else(|| "server_error".to_owned(), |s| s.to_string()),
+                    ),
                     message,
                 }
             });

@@ -62,12 +62,77 @@ impl Inner {
                 retries,
             )
             .await?;
-        let models: Vec<ModelInfo> = body["data"]
+        let entries = body["data"]
             .as_array()
-            .map(|data| data.iter().filter_map(model_from_entry).collect())
+            .map(Vec::as_slice)
             .unwrap_or_default();
+        let mut models: Vec<ModelInfo> = entries.iter().filter_map(model_from_entry).collect();
+        if entries.iter().any(|e| e["meta"].is_object()) {
+            // llama.cpp lists the trained window; the one it runs with is in /props.
+            if let Some(n_ctx) = self.llamacpp_n_ctx().await {
+                for model in &mut models {
+                    model.context_window = Some(n_ctx);
+                }
+            }
+        } else if models.iter().all(|m| m.context_window.is_none())
+            && !self.transport.config.base_url.contains("api.openai.com")
+        {
+            // LM Studio tells its windows on its own endpoint.
+            self.lmstudio_details(&mut models).await;
+        }
+        for model in &mut models {
+            if model.context_window.is_none() {
+                model.context_window = known_window(&model.id);
+            }
+        }
         self.models.put(models.clone());
         Ok(models)
+    }
+
+    /// A side request for what the model list leaves out: answered or not, never retried, and
+    /// a failure only means the list says less.
+    async fn side_json(&self, path: &str) -> Option<Value> {
+        let url = format!("{}{path}", server_root(self.transport.config.base()));
+        self.transport
+            .fetch_json(
+                || self.authorized(self.transport.client.get(&url)),
+                "",
+                parse_error,
+                false,
+            )
+            .await
+            .ok()
+    }
+
+    /// llama.cpp's `GET /props`: the context the server was started with.
+    async fn llamacpp_n_ctx(&self) -> Option<u64> {
+        let props = self.side_json("/props").await?;
+        props["default_generation_settings"]["n_ctx"]
+            .as_u64()
+            .or_else(|| props["n_ctx"].as_u64())
+            .filter(|n| *n > 0)
+    }
+
+    /// LM Studio's `GET /api/v0/models`: windows (the loaded one when the model is loaded) and
+    /// which models are for embeddings or vision.
+    async fn lmstudio_details(&self, models: &mut [ModelInfo]) {
+        let Some(body) = self.side_json("/api/v0/models").await else {
+            return;
+        };
+        for entry in body["data"].as_array().into_iter().flatten() {
+            let Some(model) = models.iter_mut().find(|m| entry["id"] == m.id.as_str()) else {
+                continue;
+            };
+            let loaded = entry["loaded_context_length"].as_u64().filter(|n| *n > 0);
+            if let Some(window) = loaded.or_else(|| entry["max_context_length"].as_u64()) {
+                model.context_window = Some(window);
+            }
+            match entry["type"].as_str() {
+                Some("embeddings") => model.capabilities.tools = false,
+                Some("vlm") => model.capabilities.vision = true,
+                _ => {}
+            }
+        }
     }
 
     /// What the catalogue says about a model; listed once per cache lifetime.
@@ -189,9 +254,44 @@ fn name_suggests_thinking(id: &str) -> bool {
             .any(|p| id.contains(p))
 }
 
+/// The server's root, where llama.cpp and LM Studio keep their own endpoints: the base URL
+/// without its `/v1`.
+fn server_root(base: &str) -> &str {
+    base.strip_suffix("/v1").unwrap_or(base)
+}
+
+/// Models that embed text and cannot chat, let alone call tools.
+fn is_embedding_model(id: &str) -> bool {
+    let id = id.to_ascii_lowercase();
+    id.contains("embed") || id.contains("bge-") || id.contains("rerank")
+}
+
+/// Windows of OpenAI's own models, which its model list does not give.
+fn known_window(id: &str) -> Option<u64> {
+    let id = id.rsplit('/').next().unwrap_or(id);
+    let windows: &[(&str, u64)] = &[
+        ("gpt-5", 400_000),
+        ("gpt-4.1", 1_047_576),
+        ("gpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("o4-mini", 200_000),
+        ("o3", 200_000),
+        ("o1", 200_000),
+        ("gpt-3.5-turbo", 16_385),
+    ];
+    windows
+        .iter()
+        .find(|(prefix, _)| id.starts_with(prefix))
+        .map(|(_, window)| *window)
+}
+
 /// One `/models` entry, in OpenAI's shape or OpenRouter's (or a local server's additions).
 fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
-    let id = entry["id"].as_str()?.to_owned();
+    let id = entry["id"]
+        .as_str()
+        .map(str::trim)
+        .filter(|id| !id.is_empty())?
+        .to_owned();
     let context_window = entry["context_length"]
         .as_u64()
         .or_else(|| entry["top_provider"]["context_length"].as_u64())
@@ -205,7 +305,7 @@ fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
             has_param("reasoning") || has_param("include_reasoning"),
         ),
         // OpenAI's shape says nothing: chat models take tools; reasoning goes by name.
-        None => (true, name_suggests_thinking(&id)),
+        None => (!is_embedding_model(&id), name_suggests_thinking(&id)),
     };
     let vision = entry["architecture"]["input_modalities"]
         .as_array()
@@ -307,6 +407,10 @@ impl Provider for OpenAiProvider {
         let inner = self.inner.clone();
         async move { inner.list(true).await }.boxed()
     }
+
+    fn remember_models(&self, models: &[ModelInfo]) {
+        self.inner.models.put(models.to_vec());
+    }
 }
 
 /// Decodes chat-completion chunks.
@@ -317,6 +421,8 @@ pub(crate) struct OpenAiDecoder {
     done: bool,
     /// Inside a `<think>` block streamed in `content`.
     in_think: bool,
+    /// The end of the content so far when it may be the start of a `<think>` or `</think>` tag.
+    held: String,
 }
 
 #[derive(Default)]
@@ -373,7 +479,8 @@ struct ToolDelta<'a> {
 struct FunctionDelta<'a> {
     #[serde(default)]
     name: Option<String>,
-    #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
+    /// A JSON string on OpenAI; some compatible servers send the arguments as an object.
+    #[serde(borrow, default, deserialize_with = "crate::wire::option_json_text")]
     arguments: Option<Cow<'a, str>>,
 }
 
@@ -409,6 +516,7 @@ impl OpenAiDecoder {
             finish: None,
             done: false,
             in_think: false,
+            held: String::new(),
         }
     }
 
@@ -420,17 +528,36 @@ impl OpenAiDecoder {
     }
 
     /// Text that may hold `<think>` tags (llama.cpp with reasoning format `none`, some models).
-    fn push_content(&mut self, mut text: &str, out: &mut Vec<StreamEvent>) {
+    /// A tag may be split across chunks at any byte (`<thi` + `nk>`): what could be the start of
+    /// one is held back until the next chunk says whether it is.
+    fn push_content(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
+        let joined;
+        let mut text = if self.held.is_empty() {
+            text
+        } else {
+            joined = std::mem::take(&mut self.held) + text;
+            joined.as_str()
+        };
         loop {
             let tag = if self.in_think { "</think>" } else { "<think>" };
-            let Some(at) = text.find(tag) else {
-                break;
-            };
-            self.emit(&text[..at], out);
-            self.in_think = !self.in_think;
-            text = &text[at + tag.len()..];
+            if let Some(at) = text.find(tag) {
+                self.emit(&text[..at], out);
+                self.in_think = !self.in_think;
+                text = &text[at + tag.len()..];
+                continue;
+            }
+            let keep = partial_tag_len(text, tag);
+            let (now, later) = text.split_at(text.len() - keep);
+            self.emit(now, out);
+            self.held = later.to_owned();
+            return;
         }
-        self.emit(text, out);
+    }
+
+    /// Text held back as a possible tag start that turned out to be the end of the content.
+    fn flush_held(&mut self, out: &mut Vec<StreamEvent>) {
+        let held = std::mem::take(&mut self.held);
+        self.emit(&held, out);
     }
 
     fn emit(&self, text: &str, out: &mut Vec<StreamEvent>) {
@@ -472,7 +599,7 @@ impl OpenAiDecoder {
         if content.is_empty() {
             return;
         }
-        if self.in_think || content.contains("<think>") {
+        if self.in_think || !self.held.is_empty() || content.contains('<') {
             self.push_content(&content, out);
         } else {
             out.push(StreamEvent::TextDelta {
@@ -488,6 +615,7 @@ impl OpenAiDecoder {
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ProviderError> {
         self.finish = Some(reason.into_owned());
+        self.flush_held(out);
         let had_calls = !self.calls.is_empty();
         self.flush_calls(out);
         if self.finish.as_deref() == Some("error") {
@@ -540,6 +668,7 @@ impl Decoder for OpenAiDecoder {
     }
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        self.flush_held(out);
         if !self.calls.is_empty() {
             // A server that ends without a finish reason after calls: the calls are still whole
             // only if the stream was complete ([DONE]).
@@ -561,6 +690,14 @@ impl Decoder for OpenAiDecoder {
             message: "the body ended before a finish reason or [DONE]".into(),
         })
     }
+}
+
+/// How many bytes at the end of `text` are a proper start of `tag` (`<thi` of `<think>`).
+fn partial_tag_len(text: &str, tag: &str) -> usize {
+    (1..tag.len())
+        .rev()
+        .find(|&n| text.ends_with(&tag[..n]))
+        .unwrap_or(0)
 }
 
 /// The chunk nearly every delta comes in: one choice whose delta holds text (and maybe the role),
@@ -665,6 +802,9 @@ impl OpenAiDecoder {
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
+                if delta.reasoning.is_some() || delta.reasoning_content.is_some() {
+                    self.flush_held(out);
+                }
                 for reasoning in [delta.reasoning, delta.reasoning_content]
                     .into_iter()
                     .flatten()
@@ -732,7 +872,13 @@ mod tests {
     use crate::wire::testing::{HotPath, agree, agree_on_all, combinations, mutations};
 
     impl HotPath for OpenAiDecoder {
-        type State = (Vec<(String, String, String)>, Option<String>, bool, bool);
+        type State = (
+            Vec<(String, String, String)>,
+            Option<String>,
+            bool,
+            bool,
+            String,
+        );
 
         fn feed_serde_only(
             &mut self,
@@ -750,6 +896,7 @@ mod tests {
                 self.finish.clone(),
                 self.done,
                 self.in_think,
+                self.held.clone(),
             )
         }
 
@@ -922,6 +1069,131 @@ mod tests {
                     text: "Hello".into()
                 },
             ]
+        );
+    }
+
+    /// The content of one answer, as (reasoning?, text) runs, read by a plain scan of the whole.
+    fn runs_of_whole(content: &str) -> Vec<(bool, String)> {
+        let mut runs: Vec<(bool, String)> = Vec::new();
+        let (mut rest, mut thinking) = (content, false);
+        loop {
+            let tag = if thinking { "</think>" } else { "<think>" };
+            let (now, next) = match rest.find(tag) {
+                Some(at) => (&rest[..at], Some(&rest[at + tag.len()..])),
+                None => (rest, None),
+            };
+            match runs.last_mut() {
+                Some((t, text)) if *t == thinking => text.push_str(now),
+                _ if now.is_empty() => {}
+                _ => runs.push((thinking, now.to_owned())),
+            }
+            let Some(next) = next else { return runs };
+            rest = next;
+            thinking = !thinking;
+        }
+    }
+
+    /// What the decoder makes of `content` streamed in pieces cut at `cuts`, as runs.
+    fn runs_of_stream(content: &str, cuts: &[usize]) -> Vec<(bool, String)> {
+        let mut cuts: Vec<usize> = cuts
+            .iter()
+            .map(|c| c % (content.len() + 1))
+            .filter(|c| content.is_char_boundary(*c))
+            .chain([0, content.len()])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut lines: Vec<String> = cuts
+            .windows(2)
+            .map(|w| {
+                json!({"choices": [{"index": 0, "delta": {"content": &content[w[0]..w[1]]}}]})
+                    .to_string()
+            })
+            .collect();
+        lines.push(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.into());
+        lines.push("[DONE]".into());
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (out, result) = feed_all(&lines);
+        result.unwrap();
+        let mut runs: Vec<(bool, String)> = Vec::new();
+        for event in out {
+            let (thinking, text) = match event {
+                StreamEvent::TextDelta { text } => (false, text),
+                StreamEvent::ReasoningDelta { text } => (true, text),
+                _ => continue,
+            };
+            assert!(!text.is_empty(), "an empty delta");
+            match runs.last_mut() {
+                Some((t, last)) if *t == thinking => last.push_str(&text),
+                _ => runs.push((thinking, text)),
+            }
+        }
+        runs
+    }
+
+    /// Content made of tag pieces and text likely to look like them.
+    fn content() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just("<think>".to_owned()),
+            Just("</think>".to_owned()),
+            Just("<".to_owned()),
+            Just("<thi".to_owned()),
+            Just("</th".to_owned()),
+            Just("nk>".to_owned()),
+            "[a-z <>/é]{0,6}",
+        ];
+        proptest::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// `<think>` and `</think>` split at any byte, across any number of chunks, read exactly
+        /// as the whole content does.
+        #[test]
+        fn think_tags_split_anywhere_read_as_the_whole(
+            content in content(),
+            cuts in proptest::collection::vec(0usize..64, 0..12),
+        ) {
+            proptest::prop_assert_eq!(runs_of_stream(&content, &cuts), runs_of_whole(&content));
+        }
+    }
+
+    #[test]
+    fn think_tags_split_across_chunks_become_reasoning() {
+        let content = "<think>plan</think>Answer";
+        for at in 0..=content.len() {
+            for second in at..=content.len() {
+                assert_eq!(
+                    runs_of_stream(content, &[at, second]),
+                    [(true, "plan".to_owned()), (false, "Answer".to_owned())],
+                    "cut at {at} and {second}"
+                );
+            }
+        }
+        // Text that only looked like the start of a tag comes out whole at the end.
+        assert_eq!(
+            runs_of_stream("a <thi", &[3]),
+            [(false, "a <thi".to_owned())]
+        );
+    }
+
+    #[test]
+    fn arguments_sent_as_an_object_are_taken_as_they_are() {
+        let (out, r) = feed_all(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"read","arguments":{"path":"a.txt"}}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        r.unwrap();
+        assert!(
+            matches!(&out[0], StreamEvent::ToolCall(c) if c.arguments == json!({"path": "a.txt"})),
+            "{out:?}"
         );
     }
 

@@ -20,6 +20,29 @@ where
     Ok(Option::<Borrowed<'a>>::deserialize(deserializer)?.map(|text| text.0))
 }
 
+/// A value that should be a JSON string holding JSON text, read as that text: the string's
+/// contents, or any other value (an object sent where a string belongs) as its own JSON text.
+/// `null` is `None`.
+pub(crate) fn option_json_text<'de: 'a, 'a, D>(
+    deserializer: D,
+) -> Result<Option<Cow<'a, str>>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    let Some(raw) = Option::<&'a RawValue>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let text = raw.get();
+    if text.starts_with('"') {
+        let string: Borrowed<'a> = serde_json::from_str(text).map_err(serde::de::Error::custom)?;
+        Ok(Some(string.0))
+    } else {
+        Ok(Some(Cow::Borrowed(text)))
+    }
+}
+
 /// Decodes one event (an SSE event's data or an NDJSON line). The bytes are checked to be UTF-8
 /// once, as a whole, and then parsed as text: `from_slice` checks every string it borrows on its
 /// own, which cost more than the rest of the parse for events made of short strings.

@@ -250,6 +250,48 @@ fn render_openai(answer: &Answer, body: &mut Body) {
     body.event(None, "[DONE]");
 }
 
+/// The OpenAI-compatible stream of a server that puts reasoning in `content` between `<think>`
+/// tags (llama.cpp with reasoning format `none`), its content cut into deltas at `cuts` (any
+/// character boundary, so inside a tag too). Tool calls as [`render_openai`] sends them.
+fn render_openai_think_tags(answer: &Answer, layout: Layout, cuts: &[usize]) -> Vec<u8> {
+    let mut content = String::new();
+    for piece in &answer.pieces {
+        match piece {
+            Piece::Text(text) => content.push_str(text),
+            Piece::Reasoning(text) => {
+                content.push_str("<think>");
+                content.push_str(text);
+                content.push_str("</think>");
+            }
+            Piece::Call { .. } => {}
+        }
+    }
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % (content.len() + 1))
+        .filter(|c| content.is_char_boundary(*c))
+        .chain([0, content.len()])
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let deltas: Vec<Piece> = at
+        .windows(2)
+        .map(|w| Piece::Text(content[w[0]..w[1]].to_owned()))
+        .collect();
+    let calls = answer
+        .pieces
+        .iter()
+        .filter(|p| matches!(p, Piece::Call { .. }))
+        .cloned();
+    let as_deltas = Answer {
+        pieces: deltas.into_iter().chain(calls).collect(),
+        ..answer.clone()
+    };
+    let mut body = Body::new(layout);
+    render_openai(&as_deltas, &mut body);
+    body.bytes
+}
+
 fn render_anthropic(answer: &Answer, body: &mut Body) {
     let send = |body: &mut Body, value: Value| {
         let name = value["type"].as_str().unwrap_or_default().to_owned();
@@ -662,6 +704,36 @@ macro_rules! fuzz_provider {
             }
         }
     };
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// `<think>` tags in the content, cut at any byte across deltas and the body cut anywhere:
+    /// the reasoning and the text read exactly as they were written.
+    #[test]
+    fn openai_think_tags_split_anywhere_say_what_was_sent(
+        answer in answer(), layout in layout(), deltas in cuts(), cuts in cuts()
+    ) {
+        let body = render_openai_think_tags(&answer, layout, &deltas);
+        let mut turn = TurnBuilder::new();
+        for event in parse(ProviderKind::Openai, &body, &cuts) {
+            match event {
+                Ok(event) => turn.push(event),
+                Err(error) => return Err(TestCaseError::fail(format!("refused: {error}"))),
+            }
+        }
+        let got = shape(turn.finish().parts.iter().map(|part| match part {
+            AssistantPart::Text { text, .. } => Piece::Text(text.clone()),
+            AssistantPart::Reasoning { text, .. } => Piece::Reasoning(text.clone()),
+            AssistantPart::RedactedReasoning { data } => Piece::Text(data.clone()),
+            AssistantPart::ToolCall(call) => Piece::Call {
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            },
+        }));
+        prop_assert_eq!(got, shape(answer.pieces.clone()));
+    }
 }
 
 fuzz_provider!(ollama, ProviderKind::Ollama);

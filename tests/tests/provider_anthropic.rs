@@ -6,7 +6,7 @@ use totem_provider::{
     AssistantPart, FinishReason, Message, ProviderError, ReasoningLevel, ToolResult,
 };
 use totem_tests::sim::harness::{self, config_for, provider, request, run, weather_tool};
-use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind, SimModel};
 
 const KIND: SimKind = SimKind::Anthropic;
 
@@ -350,4 +350,81 @@ async fn anthropic_invalid_request_keeps_the_provider_message() {
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(sim.chat_requests().len(), 1);
+}
+
+// ---- thinking forms in the field (issue 20) ---------------------------------------------
+
+fn thinking_request(model: &str) -> totem_provider::ChatRequest {
+    let mut req = request(model, "hi");
+    req.reasoning = ReasoningLevel::Medium;
+    req
+}
+
+/// Behind a gateway whose model list does not say which thinking forms a model takes, Opus 4.7
+/// (which refuses budgets) gets adaptive thinking by its family, at the first try.
+#[tokio::test]
+async fn anthropic_adaptive_thinking_by_family_when_the_list_does_not_say() {
+    let sim = Sim::start(KIND).await;
+    sim.set_models(vec![
+        SimModel::new("claude-opus-4-7", 1000000).adaptive_only(),
+    ]);
+    sim.set_variants(|v| v.bare_model_list = true);
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), thinking_request("claude-opus-4-7")).await;
+    assert_eq!(out.expect_ok().text(), "ok");
+    let chats = sim.chat_requests();
+    assert_eq!(chats.len(), 1);
+    assert_eq!(chats[0].body["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(chats[0].body["output_config"], json!({"effort": "medium"}));
+}
+
+/// A server that answers 400 to the form Totem chose gets the other form once, and the model
+/// keeps that form for the next requests.
+#[tokio::test]
+async fn anthropic_refused_thinking_form_is_swapped_once_and_remembered() {
+    let sim = Sim::start(KIND).await;
+    // A 4.6 model behind a proxy that only passes budgets through.
+    sim.set_models(vec![SimModel::new("claude-sonnet-4-6", 200000).thinking()]);
+    sim.set_variants(|v| v.bare_model_list = true);
+    sim.push(Reply::stream([SimEvent::text("first")]));
+    sim.push(Reply::stream([SimEvent::text("second")]));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), thinking_request("claude-sonnet-4-6")).await;
+    assert_eq!(out.expect_ok().text(), "first");
+    // Not a retry of a failure: no notice, no wait.
+    assert!(out.retries().is_empty());
+    let out = run(p.as_ref(), thinking_request("claude-sonnet-4-6")).await;
+    assert_eq!(out.expect_ok().text(), "second");
+    let forms: Vec<_> = sim
+        .chat_requests()
+        .iter()
+        .map(|r| r.body["thinking"]["type"].clone())
+        .collect();
+    assert_eq!(forms, ["adaptive", "enabled", "enabled"]);
+    assert_eq!(
+        sim.chat_requests()[1].body["thinking"]["budget_tokens"],
+        8192
+    );
+}
+
+/// When both forms are refused, the second refusal goes to the caller: one swap, not a loop.
+#[tokio::test]
+async fn anthropic_thinking_form_is_swapped_only_once() {
+    let sim = Sim::start(KIND).await;
+    let mut model = SimModel::new("claude-opus-4-7", 200000).adaptive_only();
+    model.adaptive = false;
+    sim.set_models(vec![model]);
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), thinking_request("claude-opus-4-7")).await;
+    match out.expect_err() {
+        ProviderError::InvalidRequest {
+            status, message, ..
+        } => {
+            assert_eq!(*status, 400);
+            assert!(message.contains("thinking"), "{message}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert_eq!(sim.chat_requests().len(), 2);
 }

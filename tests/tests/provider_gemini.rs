@@ -6,7 +6,7 @@ use totem_provider::{
     AssistantPart, FinishReason, Message, ProviderError, ReasoningLevel, ToolDefinition, ToolResult,
 };
 use totem_tests::sim::harness::{self, config_for, provider, request, run, weather_tool};
-use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind, SimModel, gemini};
 
 const KIND: SimKind = SimKind::Gemini;
 
@@ -378,4 +378,84 @@ async fn gemini_slow_stream_within_timeout_completes() {
 #[tokio::test]
 async fn gemini_error_event_mid_stream_ends_the_stream() {
     harness::check_mid_stream_error(KIND, None).await;
+}
+
+// ---- small gaps and retries (issue 20) ---------------------------------------------------
+
+/// Gemini 3 Flash takes all four thinking levels: medium is sent as medium (Pro: high).
+#[tokio::test]
+async fn gemini_3_flash_medium_is_medium() {
+    let sim = Sim::start(KIND).await;
+    sim.set_models(vec![
+        SimModel::new("gemini-3-flash-preview", 1048576).thinking(),
+        SimModel::new("gemini-3-pro-preview", 1048576).thinking(),
+    ]);
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let p = provider(config_for(&sim));
+    for model in ["gemini-3-flash-preview", "gemini-3-pro-preview"] {
+        let mut req = request(model, "hi");
+        req.reasoning = ReasoningLevel::Medium;
+        run(p.as_ref(), req).await.expect_ok();
+    }
+    let levels: Vec<_> = sim
+        .chat_requests()
+        .iter()
+        .map(|r| r.body["generationConfig"]["thinkingConfig"]["thinkingLevel"].clone())
+        .collect();
+    assert_eq!(levels, ["medium", "high"]);
+}
+
+/// A prompt blocked for safety says so, with Gemini's reason, instead of an empty answer.
+#[tokio::test]
+async fn gemini_blocked_prompt_says_why() {
+    let sim = Sim::start(KIND).await;
+    sim.push(gemini::blocked_prompt(
+        "SAFETY",
+        Some("The prompt was blocked for dangerous content."),
+    ));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("gemini-2.5-flash", "hi")).await;
+    let error = out.expect_err();
+    assert!(
+        matches!(error, ProviderError::Blocked { reason, .. } if reason.starts_with("SAFETY")),
+        "{error:?}"
+    );
+    let said = error.to_string();
+    assert!(
+        said.contains("blocked the prompt (SAFETY: The prompt was blocked for dangerous content.)"),
+        "{said}"
+    );
+    assert!(said.contains("rephrase"), "{said}");
+    assert_eq!(sim.chat_requests().len(), 1);
+}
+
+/// A 429 with Google's `RetryInfo` waits as long as `retryDelay` says (0.55 s), not the
+/// backoff, and the notice says so.
+#[tokio::test]
+async fn gemini_retry_info_delay_is_honoured() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::Error {
+        status: 429,
+        message: "Resource has been exhausted (e.g. check quota).".into(),
+        code: None,
+        retry_after: Some("0.55".into()),
+    });
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let mut config = config_for(&sim);
+    // A backoff far longer than the delay asked: only RetryInfo can explain a short wait.
+    config.retry.initial_backoff = std::time::Duration::from_secs(3);
+    let p = provider(config);
+    let out = run(p.as_ref(), request("gemini-2.5-flash", "hi")).await;
+    assert_eq!(out.expect_ok().text(), "ok");
+    assert!(
+        out.elapsed >= std::time::Duration::from_millis(540)
+            && out.elapsed < std::time::Duration::from_millis(2000),
+        "waited {:?}",
+        out.elapsed
+    );
+    let retries = out.retries();
+    assert_eq!((retries[0].status, retries[0].wait_ms), (Some(429), 550));
+    // The simulator sent no Retry-After header: the body said it.
+    assert_eq!(sim.chat_requests().len(), 2);
 }

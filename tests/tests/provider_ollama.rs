@@ -421,3 +421,96 @@ async fn ollama_context_error_line_is_context_overflow() {
     let out = run(p.as_ref(), request("llama3.2:latest", "hi")).await;
     assert!(out.expect_err().is_context_overflow(), "{:?}", out.error);
 }
+
+// ---- servers that speak part of Ollama's API, and error lines (issue 20) -----------------
+
+/// A server without `/api/show` (404) still runs a model its `/api/tags` lists: no window is
+/// known, so `num_ctx` is the configured floor, and the model is taken to call tools.
+#[tokio::test]
+async fn ollama_without_show_falls_back_to_the_tags_entry() {
+    let sim = Sim::start(KIND).await;
+    sim.set_variants(|v| v.no_show = true);
+    sim.push(Reply::stream([SimEvent::text("fine")]));
+    let p = provider(config_for(&sim));
+    let mut req = request("llama3.2:latest", "hi");
+    req.tools = vec![weather_tool()];
+    let out = run(p.as_ref(), req).await;
+    assert_eq!(out.expect_ok().text(), "fine");
+    let chat = &sim.chat_requests()[0];
+    assert_eq!(chat.body["options"]["num_ctx"], 8192);
+    assert!(chat.body.get("think").is_none());
+
+    let models = p.list_models().await.unwrap();
+    let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["qwen3:8b", "llama3.2:latest", "gemma3:4b"]);
+    assert!(models.iter().all(|m| m.context_window.is_none()));
+    assert!(models.iter().all(|m| m.capabilities.tools));
+}
+
+/// Without `/api/show`, a model the tags do not list is still "not found", with the fix.
+#[tokio::test]
+async fn ollama_without_show_still_reports_an_unknown_model() {
+    let sim = Sim::start(KIND).await;
+    sim.set_variants(|v| v.no_show = true);
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("llama9", "hi")).await;
+    assert!(
+        matches!(out.expect_err(), ProviderError::ModelNotFound { .. }),
+        "{:?}",
+        out.error
+    );
+    assert!(sim.chat_requests().is_empty());
+}
+
+/// An `{"error"}` line before any output is retried like any provider's error, announced.
+#[tokio::test]
+async fn ollama_error_line_before_output_is_retried() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::Error {
+        message: "model runner has unexpectedly stopped".into(),
+        code: None,
+    }]));
+    sim.push(Reply::stream([SimEvent::text("back")]));
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("llama3.2:latest", "hi")).await;
+    assert_eq!(out.expect_ok().text(), "back");
+    assert_eq!(sim.chat_requests().len(), 2);
+    let retries = out.retries();
+    assert_eq!(retries.len(), 1);
+    assert!(
+        retries[0]
+            .reason
+            .contains("model runner has unexpectedly stopped"),
+        "{}",
+        retries[0]
+    );
+}
+
+/// Listing asks `/api/show` about each installed model once: a second list (from a provider
+/// built anew, as the daemon does) reuses the answers while the models' digests are the same.
+#[tokio::test]
+async fn ollama_show_answers_are_reused_while_digests_hold() {
+    let sim = Sim::start(KIND).await;
+    let first = provider(config_for(&sim)).list_models().await.unwrap();
+    let second = provider(config_for(&sim)).list_models().await.unwrap();
+    assert_eq!(first, second);
+    let shows = |sim: &Sim| {
+        sim.requests()
+            .iter()
+            .filter(|r| r.path == "/api/show")
+            .count()
+    };
+    assert_eq!(shows(&sim), 3);
+    // A model that changed (a new digest) is asked about again.
+    sim.set_models(vec![
+        SimModel::new("qwen3:8b", 32768).thinking(),
+        SimModel::new("llama3.2:latest", 131072),
+        SimModel {
+            vision: true,
+            ..SimModel::new("gemma3:4b", 131072).without_tools()
+        },
+    ]);
+    let third = provider(config_for(&sim)).list_models().await.unwrap();
+    assert_eq!(third[0].context_window, Some(32768));
+    assert_eq!(shows(&sim), 4);
+}

@@ -6,7 +6,7 @@ use totem_provider::{
     ToolResult,
 };
 use totem_tests::sim::harness::{self, config_for, provider, request, run, weather_tool};
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind, SimModel};
 
 const KIND: SimKind = SimKind::Openai;
 
@@ -198,10 +198,65 @@ async fn openai_model_list_in_openai_shape() {
     let models = p.list_models().await.unwrap();
     let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["gpt-4o-mini", "o3-mini"]);
-    assert_eq!(models[0].context_window, None);
+    // OpenAI's list has no windows: its own models' are known, nothing is made up for others.
+    assert_eq!(models[0].context_window, Some(128000));
+    assert_eq!(models[1].context_window, Some(200000));
     assert!(models[0].capabilities.tools);
     assert!(!models[0].capabilities.thinking && models[1].capabilities.thinking);
     assert_eq!(sim.requests()[0].path, "/v1/models");
+}
+
+#[tokio::test]
+async fn openai_shaped_list_of_unknown_models_has_no_window_and_embeddings_have_no_tools() {
+    let sim = Sim::start(KIND).await;
+    sim.set_models(vec![
+        SimModel::new("my-finetune", 32768),
+        SimModel::new("text-embedding-nomic-embed-text-v1.5", 2048).embedding(),
+    ]);
+    let p = provider(config_for(&sim));
+    let models = p.list_models().await.unwrap();
+    assert_eq!(models[0].context_window, None);
+    assert!(models[0].capabilities.tools);
+    assert!(!models[1].capabilities.tools);
+    // A server without LM Studio's endpoint was asked once, and that was all.
+    let paths: Vec<String> = sim.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/v1/models", "/api/v0/models"]);
+}
+
+/// llama.cpp lists the window the model was trained with; the server runs with the smaller one
+/// `/props` tells, and that is the window.
+#[tokio::test]
+async fn llamacpp_window_is_the_running_n_ctx_from_props() {
+    let sim = Sim::start(KIND).await;
+    sim.set_models(vec![SimModel::new("qwen3-8b-q4_k_m.gguf", 32768)]);
+    sim.set_variants(|v| v.llamacpp_n_ctx = Some(8192));
+    let p = provider(config_for(&sim));
+    let models = p.list_models().await.unwrap();
+    assert_eq!(models[0].context_window, Some(8192));
+    let paths: Vec<String> = sim.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/v1/models", "/props"]);
+}
+
+/// LM Studio: windows and model types from its own `/api/v0/models`; the loaded model's window
+/// is the one it was loaded with.
+#[tokio::test]
+async fn lmstudio_windows_and_types_come_from_its_own_endpoint() {
+    let sim = Sim::start(KIND).await;
+    sim.set_models(vec![
+        SimModel::new("qwen/qwen3-8b", 40960),
+        SimModel {
+            vision: true,
+            ..SimModel::new("google/gemma-3-4b", 131072)
+        },
+        SimModel::new("text-embedding-nomic-embed-text-v1.5", 2048).embedding(),
+    ]);
+    sim.set_variants(|v| v.lmstudio_loaded_ctx = Some(8192));
+    let p = provider(config_for(&sim));
+    let models = p.list_models().await.unwrap();
+    let windows: Vec<Option<u64>> = models.iter().map(|m| m.context_window).collect();
+    assert_eq!(windows, [Some(8192), Some(131072), Some(2048)]);
+    assert!(models[1].capabilities.vision && models[1].capabilities.tools);
+    assert!(!models[2].capabilities.tools);
 }
 
 #[tokio::test]
@@ -386,4 +441,65 @@ async fn openai_keepalive_comments_do_not_disturb_the_stream() {
             .iter()
             .all(|e| !matches!(e, StreamEvent::TextDelta { text } if text.contains("OPENROUTER")))
     );
+}
+
+// ---- wire variants of compatible servers (issue 20) -------------------------------------
+
+/// Some servers send `function.arguments` as an object: taken as it is, no retry.
+#[tokio::test]
+async fn openai_arguments_sent_as_an_object_are_accepted() {
+    let sim = Sim::start(KIND).await;
+    let mut script = Script::new([
+        SimEvent::tool_call("call_1", "get_weather", json!({"city": "Paris"})),
+        SimEvent::tool_call("call_2", "get_weather", json!({"city": "Oslo"})),
+    ]);
+    script.object_arguments = true;
+    sim.push(Reply::Stream(script));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Paris and Oslo?");
+    req.tools = vec![weather_tool()];
+    let out = run(p.as_ref(), req).await;
+    let done = out.expect_ok();
+    let calls: Vec<_> = done.tool_calls().map(|c| c.arguments.clone()).collect();
+    assert_eq!(calls, [json!({"city": "Paris"}), json!({"city": "Oslo"})]);
+    assert_eq!(done.finish, Some(FinishReason::ToolCalls));
+    assert!(out.retries().is_empty());
+    assert_eq!(sim.chat_requests().len(), 1);
+}
+
+/// Arguments that are not valid JSON come through as the text the model wrote, for the tool
+/// layer to repair or explain; the stream itself is fine.
+#[tokio::test]
+async fn openai_invalid_json_arguments_arrive_as_the_raw_text() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::tool_call(
+        "call_1",
+        "read",
+        json!("{\"path\": \"hello.txt\""),
+    )]));
+    let p = provider(config_for(&sim));
+    let done = run(p.as_ref(), request("gpt-4o-mini", "read it"))
+        .await
+        .expect_ok();
+    let calls: Vec<_> = done.tool_calls().collect();
+    assert_eq!(calls[0].arguments, json!("{\"path\": \"hello.txt\""));
+}
+
+/// `<think>` and `</think>` cut across chunks (`<thi` + `nk>`) are still tags: the reasoning is
+/// reasoning and none of the tag reaches the visible text.
+#[tokio::test]
+async fn openai_think_tags_split_across_chunks_become_reasoning() {
+    let sim = Sim::start(KIND).await;
+    let mut script = Script::new([
+        SimEvent::thinking("The user wants a greeting.", None),
+        SimEvent::text("Hello!"),
+    ]);
+    script.think_tags = true;
+    sim.push(Reply::Stream(script));
+    let p = provider(config_for(&sim));
+    let done = run(p.as_ref(), request("gpt-4o-mini", "hi"))
+        .await
+        .expect_ok();
+    assert_eq!(done.reasoning(), "The user wants a greeting.");
+    assert_eq!(done.text(), "Hello!");
 }

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{
-    Prepared, RenderContext, Script, SimEvent, SimModel, halves, json_reply, script_finish,
-    script_usage,
+    Prepared, RenderContext, Script, SimEvent, SimModel, Variants, halves, json_reply,
+    script_finish, script_usage,
 };
 
 fn event(name: &str, value: &Value) -> Bytes {
@@ -37,7 +37,11 @@ fn bad_request(message: &str) -> Option<Prepared> {
 }
 
 /// What the real API refuses before streaming.
-pub(super) fn reject(request: &Value, headers: &BTreeMap<String, String>) -> Option<Prepared> {
+pub(super) fn reject(
+    request: &Value,
+    headers: &BTreeMap<String, String>,
+    models: &[SimModel],
+) -> Option<Prepared> {
     if !headers.contains_key("anthropic-version") {
         return bad_request("anthropic-version: header is required");
     }
@@ -45,6 +49,22 @@ pub(super) fn reject(request: &Value, headers: &BTreeMap<String, String>) -> Opt
         return bad_request("max_tokens: Field required");
     };
     let thinking = &request["thinking"];
+    // Each model takes the thinking forms it supports, and no other.
+    if let Some(model) = models.iter().find(|m| request["model"] == m.id.as_str()) {
+        match thinking["type"].as_str() {
+            Some("enabled") if model.adaptive_only => {
+                return bad_request(
+                    "\"thinking.type.enabled\" is not supported for this model. Use \"thinking.type.adaptive\" and \"output_config.effort\" to control thinking behavior.",
+                );
+            }
+            Some("adaptive") if !model.adaptive => {
+                return bad_request(
+                    "thinking.type: adaptive thinking is not supported on this model",
+                );
+            }
+            _ => {}
+        }
+    }
     let thinking_on = matches!(thinking["type"].as_str(), Some("enabled" | "adaptive"));
     if thinking["type"] == "enabled" {
         let budget = thinking["budget_tokens"].as_u64().unwrap_or(0);
@@ -210,23 +230,34 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>) -> Vec<Bytes>
     w.frames
 }
 
-pub(super) fn catalogue(method: &Method, path: &str, models: &[SimModel]) -> Option<Prepared> {
+pub(super) fn catalogue(
+    method: &Method,
+    path: &str,
+    models: &[SimModel],
+    variants: &Variants,
+) -> Option<Prepared> {
     if method != Method::GET || path != "/v1/models" {
         return None;
     }
     let data: Vec<Value> = models
         .iter()
         .map(|m| {
-            json!({"type": "model", "id": m.id, "display_name": m.id,
+            let mut entry = json!({"type": "model", "id": m.id, "display_name": m.id,
                 "created_at": "2026-02-05T00:00:00Z",
                 "max_input_tokens": m.context_window, "max_tokens": 64000,
                 "capabilities": {
                     "thinking": {"supported": m.thinking, "types": {
-                        "enabled": {"supported": m.thinking},
+                        "enabled": {"supported": m.thinking && !m.adaptive_only},
                         "adaptive": {"supported": m.adaptive}}},
                     "image_input": {"supported": m.vision},
                     "pdf_input": {"supported": true},
-                    "structured_outputs": {"supported": true}}})
+                    "structured_outputs": {"supported": true}}});
+            if variants.bare_model_list {
+                // A gateway's list: ids and names only.
+                entry = json!({"type": "model", "id": m.id, "display_name": m.id,
+                    "created_at": "2026-02-05T00:00:00Z"});
+            }
+            entry
         })
         .collect();
     let first = models.first().map(|m| m.id.clone());

@@ -30,6 +30,44 @@ pub(super) fn error_body(status: u16, message: &str, code: Option<&str>) -> Valu
         "status": code.unwrap_or(status_name(status)), "details": []}})
 }
 
+/// The error body, with Google's `RetryInfo` when the server asks for a wait (as the real API
+/// does on 429 RESOURCE_EXHAUSTED).
+pub(super) fn error_body_with_delay(
+    status: u16,
+    message: &str,
+    code: Option<&str>,
+    retry_after: &Option<String>,
+) -> Value {
+    let mut body = error_body(status, message, code);
+    if let Some(delay) = retry_after {
+        body["error"]["details"] = json!([
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                {"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                 "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": format!("{delay}s")}
+        ]);
+    }
+    body
+}
+
+/// A prompt Gemini blocks before answering: one event with `promptFeedback.blockReason` and
+/// no candidates, as the real API streams it.
+pub fn blocked_prompt(reason: &str, message: Option<&str>) -> super::Reply {
+    let mut feedback = json!({"blockReason": reason, "safetyRatings": [
+        {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}]});
+    if let Some(message) = message {
+        feedback["blockReasonMessage"] = message.into();
+    }
+    let value = json!({"promptFeedback": feedback,
+        "usageMetadata": {"promptTokenCount": 12, "totalTokenCount": 12},
+        "modelVersion": "gemini-2.5-flash"});
+    super::Reply::Raw {
+        status: 200,
+        content_type: "text/event-stream".into(),
+        body: format!("data: {value}\r\n\r\n"),
+    }
+}
+
 fn bad_request(message: &str) -> Option<Prepared> {
     Some(json_reply(400, error_body(400, message, None), Vec::new()))
 }

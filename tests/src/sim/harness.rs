@@ -9,7 +9,8 @@ use futures::StreamExt;
 use serde_json::json;
 use totem_provider::{
     ChatRequest, Completion, FinishReason, Message, Provider, ProviderConfig, ProviderError,
-    ProviderKind, RetrySettings, StreamEvent, TimeoutPhase, ToolDefinition, TurnBuilder,
+    ProviderKind, RetryNotice, RetrySettings, StreamEvent, TimeoutPhase, ToolDefinition,
+    TurnBuilder,
 };
 
 use super::{Reply, Script, Sim, SimEvent, SimKind};
@@ -105,6 +106,24 @@ impl Outcome {
     pub fn expect_err(&self) -> &ProviderError {
         self.error.as_ref().expect("the stream should have failed")
     }
+
+    /// The retry notices the stream gave, in order.
+    pub fn retries(&self) -> Vec<&RetryNotice> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::Retry(notice) => Some(notice),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether anything of an answer streamed (not counting retry notices).
+    pub fn has_output(&self) -> bool {
+        self.events
+            .iter()
+            .any(|e| !matches!(e, StreamEvent::Retry(_)))
+    }
 }
 
 pub async fn run(provider: &dyn Provider, request: ChatRequest) -> Outcome {
@@ -173,6 +192,21 @@ pub async fn check_server_error_is_retried(kind: SimKind, status: u16) {
     let out = run(p.as_ref(), request(plain_model(kind), "hi")).await;
     assert_eq!(out.expect_ok().text(), "recovered");
     assert_eq!(sim.chat_requests().len(), 2);
+    // The retry was announced, with the status and the wait, before the answer.
+    let retries = out.retries();
+    assert_eq!(retries.len(), 1, "{:?}", out.events);
+    assert!(matches!(out.events[0], StreamEvent::Retry(_)));
+    let notice = retries[0];
+    assert_eq!(notice.provider, "sim");
+    assert_eq!(notice.status, Some(status));
+    assert_eq!((notice.retry, notice.max_retries), (1, 2));
+    assert_eq!(notice.wait_ms, 10);
+    let said = notice.to_string();
+    assert!(said.contains(&format!("HTTP {status}")), "{said}");
+    assert!(
+        said.contains("trying again in 10 ms (retry 1 of 2)"),
+        "{said}"
+    );
 }
 
 /// When retries run out the caller gets the typed error with the provider's own message.
@@ -202,9 +236,11 @@ pub async fn check_retries_give_up_with_provider_message(kind: SimKind, status: 
         }
         (_, other) => panic!("unexpected error {other:?}"),
     }
-    // One try and two retries.
+    // One try and two retries, each announced.
     assert_eq!(sim.chat_requests().len(), 3);
-    assert!(out.events.is_empty());
+    assert!(!out.has_output());
+    let waits: Vec<u64> = out.retries().iter().map(|n| n.wait_ms).collect();
+    assert_eq!(waits, [10, 20]);
 }
 
 /// A 429 waits as long as `Retry-After` says, then succeeds.
@@ -226,6 +262,9 @@ pub async fn check_retry_after_is_honoured(kind: SimKind) {
         out.elapsed
     );
     assert_eq!(sim.chat_requests().len(), 2);
+    let retries = out.retries();
+    assert_eq!(retries.len(), 1);
+    assert_eq!((retries[0].status, retries[0].wait_ms), (Some(429), 1000));
 }
 
 /// A `Retry-After` beyond the configured maximum is not waited for: the caller gets it.
@@ -252,7 +291,14 @@ pub async fn check_long_retry_after_goes_to_caller(kind: SimKind) {
         }
         other => panic!("unexpected error {other:?}"),
     }
+    // The user hears how long the server asked to wait.
+    let said = out.expect_err().to_string();
+    assert!(
+        said.contains("the server asked to wait 1 h before trying again"),
+        "{said}"
+    );
     assert_eq!(sim.chat_requests().len(), 1);
+    assert!(out.retries().is_empty());
 }
 
 /// A 401 is not retried and says to check the key.
@@ -332,6 +378,14 @@ pub async fn check_cut_before_output_is_retried(kind: SimKind) {
     let out = run(p.as_ref(), request(plain_model(kind), "hi")).await;
     assert_eq!(out.expect_ok().text(), "second try");
     assert_eq!(sim.chat_requests().len(), 2);
+    let retries = out.retries();
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0].status, None);
+    assert!(
+        retries[0].to_string().contains("broke the stream"),
+        "{}",
+        retries[0]
+    );
 }
 
 /// A malformed chunk after output ends the stream with a Malformed error.

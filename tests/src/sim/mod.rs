@@ -10,7 +10,7 @@
 //! ```
 
 mod anthropic;
-mod gemini;
+pub mod gemini;
 pub mod harness;
 mod ollama;
 mod openai;
@@ -111,6 +111,14 @@ pub struct Script {
     /// OpenAI-compatible only: send an SSE keep-alive comment before every chunk.
     #[serde(default)]
     pub keepalive: bool,
+    /// OpenAI-compatible only: send each call's `function.arguments` whole, as a JSON object
+    /// (not a string), as some compatible servers do.
+    #[serde(default)]
+    pub object_arguments: bool,
+    /// OpenAI-compatible only: put reasoning in `content` between `<think>` tags, each tag cut
+    /// across two chunks (`<thi` + `nk>`), as llama.cpp does with reasoning format `none`.
+    #[serde(default)]
+    pub think_tags: bool,
 }
 
 impl Script {
@@ -218,6 +226,12 @@ pub struct SimModel {
     /// Anthropic: adaptive thinking supported.
     #[serde(default)]
     pub adaptive: bool,
+    /// Anthropic: only adaptive thinking is accepted (Opus 4.7 and later): `enabled` is a 400.
+    #[serde(default)]
+    pub adaptive_only: bool,
+    /// An embedding model (LM Studio lists its type; Ollama its `embedding` capability).
+    #[serde(default)]
+    pub embedding: bool,
     /// USD per million tokens (OpenRouter lists them).
     #[serde(default)]
     pub input_price: Option<f64>,
@@ -234,6 +248,8 @@ impl SimModel {
             thinking: false,
             vision: false,
             adaptive: false,
+            adaptive_only: false,
+            embedding: false,
             input_price: None,
             output_price: None,
         }
@@ -250,9 +266,51 @@ impl SimModel {
         self
     }
 
+    /// Opus 4.7 and later: adaptive thinking only.
+    pub fn adaptive_only(mut self) -> SimModel {
+        self.thinking = true;
+        self.adaptive = true;
+        self.adaptive_only = true;
+        self
+    }
+
+    /// An embedding model: no tools, no chat.
+    pub fn embedding(mut self) -> SimModel {
+        self.tools = false;
+        self.embedding = true;
+        self
+    }
+
     pub fn without_tools(mut self) -> SimModel {
         self.tools = false;
         self
+    }
+}
+
+/// Wire variants of real servers a simulator can take on besides its provider's own shapes.
+#[derive(Debug, Clone, Default)]
+pub struct Variants {
+    /// Anthropic: a model list without `capabilities` (gateways, older lists).
+    pub bare_model_list: bool,
+    /// Ollama: no `/api/show` (a server that speaks only part of Ollama's API): 404.
+    pub no_show: bool,
+    /// OpenAI-compatible as llama.cpp: `/v1/models` entries carry `meta.n_ctx_train` (the
+    /// trained window, the model's `context_window`) and `GET /props` says the server runs with
+    /// this `n_ctx`.
+    pub llamacpp_n_ctx: Option<u64>,
+    /// OpenAI-compatible as LM Studio: `GET /api/v0/models` lists each model's type and
+    /// `max_context_length`; the first model is loaded with this `loaded_context_length`.
+    pub lmstudio_loaded_ctx: Option<u64>,
+    /// Which simulator this is in the process: another simulator is another server, whose
+    /// models have other digests even where it lists the same ones.
+    instance: u64,
+}
+
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Variants {
+    pub(crate) fn instance(&self) -> u64 {
+        self.instance
     }
 }
 
@@ -305,6 +363,7 @@ struct SimState {
     /// Ollama's `num_ctx` when the request sets none.
     ollama_default_ctx: u64,
     log_requests: bool,
+    variants: Variants,
 }
 
 /// A running simulator. Stops when dropped.
@@ -340,6 +399,10 @@ impl Sim {
             models: default_models(kind),
             ollama_default_ctx: 4096,
             log_requests: false,
+            variants: Variants {
+                instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                ..Variants::default()
+            },
         }));
         let app = Router::new().fallback(handle).with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -390,6 +453,11 @@ impl Sim {
     /// small-VRAM server).
     pub fn set_ollama_default_ctx(&self, ctx: u64) {
         self.lock().ollama_default_ctx = ctx;
+    }
+
+    /// Takes on the wire variants `change` sets.
+    pub fn set_variants(&self, change: impl FnOnce(&mut Variants)) {
+        change(&mut self.lock().variants);
     }
 
     /// Print every request to stderr as one JSON line (for `totem-sim`).
@@ -503,7 +571,7 @@ async fn handle(
     let rejected = if is_chat_path(kind, &path) {
         match kind {
             SimKind::Ollama => ollama::reject(&json, &guard.models),
-            SimKind::Anthropic => anthropic::reject(&json, &recorded.headers),
+            SimKind::Anthropic => anthropic::reject(&json, &recorded.headers, &guard.models),
             SimKind::Gemini => gemini::reject(&path, &json, &guard.models),
             SimKind::Openai | SimKind::Openrouter => None,
         }
@@ -529,7 +597,14 @@ async fn handle(
             }
         }
     } else {
-        catalogue(kind, &method, uri.path(), &json, &guard.models)
+        catalogue(
+            kind,
+            &method,
+            uri.path(),
+            &json,
+            &guard.models,
+            &guard.variants,
+        )
     };
     if guard.log_requests
         && let Ok(line) = serde_json::to_string(&recorded)
@@ -588,10 +663,13 @@ fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared
                     openai::error_body(kind, status, &message, code.as_deref())
                 }
                 SimKind::Anthropic => anthropic::error_body(status, &message, code.as_deref()),
-                SimKind::Gemini => gemini::error_body(status, &message, code.as_deref()),
+                SimKind::Gemini => {
+                    gemini::error_body_with_delay(status, &message, code.as_deref(), &retry_after)
+                }
             };
             let mut headers = Vec::new();
-            if let Some(retry_after) = retry_after {
+            // Gemini says how long to wait in the body's RetryInfo, not in a header.
+            if let Some(retry_after) = retry_after.filter(|_| kind != SimKind::Gemini) {
                 headers.push(("retry-after".to_owned(), retry_after));
             }
             (json_reply(status, body, headers), false)
@@ -684,11 +762,14 @@ fn catalogue(
     path: &str,
     request: &Value,
     models: &[SimModel],
+    variants: &Variants,
 ) -> Prepared {
     let found = match kind {
-        SimKind::Ollama => ollama::catalogue(method, path, request, models),
-        SimKind::Openai | SimKind::Openrouter => openai::catalogue(kind, method, path, models),
-        SimKind::Anthropic => anthropic::catalogue(method, path, models),
+        SimKind::Ollama => ollama::catalogue(method, path, request, models, variants),
+        SimKind::Openai | SimKind::Openrouter => {
+            openai::catalogue(kind, method, path, models, variants)
+        }
+        SimKind::Anthropic => anthropic::catalogue(method, path, models, variants),
         SimKind::Gemini => gemini::catalogue(method, path, models),
     };
     found.unwrap_or_else(|| {

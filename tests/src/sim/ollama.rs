@@ -6,7 +6,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Prepared, RenderContext, Script, SimEvent, SimModel, json_reply, script_finish, script_usage,
+    Prepared, RenderContext, Script, SimEvent, SimModel, Variants, json_reply, script_finish,
+    script_usage,
 };
 
 const CREATED_AT: &str = "2026-01-02T10:00:00.1Z";
@@ -187,20 +188,42 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>) -> (Vec<Bytes
     (frames, truncated)
 }
 
+/// A digest that changes whenever what the simulator says about the model does, as a real
+/// one changes with the model's files.
+fn digest(model: &SimModel, variants: &Variants) -> String {
+    let text = serde_json::to_string(model).unwrap_or_default();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ variants.instance();
+    for byte in text.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}").repeat(4)
+}
+
 pub(super) fn catalogue(
     method: &Method,
     path: &str,
     request: &Value,
     models: &[SimModel],
+    variants: &Variants,
 ) -> Option<Prepared> {
     match (method.as_str(), path) {
+        // Go's mux answers an unknown route in plain text.
+        ("POST", "/api/show") if variants.no_show => Some(Prepared {
+            status: 404,
+            content_type: "text/plain; charset=utf-8".to_owned(),
+            headers: Vec::new(),
+            frames: vec![Bytes::from_static(b"404 page not found")],
+            delay: std::time::Duration::ZERO,
+            cut_after: None,
+            malformed_at: None,
+        }),
         ("GET", "/api/tags") => {
             let list: Vec<Value> = models
                 .iter()
                 .map(|m| {
                     json!({"name": m.id, "model": m.id,
                         "modified_at": "2025-05-04T17:37:44.706015396-07:00",
-                        "size": 2019393189u64, "digest": "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
+                        "size": 2019393189u64, "digest": digest(m, variants),
                         "details": {"parent_model": "", "format": "gguf", "family": "llama",
                             "families": ["llama"], "parameter_size": "3.2B", "quantization_level": "Q4_K_M"}})
                 })
@@ -219,7 +242,11 @@ pub(super) fn catalogue(
                     Vec::new(),
                 ));
             };
-            let mut capabilities = vec!["completion"];
+            let mut capabilities = vec![if model.embedding {
+                "embedding"
+            } else {
+                "completion"
+            }];
             if model.tools {
                 capabilities.push("tools");
             }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{
-    Prepared, RenderContext, Script, SimEvent, SimKind, SimModel, halves, json_reply,
+    Prepared, RenderContext, Script, SimEvent, SimKind, SimModel, Variants, halves, json_reply,
     script_finish, script_usage,
 };
 
@@ -45,15 +45,21 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
         "reasoning"
     };
     let mut frames = vec![chunks.chunk(json!({"role": "assistant", "content": ""}), None)];
-    let mut group: Vec<(&str, &str, String)> = Vec::new();
+    let mut group: Vec<(&str, &str, &Value)> = Vec::new();
     let mut next_index = 0;
     let mut any_calls = false;
     for item in &script.events {
         if !matches!(item, SimEvent::ToolCall { .. }) {
-            flush_calls(&chunks, &mut group, &mut next_index, &mut frames);
+            flush_calls(&chunks, script, &mut group, &mut next_index, &mut frames);
         }
         match item {
             SimEvent::Text { text } => frames.push(chunks.chunk(json!({ "content": text }), None)),
+            SimEvent::Thinking { text, .. } if script.think_tags => {
+                // Each tag cut in two, across chunks.
+                for piece in ["<thi", &format!("nk>{text}</th"), "ink>"] {
+                    frames.push(chunks.chunk(json!({ "content": piece }), None));
+                }
+            }
             SimEvent::Thinking { text, .. } => {
                 frames.push(chunks.chunk(json!({ reasoning_key: text }), None));
             }
@@ -64,7 +70,7 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
                 ..
             } => {
                 any_calls = true;
-                group.push((id, name, arguments.to_string()));
+                group.push((id, name, arguments));
             }
             SimEvent::Error { message, code } => {
                 let body = match kind {
@@ -82,7 +88,7 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
             | SimEvent::Finish { .. } => {}
         }
     }
-    flush_calls(&chunks, &mut group, &mut next_index, &mut frames);
+    flush_calls(&chunks, script, &mut group, &mut next_index, &mut frames);
     let finish = script_finish(script).unwrap_or(if any_calls { "tool_calls" } else { "stop" });
     frames.push(chunks.chunk(json!({}), Some(finish)));
     if chunks.include_usage {
@@ -101,10 +107,13 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
 }
 
 /// Parallel calls as real servers stream them: each call's first fragment (id, name, empty
-/// arguments), then the argument pieces of all calls interleaved by index.
+/// arguments), then the argument pieces of all calls interleaved by index. Arguments given as a
+/// JSON string are sent as that text, valid JSON or not; with `object_arguments` each call
+/// comes whole in one fragment, its arguments an object.
 fn flush_calls(
     chunks: &Chunks<'_>,
-    group: &mut Vec<(&str, &str, String)>,
+    script: &Script,
+    group: &mut Vec<(&str, &str, &Value)>,
     next_index: &mut usize,
     frames: &mut Vec<Bytes>,
 ) {
@@ -112,6 +121,18 @@ fn flush_calls(
         return;
     }
     let base = *next_index;
+    if script.object_arguments {
+        for (offset, (id, name, arguments)) in group.iter().enumerate() {
+            frames.push(chunks.chunk(
+                json!({"tool_calls": [{"index": base + offset, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}}]}),
+                None,
+            ));
+        }
+        *next_index += group.len();
+        group.clear();
+        return;
+    }
     for (offset, (id, name, _)) in group.iter().enumerate() {
         frames.push(chunks.chunk(
             json!({"tool_calls": [{"index": base + offset, "id": id, "type": "function",
@@ -119,8 +140,15 @@ fn flush_calls(
             None,
         ));
     }
+    let texts: Vec<String> = group
+        .iter()
+        .map(|(_, _, arguments)| match arguments {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect();
     for half in 0..2 {
-        for (offset, (_, _, arguments)) in group.iter().enumerate() {
+        for (offset, arguments) in texts.iter().enumerate() {
             let (first, second) = halves(arguments);
             let piece = if half == 0 { first } else { second };
             frames.push(chunks.chunk(
@@ -167,6 +195,7 @@ pub(super) fn catalogue(
     method: &Method,
     path: &str,
     models: &[SimModel],
+    variants: &Variants,
 ) -> Option<Prepared> {
     if method != Method::GET {
         return None;
@@ -175,7 +204,56 @@ pub(super) fn catalogue(
         (SimKind::Openai, "/v1/models") => {
             let data: Vec<Value> = models
                 .iter()
-                .map(|m| json!({"id": m.id, "object": "model", "created": 1686935002, "owned_by": "openai"}))
+                .map(|m| match variants.llamacpp_n_ctx {
+                    // llama.cpp: the trained window in `meta`, the running one only in /props.
+                    Some(_) => json!({"id": m.id, "object": "model", "created": 1735000000,
+                        "owned_by": "llamacpp", "meta": {"vocab_type": 2, "n_vocab": 151936,
+                            "n_ctx_train": m.context_window, "n_embd": 4096,
+                            "n_params": 8190735360u64, "size": 5027783488u64}}),
+                    None => json!({"id": m.id, "object": "model", "created": 1686935002,
+                        "owned_by": "openai"}),
+                })
+                .collect();
+            Some(json_reply(
+                200,
+                json!({"object": "list", "data": data}),
+                Vec::new(),
+            ))
+        }
+        (SimKind::Openai, "/props") => {
+            let n_ctx = variants.llamacpp_n_ctx?;
+            Some(json_reply(
+                200,
+                json!({"default_generation_settings": {"n_ctx": n_ctx, "params": {
+                    "n_predict": -1, "temperature": 0.8}},
+                    "total_slots": 1, "model_path": "/models/qwen3-8b-q4_k_m.gguf",
+                    "chat_template": "{{ messages }}", "build_info": "b6100-sim"}),
+                Vec::new(),
+            ))
+        }
+        (SimKind::Openai, "/api/v0/models") => {
+            let loaded = variants.lmstudio_loaded_ctx?;
+            let data: Vec<Value> = models
+                .iter()
+                .enumerate()
+                .map(|(n, m)| {
+                    let kind = if m.embedding {
+                        "embeddings"
+                    } else if m.vision {
+                        "vlm"
+                    } else {
+                        "llm"
+                    };
+                    let mut entry = json!({"id": m.id, "object": "model", "type": kind,
+                        "publisher": "lmstudio-community", "arch": "qwen3",
+                        "compatibility_type": "gguf", "quantization": "Q4_K_M",
+                        "state": if n == 0 { "loaded" } else { "not-loaded" },
+                        "max_context_length": m.context_window});
+                    if n == 0 {
+                        entry["loaded_context_length"] = loaded.into();
+                    }
+                    entry
+                })
                 .collect();
             Some(json_reply(
                 200,
