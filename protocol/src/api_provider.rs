@@ -158,6 +158,10 @@ pub struct ProviderTestResult {
     /// what to check.
     pub message: String,
     pub elapsed_ms: u64,
+    /// Whether the provider's default model is among the models it listed; absent when it has
+    /// no default model or did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model_listed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

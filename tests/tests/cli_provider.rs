@@ -124,3 +124,49 @@ fn a_provider_that_does_not_answer_makes_test_fail_with_advice() {
     assert_exit(&out, 1);
     assert!(!stdout(&out).trim().is_empty());
 }
+
+/// `totem provider test` checks the default model is one the provider has, and says which to
+/// pick when it is not; model names are never empty (Gemini lists them as `models/…`).
+#[tokio::test(flavor = "multi_thread")]
+async fn provider_test_checks_the_default_model() {
+    let sim = Sim::start(SimKind::Gemini).await;
+    let cli = Cli::new();
+    let url = sim.url();
+    let add = |name: &str, default: Option<&str>| {
+        let mut args = vec!["provider", "add", name, "--kind", "gemini", "--url", &url];
+        if let Some(default) = default {
+            args.extend(["--default-model", default]);
+        }
+        let out = cli.run_with_input(&[&args[..], &["--key-stdin"]].concat(), "k\n");
+        assert_exit(&out, 0);
+    };
+    add("good", Some("gemini-2.5-flash"));
+    let out = cli.run(["provider", "test", "good"]);
+    assert_exit(&out, 0);
+    let said = stdout(&out);
+    assert!(
+        said.contains("its default model gemini-2.5-flash is there"),
+        "{said}"
+    );
+
+    add("stale", Some("gemini-1.0-pro"));
+    let out = cli.run(["provider", "test", "stale"]);
+    assert_exit(&out, 1);
+    let said = stdout(&out);
+    assert!(
+        said.contains("its default model gemini-1.0-pro is not among them")
+            && said.contains("(e.g. stale/gemini-2.5-flash)"),
+        "{said}"
+    );
+
+    add("none", None);
+    let out = cli.run(["provider", "test", "none"]);
+    assert_exit(&out, 0);
+    let said = stdout(&out);
+    assert!(
+        said.contains(
+            "no default model is set; name one as none/MODEL, e.g. none/gemini-2.5-flash"
+        ),
+        "{said}"
+    );
+}

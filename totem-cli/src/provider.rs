@@ -99,11 +99,13 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
                 "{} ({}): {} [{} ms]",
                 result.name, result.url, result.message, result.elapsed_ms
             );
-            Ok(if result.reachable {
-                Exit::Success
-            } else {
-                Exit::Failed
-            })
+            Ok(
+                if result.reachable && result.default_model_listed != Some(false) {
+                    Exit::Success
+                } else {
+                    Exit::Failed
+                },
+            )
         }
     }
 }

@@ -69,6 +69,10 @@ impl Settings {
         let provider = totem_provider::build(config)?;
         let models = provider.list_models().await?;
         self.models.put(&entry.name, generation, models.clone());
+        // The provider runs use keeps the list too, so a run does not ask for it again.
+        if let Ok(runs) = self.provider(&entry.name) {
+            runs.remember_models(&models);
+        }
         Ok(models)
     }
 
@@ -154,6 +158,10 @@ impl Settings {
         let started = Instant::now();
         let result = self.fetch_models(&entry, generation).await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
+        let default_model_listed = match (&result, entry.default_model.as_deref()) {
+            (Ok(models), Some(default)) => Some(models.iter().any(|m| m.id == default)),
+            _ => None,
+        };
         let (reachable, models, message) = match result {
             Ok(models) if models.is_empty() => (
                 true,
@@ -167,10 +175,11 @@ impl Settings {
                 true,
                 models.len() as u32,
                 format!(
-                    "{name} answered at {} and lists {} model{}",
+                    "{name} answered at {} and lists {} model{}; {}",
                     entry.url,
                     models.len(),
-                    if models.len() == 1 { "" } else { "s" }
+                    if models.len() == 1 { "" } else { "s" },
+                    default_model_check(name, entry.default_model.as_deref(), &models)
                 ),
             ),
             Err(ConfigError::Provider(e)) => (false, 0, test_failure(&e)),
@@ -183,7 +192,30 @@ impl Settings {
             models,
             message,
             elapsed_ms,
+            default_model_listed,
         })
+    }
+}
+
+/// Whether the provider's default model is among its models, in words, naming one to pick when
+/// it is not.
+fn default_model_check(provider: &str, default: Option<&str>, models: &[ModelInfo]) -> String {
+    let suggestion = models
+        .iter()
+        .find(|m| m.capabilities.tools)
+        .or(models.first())
+        .map(|m| m.id.as_str())
+        .unwrap_or_default();
+    match default {
+        Some(model) if models.iter().any(|m| m.id == model) => {
+            format!("its default model {model} is there")
+        }
+        Some(model) => format!(
+            "but its default model {model} is not among them: pick one of `totem models --provider {provider}` (e.g. {provider}/{suggestion}) and add the provider again with `--replace --default-model`"
+        ),
+        None => format!(
+            "no default model is set; name one as {provider}/MODEL, e.g. {provider}/{suggestion}"
+        ),
     }
 }
 
