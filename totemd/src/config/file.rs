@@ -73,7 +73,7 @@ pub struct SettingsFile {
     pub log_level: Option<String>,
     /// Interactive terminals: `{"idleTimeoutSecs": 3600, "scrollbackLines": 1000}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminals: Option<Value>,
+    pub terminals: Option<crate::terminal::TerminalSettings>,
 }
 
 impl Default for SettingsFile {

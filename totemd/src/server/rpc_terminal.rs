@@ -112,7 +112,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
 
 /// The `terminals` section of the settings as they are now.
 pub fn terminal_settings(d: &Daemon) -> TerminalSettings {
-    TerminalSettings::from_value(d.settings.current().terminals.as_ref())
+    TerminalSettings::within_limits(d.settings.current().terminals.as_ref())
 }
 
 async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, d: Arc<Daemon>) {

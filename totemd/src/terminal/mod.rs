@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use term::{OpenedBy, Status, TermError, Terminal};
 
@@ -33,7 +33,7 @@ const MAX_TOTAL: usize = 64;
 const KEEP_ENDED: usize = 8;
 
 /// `terminals` in settings.json.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TerminalSettings {
     /// A terminal without output, input or watchers for this long is closed (default 3600 s).
@@ -62,23 +62,12 @@ impl Default for TerminalSettings {
 }
 
 impl TerminalSettings {
-    /// Reads the section from the settings' raw value; a bad section falls back to the defaults
-    /// (with a warning in the log).
-    pub fn from_value(value: Option<&serde_json::Value>) -> Self {
-        let Some(value) = value else {
-            return Self::default();
-        };
-        match serde_json::from_value::<TerminalSettings>(value.clone()) {
-            Ok(mut s) => {
-                s.scrollback_lines = s.scrollback_lines.min(100_000);
-                s.idle_timeout_secs = s.idle_timeout_secs.max(1);
-                s
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the `terminals` settings are invalid; using the defaults");
-                Self::default()
-            }
-        }
+    /// The section as configured (the defaults when absent), within its limits.
+    pub fn within_limits(configured: Option<&TerminalSettings>) -> Self {
+        let mut s = configured.copied().unwrap_or_default();
+        s.scrollback_lines = s.scrollback_lines.min(100_000);
+        s.idle_timeout_secs = s.idle_timeout_secs.max(1);
+        s
     }
 }
 
