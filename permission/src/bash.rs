@@ -147,6 +147,41 @@ impl SubCommand {
         self.words.first().is_some_and(|w| w.dynamic)
     }
 
+    /// The program is a shell that reads its script from standard input (`… | bash`, `sh -s`,
+    /// `bash <<EOF`): the code it runs is not among its words.
+    pub fn reads_script_from_stdin(&self) -> bool {
+        let Some(program) = self.words.first() else {
+            return false;
+        };
+        let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+        if !SHELLS.contains(&name) || name == "su" {
+            return false;
+        }
+        let args = &self.words[1..];
+        let has_c = args.iter().any(|w| {
+            let t = w.text.as_str();
+            (t.starts_with('-') && !t.starts_with("--") && t.contains('c')) || t == "--command"
+        });
+        let script_file = args.iter().any(|w| !w.text.starts_with('-'));
+        let dash_s = args.iter().any(|w| {
+            let t = w.text.as_str();
+            t == "-" || (t.starts_with('-') && !t.starts_with("--") && t.contains('s'))
+        });
+        !has_c && (!script_file || dash_s)
+    }
+
+    /// The text with the program named by its file name (`/bin/rm x` → `rm x`), for deny rules.
+    pub fn text_with_program_name(&self) -> Option<String> {
+        let program = self.words.first()?;
+        let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+        if name == program.text || name.is_empty() || program.dynamic {
+            return None;
+        }
+        let mut words = self.words.clone();
+        words[0].text = name.to_string();
+        Some(join(self.assignments.iter().chain(&words)))
+    }
+
     fn from_words(words: Vec<Word>) -> Self {
         let split = words
             .iter()

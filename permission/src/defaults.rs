@@ -14,6 +14,10 @@
 //! (`system()`), `file` (`-C` writes), `env`/`printenv` (print API keys), and anything that builds
 //! or tests (`cargo`, `npm`, `make` run project code).
 //!
+//! Without a kernel sandbox (see [`default_rules_without_sandbox`]) the list shrinks to commands
+//! that open no file: `pwd`, `echo`, `which`, `type`, `whoami`, `uname`, `basename`, `dirname`,
+//! `true`, `false` and the `git` commands above.
+//!
 //! The options that make a listed command write or run something ask again, by more specific
 //! patterns: `find … -delete`/`-exec`/`-execdir`/`-ok`/`-fprint`/`-fls`, `rg --pre`, `git …
 //! --output`, `tree -o`. The engine adds two checks to these built-in allows (they do not apply to
@@ -81,15 +85,50 @@ const WRITING_OPTIONS: &[&str] = &[
     "tree *-o*",
 ];
 
+/// The commands still allowed without asking where no kernel sandbox (Landlock) confines them:
+/// those that open no file a symlink, a glob or a hard link could redirect. `git` reads only
+/// the repository and does not follow links; the daemon runs it with hooks, fsmonitor, external
+/// diff, textconv and filters switched off.
+const READ_NOTHING_COMMANDS: &[&str] = &[
+    "pwd *",
+    "echo *",
+    "which *",
+    "type *",
+    "whoami *",
+    "uname *",
+    "basename *",
+    "dirname *",
+    "true *",
+    "false *",
+    "git status *",
+    "git log *",
+    "git diff *",
+    "git show *",
+    "git blame *",
+    "git ls-files *",
+    "git rev-parse *",
+    "git branch --show-current",
+];
+
 /// The built-in rules (the lowest layer). Shown by `totem permissions` and in the docs.
 pub fn default_rules() -> Rules {
+    with_commands(READ_ONLY_COMMANDS)
+}
+
+/// The built-in rules where commands cannot be sandboxed (old kernels, macOS): only commands
+/// that read no files run without asking.
+pub fn default_rules_without_sandbox() -> Rules {
+    with_commands(READ_NOTHING_COMMANDS)
+}
+
+fn with_commands(allowed: &[&str]) -> Rules {
     let mut rules = Rules::new();
     rules.insert("read", "*", Decision::Allow);
     rules.insert("edit", "*", Decision::Ask);
     rules.insert("mcp", "*", Decision::Ask);
     rules.insert("bash", "*", Decision::Ask);
     rules.insert("*", "*", Decision::Ask);
-    for pattern in READ_ONLY_COMMANDS {
+    for pattern in allowed {
         rules.insert("bash", *pattern, Decision::Allow);
     }
     for pattern in WRITING_OPTIONS {

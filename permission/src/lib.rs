@@ -10,16 +10,17 @@
 //!
 //! # Rules in settings
 //!
-//! Rules are a map from a *rule key* to a map from *pattern* to `"allow"`, `"ask"` or `"deny"`:
+//! Rules go under `permission.rules` in settings.json: a map from a *rule key* to a map from
+//! *pattern* to `"allow"`, `"ask"` or `"deny"`:
 //!
 //! ```json
-//! {
+//! { "permission": { "rules": {
 //!   "bash": { "git status *": "allow", "npm test *": "allow", "git push *": "ask", "rm *": "deny" },
 //!   "edit": { "src/**": "allow", "*.lock": "deny" },
 //!   "read": { "private/": "deny" },
 //!   "mcp":  { "github/*": "allow" },
 //!   "webfetch": { "*": "ask" }
-//! }
+//! } } }
 //! ```
 //!
 //! Keys: `read` covers every tool that reads (read, list, glob, grep), `edit` every tool that
@@ -39,11 +40,17 @@
 //!
 //! # Layers
 //!
-//! Built-in defaults < user settings < agent lists < project rules. The highest layer with a
-//! matching rule decides ([`Policy::add_layer`]); rules read from a file inside the repository
+//! Built-in defaults < user settings < agent lists < project rules < rules granted for one run
+//! (`totem run --allow`). A deny from any layer wins over an allow from any layer; otherwise the
+//! highest layer with a matching rule decides ([`Policy::add_layer`]), so an allow granted higher
+//! up answers questions but never lifts a deny. Rules read from a file inside the repository
 //! should be added with [`Policy::add_tightening_layer`], which can only make decisions stricter.
 //! Remembered "always" answers ([`PermissionState`], for the session or the project) come last and
 //! only turn a question into an allow: they never lift a deny.
+//!
+//! Commands that come from a file in the project (AGENTS.md's `check:`/`format:` lines) are
+//! decided with [`Policy::evaluate_from_project`]: the same rules, but a built-in allow does not
+//! cover them and "always" remembers their exact text.
 //!
 //! # Command lines
 //!
@@ -52,8 +59,9 @@
 //! sub-command must be allowed for the line to be allowed; deny wins over ask over allow. An
 //! output redirection to a file is a write of that file under the `edit` rules. A line that cannot
 //! be read with confidence, code that cannot be seen (`eval "$x"`), and a program name that is an
-//! expansion always ask. A rule `rm *` → deny also catches `FOO=1 rm x`; an allow must name the
-//! assignment (`FOO=1 ls` is not `ls`).
+//! expansion always ask. A rule `rm *` → deny also catches `FOO=1 rm x` and `/bin/rm x`, and
+//! commands in the literal text of a line whose shell reads its script from a pipe
+//! (`echo 'rm x' | bash`); an allow must name the assignment (`FOO=1 ls` is not `ls`).
 //!
 //! # Defaults
 //!
@@ -75,6 +83,7 @@
 
 pub mod bash;
 pub mod defaults;
+pub mod env;
 mod pattern;
 mod policy;
 mod question;
@@ -82,6 +91,7 @@ mod rules;
 pub mod secret;
 mod state;
 
+pub use env::EnvSettings;
 pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict};
 pub use question::Question;
 pub use rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
@@ -98,4 +108,7 @@ pub struct PermissionSettings {
     pub rules: Rules,
     #[serde(default, skip_serializing_if = "SecretSettings::is_empty")]
     pub secrets: SecretSettings,
+    /// Which environment variables commands inherit (see [`env`]).
+    #[serde(default)]
+    pub environment: env::EnvSettings,
 }

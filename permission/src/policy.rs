@@ -29,6 +29,12 @@ pub enum Reason {
     /// A built-in allow does not cover this use: it reaches outside the project or depends on an
     /// expansion.
     ReachesOutside { word: String },
+    /// The file has more than one hard link: it may be a secret or a file outside the project
+    /// under another name. Only an answer for exactly this file settles it.
+    HardLinked { links: u64 },
+    /// The command comes from a file in the project (AGENTS.md), not from the user: a built-in
+    /// allow does not cover it, and only an answer for exactly this text settles it.
+    FromProject { origin: String },
 }
 
 impl fmt::Display for Reason {
@@ -43,6 +49,13 @@ impl fmt::Display for Reason {
                 f,
                 "`{word}` reaches outside the project or depends on an expansion"
             ),
+            Reason::HardLinked { links } => write!(
+                f,
+                "the file has {links} hard links, so it may be a secret or a file outside the project under another name"
+            ),
+            Reason::FromProject { origin } => {
+                write!(f, "the command comes from the project's {origin}")
+            }
         }
     }
 }
@@ -124,6 +137,7 @@ struct Layer {
 pub struct Policy {
     layers: Vec<Layer>,
     secrets: SecretPatterns,
+    environment: crate::env::EnvSettings,
 }
 
 impl Default for Policy {
@@ -145,7 +159,53 @@ impl Policy {
                 })
                 .collect(),
             secrets: SecretPatterns::default(),
+            environment: crate::env::EnvSettings::default(),
         }
+    }
+
+    /// The built-in rules for a machine without a kernel sandbox: commands that read files ask
+    /// (see [`crate::defaults::default_rules_without_sandbox`]).
+    pub fn without_sandbox() -> Self {
+        let mut policy = Self::new();
+        policy
+            .layers
+            .retain(|l| l.rules.source() != Source::Default);
+        if let Ok(rules) = RuleSet::compile(
+            Source::Default,
+            crate::defaults::default_rules_without_sandbox(),
+        ) {
+            policy.layers.insert(
+                0,
+                Layer {
+                    rules,
+                    tighten_only: false,
+                },
+            );
+        }
+        policy
+    }
+
+    /// Keeps the configured rules and swaps the built-in ones for those of a machine without a
+    /// kernel sandbox.
+    pub fn shrink_defaults(&mut self) {
+        let shrunk = Self::without_sandbox();
+        self.layers.retain(|l| l.rules.source() != Source::Default);
+        let defaults = shrunk
+            .layers
+            .into_iter()
+            .filter(|l| l.rules.source() == Source::Default);
+        let mut layers: Vec<Layer> = defaults.collect();
+        layers.append(&mut self.layers);
+        self.layers = layers;
+    }
+
+    /// Which environment variables commands inherit.
+    pub fn set_environment(&mut self, environment: crate::env::EnvSettings) {
+        self.environment = environment;
+    }
+
+    pub fn environment(&self) -> &crate::env::EnvSettings {
+        &self.environment
     }
 
     /// Adds the rules of one source. Layers are ordered by [`Source`] whatever the call order;
@@ -224,20 +284,94 @@ impl Policy {
         Verdict { decision, parts }
     }
 
-    /// The decision of the configured layers: the highest layer with a matching rule decides,
-    /// except that a tightening layer only counts where it is stricter.
+    /// [`Policy::evaluate`] for a file access whose file has `links` names (hard links). A file
+    /// with more than one may be a secret, or a file outside the project, under another name: an
+    /// allow turns into a question that only an answer for exactly this file settles.
+    pub fn evaluate_file(&self, access: &Access, links: u64, state: &PermissionState) -> Verdict {
+        let mut verdict = self.evaluate(access, state);
+        if links <= 1 || !access.kind.is_path() {
+            return verdict;
+        }
+        for part in &mut verdict.parts {
+            if part.kind.is_path() && part.decision == Decision::Allow {
+                part.decision = Decision::Ask;
+                part.reason = Reason::HardLinked { links };
+                part.always = Some(AlwaysRule {
+                    key: part.kind.rule_key().into(),
+                    pattern: exact_path_pattern(&part.subject),
+                });
+                *part = self.settle(&access.tool, part.clone(), state);
+            }
+        }
+        verdict.decision = verdict
+            .parts
+            .iter()
+            .map(|p| p.decision)
+            .max()
+            .unwrap_or(Decision::Allow);
+        verdict
+    }
+
+    /// Decides a command line that comes from a file inside the project (`origin`, such as
+    /// `AGENTS.md`) rather than from the user or the model's own call. It goes through the same
+    /// rules, with two differences: a built-in allow does not cover it (it asks the first time),
+    /// and "always" remembers each command's exact text, so a changed command asks again.
+    pub fn evaluate_from_project(
+        &self,
+        access: &Access,
+        origin: &str,
+        state: &PermissionState,
+    ) -> Verdict {
+        let mut verdict = self.evaluate(access, state);
+        for part in &mut verdict.parts {
+            let built_in =
+                matches!(&part.reason, Reason::Rule { rule } if rule.source == Source::Default);
+            if part.decision == Decision::Allow && built_in {
+                part.decision = Decision::Ask;
+                part.reason = Reason::FromProject {
+                    origin: origin.to_string(),
+                };
+            }
+            if part.decision == Decision::Ask {
+                let key = part.kind.rule_key().to_string();
+                let pattern = if part.kind.is_path() {
+                    exact_path_pattern(&part.subject)
+                } else {
+                    exact_command_pattern(&part.subject)
+                };
+                part.always = Some(AlwaysRule { key, pattern });
+                *part = self.settle(&access.tool, part.clone(), state);
+            }
+        }
+        verdict.decision = verdict
+            .parts
+            .iter()
+            .map(|p| p.decision)
+            .max()
+            .unwrap_or(Decision::Allow);
+        verdict
+    }
+
+    /// The decision of the configured layers: a deny from any layer wins; otherwise the highest
+    /// layer with a matching rule decides, except that a tightening layer only counts where it is
+    /// stricter. So an allow granted higher up (an agent's list, `--allow`) answers questions but
+    /// never lifts a deny.
     fn configured(&self, kind: AccessKind, tool: &str, subject: &str) -> (Decision, MatchedRule) {
         let mut current: Option<MatchedRule> = None;
+        let mut denied: Option<MatchedRule> = None;
         for layer in &self.layers {
             let Some(m) = layer.rules.decide(kind, tool, subject) else {
                 continue;
             };
+            if m.decision == Decision::Deny && denied.is_none() {
+                denied = Some(m.clone());
+            }
             let stricter = current.as_ref().is_none_or(|c| m.decision > c.decision);
             if !layer.tighten_only || stricter {
                 current = Some(m);
             }
         }
-        let rule = current.unwrap_or(MatchedRule {
+        let rule = denied.or(current).unwrap_or(MatchedRule {
             source: Source::Default,
             key: "*".into(),
             pattern: "*".into(),
@@ -318,6 +452,14 @@ impl Policy {
                 return;
             }
         };
+        if commands
+            .iter()
+            .any(|c| c.opaque || c.reads_script_from_stdin())
+        {
+            // Code a shell reads from a pipe or a here-document (`echo 'rm x' | bash`) is not
+            // among the commands; a deny still catches it in any literal text of the line.
+            parts.extend(self.hidden_denies(tool, line, &commands));
+        }
         for cmd in &commands {
             if !cmd.words.is_empty() || !cmd.assignments.is_empty() {
                 parts.push(self.command_part(tool, cmd, state));
@@ -350,12 +492,28 @@ impl Policy {
         let text = cmd.text();
         let (mut decision, rule) = self.configured(kind, tool, &text);
         let mut reason = Reason::Rule { rule };
+        // `FOO=1 rm x` and `/bin/rm x` must not escape a deny on `rm *`; an allow must name the
+        // assignment and the path.
+        let mut variants = Vec::new();
         if !cmd.assignments.is_empty() && !cmd.words.is_empty() {
-            // `FOO=1 rm x` must not escape a deny on `rm *`; an allow must name the assignment.
-            let (bare, bare_rule) = self.configured(kind, tool, &cmd.command_text());
-            if bare == Decision::Deny {
-                decision = bare;
-                reason = Reason::Rule { rule: bare_rule };
+            variants.push(cmd.command_text());
+        }
+        if let Some(named) = cmd.text_with_program_name() {
+            let bare = SubCommand {
+                assignments: Vec::new(),
+                ..cmd.clone()
+            };
+            variants.extend(bare.text_with_program_name());
+            variants.push(named);
+        }
+        if decision != Decision::Deny {
+            for variant in variants {
+                let (bare, bare_rule) = self.configured(kind, tool, &variant);
+                if bare == Decision::Deny {
+                    decision = bare;
+                    reason = Reason::Rule { rule: bare_rule };
+                    break;
+                }
             }
         }
         let mut exact = false;
@@ -393,6 +551,40 @@ impl Policy {
             always: Some(always),
         };
         self.settle(tool, part, state)
+    }
+
+    /// Deny parts for commands hidden in the literal text of a line: every word, and every line
+    /// of the text, read as a command line of its own.
+    fn hidden_denies(&self, tool: &str, line: &str, commands: &[SubCommand]) -> Vec<Part> {
+        let texts = commands
+            .iter()
+            .flat_map(|c| c.words.iter().chain(&c.assignments))
+            .map(|w| w.text.as_str())
+            .chain(line.lines());
+        let mut parts = Vec::new();
+        for text in texts {
+            let Ok(inner) = split_commands(text) else {
+                continue;
+            };
+            for cmd in inner.iter().filter(|c| !c.words.is_empty()) {
+                let mut candidates = vec![cmd.text(), cmd.command_text()];
+                candidates.extend(cmd.text_with_program_name());
+                let denied = candidates
+                    .iter()
+                    .map(|t| self.configured(AccessKind::Execute, tool, t))
+                    .find(|(d, _)| *d == Decision::Deny);
+                if let Some((decision, rule)) = denied {
+                    parts.push(Part {
+                        kind: AccessKind::Execute,
+                        subject: cmd.text(),
+                        decision,
+                        reason: Reason::Rule { rule },
+                        always: None,
+                    });
+                }
+            }
+        }
+        parts
     }
 
     /// The secret pattern matched by a file the command names in an argument, an assignment or an

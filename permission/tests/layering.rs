@@ -85,9 +85,45 @@ fn higher_layer_overrides_lower_whatever_the_call_order() {
     let mut p = Policy::new();
     p.add_layer(Source::Project, rules(&[("edit", "docs/**", Allow)]))
         .unwrap();
-    p.add_layer(Source::User, rules(&[("edit", "docs/**", Deny)]))
+    p.add_layer(Source::User, rules(&[("edit", "docs/**", Ask)]))
         .unwrap();
     assert_eq!(eval(&p, Access::write("edit", "docs/a.md")), Allow);
+}
+
+#[test]
+fn a_deny_from_any_layer_beats_an_allow_from_any_layer() {
+    let mut p = Policy::new();
+    p.add_layer(Source::User, rules(&[("bash", "rm *", Deny)]))
+        .unwrap();
+    // `totem run --allow bash` answers questions; it does not lift the user's deny.
+    p.add_layer(
+        Source::Run,
+        Rules::from_lists(&["bash".into()], &[]).unwrap(),
+    )
+    .unwrap();
+    p.add_layer(Source::Project, rules(&[("bash", "rm -rf build", Allow)]))
+        .unwrap();
+    for line in [
+        "rm x",
+        "rm -rf build",
+        "/bin/rm x",
+        "/usr/bin/rm -f x",
+        "FOO=1 /bin/rm x",
+        "command rm x",
+        "echo 'rm x' | bash",
+        "printf 'rm -f x\\n' | sh",
+        "bash <<EOF\nrm x\nEOF",
+        "cat list | xargs rm",
+        "ls; rm x",
+    ] {
+        assert_eq!(eval(&p, Access::execute("bash", line)), Deny, "{line}");
+    }
+    // What the deny does not name, the run's allow answers.
+    assert_eq!(eval(&p, Access::execute("bash", "touch x")), Allow);
+    assert_eq!(
+        eval(&p, Access::execute("bash", "echo hello | bash")),
+        Allow
+    );
 }
 
 #[test]
@@ -121,14 +157,17 @@ fn malformed_agent_list_entry_is_an_error() {
 }
 
 #[test]
-fn project_rules_override_agent_rules() {
+fn project_rules_override_agent_rules_but_not_their_denies() {
     let mut p = Policy::new();
-    p.add_layer(Source::Agent, rules(&[("edit", "*", Deny)]))
-        .unwrap();
-    p.add_layer(Source::Project, rules(&[("edit", "notes/*", Allow)]))
+    p.add_layer(
+        Source::Agent,
+        rules(&[("edit", "*", Ask), ("edit", "vendor/**", Deny)]),
+    )
+    .unwrap();
+    p.add_layer(Source::Project, rules(&[("edit", "*", Allow)]))
         .unwrap();
     assert_eq!(eval(&p, Access::write("edit", "notes/a.md")), Allow);
-    assert_eq!(eval(&p, Access::write("edit", "src/a.rs")), Deny);
+    assert_eq!(eval(&p, Access::write("edit", "vendor/a.js")), Deny);
 }
 
 #[test]

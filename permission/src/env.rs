@@ -1,0 +1,147 @@
+//! Which environment variables commands inherit from the daemon.
+//!
+//! Commands run with the user's environment minus the names that look like secrets: by default
+//! every name containing `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL` or
+//! `AUTH` (case does not matter), as Codex's shell environment policy does. In settings:
+//!
+//! ```json
+//! { "permission": { "environment": {
+//!     "exclude": ["AWS_*", "*_DSN"],
+//!     "keep": ["SSH_AUTH_SOCK"],
+//!     "set": {"CI": "1"},
+//!     "ignoreDefaultExcludes": false
+//! } } }
+//! ```
+//!
+//! Patterns use `*` for any text and match whole names, without regard to case.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+
+use serde::{Deserialize, Serialize};
+
+/// Names removed unless the settings say otherwise.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "*KEY*",
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*AUTH*",
+];
+
+/// `permission.environment` in settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvSettings {
+    /// More name patterns to remove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Names (or patterns) kept even though an exclude matches them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep: Vec<String>,
+    /// Variables set for every command.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    /// Drop the built-in excludes (only `exclude` applies).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_default_excludes: bool,
+}
+
+impl EnvSettings {
+    /// Whether a variable named `name` is removed.
+    pub fn excludes(&self, name: &str) -> bool {
+        let defaults = DEFAULT_EXCLUDES
+            .iter()
+            .copied()
+            .filter(|_| !self.ignore_default_excludes);
+        let excluded = defaults
+            .chain(self.exclude.iter().map(String::as_str))
+            .any(|p| name_matches(p, name));
+        excluded && !self.keep.iter().any(|p| name_matches(p, name))
+    }
+
+    /// The names among `vars` (the daemon's environment) that commands do not get.
+    pub fn removed<'a>(&self, vars: impl IntoIterator<Item = &'a OsStr>) -> Vec<OsString> {
+        vars.into_iter()
+            .filter(|name| self.excludes(&name.to_string_lossy()))
+            .map(OsStr::to_os_string)
+            .collect()
+    }
+}
+
+/// `*` matches any text; everything else is compared without regard to ASCII case.
+fn name_matches(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.to_ascii_uppercase();
+    let name = name.to_ascii_uppercase();
+    let mut pieces = pattern.split('*');
+    let first = pieces.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let pieces: Vec<&str> = pieces.collect();
+    let Some((last, middle)) = pieces.split_last() else {
+        // No `*`: the whole name.
+        return rest.is_empty();
+    };
+    for piece in middle {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names_are_removed_and_others_kept() {
+        let env = EnvSettings::default();
+        for name in [
+            "OPENAI_API_KEY",
+            "api_key",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "PGPASSWORD",
+            "TOTEM_MASTER_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "NPM_AUTH",
+        ] {
+            assert!(env.excludes(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LANG", "TERM", "KEYBOARD_LAYOUT_X"] {
+            assert_eq!(env.excludes(name), name.contains("KEY"), "{name}");
+        }
+    }
+
+    #[test]
+    fn settings_add_keep_and_replace_the_defaults() {
+        let env: EnvSettings = serde_json::from_str(
+            r#"{"exclude": ["*_DSN"], "keep": ["SSH_AUTH_SOCK"], "set": {"CI": "1"}}"#,
+        )
+        .unwrap_or_default();
+        assert!(env.excludes("SENTRY_DSN"));
+        assert!(!env.excludes("SSH_AUTH_SOCK"));
+        assert!(env.excludes("MY_TOKEN"));
+        let only: EnvSettings =
+            serde_json::from_str(r#"{"ignoreDefaultExcludes": true, "exclude": ["X"]}"#)
+                .unwrap_or_default();
+        assert!(!only.excludes("MY_TOKEN"));
+        assert!(only.excludes("x"));
+        assert!(!only.excludes("XY"));
+        assert!(serde_json::from_str::<EnvSettings>(r#"{"exclud": []}"#).is_err());
+    }
+
+    #[test]
+    fn patterns_match_whole_names() {
+        assert!(name_matches("A*B", "AXXB"));
+        assert!(!name_matches("A*B", "AXXBC"));
+        assert!(name_matches("*", ""));
+        assert!(name_matches("AB*", "AB"));
+        assert!(!name_matches("*AB*AB", "AB"));
+    }
+}
