@@ -94,6 +94,10 @@ impl Transport {
             };
             (None, text)
         });
+        // A server may echo the key it was sent; it never reaches a message.
+        let keys: Vec<&str> = self.config.api_key.iter().map(String::as_str).collect();
+        let message = crate::redact::redact(&message, &keys).into_owned();
+        let code = code.map(|c| crate::redact::redact(&c, &keys).into_owned());
         Err(from_status(
             self.name(),
             model,

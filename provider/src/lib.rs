@@ -16,6 +16,7 @@ mod http;
 mod model;
 mod ollama;
 mod openai;
+pub mod redact;
 mod request;
 mod wire;
 
