@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::boundary::{Boundary, BoundaryError, Resolved};
 use crate::job::JobManager;
+use crate::process::ShellSpec;
 
 /// Stores large outputs (full command output, images) so the model's text can stay short.
 pub trait BlobSink: Send + Sync {
@@ -101,6 +102,8 @@ pub struct ToolContext {
     pub events: Arc<dyn EventSink>,
     /// Files `grep` must not open (relative path → true to skip).
     pub secret: Option<SecretFilter>,
+    /// How `bash` and `job` start their commands (sandbox launcher, environment).
+    pub shell: Arc<ShellSpec>,
 }
 
 impl ToolContext {
@@ -114,6 +117,7 @@ impl ToolContext {
             jobs: JobManager::new(),
             events: Arc::new(MemoryEvents::default()),
             secret: None,
+            shell: Arc::new(ShellSpec::default()),
         })
     }
 
@@ -144,6 +148,12 @@ impl ToolContext {
     /// Names the files `grep` must not open.
     pub fn with_secret_filter(mut self, secret: SecretFilter) -> Self {
         self.secret = Some(secret);
+        self
+    }
+
+    /// Starts `bash` and `job` commands as `shell` says.
+    pub fn with_shell(mut self, shell: ShellSpec) -> Self {
+        self.shell = Arc::new(shell);
         self
     }
 

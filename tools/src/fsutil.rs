@@ -3,33 +3,58 @@
 
 use std::borrow::Cow;
 use std::io::Write as _;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::boundary::Boundary;
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader never sees half a file. Keeps the permissions of a file it replaces.
+/// Where half-written files go when a daemon set one (its `tmp/`, emptied at each start): a
+/// write killed half-way then leaves nothing in the project.
+static TEMP_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names the folder for half-written files (see [`write_atomic`]). Only the first call counts.
+pub fn set_temp_dir(dir: PathBuf) {
+    let _ = TEMP_DIR.set(dir);
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees half a
+/// file. Keeps the permissions of a file it replaces. The temporary file is made in the folder
+/// [`set_temp_dir`] named; where that is another file system, beside `path`.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir)?;
+    if let Some(temp_dir) = TEMP_DIR.get() {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = temp_dir.join(format!("write-{}-{n}.tmp", std::process::id()));
+        match write_then_rename(&tmp, path, bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !temp_dir.is_dir() => {}
+            done => return done,
+        }
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.totem-{}.tmp", std::process::id()));
+    write_then_rename(&tmp, path, bytes)
+}
+
+fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::File::create(tmp)?;
         file.write_all(bytes)?;
         file.sync_data()?;
         if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
+            std::fs::set_permissions(tmp, meta.permissions())?;
         }
-        std::fs::rename(&tmp, path)
+        std::fs::rename(tmp, path)
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(tmp);
     }
     result
 }

@@ -96,7 +96,12 @@ impl JobManager {
 
     /// Starts `command` in `cwd` in its own process group and returns the job id (`j1`, `j2`, …).
     /// Needs a tokio runtime.
-    pub fn start(&self, command: &str, cwd: &Path) -> Result<String, String> {
+    pub fn start(
+        &self,
+        command: &str,
+        cwd: &Path,
+        spec: &process::ShellSpec,
+    ) -> Result<String, String> {
         let running = self
             .list()
             .iter()
@@ -107,7 +112,7 @@ impl JobManager {
                 "{running} jobs are already running; kill one first (job action=kill)"
             ));
         }
-        let mut child = process::shell_command(command, cwd)
+        let mut child = process::shell_command(command, cwd, spec)
             .spawn()
             .map_err(|e| format!("cannot start job: {e}"))?;
         let pid = child.id().ok_or("job ended before it started")?;

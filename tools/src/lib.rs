@@ -22,7 +22,9 @@ pub mod tool;
 
 pub use boundary::{Boundary, BoundaryError, Resolved};
 pub use context::{BlobSink, EventSink, MemoryBlobs, MemoryEvents, ToolContext, ToolEvent};
+pub use fsutil::set_temp_dir;
 pub use job::JobManager;
+pub use process::ShellSpec;
 pub use registry::{READ_ONLY, Registry};
 pub use tool::{
     Access, AccessKind, DynTool, FileChange, Plan, PreparedCall, Tool, ToolDefinition, ToolError,

@@ -1,21 +1,58 @@
 //! Starting shell commands in their own process group, collecting their output, and killing the
 //! whole group. Shared by `bash` and the job manager.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+/// How a shell command starts: through a launcher (the daemon's sandbox) or not, and which
+/// environment variables it does not inherit or gets set. The default starts `bash -c` directly
+/// with the daemon's whole environment.
+#[derive(Debug, Clone, Default)]
+pub struct ShellSpec {
+    /// A program that runs the shell for us (`totemd __sandbox … --`), with its arguments.
+    pub launcher: Option<(PathBuf, Vec<OsString>)>,
+    /// Variables removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
+    /// Variables set (after the removals).
+    pub env_set: Vec<(OsString, OsString)>,
+}
+
+impl ShellSpec {
+    /// Applies the environment part to any command (also ones that are not `bash -c`).
+    pub fn apply_env(&self, cmd: &mut tokio::process::Command) {
+        for name in &self.env_remove {
+            cmd.env_remove(name);
+        }
+        for (name, value) in &self.env_set {
+            cmd.env(name, value);
+        }
+    }
+}
+
 /// A command for `bash -c` (or `sh -c` where bash is missing), in `cwd`, as the leader of a new
 /// process group so that everything it starts can be killed together.
-pub(crate) fn shell_command(command: &str, cwd: &Path) -> tokio::process::Command {
+pub(crate) fn shell_command(
+    command: &str,
+    cwd: &Path,
+    spec: &ShellSpec,
+) -> tokio::process::Command {
     let shell = if Path::new("/bin/bash").exists() {
         "/bin/bash"
     } else {
         "/bin/sh"
     };
-    let mut cmd = tokio::process::Command::new(shell);
+    let mut cmd = match &spec.launcher {
+        Some((program, args)) => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args).arg(shell);
+            cmd
+        }
+        None => tokio::process::Command::new(shell),
+    };
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -30,6 +67,7 @@ pub(crate) fn shell_command(command: &str, cwd: &Path) -> tokio::process::Comman
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("NO_COLOR", "1")
         .kill_on_drop(true);
+    spec.apply_env(&mut cmd);
     cmd
 }
 

@@ -369,7 +369,9 @@ async fn job_start_asks_to_execute_and_needs_a_command() {
 async fn job_manager_shared_by_clones() {
     let jobs = JobManager::new();
     let dir = tempfile::tempdir().unwrap();
-    let id = jobs.start("echo hi", dir.path()).unwrap();
+    let id = jobs
+        .start("echo hi", dir.path(), &Default::default())
+        .unwrap();
     let other = jobs.clone();
     other
         .wait(&id, Duration::from_secs(5), &CancellationToken::new())

@@ -75,7 +75,7 @@ async fn run_command(command: &str, timeout: Duration, ctx: &ToolContext) -> Too
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error("cancelled before the command started");
     }
-    let mut child = match process::shell_command(command, ctx.root()).spawn() {
+    let mut child = match process::shell_command(command, ctx.root(), &ctx.shell).spawn() {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("cannot start the shell: {e}")),
     };

@@ -133,7 +133,17 @@ fn find_and_replace(
 ) -> Result<Option<Applied>, String> {
     let starts: Vec<usize> = text.match_indices(old).map(|(i, _)| i).collect();
     if !starts.is_empty() {
-        let lines: Vec<usize> = starts.iter().map(|i| line_of(text, *i)).collect();
+        // Line numbers counted once through the text, not from its start for each match.
+        let mut lines = Vec::with_capacity(starts.len());
+        let (mut at, mut line) = (0, 1);
+        for &start in &starts {
+            line += text.as_bytes()[at..start]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            at = start;
+            lines.push(line);
+        }
         if starts.len() > 1 && !replace_all {
             return Err(ambiguous(&lines));
         }
@@ -174,6 +184,15 @@ impl Strategy {
         }
     }
 
+    /// What a line must equal for a match to start there (equal keys are necessary, not
+    /// sufficient).
+    fn key(self, line: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            Strategy::Indentation | Strategy::Trimmed => std::borrow::Cow::Borrowed(line.trim()),
+            Strategy::Whitespace => std::borrow::Cow::Owned(squash(line)),
+        }
+    }
+
     fn same(self, file: &[&str], old: &[&str]) -> bool {
         match self {
             Strategy::Indentation => {
@@ -204,10 +223,13 @@ fn line_match(
         return Ok(None);
     }
     let k = old_lines.len();
+    // Only lines whose first line already agrees are compared in full: one pass over the file
+    // instead of one comparison of `k` lines per line.
+    let first = strategy.key(old_lines[0]);
     let mut starts = Vec::new();
     let mut i = 0;
     while i + k <= file.len() {
-        if strategy.same(&file[i..i + k], &old_lines) {
+        if strategy.key(file[i]) == first && strategy.same(&file[i..i + k], &old_lines) {
             starts.push(i);
             i += k;
         } else {
@@ -345,10 +367,6 @@ fn strip_line_numbers(text: &str) -> Option<String> {
     Some(out.join("\n"))
 }
 
-fn line_of(text: &str, byte: usize) -> usize {
-    text[..byte].matches('\n').count() + 1
-}
-
 fn ambiguous(lines: &[usize]) -> String {
     let shown: Vec<String> = lines.iter().take(10).map(usize::to_string).collect();
     format!(
@@ -385,8 +403,34 @@ fn not_found(text: &str, old: &str) -> String {
     message
 }
 
-/// Reads a file for editing: missing files are `None`.
+/// Largest file `edit` and `patch` change: past this, the model is told to use a command.
+pub const MAX_EDIT_BYTES: u64 = 10 << 20;
+
+/// [`read_text`] for `edit` and `patch`: only files up to [`MAX_EDIT_BYTES`] (a huge file
+/// would take minutes to search).
+pub(crate) fn read_for_edit(abs: &std::path::Path, rel: &str) -> Result<Option<String>, String> {
+    match std::fs::metadata(abs) {
+        Ok(meta) if meta.is_file() && meta.len() > MAX_EDIT_BYTES => Err(format!(
+            "{rel} is {:.1} MB; edit and patch change files up to {} MB. Use a command (sed, a script) for this file, or write it whole",
+            meta.len() as f64 / 1_048_576.0,
+            MAX_EDIT_BYTES >> 20
+        )),
+        _ => read_text(abs, rel),
+    }
+}
+
+/// Reads a file for changing it: missing files are `None`. Only regular files are read (a FIFO
+/// would block the call).
 pub(crate) fn read_text(abs: &std::path::Path, rel: &str) -> Result<Option<String>, String> {
+    match std::fs::metadata(abs) {
+        Ok(meta) if meta.is_dir() => return Err(format!("{rel} is a directory")),
+        Ok(meta) if !meta.is_file() => {
+            return Err(format!(
+                "{rel} is not a regular file (a FIFO, socket or device); it cannot be changed"
+            ));
+        }
+        _ => {}
+    }
     match std::fs::read(abs) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)

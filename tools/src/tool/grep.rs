@@ -6,6 +6,7 @@
 //! counts, up to `MAX_FILES`, so the model sees where else to look.
 
 use std::borrow::Cow;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -89,6 +90,11 @@ fn searchable<'e>(
             return None;
         }
         let real = std::fs::canonicalize(entry.path()).ok()?;
+        // A link to a secret file is as secret as the file.
+        let real_rel = ctx.boundary().relative(&real)?;
+        if ctx.is_secret(&real_rel) {
+            return None;
+        }
         Cow::Owned(real.is_file().then_some(real)?)
     } else if file_type.is_file() {
         Cow::Borrowed(entry.path())
@@ -166,11 +172,22 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
             let Some(file) = searchable(ctx, resolved, include.as_ref(), &entry) else {
                 return WalkState::Continue;
             };
+            // A file with more than one hard link may be a secret (or a file outside the
+            // project) under another name: it is not searched.
+            let Ok(handle) = std::fs::File::open(&file.real) else {
+                return WalkState::Continue;
+            };
+            if handle
+                .metadata()
+                .is_ok_and(|m| !m.is_file() || m.nlink() > 1)
+            {
+                return WalkState::Continue;
+            }
             let mut count = 0usize;
             lines.clear();
-            let result = searcher.search_path(
+            let result = searcher.search_file(
                 matcher,
-                &file.real,
+                &handle,
                 Lossy(|line_no, line| {
                     count += 1;
                     if lines.len() < MAX_LINES {

@@ -77,7 +77,7 @@ impl Tool for Job {
         match input.action {
             JobAction::Start => {
                 let command = input.command.as_deref().unwrap_or("").trim();
-                match jobs.start(command, ctx.root()) {
+                match jobs.start(command, ctx.root(), &ctx.shell) {
                     Ok(id) => ToolOutput::ok(format!(
                         "started job {id}; read it with action=output id={id}"
                     ))

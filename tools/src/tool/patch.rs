@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::context::ToolContext;
 use crate::fsutil;
-use crate::tool::edit::{Change, apply_edit, read_text};
+use crate::tool::edit::{Change, apply_edit, read_for_edit};
 use crate::tool::{Access, FileChange, Plan, Tool, ToolError, ToolMeta, ToolOutput};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -100,7 +100,7 @@ pub(crate) fn apply_all(changes: &[Change<'_>], ctx: &ToolContext) -> ToolOutput
             Err(e) => return ToolOutput::error(format!("{which}{e}")),
         };
         if !files.contains_key(&resolved.abs) {
-            let before = match read_text(&resolved.abs, &resolved.rel) {
+            let before = match read_for_edit(&resolved.abs, &resolved.rel) {
                 Ok(b) => b,
                 Err(e) => return ToolOutput::error(format!("{which}{e}")),
             };

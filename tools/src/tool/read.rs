@@ -1,6 +1,7 @@
 //! `read`: a file's lines, numbered, a window at a time.
 
 use std::io::{BufRead, BufReader, Read as _};
+use std::os::unix::fs::OpenOptionsExt;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -77,7 +78,17 @@ fn read(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
     if meta.is_dir() {
         return ToolOutput::error(format!("{rel} is a directory; use list to see its files"));
     }
-    let mut file = match std::fs::File::open(&resolved.abs) {
+    if !meta.is_file() {
+        return ToolOutput::error(format!(
+            "{rel} is not a regular file (a FIFO, socket or device); read only reads files"
+        ));
+    }
+    // Non-blocking open: a file swapped for a FIFO after the check above must not block.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(&resolved.abs);
+    let mut file = match opened {
         Ok(f) => f,
         Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
     };
