@@ -84,6 +84,20 @@ pub struct DaemonStatus {
     pub socket: String,
     pub store_path: String,
     pub counts: DaemonCounts,
+    /// How commands the rules allow without asking are confined: `landlock` (the kernel
+    /// sandbox) or `none` (then only commands that read no file run without asking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxStatus>,
+}
+
+/// The daemon's sandbox for commands run without asking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxStatus {
+    /// `landlock` or `none`.
+    pub mode: String,
+    /// One sentence: what is confined, or why nothing is.
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

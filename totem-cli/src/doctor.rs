@@ -358,6 +358,20 @@ async fn check_daemon(connection: &Connection) -> Vec<Check> {
                     ),
                 )
             });
+            match &status.sandbox {
+                Some(sandbox) if sandbox.mode == "landlock" => {
+                    checks.push(check(Status::Ok, "sandbox", sandbox.detail.clone()));
+                }
+                Some(sandbox) => checks.push(check(
+                    Status::Warn,
+                    "sandbox",
+                    format!(
+                        "{}. Landlock needs Linux 5.13 or later with `landlock` in the kernel's lsm= list",
+                        sandbox.detail
+                    ),
+                )),
+                None => {}
+            }
             let store = PathBuf::from(&status.store_path);
             checks.push(if store.is_dir() {
                 check(

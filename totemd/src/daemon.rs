@@ -43,15 +43,18 @@ pub struct Daemon {
     pub agents: crate::agent::Agents,
     /// The interactive terminals of every session.
     pub terminals: std::sync::Arc<crate::terminal::Terminals>,
+    /// Whether commands run without asking are confined by the kernel (probed at start).
+    pub sandbox: crate::sandbox::Mode,
     shutdown: watch::Sender<bool>,
 }
 
 impl Daemon {
     /// Opens the store under `home` and marks runs a previous daemon left running as interrupted.
     pub fn open(home: &Path, socket: &Path) -> anyhow::Result<Daemon> {
+        crate::util::create_private_dir(&home.join("store"))?;
         let store = Store::open(&home.join("store"))?;
         let blobs_dir = home.join("blobs");
-        std::fs::create_dir_all(&blobs_dir)?;
+        crate::util::create_private_dir(&blobs_dir)?;
         let blobs = totem_snapshot::DirBlobStore::new(blobs_dir);
         let (shutdown, _) = watch::channel(false);
         let daemon = Daemon {
@@ -66,10 +69,23 @@ impl Daemon {
             settings: crate::config::Settings::open(home),
             agents: crate::agent::Agents::default(),
             terminals: std::sync::Arc::new(crate::terminal::Terminals::new(home)),
+            sandbox: crate::sandbox::probe(),
             shutdown,
         };
+        // Temp folders of commands and writes a previous daemon left behind.
+        let tmp = daemon.tmp_dir();
+        let _ = std::fs::remove_dir_all(&tmp);
+        crate::util::create_private_dir(&tmp)?;
+        totem_tools::set_temp_dir(tmp);
+        tracing::info!(sandbox = %daemon.sandbox.describe(), "commands run without asking");
         daemon.mark_interrupted_runs()?;
         Ok(daemon)
+    }
+
+    /// `$TOTEM_HOME/tmp`: temp folders of confined commands and half-written files; emptied
+    /// when the daemon starts.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.home.join("tmp")
     }
 
     pub fn store(&self) -> &Store {

@@ -6,6 +6,8 @@ pub mod changes;
 pub mod config;
 pub mod daemon;
 pub mod mcp;
+pub mod redact;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod store;

@@ -29,6 +29,11 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
+    // The sandbox launcher (see `totemd::sandbox`): nothing else of the daemon runs in it.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|a| a == totemd::sandbox::SUBCOMMAND) {
+        return totemd::sandbox::launch(raw.collect());
+    }
     let args = Args::parse();
     match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -63,6 +68,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         println!("{} is valid", path.display());
         return Ok(());
     }
+    // The home holds transcripts, snapshots and keys: the user's only (0700 folders, 0600
+    // files), also when an older totemd created it open.
+    totemd::util::create_private_dir(&home.join("logs"))
+        .with_context(|| format!("cannot create {}", home.display()))?;
+    let _ = totemd::util::create_private_dir(&home);
     let _log_guard = init_logging(&home, args.log)?;
     let _lock = listener::lock_home(&home, &socket)?;
 
@@ -72,6 +82,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let daemon = Arc::new(Daemon::open(&home, &socket)?);
+        let fixed = totemd::util::make_private(&home);
+        if fixed > 0 {
+            tracing::info!(fixed, "made files under the home readable by the user only");
+        }
         let activated = inherited.is_some();
         let listening = match inherited {
             Some(inherited) => {
@@ -141,7 +155,7 @@ fn init_logging(
         .with_context(|| format!("bad log filter `{text}` (from {source})"))?;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer)
+        .with_writer(totemd::redact::MakeWriter(writer))
         .with_ansi(false)
         .init();
     tracing::info!(filter = %text, from = source, "logging");

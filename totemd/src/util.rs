@@ -29,3 +29,43 @@ pub fn tick_ms() -> u64 {
         }
     }
 }
+
+/// Creates `dir` (and its parents) readable by the user only (0700).
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Makes `path` and everything below it readable by the user only: folders 0700, files 0600.
+/// Symlinks are left alone (their own mode means nothing). Returns how many modes it changed.
+pub fn make_private(path: &std::path::Path) -> usize {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut changed = 0;
+    let wanted = if meta.is_dir() {
+        0o700
+    } else if meta.is_file() {
+        0o600
+    } else {
+        return 0;
+    };
+    if meta.permissions().mode() & 0o777 != wanted
+        && std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)).is_ok()
+    {
+        changed += 1;
+    }
+    if meta.is_dir()
+        && let Ok(entries) = std::fs::read_dir(path)
+    {
+        for entry in entries.flatten() {
+            changed += make_private(&entry.path());
+        }
+    }
+    changed
+}

@@ -11,15 +11,17 @@ use totem_permission::{Access, AccessKind, Decision, Verdict};
 use totem_protocol::PermissionQuestion;
 use totem_provider::ToolCall;
 
-use super::lock;
 use super::run::{Changes, Runner};
-use super::system::nested_instructions;
+use super::system::{nested_instructions, root_instructions};
+use super::{confine, lock};
 use crate::util::{new_id, now_ms};
 
 /// How long a formatter may run.
 const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a check command may run.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long an aborted tool may take to stop what it started before it is dropped.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
 /// Output of a check shown to the model (its tail).
 const CHECK_OUTPUT: usize = 3000;
 
@@ -67,9 +69,14 @@ impl Runner {
             return (self.repeats.message(), true);
         }
 
+        // A command only the built-in rules allowed runs confined (see `super::confine`).
+        let mut confined = false;
         for access in &prepared.plan.access {
-            if let Err(text) = self.permit(&convert(access), &call.id).await {
-                return (text, true);
+            match self.permit_access(&convert(access), &call.id).await {
+                Err(text) => return (text, true),
+                Ok(built_in) => {
+                    confined |= built_in && access.kind == totem_tools::AccessKind::Execute;
+                }
             }
         }
 
@@ -93,14 +100,45 @@ impl Runner {
             }
         }
 
-        let output = prepared.run(&self.ctx).await;
+        let mut temp = None;
+        let ctx = if confined {
+            let secrets = self.policy.secrets().settings();
+            match confine::confined_spec(&self.daemon, self.ctx.root(), secrets, &self.ctx.shell)
+                .await
+            {
+                Ok((spec, folder)) => {
+                    temp = Some(folder);
+                    self.ctx.clone().with_shell(spec)
+                }
+                Err(e) => return (e, true),
+            }
+        } else {
+            self.ctx.clone()
+        };
+        // Every tool ends when the run is aborted, also one stuck in a blocking call: a tool
+        // gets a moment to stop what it started (a command's process group), then is dropped.
+        let running = prepared.run(&ctx);
+        tokio::pin!(running);
+        let output = tokio::select! {
+            output = &mut running => output,
+            _ = self.cancel.cancelled() => {
+                match tokio::time::timeout(ABORT_GRACE, &mut running).await {
+                    Ok(output) => output,
+                    Err(_) => totem_tools::ToolOutput::error("cancelled: the run was aborted"),
+                }
+            }
+        };
+        if let (Some(folder), Some(_)) = (temp.as_mut(), &output.meta.job_id) {
+            // The job outlives this call; the next start clears its folder.
+            folder.keep();
+        }
         if let Some(id) = &output.meta.job_id {
             self.jobs_started.push(id.clone());
         }
         let mut text = output.text;
         if WRITING_TOOLS.contains(&name.as_str()) && !output.is_error {
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
-                text.push_str(&self.after_edit(&file.path).await);
+                text.push_str(&self.after_edit(&file.path, &call.id).await);
             }
         }
         for target in touched {
@@ -116,12 +154,24 @@ impl Runner {
     /// Decides one access under the run's policy and the session's remembered answers, asking
     /// the clients when the rules say ask. `Err` is the text for the model when it may not go on.
     pub(super) async fn permit(&self, access: &Access, call_id: &str) -> Result<(), String> {
+        self.permit_access(access, call_id).await.map(|_| ())
+    }
+
+    /// [`Runner::permit`], saying whether only a built-in rule allowed it (nobody was asked and
+    /// no rule of the user decided). A file with more than one hard link asks like a secret.
+    async fn permit_access(&self, access: &Access, call_id: &str) -> Result<bool, String> {
+        let links = match access.kind {
+            AccessKind::Read | AccessKind::Write => hard_links(self.ctx.root(), &access.target),
+            _ => 1,
+        };
         let verdict = {
             let state = lock(&self.agent.permissions);
-            self.policy.evaluate(access, &state)
+            self.policy.evaluate_file(access, links, &state)
         };
+        let built_in = confine::built_in_allow(&verdict);
         self.settle(access, call_id, kind_name(access.kind), None, verdict)
-            .await
+            .await?;
+        Ok(built_in)
     }
 
     /// Acts on a verdict: allow, deny, or ask with a question of `kind` (and `explanation`, else
@@ -180,36 +230,59 @@ impl Runner {
 
     /// Findings of the formatter, the checks and the Total.js conventions check for one changed
     /// file, as text to append to the tool result (empty when there is nothing to say).
-    async fn after_edit(&self, rel: &str) -> String {
+    /// Commands from the user's settings run as they are; commands from the project's AGENTS.md
+    /// go through the `bash` rules first (see [`Runner::permit_project_command`]).
+    async fn after_edit(&self, rel: &str, call_id: &str) -> String {
         let root = self.ctx.root().to_path_buf();
         let mut out = String::new();
         let ext = Path::new(rel)
             .extension()
             .and_then(|e| e.to_str())
             .unwrap_or("");
-        let formatters: Vec<String> = self
+        let formatters = self
             .settings
             .format
             .get(ext)
-            .cloned()
+            .map(|c| (c.clone(), false))
             .into_iter()
             .chain(
                 self.format_commands
                     .iter()
                     .filter(|c| c.contains("{file}"))
-                    .cloned(),
-            )
-            .collect();
-        for command in formatters {
+                    .map(|c| (c.clone(), true)),
+            );
+        for (command, from_project) in formatters {
             let command = with_file(&command, rel);
-            let (ok, output) = run_command(&root, &command, FORMAT_TIMEOUT).await;
+            if from_project
+                && let Err(refused) = self
+                    .permit_project_command(&command, "format", call_id)
+                    .await
+            {
+                out.push_str(&format!("\n\nFormatter `{command}` was not run: {refused}"));
+                continue;
+            }
+            let (ok, output) = run_command(&root, &command, FORMAT_TIMEOUT, &self.ctx.shell).await;
             if !ok {
                 out.push_str(&format!("\n\nFormatter `{command}` failed:\n{output}"));
             }
         }
-        for command in &self.check_commands {
+        let checks = self
+            .settings
+            .check
+            .iter()
+            .map(|c| (c, false))
+            .chain(self.check_commands.iter().map(|c| (c, true)));
+        for (command, from_project) in checks {
             let command = with_file(command, rel);
-            let (ok, output) = run_command(&root, &command, CHECK_TIMEOUT).await;
+            if from_project
+                && let Err(refused) = self
+                    .permit_project_command(&command, "check", call_id)
+                    .await
+            {
+                out.push_str(&format!("\n\nCheck `{command}` was not run: {refused}"));
+                continue;
+            }
+            let (ok, output) = run_command(&root, &command, CHECK_TIMEOUT, &self.ctx.shell).await;
             if ok {
                 out.push_str(&format!("\n\nCheck `{command}` passed."));
             } else {
@@ -234,6 +307,42 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// Decides a `format:` or `check:` command from the project's instruction file before it
+    /// runs: the `bash` rules apply, a built-in allow does not cover it, and the question says
+    /// where it comes from. "Always" remembers its exact text. `Err` says why it did not run.
+    async fn permit_project_command(
+        &self,
+        command: &str,
+        label: &str,
+        call_id: &str,
+    ) -> Result<(), String> {
+        let origin = root_instructions(self.ctx.root())
+            .map(|(name, _)| name)
+            .unwrap_or_else(|| "AGENTS.md".into());
+        let access = Access::execute("bash", command);
+        let verdict = {
+            let state = lock(&self.agent.permissions);
+            self.policy.evaluate_from_project(&access, &origin, &state)
+        };
+        let explanation = format!(
+            "`{label}:` command from the project's {origin}, to run after an edit; it was written in the repository, not by you ({})",
+            verdict.explain()
+        );
+        self.settle(&access, call_id, "execute", Some(explanation), verdict)
+            .await
+    }
+}
+
+/// How many names a regular file in the project has (1 for anything else).
+fn hard_links(root: &Path, rel: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(root.join(rel))
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(1, |m| m.nlink())
+}
+
 /// `{file}` in a command is the changed file; a shell-quoted project-relative path.
 fn with_file(command: &str, rel: &str) -> String {
     let quoted = format!("'{}'", rel.replace('\'', r"'\''"));
@@ -242,8 +351,14 @@ fn with_file(command: &str, rel: &str) -> String {
 
 /// Runs a formatter or check in the project root in its own process group, killed on timeout.
 /// Returns whether it succeeded and the tail of its output.
-async fn run_command(root: &Path, command: &str, timeout: Duration) -> (bool, String) {
+async fn run_command(
+    root: &Path,
+    command: &str,
+    timeout: Duration,
+    spec: &totem_tools::ShellSpec,
+) -> (bool, String) {
     let mut cmd = tokio::process::Command::new("bash");
+    spec.apply_env(&mut cmd);
     cmd.arg("-c")
         .arg(command)
         .current_dir(root)

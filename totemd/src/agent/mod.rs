@@ -22,6 +22,7 @@ mod ask;
 mod call;
 pub mod command;
 mod compact;
+mod confine;
 mod history;
 mod mcp;
 mod run;

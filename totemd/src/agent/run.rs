@@ -172,7 +172,7 @@ pub(super) async fn execute(
         }
         Outcome::Failed(reason) => {
             run.status = RunStatus::Failed;
-            run.error = Some(reason);
+            run.error = Some(crate::redact::text(&reason).into_owned());
             EventKind::RunFailed { run: run.clone() }
         }
         Outcome::Aborted => {
@@ -304,8 +304,12 @@ impl Runner {
         let wanted = request.model.clone().or(agent_settings.model.clone());
         let model = provider_for(daemon, wanted.as_deref()).await?;
 
-        let policy = settings.policy(&request.mode, &request.allow)?;
+        let mut policy = settings.policy(&request.mode, &request.allow)?;
+        if !daemon.sandbox.is_sandboxed() {
+            policy.shrink_defaults();
+        }
         let secrets = policy.secrets().clone();
+        let shell = super::confine::base_spec(policy.environment());
         let ctx = ToolContext::new(&agent.root)
             .map_err(|e| {
                 format!(
@@ -321,7 +325,8 @@ impl Runner {
                 live: live.clone(),
                 run_id: run.id.clone(),
             }))
-            .with_secret_filter(Arc::new(move |path: &str| secrets.is_secret(path)));
+            .with_secret_filter(Arc::new(move |path: &str| secrets.is_secret(path)))
+            .with_shell(shell);
 
         let project = totem_totaljs::detect(&agent.root);
         if matches!(project, totem_totaljs::Project::Legacy { .. })
@@ -336,8 +341,8 @@ impl Runner {
                 },
             );
         }
-        let (format_commands, mut check_commands) = instruction_commands(&agent.root);
-        check_commands.extend(settings.check.iter().cloned());
+        // Commands from the project's AGENTS.md; settings.json's own run from `settings`.
+        let (format_commands, check_commands) = instruction_commands(&agent.root);
 
         let store = daemon.store();
         let compaction = store
@@ -746,6 +751,7 @@ impl Runner {
     }
 
     fn finish_part(&self, message_id: &str, index: u32, part: Part) -> Result<(), StepError> {
+        let part = crate::redact::part(part);
         self.daemon.store().put_part(message_id, index, &part)?;
         self.emit(EventKind::PartDone {
             run_id: self.run_id.clone(),

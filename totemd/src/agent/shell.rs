@@ -39,7 +39,8 @@ pub async fn shell(daemon: &Arc<Daemon>, p: SessionShellParams) -> Result<ShellR
             ))
         })?
         .with_cancel(cancel.clone())
-        .with_jobs(agent.jobs.clone());
+        .with_jobs(agent.jobs.clone())
+        .with_shell(super::confine::base_spec(policy.environment()));
     let mut arguments = serde_json::json!({ "command": command });
     if let Some(secs) = p.timeout_secs {
         arguments["timeout"] = secs.into();

@@ -359,6 +359,9 @@ impl Settings {
         let mut config = ProviderConfig::new(entry.name.clone(), provider_kind(entry.kind))
             .with_base_url(entry.url.clone());
         config.api_key = self.secrets.get(&entry.name)?.map(ApiKey::into_inner);
+        if let Some(key) = &config.api_key {
+            crate::redact::register(key);
+        }
         config.default_model = entry.default_model.clone();
         if let Some(ollama) = &entry.ollama {
             if let Some(ctx) = ollama.ctx {

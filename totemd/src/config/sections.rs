@@ -184,6 +184,7 @@ impl SettingsFile {
                 SecretPatterns::from_settings(&permission.secrets)
                     .map_err(|e| format!("`permission.secrets` is invalid: {e}"))?,
             );
+            policy.set_environment(permission.environment.clone());
         }
         if !agent.allow.is_empty() || !agent.deny.is_empty() {
             let invalid = |e: &dyn std::fmt::Display| {

@@ -81,6 +81,16 @@ pub fn servers(
     root: &Path,
 ) -> (Vec<ServerConfig>, Vec<String>) {
     let mut notices = Vec::new();
+    // Header and environment values of the user's servers hold tokens: never shown or logged.
+    for settings in user.values() {
+        for value in settings.headers.values().chain(settings.env.values()) {
+            let token = value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+                .unwrap_or(value);
+            crate::redact::register(token);
+        }
+    }
     let mut out: Vec<ServerConfig> = user
         .iter()
         .map(|(name, settings)| ServerConfig {

@@ -200,6 +200,18 @@ fn classify(line: &[u8]) -> Classified {
             params: req.params.map(|p| p.get().to_string()),
         }),
         Err(parse_err) => {
+            // A request whose id is not a string or an integer (1.5, true, {}, a number past
+            // 64 bits) is not a notification: it gets an answer, with a null id.
+            let has_id = serde_json::from_str::<serde_json::Value>(text)
+                .is_ok_and(|v| v.get("id").is_some());
+            if has_id {
+                return Classified::Reply(error(
+                    Id::Null,
+                    ErrorCode::INVALID_REQUEST,
+                    "the request id must be a string or an integer",
+                    None,
+                ));
+            }
             if serde_json::from_str::<Notification<Option<&RawValue>>>(text).is_ok() {
                 return Classified::Ignore;
             }
@@ -245,6 +257,14 @@ async fn dispatch(
             id,
             ErrorCode::NOT_INITIALIZED,
             "call initialize first: {\"method\":\"initialize\",\"params\":{\"protocolVersion\":1,\"client\":{\"name\":\"…\",\"version\":\"…\"}}}",
+            None,
+        ));
+    }
+    if let Some(field) = params.as_deref().and_then(oversized_id) {
+        return Some(error(
+            id,
+            ErrorCode::NOT_FOUND,
+            &format!("no such {field}: ids are at most {MAX_ID_BYTES} bytes"),
             None,
         ));
     }
@@ -324,6 +344,26 @@ async fn dispatch(
         n.notify(true);
     }
     Some(json)
+}
+
+/// Longest id a parameter may hold. Real ids are about 30 bytes; the store's keys end at 64 KiB,
+/// so a longer one could never name anything.
+const MAX_ID_BYTES: usize = 1024;
+
+/// The name of a parameter that holds an id (`sessionId`, `id`, `subscription` …) longer than
+/// [`MAX_ID_BYTES`], if any.
+fn oversized_id(params: &str) -> Option<String> {
+    // Cheap test first: a line shorter than the limit cannot hold such an id.
+    if params.len() <= MAX_ID_BYTES {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(params).ok()?;
+    let object = value.as_object()?;
+    object.iter().find_map(|(name, value)| {
+        let is_id = name == "id" || name.ends_with("Id") || name == "subscription";
+        let long = value.as_str().is_some_and(|s| s.len() > MAX_ID_BYTES);
+        (is_id && long).then(|| name.clone())
+    })
 }
 
 async fn send(queue: &mpsc::Sender<Box<RawValue>>, message: Box<RawValue>) {

@@ -136,12 +136,75 @@ async fn guard(State(daemon): State<Arc<Daemon>>, request: Request, next: Next) 
         )
             .into_response();
     }
+    let request = match whole_body(request).await {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
     let delete = request.method() == Method::DELETE;
     let mut response = next.run(request).await;
     if delete && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     response
+}
+
+/// Largest request body read (MCP messages are small).
+const MAX_BODY: usize = 4 << 20;
+/// How long a client may take to send a body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Reads a POST's whole body within [`BODY_TIMEOUT`] and [`MAX_BODY`], and refuses a JSON body
+/// that does not parse with 400 (rather than the MCP layer's 415), so a slow or endless body
+/// cannot hold a connection and a bad one gets a plain answer.
+async fn whole_body(request: Request) -> Result<Request, Response> {
+    if request.method() != Method::POST {
+        return Ok(request);
+    }
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {} MiB\n", MAX_BODY >> 20),
+        )
+            .into_response());
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body could not be read (at most {} MiB)\n",
+                    MAX_BODY >> 20
+                ),
+            )
+                .into_response());
+        }
+        Err(_) => {
+            return Err((
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {} s\n",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            )
+                .into_response());
+        }
+    };
+    if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "the body is not valid JSON: send one JSON-RPC message\n",
+        )
+            .into_response());
+    }
+    Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 fn check_token(daemon: &Daemon, headers: &HeaderMap) -> Result<(), &'static str> {
@@ -164,6 +227,7 @@ fn check_token(daemon: &Daemon, headers: &HeaderMap) -> Result<(), &'static str>
             return Err("the stored token cannot be read: run `totem mcp token` for a new one\n");
         }
     };
+    crate::redact::register(stored.expose());
     if same(offered.as_bytes(), stored.expose().as_bytes()) {
         Ok(())
     } else {

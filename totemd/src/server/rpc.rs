@@ -167,6 +167,15 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
                 connections: d.connections.load(Ordering::Relaxed),
                 running_runs: d.sessions.running(),
             },
+            sandbox: Some(totem_protocol::SandboxStatus {
+                mode: if d.sandbox.is_sandboxed() {
+                    "landlock"
+                } else {
+                    "none"
+                }
+                .into(),
+                detail: d.sandbox.describe(),
+            }),
         })
     });
 

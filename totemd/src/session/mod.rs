@@ -250,7 +250,7 @@ impl LiveSession {
             return Err(SessionError::NotFound(self.id.clone()));
         }
         let seq = state.record.session.last_seq + 1;
-        let kind = make(seq)?;
+        let kind = crate::redact::event(make(seq)?);
         let event = Arc::new(SessionEvent {
             session_id: self.id.clone(),
             seq,
