@@ -75,6 +75,23 @@ impl TestDaemon {
         daemon
     }
 
+    /// [`TestDaemon::start`] with variables added to the daemon's environment.
+    pub fn start_with_env(env: &[(&str, &str)]) -> TestDaemon {
+        let dir = tempfile::tempdir().expect("temp home");
+        let socket = dir.path().join("totemd.sock");
+        let mut command = spawn_command(dir.path(), &socket);
+        command.envs(env.iter().copied());
+        let child = command.spawn().expect("spawn totemd");
+        let mut daemon = TestDaemon {
+            home: dir.path().to_path_buf(),
+            socket,
+            child: Some(child),
+            _dir: Some(dir),
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
     /// Starts totemd on an existing home (for restarts); the caller keeps the folder alive.
     pub fn start_in(home: &Path) -> TestDaemon {
         let socket = home.join("totemd.sock");
@@ -163,7 +180,12 @@ impl Drop for TestDaemon {
 
 /// Spawns totemd on `home` and `socket` without waiting.
 pub fn spawn(home: &Path, socket: &Path) -> std::io::Result<Child> {
-    Command::new(binary("totemd"))
+    spawn_command(home, socket).spawn()
+}
+
+fn spawn_command(home: &Path, socket: &Path) -> Command {
+    let mut command = Command::new(binary("totemd"));
+    command
         .arg("--home")
         .arg(home)
         .arg("--socket")
@@ -171,6 +193,6 @@ pub fn spawn(home: &Path, socket: &Path) -> std::io::Result<Child> {
         .env_remove("TOTEM_HOME")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    command
 }

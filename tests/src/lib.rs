@@ -3,5 +3,6 @@
 
 pub mod external;
 pub mod harness;
+pub mod hostile;
 pub mod reliability;
 pub mod sim;
