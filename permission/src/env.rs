@@ -50,6 +50,11 @@ pub struct EnvSettings {
 }
 
 impl EnvSettings {
+    /// Nothing configured (the built-in excludes apply).
+    pub fn is_default(&self) -> bool {
+        *self == EnvSettings::default()
+    }
+
     /// Whether a variable named `name` is removed.
     pub fn excludes(&self, name: &str) -> bool {
         let defaults = DEFAULT_EXCLUDES

@@ -109,6 +109,6 @@ pub struct PermissionSettings {
     #[serde(default, skip_serializing_if = "SecretSettings::is_empty")]
     pub secrets: SecretSettings,
     /// Which environment variables commands inherit (see [`env`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "env::EnvSettings::is_default")]
     pub environment: env::EnvSettings,
 }

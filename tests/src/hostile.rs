@@ -78,7 +78,10 @@ impl Tree {
         // A repository whose own configuration names programs git would run.
         git(&project, &["init", "-q"]);
         write(&project.join("tracked.txt"), "one\n");
-        write(&project.join(".gitattributes"), "*.txt filter=evil diff=evil\n");
+        write(
+            &project.join(".gitattributes"),
+            "*.txt filter=evil diff=evil\n",
+        );
         git(&project, &["add", "tracked.txt", ".gitattributes"]);
         git(
             &project,
@@ -183,16 +186,36 @@ pub fn attacks() -> Vec<Attack> {
     use Leak::*;
     vec![
         // Reading outside through links, `cd`, braces (item 2).
-        bash("cat through a symlinked folder", "cat link/secret.txt", Text(OUTSIDE)),
-        bash("grep -R a symlinked folder", "grep -R OUTSIDE link", Text(OUTSIDE)),
+        bash(
+            "cat through a symlinked folder",
+            "cat link/secret.txt",
+            Text(OUTSIDE),
+        ),
+        bash(
+            "grep -R a symlinked folder",
+            "grep -R OUTSIDE link",
+            Text(OUTSIDE),
+        ),
         bash("grep -R the project", "grep -R OUTSIDE .", Text(OUTSIDE)),
-        bash("diff through a link", "diff link/secret.txt README.md", Text(OUTSIDE)),
+        bash(
+            "diff through a link",
+            "diff link/secret.txt README.md",
+            Text(OUTSIDE),
+        ),
         bash("tail through a link", "tail link/secret.txt", Text(OUTSIDE)),
         bash("ls a symlinked folder", "ls link", Text(OUTSIDE_NAME)),
         bash("wc through a link", "wc -c link/secret.txt", Counted),
-        bash("find -L", "find -L . -name 'outside-name*'", Text(OUTSIDE_NAME)),
+        bash(
+            "find -L",
+            "find -L . -name 'outside-name*'",
+            Text(OUTSIDE_NAME),
+        ),
         bash("bare cd goes home", "cd; ls -a", Listed),
-        bash("brace expansion", "cat .{.,}/outside/secret.txt", Text(OUTSIDE)),
+        bash(
+            "brace expansion",
+            "cat .{.,}/outside/secret.txt",
+            Text(OUTSIDE),
+        ),
         bash("a FIFO", "cat fifo", Blocked),
         // Secrets by another name (item 3).
         bash("grep -r finds .env", "grep -r ENV-FILE .", Text(ENV_FILE)),
@@ -236,7 +259,11 @@ pub fn attacks() -> Vec<Attack> {
             allow: &[],
         },
         // A hostile .git/config (item 4).
-        bash("git status runs fsmonitor, filters, hooks", "git status", Ran),
+        bash(
+            "git status runs fsmonitor, filters, hooks",
+            "git status",
+            Ran,
+        ),
         bash("git status -v", "git status -v", Ran),
         bash("git diff runs the external diff", "git diff", Ran),
         bash("git diff --ext-diff", "git diff --ext-diff", Ran),
@@ -373,7 +400,9 @@ impl Suite {
         let leaked = match attack.leak {
             _ if !pwned.is_empty() => true,
             Leak::Text(marker) => output.contains(marker),
-            Leak::Counted => output.trim_start().starts_with(|c: char| c.is_ascii_digit()),
+            Leak::Counted => output
+                .trim_start()
+                .starts_with(|c: char| c.is_ascii_digit()),
             Leak::Listed => output.lines().any(|l| l.trim() == ".."),
             Leak::Blocked => !ended || took > Duration::from_secs(8),
             Leak::Ran => false,

@@ -173,5 +173,9 @@ async fn every_attack_of_a_hostile_tree_holds() {
             failed.push(format!("{}: {}", outcome.name, outcome.detail));
         }
     }
-    assert!(failed.is_empty(), "attacks that got through:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "attacks that got through:\n{}",
+        failed.join("\n")
+    );
 }
