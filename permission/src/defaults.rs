@@ -89,39 +89,26 @@ const WRITING_OPTIONS: &[&str] = &[
 /// those that open no file a symlink, a glob or a hard link could redirect. `git` reads only
 /// the repository and does not follow links; the daemon runs it with hooks, fsmonitor, external
 /// diff, textconv and filters switched off.
-const READ_NOTHING_COMMANDS: &[&str] = &[
-    "pwd *",
-    "echo *",
-    "which *",
-    "type *",
-    "whoami *",
-    "uname *",
-    "basename *",
-    "dirname *",
-    "true *",
-    "false *",
-    "git status *",
-    "git log *",
-    "git diff *",
-    "git show *",
-    "git blame *",
-    "git ls-files *",
-    "git rev-parse *",
-    "git branch --show-current",
+const READ_NOTHING_PROGRAMS: &[&str] = &[
+    "pwd", "echo", "which", "type", "whoami", "uname", "basename", "dirname", "true", "false",
+    "git",
 ];
 
 /// The built-in rules (the lowest layer). Shown by `totem permissions` and in the docs.
 pub fn default_rules() -> Rules {
-    with_commands(READ_ONLY_COMMANDS)
+    with_commands(READ_ONLY_COMMANDS.iter().copied())
 }
 
 /// The built-in rules where commands cannot be sandboxed (old kernels, macOS): only commands
 /// that read no files run without asking.
 pub fn default_rules_without_sandbox() -> Rules {
-    with_commands(READ_NOTHING_COMMANDS)
+    with_commands(READ_ONLY_COMMANDS.iter().copied().filter(|pattern| {
+        let program = pattern.split(' ').next().unwrap_or("");
+        READ_NOTHING_PROGRAMS.contains(&program)
+    }))
 }
 
-fn with_commands(allowed: &[&str]) -> Rules {
+fn with_commands<'a>(allowed: impl Iterator<Item = &'a str>) -> Rules {
     let mut rules = Rules::new();
     rules.insert("read", "*", Decision::Allow);
     rules.insert("edit", "*", Decision::Ask);
@@ -129,7 +116,7 @@ fn with_commands(allowed: &[&str]) -> Rules {
     rules.insert("bash", "*", Decision::Ask);
     rules.insert("*", "*", Decision::Ask);
     for pattern in allowed {
-        rules.insert("bash", *pattern, Decision::Allow);
+        rules.insert("bash", pattern, Decision::Allow);
     }
     for pattern in WRITING_OPTIONS {
         rules.insert("bash", *pattern, Decision::Ask);

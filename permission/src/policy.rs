@@ -276,12 +276,10 @@ impl Policy {
                 parts.push(self.settle(&access.tool, part, state));
             }
         }
-        let decision = parts
-            .iter()
-            .map(|p| p.decision)
-            .max()
-            .unwrap_or(Decision::Allow);
-        Verdict { decision, parts }
+        Verdict {
+            decision: strictest(&parts),
+            parts,
+        }
     }
 
     /// [`Policy::evaluate`] for a file access whose file has `links` names (hard links). A file
@@ -303,12 +301,7 @@ impl Policy {
                 *part = self.settle(&access.tool, part.clone(), state);
             }
         }
-        verdict.decision = verdict
-            .parts
-            .iter()
-            .map(|p| p.decision)
-            .max()
-            .unwrap_or(Decision::Allow);
+        verdict.decision = strictest(&verdict.parts);
         verdict
     }
 
@@ -343,12 +336,7 @@ impl Policy {
                 *part = self.settle(&access.tool, part.clone(), state);
             }
         }
-        verdict.decision = verdict
-            .parts
-            .iter()
-            .map(|p| p.decision)
-            .max()
-            .unwrap_or(Decision::Allow);
+        verdict.decision = strictest(&verdict.parts);
         verdict
     }
 
@@ -605,6 +593,15 @@ impl Policy {
         }
         None
     }
+}
+
+/// Deny over ask over allow; nothing to decide is an allow.
+fn strictest(parts: &[Part]) -> Decision {
+    parts
+        .iter()
+        .map(|p| p.decision)
+        .max()
+        .unwrap_or(Decision::Allow)
 }
 
 /// The texts of a word that may be paths: the word itself and what follows a `=` in it.

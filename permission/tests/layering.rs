@@ -249,3 +249,30 @@ fn verdict_reports_the_source_of_the_deciding_rule() {
     let v = Policy::new().evaluate(&Access::write("edit", "a.rs"), &PermissionState::new());
     assert!(matches!(v.reason(), Some(Reason::Rule { rule }) if rule.source == Source::Default));
 }
+
+#[test]
+fn without_a_sandbox_only_commands_that_read_no_file_run_without_asking() {
+    let mut p = Policy::new();
+    p.add_layer(Source::User, rules(&[("bash", "cat notes.txt", Allow)]))
+        .unwrap();
+    p.shrink_defaults();
+    for line in ["pwd", "echo hi", "git status", "git log -p", "which git"] {
+        assert_eq!(eval(&p, Access::execute("bash", line)), Allow, "{line}");
+    }
+    for line in [
+        "cat a.txt",
+        "ls",
+        "grep -r x .",
+        "find .",
+        "cd src",
+        "jq -n env",
+    ] {
+        assert_eq!(eval(&p, Access::execute("bash", line)), Ask, "{line}");
+    }
+    // The user's own rules stay.
+    assert_eq!(eval(&p, Access::execute("bash", "cat notes.txt")), Allow);
+    assert_eq!(
+        eval(&Policy::without_sandbox(), Access::read("read", "a.txt")),
+        Allow
+    );
+}
