@@ -302,9 +302,16 @@ pub struct Suite {
 
 impl Suite {
     pub async fn start() -> Suite {
+        Suite::start_with(&[]).await
+    }
+
+    /// [`Suite::start`] with more variables for the daemon (`TOTEM_SANDBOX=off`).
+    pub async fn start_with(env: &[(&str, &str)]) -> Suite {
         let tree = Tree::build();
         let sim = Sim::start(SimKind::Ollama).await;
-        let daemon = TestDaemon::start_with_env(&[ENV_VAR]);
+        let mut vars = vec![ENV_VAR];
+        vars.extend_from_slice(env);
+        let daemon = TestDaemon::start_with_env(&vars);
         let client = daemon.client().await;
         client
             .call_raw(

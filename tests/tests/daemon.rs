@@ -605,3 +605,58 @@ async fn deleting_a_session_ends_its_subscriptions() {
     let err = client.subscribe(&sid, 0).await.err().unwrap();
     assert_eq!(err.code(), Some(-32004));
 }
+
+#[tokio::test]
+async fn ids_too_long_or_of_the_wrong_type_get_an_answer() {
+    let daemon = TestDaemon::start();
+    let mut raw = Raw::connect(&daemon).await;
+    raw.init().await;
+    let long = "s".repeat(70_000);
+    for method in ["session.get", "session.messages", "session.delete"] {
+        let line =
+            json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"sessionId": long}});
+        let r = raw.send(line.to_string().as_bytes()).await;
+        assert_eq!(r["error"]["code"], -32004, "{method}: {r}");
+        assert_eq!(r["id"], 7);
+    }
+    for id in ["1.5", "true", "{}", "[1]", "123456789012345678901234567890"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon.status"}}"#);
+        let r = raw.send(line.as_bytes()).await;
+        assert_eq!(r["error"]["code"], -32600, "id {id}: {r}");
+        assert!(r["id"].is_null(), "id {id}: {r}");
+    }
+    // Still serving.
+    let r = raw
+        .send(br#"{"jsonrpc":"2.0","id":8,"method":"daemon.status"}"#)
+        .await;
+    assert!(r["result"]["pid"].is_number(), "{r}");
+}
+
+#[test]
+fn the_home_is_made_private_and_its_temp_folder_emptied_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for dir in ["store", "blobs", "logs", "tmp"] {
+        std::fs::create_dir_all(home.path().join(dir)).unwrap();
+        std::fs::set_permissions(
+            home.path().join(dir),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let blob = home.path().join("blobs/old-blob");
+    std::fs::write(&blob, "transcript").unwrap();
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // What a write killed half-way left behind.
+    std::fs::write(home.path().join("tmp/write-1-0.tmp"), vec![0u8; 2 << 20]).unwrap();
+
+    let daemon = TestDaemon::start_in(home.path());
+    assert_eq!(mode(home.path()), 0o700);
+    for dir in ["store", "blobs", "logs", "tmp"] {
+        assert_eq!(mode(&home.path().join(dir)), 0o700, "{dir}");
+    }
+    assert_eq!(mode(&blob), 0o600);
+    assert!(!home.path().join("tmp/write-1-0.tmp").exists());
+    drop(daemon);
+}

@@ -179,3 +179,53 @@ async fn every_attack_of_a_hostile_tree_holds() {
         failed.join("\n")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_provider_echoes_is_not_shown_stored_or_logged() {
+    const KEY: &str = "sk-echoed-5e1f0a9c7b3d";
+    let env = Env::start().await;
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "keyed", "kind": "ollama", "url": env.sim.url(),
+                   "key": KEY, "defaultModel": "llama3.2:latest", "maxRetries": 0}),
+        )
+        .await
+        .expect("provider.add");
+    env.sim.push(totem_tests::sim::Reply::error(
+        401,
+        format!("Incorrect API key provided: {KEY}."),
+    ));
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt("hi", json!({"model": "keyed/llama3.2:latest"}))
+        .await;
+    let (events, _) = follow_replying(&env, &mut stream, &run, deny()).await;
+    let failed = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::RunFailed { run } => run.error.clone(),
+            _ => None,
+        })
+        .expect("the run fails");
+    assert!(failed.contains("[redacted]"), "{failed}");
+    // Nothing the clients see, nothing in the store, nothing in the log.
+    let shown = serde_json::to_string(&events).expect("json");
+    assert!(!shown.contains(KEY), "an event holds the key");
+    let stored = env
+        .client
+        .call_raw("run.get", json!({"runId": run}))
+        .await
+        .expect("run.get");
+    assert!(!stored.to_string().contains(KEY), "{stored}");
+    let mut replayed = env.subscribe().await;
+    while let Ok(Some(Ok(e))) =
+        tokio::time::timeout(std::time::Duration::from_millis(300), replayed.next()).await
+    {
+        assert!(!serde_json::to_string(&e).unwrap_or_default().contains(KEY));
+    }
+    for entry in std::fs::read_dir(env.daemon.home.join("logs")).expect("logs") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).unwrap_or_default();
+        assert!(!text.contains(KEY), "the log holds the key");
+    }
+}

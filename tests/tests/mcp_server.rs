@@ -473,3 +473,49 @@ fn check_report(report: &Value, mode: &str) {
         "{mode}: {report}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_refuses_bad_json_with_400_and_an_endless_body_at_once() {
+    let port = free_port();
+    let env = http_env(port, "127.0.0.1").await;
+    let token = call(&env.client, "mcpToken.rotate", json!({})).await["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let post = |body: &'static str| {
+        http()
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+    };
+    let bad = post("{not json").send().await.expect("an answer");
+    assert_eq!(bad.status().as_u16(), 400);
+    assert!(
+        bad.text()
+            .await
+            .unwrap_or_default()
+            .contains("not valid JSON")
+    );
+
+    // A body announced as 1 TB is refused before anything is read.
+    let started = std::time::Instant::now();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut answer = vec![0u8; 512];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .expect("an answer within 10 s")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}

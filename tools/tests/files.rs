@@ -850,3 +850,34 @@ async fn edit_strips_line_numbers_copied_from_read_output() {
     assert!(out.text.contains("line-numbers-removed"), "{}", out.text);
     assert_eq!(p.get("a.rs"), "fn a() {}\nfn c() {}\n");
 }
+
+#[tokio::test]
+async fn edit_refuses_a_file_over_the_limit_and_stays_linear_below_it() {
+    let p = Project::new();
+    p.put("big.txt", "line of text\n".repeat(1_000_000)); // 13 MB
+    let out = p
+        .call(
+            "edit",
+            json!({"path": "big.txt", "oldString": "line of text", "newString": "x", "replaceAll": true}),
+        )
+        .await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(out.text.contains("up to 10 MB"), "{}", out.text);
+
+    // 6 MB of identical lines and an old string that almost matches at each: one pass.
+    p.put("six.txt", "    same line\n".repeat(430_000));
+    let started = std::time::Instant::now();
+    let out = p
+        .call(
+            "edit",
+            json!({"path": "six.txt", "oldString": "same line\nsame line\nother", "newString": "x"}),
+        )
+        .await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(out.text.contains("not found"), "{}", out.text);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+}
