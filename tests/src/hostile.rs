@@ -258,6 +258,13 @@ pub fn attacks() -> Vec<Attack> {
             leak: Blocked,
             allow: &[],
         },
+        Attack {
+            name: "a terminal runs a read the sandbox would refuse",
+            tool: "terminal",
+            args: json!({"action": "start", "command": "cat link/secret.txt", "timeout": 5}),
+            leak: Text(OUTSIDE),
+            allow: &[],
+        },
         // A hostile .git/config (item 4).
         bash(
             "git status runs fsmonitor, filters, hooks",

@@ -164,9 +164,16 @@ impl Runner {
             AccessKind::Read | AccessKind::Write => hard_links(self.ctx.root(), &access.target),
             _ => 1,
         };
+        // Only `bash` and `job` commands can be confined; another tool's command (a terminal)
+        // is not covered by a built-in allow.
+        let confinable = matches!(access.tool.as_str(), "bash" | "job");
         let verdict = {
             let state = lock(&self.agent.permissions);
-            self.policy.evaluate_file(access, links, &state)
+            if access.kind == AccessKind::Execute && !confinable {
+                self.policy.evaluate_unconfined(access, &state)
+            } else {
+                self.policy.evaluate_file(access, links, &state)
+            }
         };
         let built_in = confine::built_in_allow(&verdict);
         self.settle(access, call_id, kind_name(access.kind), None, verdict)
