@@ -249,6 +249,12 @@ async fn doctor_passes_against_a_healthy_daemon_and_tests_each_provider() {
     assert!(line(&report, "daemon").starts_with("ok"), "{report}");
     assert!(line(&report, "daemon").contains(&format!("pid {}", daemon.pid())));
     assert!(line(&report, "store").starts_with("ok"), "{report}");
+    // These kernels have Landlock: doctor says commands run without asking are confined.
+    let sandbox = line(&report, "sandbox");
+    assert!(
+        sandbox.starts_with("ok") && sandbox.contains("Landlock (ABI"),
+        "{report}"
+    );
     assert!(line(&report, "socket").starts_with("ok"), "{report}");
     let provider = line(&report, "provider");
     assert!(
