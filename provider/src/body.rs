@@ -34,6 +34,15 @@ pub(crate) trait Decoder: Send {
 
     /// The body ended. Flush what is pending, or report a stream that ended early.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError>;
+
+    /// What a 200 body that ended cleanly before its first frame means, when it means more than
+    /// a broken stream: OpenAI-compatible servers answer that way a streamed request they cannot
+    /// stream (llama-cpp-python with tool calls: keep-alive comments, then the end), which
+    /// [`ProviderError::CannotStream`] says so the provider can ask again without streaming. A
+    /// body cut off by the transport stays a broken stream, retried as before.
+    fn empty_body(&self) -> Option<ProviderError> {
+        None
+    }
 }
 
 /// The events of one response body. Ends after the first error (the transport's own, passed
@@ -52,6 +61,7 @@ where
         // events themselves.
         let mut frames = Vec::new();
         let mut out: Vec<StreamEvent> = Vec::with_capacity(8);
+        let mut framed = false;
         futures::pin_mut!(body);
         loop {
             let ended = match body.next().await {
@@ -68,6 +78,7 @@ where
                     true
                 }
             };
+            framed |= !frames.is_empty();
             for frame in frames.drain(..) {
                 let event = std::str::from_utf8(&frame.event).unwrap_or_default();
                 let fed = decoder.feed(event, &frame.data, &mut out);
@@ -83,6 +94,10 @@ where
                 }
             }
             if ended {
+                if !framed && let Some(error) = decoder.empty_body() {
+                    yield Err(error);
+                    return;
+                }
                 let finished = decoder.finish(&mut out);
                 for item in out.drain(..) {
                     yield Ok(item);

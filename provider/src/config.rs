@@ -1,5 +1,6 @@
 //! How one configured provider is reached, and how users name its models.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -119,6 +120,51 @@ impl RetrySettings {
     }
 }
 
+/// How a model is offered Totem's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    /// The API's own `tools` field and tool-call messages.
+    Native,
+    /// Described in the system prompt; the model writes each call as JSON in its text.
+    Text,
+    /// No tools at all: the model only answers.
+    None,
+}
+
+impl ToolMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolMode::Native => "native",
+            ToolMode::Text => "text",
+            ToolMode::None => "none",
+        }
+    }
+}
+
+/// What the user (or a probe) says about one model, for servers that do not tell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSettings {
+    /// Tokens of context the server gives the model.
+    pub context_window: Option<u64>,
+    /// Output token limit sent with every request.
+    pub max_output_tokens: Option<u32>,
+    pub tools: Option<ToolMode>,
+    pub temperature: Option<f32>,
+    /// `false`: never ask this model to stream (the server cannot).
+    pub stream: Option<bool>,
+}
+
+/// The output cap sent when nothing better is known: a quarter of the window, at most 4096
+/// tokens, so a model that repeats itself stops long before it has filled its context.
+pub fn default_output_cap(context_window: Option<u64>) -> u32 {
+    const CAP: u32 = 4096;
+    context_window
+        .map(|w| u32::try_from(w / 4).unwrap_or(CAP).clamp(1, CAP))
+        .unwrap_or(CAP)
+}
+
 /// One configured provider. Settings storage and key encryption live in the daemon; this is what
 /// the provider needs at call time.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -143,6 +189,9 @@ pub struct ProviderConfig {
     /// How long a stream may stay silent between two chunks.
     pub idle_timeout: Duration,
     pub retry: RetrySettings,
+    /// Per-model settings, by the provider's model id.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelSettings>,
 }
 
 impl ProviderConfig {
@@ -160,7 +209,13 @@ impl ProviderConfig {
             response_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(120),
             retry: RetrySettings::default(),
+            models: BTreeMap::new(),
         }
+    }
+
+    /// The settings of one model (empty when none are given).
+    pub fn model(&self, id: &str) -> ModelSettings {
+        self.models.get(id).cloned().unwrap_or_default()
     }
 
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
@@ -193,6 +248,7 @@ impl fmt::Debug for ProviderConfig {
             .field("response_timeout", &self.response_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("retry", &self.retry)
+            .field("models", &self.models)
             .finish()
     }
 }
@@ -271,6 +327,15 @@ mod tests {
         assert_eq!(r.backoff(2), Duration::from_millis(400));
         assert_eq!(r.backoff(3), Duration::from_millis(700));
         assert_eq!(r.backoff(40), Duration::from_millis(700));
+    }
+
+    #[test]
+    fn the_default_output_cap_is_a_quarter_of_the_window_up_to_4096() {
+        assert_eq!(default_output_cap(None), 4096);
+        assert_eq!(default_output_cap(Some(2048)), 512);
+        assert_eq!(default_output_cap(Some(8192)), 2048);
+        assert_eq!(default_output_cap(Some(131_072)), 4096);
+        assert_eq!(default_output_cap(Some(2)), 1);
     }
 
     #[test]

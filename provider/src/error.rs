@@ -106,6 +106,10 @@ pub enum ProviderError {
     /// The connection closed before the answer was complete.
     #[error("the stream from provider {provider} broke before the answer was complete: {message}")]
     StreamBroken { provider: String, message: String },
+    /// The server cannot stream this request (it sent an empty stream, or said so): ask again
+    /// without streaming.
+    #[error("provider {provider} cannot stream this answer: {message}")]
+    CannotStream { provider: String, message: String },
     /// A chunk could not be understood.
     #[error("provider {provider} sent a malformed chunk: {message}")]
     Malformed { provider: String, message: String },
@@ -158,6 +162,7 @@ impl ProviderError {
             | ProviderError::Stream { provider, .. }
             | ProviderError::StreamBroken { provider, .. }
             | ProviderError::Malformed { provider, .. }
+            | ProviderError::CannotStream { provider, .. }
             | ProviderError::Blocked { provider, .. }
             | ProviderError::Config { provider, .. } => provider,
         }
@@ -287,6 +292,25 @@ pub(crate) fn looks_like_context_overflow(code: Option<&str>, message: &str) -> 
         || lower.contains("too many tokens")
 }
 
+/// Words servers use to refuse streaming a request (llama.cpp's "Cannot use tools with stream",
+/// llama-cpp-python's "Automatic streaming tool choice is not supported").
+pub(crate) fn looks_like_no_streaming(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    (lower.contains("stream") || lower.contains("streaming"))
+        && (lower.contains("not supported")
+            || lower.contains("unsupported")
+            || lower.contains("cannot use")
+            || lower.contains("does not support"))
+}
+
+/// A request validation error (pydantic's, as FastAPI-based servers report them), which no
+/// retry can fix.
+fn looks_like_validation_error(message: &str) -> bool {
+    message.contains("validation error")
+        || (message.contains("'loc'") && message.contains("'msg'"))
+        || message.contains("Input should be")
+}
+
 /// Maps an HTTP error status and the provider's message to a typed error.
 pub(crate) fn from_status(
     provider: &str,
@@ -297,6 +321,18 @@ pub(crate) fn from_status(
     retry_after: Option<Duration>,
 ) -> ProviderError {
     let provider = provider.to_owned();
+    if looks_like_no_streaming(&message) && (status == 400 || status >= 500) {
+        return ProviderError::CannotStream { provider, message };
+    }
+    // A request the server's own validation refused fails the same way every time, whatever
+    // status it comes with (llama-cpp-python answers 500): retrying only makes the user wait.
+    if status >= 500 && looks_like_validation_error(&message) {
+        return ProviderError::InvalidRequest {
+            provider,
+            status,
+            message,
+        };
+    }
     if looks_like_context_overflow(code, &message)
         && (status == 400 || status == 413 || status >= 500)
     {

@@ -27,7 +27,10 @@ use futures::future::BoxFuture;
 
 pub use anthropic::{AnthropicProvider, anthropic_thinking_budget};
 pub use body::parse_stream;
-pub use config::{ModelRef, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings};
+pub use config::{
+    ModelRef, ModelSettings, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings, ToolMode,
+    default_output_cap,
+};
 pub use error::{ProviderError, TimeoutPhase};
 pub use event::{Completion, FinishReason, RetryNotice, StreamEvent, TurnBuilder, Usage};
 pub use gemini::{GeminiProvider, gemini_schema};

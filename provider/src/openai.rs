@@ -1,17 +1,18 @@
 //! OpenAI-compatible chat completions over SSE: OpenAI, OpenRouter, LM Studio, llama.cpp, vLLM.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::Provider;
 use crate::body::Decoder;
-use crate::config::ProviderConfig;
+use crate::config::{ProviderConfig, default_output_cap};
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
@@ -30,6 +31,9 @@ pub struct OpenAiProvider {
 struct Inner {
     transport: Arc<Transport>,
     models: ModelCache,
+    /// Models this server could not stream: a streamed request came back empty (or refused) and
+    /// the same request without streaming was answered. Asked without streaming from then on.
+    unstreamed: Mutex<HashSet<String>>,
 }
 
 impl OpenAiProvider {
@@ -38,6 +42,7 @@ impl OpenAiProvider {
             inner: Arc::new(Inner {
                 transport: Transport::new(config)?,
                 models: ModelCache::default(),
+                unstreamed: Mutex::new(HashSet::new()),
             }),
         })
     }
@@ -143,12 +148,37 @@ impl Inner {
         self.models.find(id)
     }
 
-    fn body(&self, request: &ChatRequest, thinks: bool) -> Value {
+    /// Whether to ask `model` for a streamed answer: not when its settings say `stream: false`
+    /// or the server showed it cannot.
+    fn streams(&self, model: &str) -> bool {
+        self.transport.config.model(model).stream != Some(false)
+            && self
+                .unstreamed
+                .lock()
+                .map_or(true, |models| !models.contains(model))
+    }
+
+    fn remember_unstreamed(&self, model: &str) {
+        if let Ok(mut models) = self.unstreamed.lock() {
+            models.insert(model.to_owned());
+        }
+    }
+
+    fn body(
+        &self,
+        request: &ChatRequest,
+        info: Option<&ModelInfo>,
+        thinks: bool,
+        stream: bool,
+    ) -> Value {
         let config = &self.transport.config;
+        let settings = config.model(&request.model);
         let mut body = Map::new();
         body.insert("model".into(), request.model.clone().into());
-        body.insert("stream".into(), Value::Bool(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+        body.insert("stream".into(), Value::Bool(stream));
+        if stream {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
         body.insert("messages".into(), Value::Array(messages(request)));
         if !request.tools.is_empty() {
             let tools = request
@@ -162,17 +192,31 @@ impl Inner {
             body.insert("tools".into(), Value::Array(tools));
             body.insert("tool_choice".into(), "auto".into());
         }
-        if let Some(t) = request.temperature.or(config.temperature) {
+        if let Some(t) = request
+            .temperature
+            .or(settings.temperature)
+            .or(config.temperature)
+        {
             body.insert("temperature".into(), json!(t));
         }
-        if let Some(max) = request.max_output_tokens {
-            // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`).
-            let key = if config.base_url.contains("api.openai.com") {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body.insert(key.into(), max.into());
+        let max = request
+            .max_output_tokens
+            .or(settings.max_output_tokens)
+            .or_else(|| info.and_then(|i| u32::try_from(i.max_output_tokens?).ok()));
+        if config.base_url.contains("api.openai.com") {
+            // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`,
+            // and count their reasoning in it, so no default cap is set there).
+            if let Some(max) = max {
+                body.insert("max_completion_tokens".into(), max.into());
+            }
+        } else {
+            // A local server without a limit lets a model that repeats itself run until its
+            // context is full: cap the answer when nothing better is known.
+            let window = settings
+                .context_window
+                .or_else(|| info.and_then(|i| i.context_window));
+            let max = max.unwrap_or_else(|| default_output_cap(window));
+            body.insert("max_tokens".into(), max.into());
         }
         if thinks && request.reasoning != ReasoningLevel::Off {
             body.insert("reasoning_effort".into(), request.reasoning.as_str().into());
@@ -213,8 +257,9 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                         AssistantPart::Reasoning { .. } | AssistantPart::RedactedReasoning { .. } => {}
                     }
                 }
-                let mut m = json!({"role": "assistant",
-                    "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+                // Never `null`: llama-cpp-python refuses it (HTTP 500), and an empty string is
+                // what every server takes with tool calls.
+                let mut m = json!({"role": "assistant", "content": text});
                 if !calls.is_empty() {
                     m["tool_calls"] = Value::Array(calls);
                 }
@@ -370,37 +415,43 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
-        let model = request.model.clone();
         let request = Arc::new(request);
-        run_stream(
-            self.inner.transport.clone(),
-            model,
-            parse_error,
-            Box::new(move || {
-                let inner = inner.clone();
-                let request = request.clone();
-                async move {
-                    let thinks = if request.reasoning == ReasoningLevel::Off {
-                        false
-                    } else {
-                        match inner.model_info(&request.model).await {
-                            Some(info) => info.capabilities.thinking,
-                            None => name_suggests_thinking(&request.model),
+        async_stream::stream! {
+            if inner.streams(&request.model) {
+                let mut events = streamed(inner.clone(), request.clone());
+                let mut refused = None;
+                while let Some(item) = events.next().await {
+                    match item {
+                        // Comes before any output: nothing streamed is repeated below.
+                        Err(ProviderError::CannotStream { message, .. }) => {
+                            refused = Some(message);
+                            break;
                         }
-                    };
-                    let body = inner.body(&request, thinks);
-                    let http = inner.authorized(
-                        inner
-                            .transport
-                            .client
-                            .post(inner.transport.url("/chat/completions"))
-                            .json(&body),
-                    );
-                    Ok((http, OpenAiDecoder::new(inner.transport.name().to_owned())))
+                        other => yield other,
+                    }
                 }
-                .boxed()
-            }),
-        )
+                let Some(why) = refused else {
+                    return;
+                };
+                tracing::info!(
+                    provider = inner.transport.name(),
+                    model = %request.model,
+                    "the server cannot stream this answer ({why}); asking again without streaming"
+                );
+                let answer = inner.unstreamed_answer(&request).await;
+                if answer.is_ok() {
+                    inner.remember_unstreamed(&request.model);
+                }
+                for item in answer.map_or_else(|e| vec![Err(e)], |events| events.into_iter().map(Ok).collect()) {
+                    yield item;
+                }
+            } else {
+                for item in inner.unstreamed_answer(&request).await.map_or_else(|e| vec![Err(e)], |events| events.into_iter().map(Ok).collect()) {
+                    yield item;
+                }
+            }
+        }
+        .boxed()
     }
 
     fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
@@ -411,6 +462,98 @@ impl Provider for OpenAiProvider {
     fn remember_models(&self, models: &[ModelInfo]) {
         self.inner.models.put(models.to_vec());
     }
+}
+
+/// One streamed attempt series (retried while nothing has streamed).
+fn streamed(inner: Arc<Inner>, request: Arc<ChatRequest>) -> EventStream {
+    let model = request.model.clone();
+    run_stream(
+        inner.transport.clone(),
+        model,
+        parse_error,
+        Box::new(move || {
+            let inner = inner.clone();
+            let request = request.clone();
+            async move {
+                let (info, thinks) = inner.info_for(&request).await;
+                let body = inner.body(&request, info.as_ref(), thinks, true);
+                let http = inner.authorized(
+                    inner
+                        .transport
+                        .client
+                        .post(inner.transport.url("/chat/completions"))
+                        .json(&body),
+                );
+                Ok((http, OpenAiDecoder::new(inner.transport.name().to_owned())))
+            }
+            .boxed()
+        }),
+    )
+}
+
+impl Inner {
+    /// What the catalogue says about the request's model, and whether it thinks.
+    async fn info_for(&self, request: &ChatRequest) -> (Option<ModelInfo>, bool) {
+        let info = self.model_info(&request.model).await;
+        let thinks = request.reasoning != ReasoningLevel::Off
+            && match &info {
+                Some(info) => info.capabilities.thinking,
+                None => name_suggests_thinking(&request.model),
+            };
+        (info, thinks)
+    }
+
+    /// The whole answer from one request with `stream: false` (retried like a stream that has
+    /// not started), as the events a stream would have given.
+    async fn unstreamed_answer(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<Vec<StreamEvent>, ProviderError> {
+        let (info, thinks) = self.info_for(request).await;
+        let body = self.body(request, info.as_ref(), thinks, false);
+        let url = self.transport.url("/chat/completions");
+        let answer = self
+            .transport
+            .fetch_json(
+                || self.authorized(self.transport.client.post(&url).json(&body)),
+                &request.model,
+                parse_error,
+                true,
+            )
+            .await?;
+        let mut decoder = OpenAiDecoder::new(self.transport.name().to_owned());
+        let mut out = Vec::new();
+        decoder.feed("", &as_chunk(&answer).to_string().into_bytes(), &mut out)?;
+        decoder.feed("", b"[DONE]", &mut out)?;
+        Ok(out)
+    }
+}
+
+/// A whole chat completion in the shape of one stream chunk (each `message` as its `delta`, each
+/// tool call with its index), so the stream's decoder reads it.
+fn as_chunk(answer: &Value) -> Value {
+    let mut chunk = answer.clone();
+    let choices = chunk
+        .as_object_mut()
+        .and_then(|c| c.get_mut("choices"))
+        .and_then(Value::as_array_mut);
+    for choice in choices.into_iter().flatten() {
+        let Some(choice) = choice.as_object_mut() else {
+            continue;
+        };
+        let mut delta = choice.remove("message").unwrap_or(Value::Null);
+        let calls = delta
+            .as_object_mut()
+            .and_then(|d| d.get_mut("tool_calls"))
+            .and_then(Value::as_array_mut);
+        for (index, call) in calls.into_iter().flatten().enumerate() {
+            if let Some(call) = call.as_object_mut() {
+                call.insert("index".into(), index.into());
+            }
+        }
+        choice.insert("delta".into(), delta);
+    }
+    chunk
 }
 
 /// Decodes chat-completion chunks.
@@ -665,6 +808,13 @@ impl Decoder for OpenAiDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+
+    fn empty_body(&self) -> Option<ProviderError> {
+        Some(ProviderError::CannotStream {
+            provider: self.provider.clone(),
+            message: "the server ended the stream without sending anything".into(),
+        })
     }
 
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 use totem_provider::{
-    AssistantPart, FinishReason, Message, ProviderError, ReasoningLevel, StreamEvent, ToolCall,
-    ToolResult,
+    AssistantPart, FinishReason, Message, ModelSettings, ProviderError, ReasoningLevel,
+    StreamEvent, ToolCall, ToolResult,
 };
 use totem_tests::sim::harness::{self, config_for, provider, request, run, weather_tool};
 use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind, SimModel};
@@ -110,7 +110,7 @@ async fn openai_tool_round_trip_sends_string_arguments_and_tool_messages() {
     let messages = &sim.chat_requests()[0].body["messages"];
     assert_eq!(
         messages[2],
-        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_abc",
+        json!({"role": "assistant", "content": "", "tool_calls": [{"id": "call_abc",
             "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})
     );
     assert_eq!(
@@ -349,22 +349,133 @@ async fn llamacpp_exceed_context_size_is_context_overflow() {
 }
 
 #[tokio::test]
-async fn openai_empty_200_stream_is_a_broken_stream() {
+async fn an_empty_200_stream_is_asked_again_without_streaming_and_remembered() {
     let sim = Sim::start(KIND).await;
-    for _ in 0..3 {
-        sim.push(Reply::Raw {
-            status: 200,
-            content_type: "text/event-stream".into(),
-            body: String::new(),
-        });
-    }
+    sim.push(Reply::Raw {
+        status: 200,
+        content_type: "text/event-stream".into(),
+        body: String::new(),
+    });
+    sim.push(Reply::stream([SimEvent::tool_call(
+        "call_1",
+        "get_weather",
+        json!({"city": "Oslo"}),
+    )]));
+    sim.push(Reply::stream([SimEvent::text("Sunny.")]));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Weather?");
+    req.tools = vec![weather_tool()];
+    let done = run(p.as_ref(), req.clone()).await.expect_ok();
+    let calls: Vec<_> = done.tool_calls().collect();
+    assert_eq!(calls.len(), 1, "{done:?}");
+    assert_eq!(calls[0].arguments, json!({"city": "Oslo"}));
+    assert_eq!(done.finish, Some(FinishReason::ToolCalls));
+    // The next request of that model is not streamed at all.
+    let done = run(p.as_ref(), req).await.expect_ok();
+    assert_eq!(done.text(), "Sunny.");
+    let streamed: Vec<_> = sim
+        .chat_requests()
+        .iter()
+        .map(|r| r.body["stream"].clone())
+        .collect();
+    assert_eq!(streamed, [json!(true), json!(false), json!(false)]);
+}
+
+#[tokio::test]
+async fn a_server_that_says_it_cannot_stream_tools_is_asked_without_streaming_once() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::error(500, "Cannot use tools with stream"));
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    let p = provider(config_for(&sim));
+    let done = run(p.as_ref(), request("gpt-4o-mini", "hi"))
+        .await
+        .expect_ok();
+    assert_eq!(done.text(), "ok");
+    assert_eq!(sim.chat_requests().len(), 2, "one refusal, one answer");
+    assert_eq!(sim.chat_requests()[1].body["stream"], json!(false));
+}
+
+#[tokio::test]
+async fn stream_false_in_the_model_settings_never_streams() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::stream([SimEvent::text("whole")]));
+    let mut config = config_for(&sim);
+    config.models.insert(
+        "gpt-4o-mini".into(),
+        ModelSettings {
+            stream: Some(false),
+            ..ModelSettings::default()
+        },
+    );
+    let p = provider(config);
+    let done = run(p.as_ref(), request("gpt-4o-mini", "hi"))
+        .await
+        .expect_ok();
+    assert_eq!(done.text(), "whole");
+    let body = &sim.chat_requests()[0].body;
+    assert_eq!(body["stream"], json!(false));
+    assert!(body.get("stream_options").is_none());
+}
+
+#[tokio::test]
+async fn a_validation_error_is_not_retried() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::error(
+        500,
+        "1 validation error for CreateChatCompletionRequest messages.1.content Input should be a valid string",
+    ));
     let p = provider(config_for(&sim));
     let out = run(p.as_ref(), request("gpt-4o-mini", "hi")).await;
     assert!(
-        matches!(out.expect_err(), ProviderError::StreamBroken { .. }),
+        matches!(
+            out.expect_err(),
+            ProviderError::InvalidRequest { status: 500, .. }
+        ),
         "{:?}",
         out.error
     );
+    assert_eq!(sim.chat_requests().len(), 1, "asked once");
+}
+
+#[tokio::test]
+async fn the_output_cap_is_a_quarter_of_the_window_at_most_4096_unless_set() {
+    let sim = Sim::start(SimKind::Openrouter).await;
+    sim.set_models(vec![SimModel::new("small/model", 8192)]);
+    for _ in 0..4 {
+        sim.push(Reply::stream([SimEvent::text("ok")]));
+    }
+    let mut config = config_for(&sim);
+    config.models.insert(
+        "set/model".into(),
+        ModelSettings {
+            max_output_tokens: Some(300),
+            ..ModelSettings::default()
+        },
+    );
+    config.models.insert(
+        "windowed/model".into(),
+        ModelSettings {
+            context_window: Some(2048),
+            ..ModelSettings::default()
+        },
+    );
+    let p = provider(config);
+    for model in [
+        "small/model",
+        "unlisted/model",
+        "set/model",
+        "windowed/model",
+    ] {
+        run(p.as_ref(), request(model, "hi")).await.expect_ok();
+    }
+    let caps: Vec<_> = sim
+        .chat_requests()
+        .iter()
+        .map(|r| r.body["max_tokens"].clone())
+        .collect();
+    // OpenRouter lists max_completion_tokens for its models; a model it does not list gets the
+    // default, settings win over both.
+    assert_eq!(caps, [json!(64000), json!(4096), json!(300), json!(512)]);
 }
 
 #[tokio::test]

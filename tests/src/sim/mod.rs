@@ -624,6 +624,16 @@ pub(crate) struct RenderContext<'a> {
 
 fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared, bool) {
     match reply {
+        Reply::Stream(script)
+            if matches!(kind, SimKind::Openai | SimKind::Openrouter)
+                && context.request["stream"] != Value::Bool(true) =>
+        {
+            // Asked without streaming: the whole answer as one chat completion.
+            (
+                json_reply(200, openai::render_whole(&script, context), Vec::new()),
+                false,
+            )
+        }
         Reply::Stream(script) => {
             let (frames, truncated) = match kind {
                 SimKind::Ollama => ollama::render(&script, context),

@@ -106,6 +106,47 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
     frames
 }
 
+/// The answer to a request with `stream: false`: one `chat.completion` object, as llama-cpp-python
+/// and OpenAI send it (`content` null when the answer is only tool calls).
+pub(super) fn render_whole(script: &Script, context: &RenderContext<'_>) -> Value {
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut calls = Vec::new();
+    for item in &script.events {
+        match item {
+            SimEvent::Text { text: t } => text.push_str(t),
+            SimEvent::Thinking { text: t, .. } => reasoning.push_str(t),
+            SimEvent::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } => calls.push(json!({"id": id, "type": "function",
+                "function": {"name": name, "arguments": arguments.to_string()}})),
+            _ => {}
+        }
+    }
+    let finish = script_finish(script).unwrap_or(if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    });
+    let mut message = json!({"role": "assistant",
+        "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(text) }});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    if !reasoning.is_empty() {
+        message["reasoning_content"] = Value::String(reasoning);
+    }
+    let (input, output, cached, _) = script_usage(script).unwrap_or((0, 0, 0, 0));
+    json!({"id": "chatcmpl-sim1", "object": "chat.completion", "created": 1735000000,
+        "model": context.request["model"].as_str().unwrap_or("sim-model"),
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+        "usage": {"prompt_tokens": input, "completion_tokens": output,
+            "total_tokens": input + output, "prompt_tokens_details": {"cached_tokens": cached}}})
+}
+
 /// Parallel calls as real servers stream them: each call's first fragment (id, name, empty
 /// arguments), then the argument pieces of all calls interleaved by index. Arguments given as a
 /// JSON string are sent as that text, valid JSON or not; with `object_arguments` each call
