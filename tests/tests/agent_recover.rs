@@ -95,6 +95,76 @@ async fn the_same_call_three_times_in_a_row_is_stopped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_invalid_calls_are_stopped_and_end_the_run() {
+    let env = Env::start().await;
+    // The same invalid call (no `path`) again and again, as a looping small model sends it.
+    for id in 0..8 {
+        env.push(vec![tool(
+            &format!("c{id}"),
+            "read",
+            json!({"file_path_x": 1}),
+        )]);
+    }
+    let mut events = env.subscribe().await;
+    let run = env.prompt("loop", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let results = results(&events);
+    assert!(results[0].2 && !results[0].1.contains("times in a row"));
+    assert!(
+        results[2].2 && results[2].1.contains("3 times in a row"),
+        "the third identical invalid call is refused like a valid one: {:?}",
+        results[2]
+    );
+    assert_eq!(results.len(), 5, "{results:?}");
+    match last(&events) {
+        EventKind::RunFailed { run } => assert!(
+            run.error
+                .as_deref()
+                .is_some_and(|e| e.contains("5 times in a row")),
+            "{:?}",
+            run.error
+        ),
+        other => panic!("the run goes on: {other:?}"),
+    }
+    assert_eq!(
+        env.sim.chat_requests().len(),
+        5,
+        "no request after the fifth"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_stream_that_repeats_itself_is_cut_and_the_run_ends() {
+    let env = Env::start().await;
+    let looping = "I will check the file again. ".repeat(400);
+    env.push(vec![text("Let me think. "), text(&looping)]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("loop", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    let notice = events.iter().find_map(|e| match &e.kind {
+        EventKind::Notice { text, .. } if text.contains("repeating") => Some(text.clone()),
+        _ => None,
+    });
+    assert!(notice.is_some(), "a notice says why the answer was cut");
+    let answer: String = agent_common::parts(&events)
+        .into_iter()
+        .filter_map(|p| match p {
+            totem_protocol::Part::Text { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        answer == "Let me think. I will check the file again. ",
+        "the stored answer keeps one copy: {answer:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_without_native_tools_calls_them_in_its_text() {
     let env = Env::start().await;
     agent_common::write_file(env.project.path(), "notes.txt", "gamma\n");

@@ -527,6 +527,11 @@ impl RepeatGuard {
         self.count
     }
 
+    /// How many times in a row the last recorded call was made.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
     /// True when the last recorded call was the third (or later) identical one in a row: stop the
     /// call and tell the model to change course.
     pub fn is_stuck(&self) -> bool {

@@ -53,6 +53,11 @@ impl Runner {
         call: &ToolCall,
         changes: &mut Changes<'_>,
     ) -> (String, bool) {
+        // Counted as the model wrote it, before any validation: a model that sends the same
+        // invalid call again and again is stopped like one that repeats a valid call.
+        if self.repeats.record(&call.name, &call.arguments) >= 3 {
+            return (self.repeats.message(), true);
+        }
         if let Some(done) = self.call_mcp(call).await {
             return done;
         }
@@ -65,9 +70,6 @@ impl Runner {
             Ok(p) => p,
             Err(e) => return (e.to_string(), true),
         };
-        if self.repeats.record(&prepared.name, &prepared.arguments) >= 3 {
-            return (self.repeats.message(), true);
-        }
 
         // A command only the built-in rules allowed runs confined (see `super::confine`).
         let mut confined = false;

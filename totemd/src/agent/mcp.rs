@@ -184,9 +184,6 @@ impl Runner {
             Ok(a) => a,
             Err(e) => return Some((e, true)),
         };
-        if self.repeats.record(&call.name, &arguments) >= 3 {
-            return Some((self.repeats.message(), true));
-        }
         let access = Access::new(AccessKind::Mcp, tool.exposed.clone(), tool.target());
         if let Err(text) = self.permit(&access, &call.id).await {
             return Some((text, true));

@@ -25,6 +25,7 @@ mod compact;
 mod confine;
 mod history;
 mod mcp;
+mod repeat;
 mod run;
 pub mod settings;
 pub mod shell;

@@ -38,6 +38,11 @@ use crate::util::{new_id, now_ms};
 
 /// Model requests per run before it is stopped.
 const MAX_STEPS: usize = 60;
+/// The same call this many times in a row ends the run: the model did not change course after
+/// the third one was refused.
+const MAX_SAME_CALLS: usize = 5;
+/// Streamed text is checked for a loop each time this many bytes have arrived.
+const LOOP_CHECK_BYTES: usize = 256;
 /// Coalescing of deltas.
 const DELTA_BYTES: usize = 256;
 const DELTA_INTERVAL: Duration = Duration::from_millis(50);
@@ -580,6 +585,12 @@ impl Runner {
                     return step_failed(e);
                 }
                 index += 1;
+                if self.repeats.count() >= MAX_SAME_CALLS {
+                    return Outcome::Failed(format!(
+                        "stopped: the model called {} {MAX_SAME_CALLS} times in a row with the same arguments; try again with a clearer prompt or a larger model",
+                        call.name
+                    ));
+                }
                 self.current
                     .push(ModelMessage::ToolResult(totem_provider::ToolResult {
                         call_id: call.id,
@@ -619,6 +630,7 @@ impl Runner {
         let mut turn = TurnBuilder::new();
         let mut open: Option<OpenPart> = None;
         let mut index: u32 = 0;
+        let mut cut_at = None;
         loop {
             let next = tokio::select! {
                 _ = self.cancel.cancelled() => {
@@ -640,7 +652,12 @@ impl Runner {
             };
             match &event {
                 StreamEvent::TextDelta { text } => {
-                    self.delta(&message_id, &mut open, &mut index, false, text)?
+                    self.delta(&message_id, &mut open, &mut index, false, text)?;
+                    if let Some(keep) = open.as_mut().and_then(OpenPart::looping) {
+                        cut_at = Some(keep);
+                        turn.push(event);
+                        break;
+                    }
                 }
                 StreamEvent::ReasoningDelta { text } => {
                     self.delta(&message_id, &mut open, &mut index, true, text)?
@@ -664,8 +681,24 @@ impl Runner {
             }
             turn.push(event);
         }
+        let mut completion = turn.finish();
+        if let Some(keep) = cut_at {
+            // Dropping the stream closes the connection, which stops the server generating.
+            drop(stream);
+            if let Some(part) = open.as_mut() {
+                part.text.truncate(keep);
+                part.pending.clear();
+            }
+            if let Some(AssistantPart::Text { text, .. }) = completion.parts.last_mut() {
+                text.truncate(keep);
+            }
+            self.notice(
+                "warning",
+                "The model kept repeating the same text, so its answer was cut there.".into(),
+            );
+        }
         self.close(&message_id, &mut open)?;
-        Ok((turn.finish(), message_id, index))
+        Ok((completion, message_id, index))
     }
 
     fn delta(
@@ -692,6 +725,7 @@ impl Runner {
                 text: String::new(),
                 pending: String::new(),
                 last_flush: Instant::now(),
+                checked: 0,
             });
             *index += 1;
         }
@@ -865,4 +899,18 @@ struct OpenPart {
     /// Deltas not sent yet.
     pending: String,
     last_flush: Instant,
+    /// The text's length when it was last checked for a loop.
+    checked: usize,
+}
+
+impl OpenPart {
+    /// The length to cut the text to when it ends in a loop (checked every
+    /// [`LOOP_CHECK_BYTES`]).
+    fn looping(&mut self) -> Option<usize> {
+        if self.reasoning || self.text.len() < self.checked + LOOP_CHECK_BYTES {
+            return None;
+        }
+        self.checked = self.text.len();
+        super::repeat::looping_tail(&self.text)
+    }
 }
