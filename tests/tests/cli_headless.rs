@@ -143,3 +143,119 @@ fn a_malformed_allow_rule_is_bad_usage() {
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("bash("), "{}", stderr(&out));
 }
+
+impl Env {
+    /// A slow answer: `deltas` text deltas `delay_ms` apart.
+    fn script_a_slow_answer(&self, deltas: usize, delay_ms: u64) {
+        let _guard = self.runtime.enter();
+        let mut script = Script::new((0..deltas).map(|i| SimEvent::text(format!("word{i} "))));
+        script.delay_ms = delay_ms;
+        self.sim.push(Reply::Stream(script));
+    }
+
+    /// `run.wait` on the daemon the CLI started: the run's status once it ended.
+    fn wait_for_run(&self, run_id: &str) -> String {
+        self.runtime.block_on(async {
+            let (client, _) = totem_client::Client::connect(
+                &self.cli.socket(),
+                "test",
+                totem_protocol::ClientCapabilities::default(),
+            )
+            .await
+            .expect("connect");
+            let outcome = client
+                .call_raw("run.wait", json!({"runId": run_id, "timeoutMs": 30000}))
+                .await
+                .expect("run.wait");
+            outcome["run"]["status"].as_str().unwrap_or("").to_string()
+        })
+    }
+}
+
+/// Starts `totem run --json`, waits for its first streamed text, sends `signal`, and returns the
+/// output and how long `totem` took to exit after the signal.
+fn interrupt_run(
+    env: &Env,
+    signal: nix::sys::signal::Signal,
+) -> (std::process::Output, std::time::Duration) {
+    use std::io::BufRead;
+    let mut child = env
+        .cli
+        .command(["run", "--json", "--model", MODEL, "talk slowly"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn totem run");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stdout.read_line(&mut line).expect("read totem's output");
+        assert!(read > 0, "totem run ended before streaming: {seen}");
+        seen.push_str(&line);
+        if line.contains("\"part.delta\"") {
+            break;
+        }
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, signal).expect("signal totem");
+    let sent = std::time::Instant::now();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("read the rest");
+    let mut out = child.wait_with_output().expect("wait totem");
+    let took = sent.elapsed();
+    seen.push_str(&rest);
+    out.stdout = seen.into_bytes();
+    (out, took)
+}
+
+#[test]
+fn ctrl_c_and_sigterm_abort_the_run_in_the_daemon() {
+    let env = start();
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        // 60 deltas 500 ms apart: half a minute of answer if nothing stopped it.
+        env.script_a_slow_answer(60, 500);
+        let (out, took) = interrupt_run(&env, signal);
+        assert_exit(&out, 1);
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "totem took {took:?} to stop"
+        );
+        assert!(
+            stderr(&out).contains("stopping the run"),
+            "{}",
+            stderr(&out)
+        );
+        let events = json_events(&out);
+        let end = events.last().expect("events");
+        assert_eq!(end["type"], "run.aborted", "{signal}: {events:?}");
+        let run_id = end["run"]["id"].as_str().expect("run id");
+        assert_eq!(env.wait_for_run(run_id), "aborted", "{signal}");
+    }
+}
+
+#[test]
+fn detach_leaves_the_run_going_and_says_how_to_follow_it() {
+    let env = start();
+    env.script_a_slow_answer(4, 300);
+    let started = std::time::Instant::now();
+    let out = env
+        .cli
+        .run(["run", "--detach", "--model", MODEL, "talk slowly"]);
+    assert_exit(&out, 0);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "--detach returns at once"
+    );
+    let text = stdout(&out);
+    assert!(text.contains("totem attach --session ses_"), "{text}");
+    let run_id = text
+        .split_whitespace()
+        .find(|w| w.starts_with("run_"))
+        .expect("the run is named");
+    assert_eq!(env.wait_for_run(run_id), "done");
+}

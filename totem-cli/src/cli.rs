@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// Print every event as one JSON object per line instead of the rendered answer.
     #[arg(long)]
     pub json: bool,
+    /// Start the run and return at once, leaving it running in totemd; prints how to follow it.
+    /// Without it, Ctrl-C (or SIGTERM) stops the run.
+    #[arg(long, conflicts_with = "json")]
+    pub detach: bool,
     /// The model, as `provider/model` (e.g. `ollama/qwen3:8b`; see `model.list`).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,

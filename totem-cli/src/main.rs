@@ -53,7 +53,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         match cli.command {
             None => repl::attach(&endpoint, cli::AttachArgs::default()).await,
             Some(Command::Attach(args)) => repl::attach(&endpoint, args).await,
@@ -74,5 +74,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Models(args)) => provider::models(&endpoint, args).await,
             Some(Command::Completions { .. }) | Some(Command::Man { .. }) => Ok(Exit::Success),
         }
-    })
+    });
+    // A terminal read still blocked on a permission question must not keep `totem` from exiting
+    // (after Ctrl-C, say).
+    runtime.shutdown_background();
+    result
 }

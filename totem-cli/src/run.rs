@@ -26,6 +26,15 @@ pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
         .subscribe(&session.id, session.last_seq)
         .await?;
     let accepted = send_prompt(&connection, args, &session, &prompt).await?;
+    if args.detach {
+        println!(
+            "Run {} started in session {}; it goes on in totemd. Follow it with `{}`.",
+            accepted.run_id,
+            session.id,
+            endpoint.reattach_command(&session.id)
+        );
+        return Ok(Exit::Success);
+    }
     follow(
         &connection,
         endpoint,
@@ -288,8 +297,32 @@ async fn follow(
     };
     let mut last_seq = session.last_seq;
     let mut denied = false;
+    let mut stop = Stop::new()?;
+    let mut aborting = false;
     loop {
-        let Some(event) = stream.next_value().await else {
+        let next = tokio::select! {
+            next = stream.next_value() => next,
+            signal = stop.next() => {
+                if aborting {
+                    eprintln!("totem: {signal} again: leaving without waiting for the run to end");
+                    return Ok(Exit::Failed);
+                }
+                // The run stops with this client; its end still comes as events, rendered below.
+                aborting = true;
+                out.finish();
+                eprintln!("totem: {signal}: stopping the run (use --detach to leave runs going)");
+                if let Err(e) = connection
+                    .client
+                    .call_raw(method::SessionAbort::NAME, json!({"sessionId": session.id}))
+                    .await
+                {
+                    eprintln!("totem: could not stop the run: {e}");
+                    return Ok(Exit::Failed);
+                }
+                continue;
+            }
+        };
+        let Some(event) = next else {
             out.finish();
             return Err(Unreachable(format!(
                 "totemd closed the connection during the run. The run may go on: follow it with `{}`",
@@ -310,9 +343,22 @@ async fn follow(
         }
         denied |= is_denial(&event);
         if kind == "permission.asked"
+            && !aborting
             && event.pointer("/question/runId").and_then(Value::as_str) == Some(&accepted.run_id)
         {
-            answer_question(connection, session, &event["question"], args.prompt != "-").await;
+            let answered =
+                answer_question(connection, session, &event["question"], args.prompt != "-");
+            tokio::select! {
+                () = answered => {}
+                signal = stop.next() => {
+                    aborting = true;
+                    eprintln!("\ntotem: {signal}: stopping the run");
+                    let _ = connection
+                        .client
+                        .call_raw(method::SessionAbort::NAME, json!({"sessionId": session.id}))
+                        .await;
+                }
+            }
         }
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
@@ -360,6 +406,30 @@ async fn follow(
         if let Some(exit) = ended {
             out.finish();
             return Ok(exit);
+        }
+    }
+}
+
+/// Ctrl-C and SIGTERM, which stop a followed run.
+struct Stop {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn new() -> anyhow::Result<Stop> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Stop {
+            interrupt: signal(SignalKind::interrupt()).context("cannot watch for Ctrl-C")?,
+            terminate: signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?,
+        })
+    }
+
+    /// Waits for the next signal and names it.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "interrupted",
+            _ = self.terminate.recv() => "terminated",
         }
     }
 }
