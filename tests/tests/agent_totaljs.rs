@@ -58,6 +58,59 @@ async fn written_files_are_checked_against_the_conventions() {
     );
 }
 
+/// The flow scenario: a one-line edit of a file with older findings. The result reports the
+/// edit's own finding and only counts the others, with no "fix" for code the model did not touch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_is_told_only_about_its_own_lines() {
+    let env = Env::start_in(totaljs_project()).await;
+    let old = "NEWACTION('Settings|read', {\n\taction: function($) {\n\t\tvar t = TABLE('settings');\n\t\t$.success(t);\n\t}\n});\n\nNEWACTION('Settings|save', {\n\taction: function($) {\n\t\t$.success(1);\n\t}\n});\n";
+    agent_common::write_file(env.project.path(), "actions/settings.js", old);
+    env.push(vec![tool(
+        "c1",
+        "read",
+        json!({"path": "actions/settings.js"}),
+    )]);
+    env.push(vec![tool(
+        "c2",
+        "edit",
+        json!({"path": "actions/settings.js", "oldString": "$.success(1);", "newString": "$.success(2);"}),
+    )]);
+    env.push(vec![tool(
+        "c3",
+        "edit",
+        json!({"path": "actions/settings.js", "oldString": "$.success(2);", "newString": "$.view('x');"}),
+    )]);
+    env.push(vec![text("Done.")]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt("change the save answer", json!({"allow": ["edit"]}))
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let results = results(&events);
+
+    let clean_edit = &results[1].1;
+    assert!(
+        clean_edit.contains(
+            "1 finding elsewhere in this file existed before this edit; leave it unless the user asks."
+        ),
+        "{clean_edit}"
+    );
+    assert!(!clean_edit.contains("Fix"), "{clean_edit}");
+    assert!(!clean_edit.contains("TABLE"), "{clean_edit}");
+
+    let bad_edit = &results[2].1;
+    assert!(
+        bad_edit.contains("actions/settings.js:10 error [action-controller-method]"),
+        "{bad_edit}"
+    );
+    assert!(
+        bad_edit.contains("Fix the errors in your change"),
+        "{bad_edit}"
+    );
+    assert!(!bad_edit.contains("TABLE"), "{bad_edit}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_commands_from_agents_md_run_after_an_edit() {
     let env = Env::start().await;
@@ -235,6 +288,22 @@ async fn a_rule_switched_off_in_settings_is_not_reported_and_a_misspelt_one_is_a
         output.contains("[indent-tabs]"),
         "other rules still run: {output}"
     );
+    // The project's own .totem/settings.json switches rules off too.
+    agent_common::write_file(
+        env.project.path(),
+        ".totem/settings.json",
+        r#"{"totaljs": {"check": {"disabled": ["indent-tabs"]}}}"#,
+    );
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "controllers/other.js", "content": v4}),
+    )]);
+    env.push(vec![text("Written.")]);
+    let run = env.prompt("add another", json!({"allow": ["edit"]})).await;
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    let output = &results(&events)[0].1;
+    assert!(!output.contains("[indent-tabs]"), "{output}");
 
     settings["totaljs"] = json!({"check": {"disabled": ["handler-thiss"]}});
     std::fs::write(&path, settings.to_string()).expect("write settings");

@@ -3,7 +3,8 @@
 //! an empty folder; the test installs `total5` from the npm registry, starts the app with
 //! `node index.js` on 127.0.0.1, checks that its routes answer what the controller and the action
 //! say, and stops it by pid. A second scripted run writes Total.js 4 code and its tool results
-//! carry the conventions findings.
+//! carry the conventions findings. A third writes the primer's own example (a view with its
+//! layout, a NOSQL-backed API action) and calls it with the envelope the primer shows.
 
 mod agent_common;
 
@@ -138,12 +139,28 @@ fn free_port() -> u16 {
 
 /// A plain HTTP/1.1 GET: (status, body).
 fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    request(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// A JSON POST, as a browser's fetch or curl sends it: (status, body).
+fn post_json(port: u16, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    request(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Sends one raw HTTP/1.1 request and reads the answer: (status, body).
+fn request(port: u16, raw: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )?;
+    stream.write_all(raw.as_bytes())?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
@@ -171,6 +188,27 @@ fn dechunk(mut body: &str) -> String {
         body = rest[size..].trim_start_matches("\r\n");
     }
     out
+}
+
+/// Waits until `path` answers 200 (the server listens before the controllers are loaded).
+async fn wait_for(app: &mut App, root: &Path, port: u16, path: &str) -> Option<(u16, String)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = get(port, path);
+        if let Ok((200, _)) = answer {
+            return answer.ok();
+        }
+        if let Ok(Some(status)) = app.child.try_wait() {
+            panic!(
+                "node index.js exited ({status}): {}",
+                std::fs::read_to_string(root.join("app.log")).unwrap_or_default()
+            );
+        }
+        if Instant::now() > deadline {
+            return answer.ok();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,24 +307,7 @@ async fn a_scripted_model_builds_a_total5_app_that_serves_its_routes() {
     std::os::unix::fs::symlink(&modules, root.join("node_modules")).expect("link node_modules");
     let port = free_port();
     let mut app = App::start(&root, port);
-    // The server listens a moment before the controllers are loaded (404 until then).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let hello = loop {
-        let answer = get(port, "/hello/");
-        if let Ok((200, _)) = answer {
-            break answer.ok();
-        }
-        if let Ok(Some(status)) = app.child.try_wait() {
-            panic!(
-                "node index.js exited ({status}): {}",
-                std::fs::read_to_string(root.join("app.log")).unwrap_or_default()
-            );
-        }
-        if Instant::now() > deadline {
-            break answer.ok();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let hello = wait_for(&mut app, &root, port, "/hello/").await;
     assert_eq!(
         hello,
         Some((200, "Hello from Totem".to_string())),
@@ -351,7 +372,7 @@ async fn total4_style_code_written_by_the_model_gets_the_findings() {
         );
     }
     assert!(
-        controller.contains("controllers/upload.js:7 [handler-this]"),
+        controller.contains("controllers/upload.js:7 error [handler-this]"),
         "file:line: {controller}"
     );
     assert!(results[1].1.contains("[schema-v4-api]"), "{}", results[1].1);
@@ -360,4 +381,108 @@ async fn total4_style_code_written_by_the_model_gets_the_findings() {
     let last_request = env.sim.chat_requests().pop().expect("a request").body;
     let sent = last_request["messages"].to_string();
     assert!(sent.contains("[handler-this]") && sent.contains("[schema-v4-api]"));
+}
+
+/// The primer's example, exactly as the primer shows it: a scripted model writes its files (a
+/// view with its layout, a NOSQL-backed action behind `route: 'API ?'`), the app starts on the
+/// real total5, and the client calls the primer shows (the `{schema, data}` envelope) get the
+/// answers it promises.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primer_example_runs_on_the_real_framework() {
+    let total5 = totem_tests::external::npm_install("total5", &[TOTAL5]);
+    let modules = total5.join("node_modules");
+    let example = totem_totaljs::primer_example();
+    let files: Vec<&(&str, String)> = example.iter().filter(|(p, _)| *p != "client").collect();
+    let paths: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
+    for needed in ["views/layout.html", "views/index.html", "actions/items.js"] {
+        assert!(
+            paths.contains(&needed),
+            "the primer's example lacks {needed}"
+        );
+    }
+    let client = &example
+        .iter()
+        .find(|(p, _)| *p == "client")
+        .expect("the primer shows a client call")
+        .1;
+
+    let env = Env::start_in(tempfile::tempdir().expect("app folder")).await;
+    let root = env.root();
+    let mut calls = vec![
+        ("package.json".to_string(), PACKAGE_JSON.to_string()),
+        ("index.js".to_string(), INDEX_JS.to_string()),
+        ("config".to_string(), "name : Shop\n".to_string()),
+    ];
+    calls.extend(files.iter().map(|(p, c)| (p.to_string(), c.clone())));
+    for (i, (path, content)) in calls.iter().enumerate() {
+        env.push(vec![tool(
+            &format!("c{i}"),
+            "write",
+            json!({"path": path, "content": content}),
+        )]);
+    }
+    env.push(vec![text("Done.")]);
+    let mut events = env.subscribe().await;
+    let run = env
+        .prompt(
+            "Write the example app",
+            json!({"mode": "build", "allow": ["edit"]}),
+        )
+        .await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    for (tool, output, is_error) in &results(&events) {
+        assert!(!is_error, "{tool} failed: {output}");
+        assert!(
+            !output.contains("conventions check"),
+            "the primer's own code got findings: {output}"
+        );
+    }
+
+    std::os::unix::fs::symlink(&modules, root.join("node_modules")).expect("link node_modules");
+    let port = free_port();
+    let mut app = App::start(&root, port);
+    let log = || std::fs::read_to_string(root.join("app.log")).unwrap_or_default();
+
+    // The view, rendered inside the layout.
+    let (status, page) = wait_for(&mut app, &root, port, "/")
+        .await
+        .expect("GET / answers");
+    assert_eq!(status, 200, "{page}\n{}", log());
+    assert!(
+        page.contains("<!DOCTYPE html>") && page.contains("<body><h1>Items</h1>"),
+        "{page}"
+    );
+
+    // Each client call of the primer, sent as it shows it, answers what it says.
+    let mut created = None;
+    for line in client.lines() {
+        let call = line.strip_prefix("POST /api/ ").expect("a POST /api/ call");
+        let (body, answer) = call.split_once(" answers ").expect("the call's answer");
+        let (status, got) = post_json(port, "/api/", body).expect("POST /api/");
+        assert_eq!(status, 200, "{body} -> {got}\n{}", log());
+        let got: serde_json::Value = serde_json::from_str(&got).expect("a JSON answer");
+        assert_eq!(got["success"], true, "{body} -> {got}");
+        if answer.contains("\"<id>\"") {
+            created = got["value"].as_str().map(str::to_string);
+            assert!(created.as_ref().is_some_and(|id| !id.is_empty()), "{got}");
+        } else {
+            let items = got["value"].as_array().expect("a list of items");
+            assert_eq!(items.len(), 1, "{got}");
+            assert_eq!(items[0]["name"], "Pear");
+            assert_eq!(items[0]["id"].as_str(), created.as_deref());
+        }
+    }
+    assert!(created.is_some(), "the primer shows a create call");
+
+    // Invalid input is refused before the action runs.
+    let (status, got) = post_json(
+        port,
+        "/api/",
+        r#"{"schema": "Items|create", "data": {"price": 2}}"#,
+    )
+    .expect("POST /api/");
+    assert_eq!(status, 400, "{got}");
+    assert!(got.contains("\"name\""), "{got}");
+    assert!(app.stop(), "the app stopped on SIGTERM");
 }

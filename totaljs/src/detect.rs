@@ -7,20 +7,20 @@ use serde::Serialize;
 
 use crate::js::lex;
 
-/// Why a folder was taken for a Total.js 5 project.
+/// Why a folder was taken for a Total.js 5 project: positive signs of version 5 only. A `config`
+/// file and controllers with `exports.install` are Total.js of any version, so they decide nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Evidence {
     /// `package.json` lists `total5` in `dependencies` (`dev: false`) or `devDependencies`.
     PackageDependency { dev: bool },
-    /// `index.js` calls `require('total5')`.
-    IndexRequiresTotal5,
-    /// `index.js` calls `Total.run(...)`, the v5 boot.
-    IndexCallsTotalRun,
-    /// There is a `config` file at the root.
-    ConfigFile,
-    /// A file in `controllers/` defines `exports.install`.
-    ControllerInstall,
+    /// A boot file (`index.js`, `debug.js`, `release.js` or package.json's `main`) calls
+    /// `require('total5')`.
+    RequiresTotal5 { file: String },
+    /// A boot file calls `Total.run(...)` or `F.run(...)`, which only Total.js 5 has.
+    CallsRun { file: String },
+    /// App code calls a global only Total.js 5 defines (`CRON`, `NEWCOMPONENT`, `PYPELINE`...).
+    V5Api { file: String, name: String },
 }
 
 /// The older Total.js a project is built on.
@@ -30,6 +30,9 @@ pub enum LegacyVersion {
     Total4,
     /// npm package `total.js` (Total.js 3 and older).
     TotalJs3,
+    /// A Total.js layout (`config`, controllers with `exports.install`) with no sign of any
+    /// version: not taken for Total.js 5.
+    Unknown,
 }
 
 impl LegacyVersion {
@@ -37,7 +40,7 @@ impl LegacyVersion {
     pub fn package(self) -> &'static str {
         match self {
             LegacyVersion::Total4 => "total4",
-            LegacyVersion::TotalJs3 => "total.js",
+            LegacyVersion::TotalJs3 | LegacyVersion::Unknown => "total.js",
         }
     }
 }
@@ -52,7 +55,8 @@ pub enum Project {
         evidence: Vec<Evidence>,
         problems: Vec<String>,
     },
-    /// A Total.js 4 (or older) project: the v5 primer and conventions check do not apply.
+    /// A Total.js 4 (or older, or of unknown version) project: the v5 primer and conventions
+    /// check do not apply.
     Legacy { version: LegacyVersion },
     /// No files, or only dotfiles (`.git`, `.gitignore`): a new session treats it as Total.js 5.
     Empty,
@@ -70,11 +74,16 @@ impl Project {
     /// A short message for the user about the detection, when there is something to say.
     pub fn message(&self) -> Option<String> {
         match self {
+            Project::Legacy {
+                version: LegacyVersion::Unknown,
+            } => Some(
+                "This looks like a Total.js project, but nothing says it is Total.js 5 (no total5 dependency, no require('total5')): Totem's Total.js 5 primer and conventions check are off. Add total5 to package.json to turn them on.".to_string(),
+            ),
             Project::Legacy { version } => Some(format!(
                 "This project uses {} ({}), not Total.js 5: Totem's Total.js 5 primer and conventions check do not apply and are off. Upgrade to the npm package total5 to get them.",
                 match version {
                     LegacyVersion::Total4 => "Total.js 4",
-                    LegacyVersion::TotalJs3 => "Total.js 3 or older",
+                    _ => "Total.js 3 or older",
                 },
                 version.package()
             )),
@@ -128,8 +137,9 @@ fn from_package_json(text: &str) -> Result<Option<Framework>, String> {
     })
 }
 
-/// What `index.js` says about the framework.
-fn from_index(text: &str) -> (Option<Framework>, bool) {
+/// What a boot file says about the framework: which package it requires, and whether it calls
+/// `Total.run()` / `F.run()` (Total.js 5 only; v4 booted with `require('total4/debug')(opts)`).
+fn from_boot(text: &str) -> (Option<Framework>, bool) {
     let tokens = lex(text).tokens;
     let mut found = None;
     let mut runs = false;
@@ -146,9 +156,11 @@ fn from_index(text: &str) -> (Option<Framework>, bool) {
                 found = Some(Framework::Legacy(LegacyVersion::TotalJs3));
             }
         }
-        if t.is_ident("Total")
+        if (t.is_ident("Total") || t.is_ident("F"))
+            && (i == 0 || !tokens[i - 1].is_punct("."))
             && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
             && tokens.get(i + 2).is_some_and(|n| n.is_ident("run"))
+            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
         {
             runs = true;
         }
@@ -156,6 +168,7 @@ fn from_index(text: &str) -> (Option<Framework>, bool) {
     (found, runs)
 }
 
+/// Whether some controller has `exports.install`: a Total.js layout, of any version.
 fn controllers_install(root: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(root.join("controllers")) else {
         return false;
@@ -171,8 +184,61 @@ fn controllers_install(root: &Path) -> bool {
     })
 }
 
+/// Globals that total5 defines and framework4 does not (diff of their global assignments).
+const V5_ONLY_GLOBALS: &[&str] = &["CRON", "NEWCOMPONENT", "PYPELINE", "AJAX"];
+
+/// Folders searched for a v5-only API call, and how many files at most.
+const API_FOLDERS: &[&str] = &[
+    "definitions",
+    "modules",
+    "actions",
+    "schemas",
+    "controllers",
+];
+const API_FILES: usize = 100;
+
+/// The first call of a v5-only global in the app's code, as (file, name).
+fn v5_api(root: &Path) -> Option<(String, String)> {
+    let mut seen = 0;
+    for folder in API_FOLDERS {
+        let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".js") {
+                continue;
+            }
+            seen += 1;
+            if seen > API_FILES {
+                return None;
+            }
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            let tokens = lex(&text).tokens;
+            let call = tokens.windows(2).enumerate().find(|(i, w)| {
+                V5_ONLY_GLOBALS.contains(&w[0].text)
+                    && w[1].is_punct("(")
+                    && (*i == 0
+                        || !tokens[i - 1].is_punct(".") && !tokens[i - 1].is_ident("function"))
+            });
+            if let Some((_, w)) = call {
+                return Some((format!("{folder}/{name}"), w[0].text.to_string()));
+            }
+        }
+    }
+    None
+}
+
 /// Looks at the folder `root` and says what kind of project it holds. Never fails: anything that
 /// cannot be read is reported in the result's `problems`.
+///
+/// Total.js 5 is decided from positive signs only, strongest first: what the boot file requires
+/// (it is what runs: `require('total5')` wins over a stale `total4` in package.json), then the
+/// package.json dependency, then `Total.run()`, then a v5-only API in the app's code. A Total.js
+/// layout with none of them (a v3/v4 app booting from `debug.js` with no dependency listed) is
+/// [`LegacyVersion::Unknown`], not Total.js 5.
 pub fn detect(root: &Path) -> Project {
     let entries = match std::fs::read_dir(root) {
         Ok(entries) => entries,
@@ -192,59 +258,79 @@ pub fn detect(root: &Path) -> Project {
 
     let mut problems = Vec::new();
     let mut evidence = Vec::new();
-    let mut legacy = None;
+    let mut package = None;
+    let mut main = None;
 
     match std::fs::read_to_string(root.join("package.json")) {
-        Ok(text) => match from_package_json(&text) {
-            Ok(Some(Framework::V5 { dev })) => evidence.push(Evidence::PackageDependency { dev }),
-            Ok(Some(Framework::Legacy(v))) => legacy = Some(v),
-            Ok(None) => {}
-            Err(e) => problems.push(e),
-        },
+        Ok(text) => {
+            match from_package_json(&text) {
+                Ok(found) => package = found,
+                Err(e) => problems.push(e),
+            }
+            main = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|j| j.get("main").and_then(|m| m.as_str()).map(str::to_string))
+                .filter(|m| !m.contains("..") && !m.starts_with('/'));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => problems.push(format!("cannot read package.json: {e}")),
     }
 
-    if let Ok(text) = std::fs::read_to_string(root.join("index.js")) {
-        let (framework, runs) = from_index(&text);
+    let mut boot_files = vec![
+        "index.js".to_string(),
+        "debug.js".into(),
+        "release.js".into(),
+    ];
+    if let Some(main) = main.map(|m| m.trim_start_matches("./").to_string())
+        && !boot_files.contains(&main)
+    {
+        boot_files.push(main);
+    }
+    let mut boot_legacy = None;
+    for file in &boot_files {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else {
+            continue;
+        };
+        let (framework, runs) = from_boot(&text);
         match framework {
-            Some(Framework::V5 { .. }) => evidence.push(Evidence::IndexRequiresTotal5),
+            Some(Framework::V5 { .. }) => {
+                evidence.push(Evidence::RequiresTotal5 { file: file.clone() })
+            }
             Some(Framework::Legacy(v)) => {
-                legacy.get_or_insert(v);
+                boot_legacy.get_or_insert(v);
             }
             None => {}
         }
         if runs {
-            evidence.push(Evidence::IndexCallsTotalRun);
+            evidence.push(Evidence::CallsRun { file: file.clone() });
         }
     }
-    if root.join("config").is_file() {
-        evidence.push(Evidence::ConfigFile);
-    }
-    if controllers_install(root) {
-        evidence.push(Evidence::ControllerInstall);
-    }
-
-    let strong = evidence.iter().any(|e| {
-        matches!(
-            e,
-            Evidence::PackageDependency { .. }
-                | Evidence::IndexRequiresTotal5
-                | Evidence::IndexCallsTotalRun
-        )
-    });
-    if evidence
+    let requires = evidence
         .iter()
-        .any(|e| matches!(e, Evidence::PackageDependency { .. }))
+        .any(|e| matches!(e, Evidence::RequiresTotal5 { .. }));
+    if let Some(Framework::V5 { dev }) = package {
+        evidence.insert(0, Evidence::PackageDependency { dev });
+    }
+    if !requires {
+        if let Some(version) = boot_legacy {
+            return Project::Legacy { version };
+        }
+        if let Some(Framework::Legacy(version)) = package {
+            return Project::Legacy { version };
+        }
+    }
+    if evidence.is_empty()
+        && let Some((file, name)) = v5_api(root)
     {
+        evidence.push(Evidence::V5Api { file, name });
+    }
+    if !evidence.is_empty() {
         return Project::TotalJs5 { evidence, problems };
     }
-    if let Some(version) = legacy {
-        return Project::Legacy { version };
-    }
-    // Without a framework package, the v5 boot or both folder conventions decide.
-    if strong || evidence.len() >= 2 {
-        return Project::TotalJs5 { evidence, problems };
+    if root.join("config").is_file() && controllers_install(root) {
+        return Project::Legacy {
+            version: LegacyVersion::Unknown,
+        };
     }
     Project::Other { problems }
 }

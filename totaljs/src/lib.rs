@@ -15,10 +15,11 @@
 //!    empty folder), put [`primer()`] in the system prompt and append [`reminder()`] to each
 //!    request. Show [`Project::message`] to the user when it has one (older Total.js, unreadable
 //!    package.json).
-//! 2. After a tool writes a file in such a project: `check_in_project(rel_path, content, &cfg,
-//!    &ProjectContext::scan(root))` and append `format_findings(rel_path, &findings)` to the tool
-//!    result (it is empty when there is nothing to say). `cfg` comes from settings; call
-//!    [`CheckConfig::validate`] when loading them.
+//! 2. After a tool writes a file in such a project: `check_edit(rel_path, before, after, &cfg,
+//!    &ProjectContext::scan(root))` and append `format_edit(rel_path, &findings)` to the tool
+//!    result (it is empty when there is nothing to say). Only the edit's own findings are shown;
+//!    the file's older ones are counted, never pushed on the model (see `check::report`). `cfg`
+//!    comes from settings; call [`CheckConfig::validate`] when loading them.
 //! 3. `/init` in an empty folder: [`write_scaffold`]; it refuses to overwrite and lists the files.
 
 mod check;
@@ -28,9 +29,10 @@ mod primer;
 mod scaffold;
 
 pub use check::{
-    CheckConfig, CheckConfigError, Confidence, Finding, ProjectContext, Rule, Severity, check,
-    check_in_project, format_findings, rules,
+    CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding, ProjectContext,
+    ProjectReport, Rule, Severity, check, check_edit, check_in_project, check_project, format_edit,
+    format_finding, format_findings, rules,
 };
 pub use detect::{Evidence, LegacyVersion, Project, detect};
-pub use primer::{estimate_tokens, primer, reminder};
+pub use primer::{primer, primer_example, reminder};
 pub use scaffold::{ScaffoldError, scaffold, write_scaffold};

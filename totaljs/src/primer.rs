@@ -3,38 +3,53 @@
 //! Facts from TOTALJS.md §1 and §6, in our own words.
 
 const PRIMER: &str = r#"# Total.js 5
-This is a Total.js 5 project (npm package total5). Write Total.js 5 code only. Total.js 4 and Express APIs do not exist here.
+This is a Total.js 5 project (npm package total5). Write Total.js 5 code only; Total.js 4 and Express APIs do not exist here.
 
 ## Files
-- Every .js file in these folders loads by itself at start, in this order: modules/, actions/, schemas/, models/, definitions/, controllers/, middleware/. Never require() them.
-- index.js boots the app: require('total5'); Total.run({}); (never require('total4/debug')).
-- config: one "key : value" per line, always with a space after the colon: name : App. Framework keys start with $: $api, $port, $httpmaxsize. Only config is read (no config-debug).
-- public/ static files, views/ HTML templates, databases/ NoSQL data, plugins/<id>/ same layout.
+- .js files in these folders load by themselves, in this order: modules/, actions/, schemas/, models/, definitions/, controllers/, middleware/. Never require() them.
+- index.js: require('total5'); Total.run({}); Run the app with: node index.js (port 8000, or $PORT). Total.run({ watcher: false }) runs one process, best for tests.
+- config: one "key : value" per line with a space after the colon: name : App. Framework keys start with $: $api, $port. Only config is read.
+- views/*.html templates, public/ static files, databases/ data, plugins/<id>/index.js with the same folders.
 
 ## Routes (controllers/*.js)
-- Declare routes inside exports.install = function() { ... }. Put named handlers below.
-- A handler gets the controller as its argument $. `this` is NOT the controller: never var self = this.
-- ROUTE('[+|-]METHOD /url/{id}/ [@flag] [#middleware] [<10MB] [--> Ns|action]', [handler]).
-- METHOD: GET POST PUT PATCH DELETE, API (JSON envelope), SOCKET, FILE, or '#404'.
-- + needs a signed-in user, - an anonymous one. Both need AUTH() in definitions/.
-- {id} gives $.params.id. '?' in the url means /api/.
-- Flags go in the string: @upload, @json, #middleware, <5MB. Never an array argument.
-- Controller $: $.json(obj), $.success(value), $.invalid(error), $.view(name, model), $.plain(text), $.file(path), $.redirect(url); $.query, $.body, $.params, $.user, $.files, $.headers.
+- Declare routes inside exports.install = function() { ... }; put named handlers below.
+- A handler gets the controller as its argument $. `this` is NOT the controller.
+- ROUTE('[+|-]METHOD /url/{id}/ [@upload] [#middleware] [<10MB] [--> Ns|action]', [handler]). METHOD: GET POST PUT PATCH DELETE API SOCKET FILE, or '#404'. + needs a signed-in user, - an anonymous one; both need AUTH() in definitions/. {id} gives $.params.id. Flags go in the string, never in an array.
+- Controller $: $.view(name, model), $.json(obj), $.success(value), $.invalid(error), $.plain(text), $.redirect(url); $.query, $.body, $.params, $.user.
+- $.view('index', model) renders views/index.html inside views/layout.html: that file must exist and contain @{body}, or the request hangs. In a view: @{model.name}.
 
-Example:
-controllers/items.js
+## Actions (actions/*.js)
+- NEWACTION('Ns|name', { input, query, params, route, action($, model) }). input: '*name:String, price:Number' (* = required). Types: String Number Boolean Date Email UID JSON Object Lower Upper, {a|b} (one of), [String] (array), @Name (reusable schema). Invalid input gets a 400 before the action runs.
+- route: 'API ?' makes it a JSON endpoint. The client sends POST /api/ with Content-Type: application/json and {"schema": "Ns|name", "data": {...}}; the answer is {"success": true, "value": ...}. With route: 'API ?' the id uses |, never / (ids with / collide).
+- Action $: $.success(value), $.invalid('error'), $.callback(raw), $.model, $.params, $.query, $.user. No $.json/$.view/$.file here.
+- From code: var res = await ACTION('Ns|name', data).promise($); res is {success, value}.
+- NEWSCHEMA('Users', function(schema) { schema.action('list', { action: $ => $.success([]) }); }) registers Users/list. No schema.define/setSave/setQuery.
+- A reusable NEWSCHEMA('@Item', 'name:String') named by an input must be in actions/: schemas/ loads after actions/.
+
+## Data
+NOSQL('items') needs no setup (files in databases/): .insert(doc), .find(), .read(), .update(doc), .remove(), with .where('id', id), .sort('name'), .take(10), .first(), and await ....promise($). DATA.find('tbl_x') needs a database driver; without one it answers 400.
+
+## Example
+views/layout.html
+<!DOCTYPE html>
+<html><body>@{body}</body></html>
+
+views/index.html
+<h1>@{model.title}</h1>
+
+controllers/default.js
 exports.install = function() {
 	ROUTE('GET /', index);
-	ROUTE('POST /api/items/ --> Items|create');
 };
 
 function index($) {
-	$.plain('Hello');
+	$.view('index', { title: 'Items' });
 }
 
 actions/items.js
 NEWACTION('Items|create', {
 	input: '*name:String, price:Number',
+	route: 'API ?',
 	action: async function($, model) {
 		model.id = UID();
 		await NOSQL('items').insert(model).promise($);
@@ -42,20 +57,23 @@ NEWACTION('Items|create', {
 	}
 });
 
-## Actions and schemas
-- NEWACTION('Ns|name', { input, query, params, route: '+API ?', action($, model) }). Input fields: '*name:String, age:Number, tags:[String]' (* = required). Invalid input gets a 400 before the action runs.
-- Use 'Ns|name' ids with API routes, never 'Ns/name'.
-- NEWSCHEMA('Users', function(schema) { schema.action('list', { action: $ => $.success([]) }); }). No schema.define/setSave/setQuery/addWorkflow.
-- Action $: $.success(value) (sends { success: true, value }), $.invalid('@(Error text)'), $.callback(raw), $.model, $.params, $.query, $.user. It has no $.json/$.view/$.file.
-- Call an action from code: await ACTION('Items|create', data).promise($).
-- Route to actions with --> Ns|name, not the v4 '*Schema --> action'.
+NEWACTION('Items|list', {
+	route: 'API ?',
+	action: async function($) {
+		var items = await NOSQL('items').find().promise($);
+		$.success(items);
+	}
+});
+
+client
+POST /api/ {"schema": "Items|create", "data": {"name": "Pear", "price": 2}} answers {"success": true, "value": "<id>"}
+POST /api/ {"schema": "Items|list"} answers {"success": true, "value": [{"name": "Pear", ...}]}
 
 ## Globals
-CONF (config values), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), DATA (query builder: DATA.find('tbl_x').where('id', id).promise($)), NOSQL(name), FILESTORAGE(name), PATH.root()/PATH.public(), CRON('*/5 * * * *', fn), ON('ready', fn), MIDDLEWARE('name', ($, next) => next()), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder for HTTP calls.
-Sockets: ROUTE('SOCKET /ws/', socket); function socket($) { $.on('message', (client, msg) => client.send(msg)); }
+CONF (config), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), PATH.root(), FILESTORAGE(name), CRON('*/5 * * * *', fn), ON('ready', fn), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder for HTTP calls.
 
 ## Never
-Express (require('express'), app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), RESOURCE (use TRANSLATE), OPERATION/RUN (use ACTION), F.route, setInterval jobs, process.env in features (use CONF), require() of own files.
+Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), RESOURCE (use TRANSLATE), OPERATION/TASK/GETSCHEMA (use ACTION), '*Schema --> action' routes, setInterval jobs.
 
 ## Style
 Tabs, semicolons, single quotes, var, lowercase file names.
@@ -64,7 +82,8 @@ Tabs, semicolons, single quotes, var, lowercase file names.
 const REMINDER: &str = "Total.js 5: require('total5') + Total.run(); handlers take $ (not this); ROUTE('VERB /url/ --> Ns|action') with flags in the string; NEWACTION('Ns|name') / NEWSCHEMA + schema.action; $.success/$.invalid/$.callback; no Express or v4 APIs (TABLE, schema.define, *Schema -->); tabs.";
 
 /// The Total.js 5 primer for the system prompt of sessions in Total.js 5 projects (and empty
-/// folders). At most 1,200 tokens (bytes / 4).
+/// folders). At most 1,200 tokens of cl100k_base (checked by a test, printed by bench-prompt).
+/// Its example files run as they are on total5 (tests/tests/totaljs_e2e.rs).
 pub fn primer() -> &'static str {
     PRIMER
 }
@@ -74,9 +93,35 @@ pub fn reminder() -> &'static str {
     REMINDER
 }
 
-/// A rough token count: bytes / 4, rounded up. The budget the primer is held to.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.len().div_ceil(4)
+/// The primer's example, as (path, content) pairs in the order it shows them: the files a model
+/// writes (`views/layout.html`, `controllers/default.js`, `actions/items.js`...) and, under the
+/// name `client`, the calls a client makes. Tests write these files as they are and run them.
+pub fn primer_example() -> Vec<(&'static str, String)> {
+    let Some(example) = PRIMER.split("\n## Example\n").nth(1) else {
+        return Vec::new();
+    };
+    let example = example.split("\n## ").next().unwrap_or("");
+    let is_header = |l: &str| {
+        l == "client"
+            || (l.contains('/') && !l.contains(' ') && !l.starts_with('<') && l.contains('.'))
+    };
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    let mut previous_blank = true;
+    for line in example.lines() {
+        if previous_blank && is_header(line) {
+            out.push((line, String::new()));
+        } else if let Some((_, content)) = out.last_mut() {
+            content.push_str(line);
+            content.push('\n');
+        }
+        previous_blank = line.trim().is_empty();
+    }
+    for (_, content) in &mut out {
+        let trimmed = content.trim_end().len();
+        content.truncate(trimmed);
+        content.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -84,14 +129,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn primer_fits_its_token_budget() {
-        let tokens = estimate_tokens(primer());
-        assert!(tokens <= 1200, "primer is {tokens} tokens");
+    fn reminder_is_one_line() {
+        assert!(!reminder().contains('\n'));
+        assert!(reminder().len() < 400);
     }
 
     #[test]
-    fn reminder_is_one_line() {
-        assert!(!reminder().contains('\n'));
-        assert!(estimate_tokens(reminder()) < 100);
+    fn the_example_splits_into_its_files() {
+        let files: Vec<&str> = primer_example().iter().map(|(p, _)| *p).collect();
+        assert_eq!(
+            files,
+            vec![
+                "views/layout.html",
+                "views/index.html",
+                "controllers/default.js",
+                "actions/items.js",
+                "client"
+            ]
+        );
+        let example = primer_example();
+        assert!(example[3].1.starts_with("NEWACTION('Items|create'"));
+        assert!(
+            example[3].1.ends_with("});\n") && example[3].1.contains("\n\nNEWACTION('Items|list'")
+        );
     }
 }

@@ -109,7 +109,7 @@ fn empty_folder_or_only_dotfiles_is_empty_and_counts_as_total5() {
 }
 
 #[test]
-fn secondary_signals_detect_total5_without_package_json() {
+fn the_v5_boot_detects_total5_without_package_json() {
     let dir = tempfile::tempdir().unwrap();
     write(
         dir.path(),
@@ -119,11 +119,107 @@ fn secondary_signals_detect_total5_without_package_json() {
     match detect(dir.path()) {
         Project::TotalJs5 { evidence, .. } => assert_eq!(
             evidence,
-            vec![Evidence::IndexRequiresTotal5, Evidence::IndexCallsTotalRun]
+            vec![
+                Evidence::RequiresTotal5 {
+                    file: "index.js".into()
+                },
+                Evidence::CallsRun {
+                    file: "index.js".into()
+                }
+            ]
         ),
         other => panic!("{other:?}"),
     }
+}
 
+/// The official v5 apps (flow, cms, openplatform...): `total5` dependency, `require('total5')`
+/// and `F.run(options)` in index.js.
+#[test]
+fn official_v5_layout_is_total5() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "package.json",
+        r#"{ "main": "index.js", "dependencies": { "total5": "latest" } }"#,
+    );
+    write(
+        dir.path(),
+        "index.js",
+        "require('total5');\n\nconst options = {};\nF.run(options);\n",
+    );
+    write(dir.path(), "config", "name : Flow\n");
+    let p = detect(dir.path());
+    assert!(
+        matches!(&p, Project::TotalJs5 { evidence, .. } if evidence.len() == 3 && evidence[0] == Evidence::PackageDependency { dev: false }),
+        "{p:?}"
+    );
+}
+
+/// totaljs/openfiles: package.json still says total4, index.js boots total5. What runs wins.
+#[test]
+fn a_total5_boot_wins_over_a_stale_total4_dependency() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "package.json",
+        r#"{ "dependencies": { "total4": "latest" } }"#,
+    );
+    write(dir.path(), "index.js", "require('total5');\nF.run({});\n");
+    assert!(detect(dir.path()).is_totaljs5());
+}
+
+/// totaljs/admin and older community apps: `debug.js` requires `total.js/debug`, package.json
+/// lists no framework, and there is a `config` and controllers with `exports.install`.
+#[test]
+fn a_v3_app_booting_from_debug_js_is_legacy() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "package.json", r#"{ "name": "admin" }"#);
+    write(
+        dir.path(),
+        "debug.js",
+        "const options = {};\nrequire('total.js/debug')(options);\n",
+    );
+    write(dir.path(), "config", "name : Admin\n");
+    write(
+        dir.path(),
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('/', 'index');\n};\n",
+    );
+    let p = detect(dir.path());
+    assert_eq!(
+        p,
+        Project::Legacy {
+            version: LegacyVersion::TotalJs3
+        }
+    );
+    assert!(!p.is_totaljs5());
+
+    write(dir.path(), "release.js", "require('total4/release')({});\n");
+    std::fs::remove_file(dir.path().join("debug.js")).unwrap();
+    assert_eq!(
+        detect(dir.path()),
+        Project::Legacy {
+            version: LegacyVersion::Total4
+        }
+    );
+}
+
+/// package.json's `main` names the boot file when it is not index.js.
+#[test]
+fn the_boot_file_named_by_main_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "package.json", r#"{ "main": "./server.js" }"#);
+    write(
+        dir.path(),
+        "server.js",
+        "require('total5');\nTotal.run({ port: 8000 });\n",
+    );
+    assert!(detect(dir.path()).is_totaljs5());
+}
+
+/// A Total.js layout with no sign of any version is not taken for Total.js 5.
+#[test]
+fn a_total_js_layout_without_version_signs_is_not_total5() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "config", "name : App\n");
     write(
@@ -131,10 +227,29 @@ fn secondary_signals_detect_total5_without_package_json() {
         "controllers/default.js",
         "exports.install = function() {\n\tROUTE('GET /', $ => $.plain('x'));\n};\n",
     );
+    let p = detect(dir.path());
+    assert_eq!(
+        p,
+        Project::Legacy {
+            version: LegacyVersion::Unknown
+        }
+    );
+    let msg = p.message().unwrap();
+    assert!(msg.contains("nothing says it is Total.js 5"), "{msg}");
+
+    // A v5-only API in the app's code is a positive sign.
+    write(
+        dir.path(),
+        "definitions/jobs.js",
+        "CRON('*/5 * * * *', function() {\n\tconsole.log('tick');\n});\n",
+    );
     match detect(dir.path()) {
         Project::TotalJs5 { evidence, .. } => assert_eq!(
             evidence,
-            vec![Evidence::ConfigFile, Evidence::ControllerInstall]
+            vec![Evidence::V5Api {
+                file: "definitions/jobs.js".into(),
+                name: "CRON".into()
+            }]
         ),
         other => panic!("{other:?}"),
     }

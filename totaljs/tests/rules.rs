@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use totem_totaljs::{CheckConfig, Finding, ProjectContext, check, check_in_project};
+use totem_totaljs::{CheckConfig, Finding, ProjectContext, Severity, check, check_in_project};
 
 fn findings(path: &str, src: &str, rule: &str) -> Vec<Finding> {
     let mut cfg = CheckConfig::default();
@@ -63,6 +63,18 @@ fn v4_boot_in_index_is_flagged() {
         ),
         vec![1, 2]
     );
+}
+
+/// framework5 defines `F.http(opts)`, and its release.js/debug.js start with it.
+#[test]
+fn v5_http_starts_are_clean() {
+    for boot in [
+        "require('total5');\nF.http({ port: 8000 });\n",
+        "require('total5');\nTotal.http({ ip: '0.0.0.0' });\n",
+        "require('total5');\nconst options = {};\nF.run(options);\n",
+    ] {
+        clean("index.js", boot, "boot-total5");
+    }
 }
 
 #[test]
@@ -157,14 +169,39 @@ fn socket_handlers_and_dollar_handlers_may_use_this() {
 // #5 route-method
 
 #[test]
-fn unknown_lowercase_or_missing_route_methods_are_flagged() {
+fn unknown_or_missing_route_methods_are_flagged() {
     let src = "exports.install = function() {\n\tROUTE('FETCH /a/', a);\n\tROUTE('get /b/', a);\n\tROUTE('/c/', a);\n};\n";
     assert_eq!(
         lines("controllers/default.js", src, "route-method"),
-        vec![2, 3, 4]
+        vec![2, 4]
     );
     let action = "NEWACTION('Items|list', { route: 'GTE /items/', action: $ => $.success() });\n";
     assert_eq!(lines("actions/items.js", action, "route-method"), vec![1]);
+}
+
+/// `Route()` upper-cases the method: `get` works (live: 200), so it is a style note only.
+#[test]
+fn lowercase_route_methods_are_a_note_not_an_error() {
+    let src = "exports.install = function() {\n\tROUTE('get /b/', a);\n\tROUTE('+post /c/', a);\n\tROUTE('GET /d/', a);\n};\n";
+    let f = findings("controllers/default.js", src, "route-method-case");
+    assert_eq!(f.iter().map(|f| f.line).collect::<Vec<_>>(), vec![2, 3]);
+    assert!(f.iter().all(|f| f.severity == Severity::Info));
+    assert!(f[0].message.contains("'GET'"));
+}
+
+/// `F.route()` is `ROUTE()` in v5; only its v4 flags array is wrong.
+#[test]
+fn f_route_strings_are_checked_like_route() {
+    let src = "F.route('GET /a/', a);\nTotal.route('FETCH /b/', a);\nF.route('/c/', a, ['upload'], 1024);\n";
+    assert_eq!(
+        lines("definitions/routes.js", src, "route-method"),
+        vec![2, 3]
+    );
+    assert_eq!(
+        lines("definitions/routes.js", src, "route-flags-array"),
+        vec![3]
+    );
+    clean("definitions/routes.js", src, "v4-global");
 }
 
 #[test]
@@ -227,6 +264,16 @@ fn pipe_ids_and_slash_ids_without_api_route_are_clean() {
     clean("actions/coll.js", src, "api-action-id");
 }
 
+/// openplatform, cms, todomator: `Ns/name` ids behind an API route that names its own endpoint.
+#[test]
+fn slash_ids_behind_an_explicit_api_endpoint_are_clean() {
+    let actions = "NEWACTION('Apps/list', { route: '+API /api/ -apps_list --> Apps/list', action: $ => $.success([]) });\n";
+    clean("actions/apps.js", actions, "api-action-id");
+    let controller = "exports.install = function() {\n\tROUTE('+API /api/ -apps_list --> Apps/list');\n\tROUTE('+API /api/ +apps_save --> Apps/save');\n};\n";
+    let f = check("controllers/api.js", controller, &CheckConfig::default());
+    assert!(f.is_empty(), "{f:?}");
+}
+
 // #9 schema-v4-api
 
 #[test]
@@ -275,9 +322,76 @@ fn v4_globals_are_flagged() {
     let f = findings("definitions/init.js", src, "v4-global");
     assert_eq!(
         f.iter().map(|f| f.line).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4, 5, 6]
+        vec![1, 2, 3, 4, 6]
     );
     assert!(f[0].message.contains("CRON"));
+}
+
+/// Checked absent from total5 0.0.14's globals, present in framework4's.
+#[test]
+fn v4_leftovers_getschema_task_convert_logger_are_flagged() {
+    let src = "var s = GETSCHEMA('Users');\nNEWTASK('Sync', function(push) {});\nTASK('Sync/run', fn);\nvar m = CONVERT(obj, 'name:String');\nLOGGER('audit', 'x');\n";
+    assert_eq!(
+        lines("schemas/users.js", src, "v4-global"),
+        vec![1, 2, 3, 4, 5]
+    );
+}
+
+/// totaljs/flow: `global.PREF = MEMORIZE('preferences')` in definitions/ makes every `PREF.x`
+/// the app's own, not the v4 global.
+#[test]
+fn globals_the_project_defines_are_its_own() {
+    let use_pref = "NEWACTION('Settings|read', {\n\taction: function($) {\n\t\t$.success(PREF.name || PREF['token']);\n\t}\n});\n";
+    assert_eq!(lines("actions/settings.js", use_pref, "v4-global"), vec![3]);
+    let ctx = ProjectContext {
+        globals: ["PREF".to_string()].into(),
+        ..ProjectContext::default()
+    };
+    let f = check_in_project(
+        "actions/settings.js",
+        use_pref,
+        &CheckConfig::default(),
+        &ctx,
+    );
+    assert!(f.iter().all(|f| f.rule != "v4-global"), "{f:?}");
+
+    // The same file defining it is enough on its own.
+    clean(
+        "definitions/init.js",
+        "global.PREF = MEMORIZE('preferences');\nPREF.set('a', 1);\n",
+        "v4-global",
+    );
+    clean(
+        "modules/tasks.js",
+        "function TASK(name) {\n\treturn name;\n}\nTASK('x');\n",
+        "v4-global",
+    );
+
+    // The scan finds `global.X =`, `global['X'] =` and top-level names of definitions/ and modules/.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("definitions")).unwrap();
+    std::fs::create_dir_all(dir.path().join("modules")).unwrap();
+    std::fs::create_dir_all(dir.path().join("actions")).unwrap();
+    std::fs::write(
+        dir.path().join("definitions/init.js"),
+        "global.PREF = MEMORIZE('preferences');\nglobal['STATUS'] = {};\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("modules/helpers.js"),
+        "var MAKE = function(o) { return o; };\nfunction FAKE() {}\nif (a == b) { var inner = 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("actions/x.js"),
+        "function run() {\n\tvar TABLE = 1;\n}\n",
+    )
+    .unwrap();
+    let globals = ProjectContext::scan(dir.path()).globals;
+    for name in ["PREF", "STATUS", "MAKE", "FAKE"] {
+        assert!(globals.contains(name), "{name} in {globals:?}");
+    }
+    assert!(!globals.contains("TABLE") && !globals.contains("inner"));
 }
 
 #[test]
@@ -369,7 +483,7 @@ fn config_without_space_after_colon_is_flagged() {
 }
 
 #[test]
-fn json_yaml_and_v4_keys_in_config_are_flagged() {
+fn json_and_lines_without_colon_in_config_are_flagged() {
     assert_eq!(
         lines("config", "{\n\t\"name\": \"App\"\n}\n", "config-format"),
         vec![1]
@@ -377,11 +491,31 @@ fn json_yaml_and_v4_keys_in_config_are_flagged() {
     assert_eq!(
         lines(
             "config",
-            "db :\n  host : x\nport = 8000\ndefault_port : 8000\n",
+            "db : x\nport = 8000\ndefault_port : 8000\n",
             "config-format"
         ),
-        vec![2, 3, 4]
+        vec![2]
     );
+}
+
+/// v4 keys are ignored by v5, but nothing breaks: a warning.
+#[test]
+fn v4_keys_in_config_are_a_warning() {
+    let f = findings(
+        "config",
+        "name : App\ndefault_port : 8000\ndirectory_public : /www/\n",
+        "config-v4-key",
+    );
+    assert_eq!(f.iter().map(|f| f.line).collect::<Vec<_>>(), vec![2, 3]);
+    assert!(f.iter().all(|f| f.severity == Severity::Warning));
+}
+
+/// The parser trims keys and values: an indented line loads (live: `  key : value` is read).
+#[test]
+fn indented_config_lines_are_clean() {
+    let src =
+        "name                        : Flow\n  cookie          (generate)  : 6\n\t$api : /fapi/\n";
+    clean("config", src, "config-format");
 }
 
 #[test]
@@ -416,7 +550,10 @@ fn plain_config_is_not_an_overlay() {
 const AUTH_ROUTES: &str = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('+GET /admin/', index);\n};\nfunction index($) { $.plain('x'); }\n";
 
 fn auth_findings(src: &str, has_auth: Option<bool>) -> Vec<usize> {
-    let ctx = ProjectContext { has_auth };
+    let ctx = ProjectContext {
+        has_auth,
+        ..ProjectContext::default()
+    };
     check_in_project("controllers/admin.js", src, &CheckConfig::default(), &ctx)
         .into_iter()
         .filter(|f| f.rule == "auth-delegate")
@@ -430,6 +567,7 @@ fn session_routes_without_auth_in_project_are_flagged() {
     let action = "NEWACTION('Users|update', { route: '+API ?', action: $ => $.success() });\n";
     let ctx = ProjectContext {
         has_auth: Some(false),
+        ..ProjectContext::default()
     };
     let f = check_in_project("actions/users.js", action, &CheckConfig::default(), &ctx);
     assert!(f.iter().any(|f| f.rule == "auth-delegate"));

@@ -56,7 +56,9 @@ fn scaffolded_package_json_depends_on_total5_and_is_detected() {
     match detect(dir.path()) {
         Project::TotalJs5 { evidence, problems } => {
             assert!(evidence.contains(&Evidence::PackageDependency { dev: false }));
-            assert!(evidence.contains(&Evidence::IndexRequiresTotal5));
+            assert!(evidence.contains(&Evidence::RequiresTotal5 {
+                file: "index.js".into()
+            }));
             assert!(problems.is_empty());
         }
         other => panic!("{other:?}"),

@@ -164,6 +164,14 @@ async fn main() -> anyhow::Result<()> {
             OPENCODE_BYTES as f64 / total.max(1) as f64
         );
     }
+    let bpe = tiktoken_rs::cl100k_base()?;
+    let primer = totem_totaljs::primer();
+    let tokens = bpe.encode_ordinary(primer).len();
+    println!(
+        "Total.js 5 primer: {} B, {tokens} tokens (cl100k_base, a real BPE tokenizer); budget 1,200 {}.",
+        primer.len(),
+        verdict(tokens <= 1200)
+    );
     Ok(())
 }
 

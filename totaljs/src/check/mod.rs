@@ -6,6 +6,8 @@
 //! findings.
 
 mod file;
+mod project;
+mod report;
 mod rules;
 mod syntax;
 
@@ -15,6 +17,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use project::{FileFindings, ProjectReport, check_project};
+pub use report::{EditFindings, format_edit, format_finding};
 pub use rules::{Rule, rules};
 
 /// How much a finding matters. The model is told all of them; clients may show errors louder.
@@ -125,16 +129,19 @@ impl CheckConfig {
     }
 }
 
-/// What the check knows about the rest of the project. Rules that need it (today only
-/// `auth-delegate`) stay silent when it is unknown.
+/// What the check knows about the rest of the project. Rules that need it stay silent (or
+/// generous) when it is unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProjectContext {
     /// Whether an `AUTH(...)` delegate is defined somewhere the framework loads it.
     pub has_auth: Option<bool>,
+    /// Names the project makes global itself (`global.PREF = MEMORIZE(...)` in `definitions/`,
+    /// top-level names of `definitions/` and `modules/`): never reported as Total.js 4 globals.
+    pub globals: HashSet<String>,
 }
 
-/// Folders scanned for an `AUTH()` delegate; everything the framework auto-loads except controllers.
-const AUTH_FOLDERS: &[&str] = &[
+/// Folders the framework auto-loads, scanned for `AUTH()` and the project's own globals.
+const LOADED_FOLDERS: &[&str] = &[
     "definitions",
     "modules",
     "extensions",
@@ -142,6 +149,7 @@ const AUTH_FOLDERS: &[&str] = &[
     "actions",
     "schemas",
     "models",
+    "controllers",
     "plugins",
 ];
 
@@ -149,16 +157,29 @@ impl ProjectContext {
     /// Reads the project under `root` for the facts the rules need. Unreadable files are skipped.
     pub fn scan(root: &Path) -> ProjectContext {
         let mut files = vec![root.join("index.js")];
-        for folder in AUTH_FOLDERS {
+        for folder in LOADED_FOLDERS {
             collect_js(&root.join(folder), 0, &mut files);
         }
-        let has_auth = files.iter().any(|f| {
-            std::fs::read_to_string(f)
-                .map(|text| syntax::defines_auth(&crate::js::lex(&text).tokens))
-                .unwrap_or(false)
-        });
+        let mut has_auth = false;
+        let mut globals = HashSet::new();
+        for path in &files {
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let rel = path.strip_prefix(root).unwrap_or(path).to_string_lossy();
+            let kind = file::classify(&rel).kind;
+            let tokens = crate::js::lex(&text).tokens;
+            has_auth |= syntax::defines_auth(&tokens);
+            let top_level = matches!(kind, file::Kind::Definition | file::Kind::Module);
+            globals.extend(
+                syntax::defined_globals(&tokens, top_level)
+                    .into_iter()
+                    .map(str::to_string),
+            );
+        }
         ProjectContext {
             has_auth: Some(has_auth),
+            globals,
         }
     }
 }
@@ -222,33 +243,51 @@ pub fn check_in_project(
             });
         }
     }
+    let ignores = report::Ignores::parse(content);
+    findings.retain(|f| !ignores.silences(f));
     findings.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
     findings.dedup();
     findings
 }
 
-/// Renders findings as text to append to a tool result: a header line, then one
-/// `file:line [rule] message` line per finding. Empty when there are none.
+/// Checks a file a tool just changed and splits the findings by the edit policy (module docs of
+/// `report`): the edit's own findings are reported, the ones that were already in the file are
+/// only counted. `before` is the file's text before the edit, None when the edit created it.
+pub fn check_edit(
+    path: &str,
+    before: Option<&str>,
+    after: &str,
+    cfg: &CheckConfig,
+    ctx: &ProjectContext,
+) -> EditFindings {
+    let after_findings = check_in_project(path, after, cfg, ctx);
+    let before_findings = before.map(|b| check_in_project(path, b, cfg, ctx));
+    report::split(
+        before.zip(before_findings.as_deref()),
+        after,
+        after_findings,
+    )
+}
+
+/// Renders findings as text: a header counting errors and notes, then one
+/// `file:line severity [rule] message` line per finding. Empty when there are none. For the result
+/// of an edit, use [`check_edit`] and [`format_edit`], which keep to the edit's own lines.
 pub fn format_findings(path: &str, findings: &[Finding]) -> String {
     if findings.is_empty() {
         return String::new();
     }
-    let path = path.replace('\\', "/");
-    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
-    let errors = count(Severity::Error);
-    let advice = if errors > 0 {
-        "Fix the errors before going on."
-    } else {
-        "Fix them while the file is open."
-    };
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
     let mut out = format!(
-        "Total.js 5 conventions check: {} error(s), {} warning(s), {} note(s). {advice}\n",
+        "Total.js 5 conventions check: {} error(s), {} note(s).\n",
         errors,
-        count(Severity::Warning),
-        count(Severity::Info)
+        findings.len() - errors
     );
     for f in findings {
-        out.push_str(&format!("{}:{} [{}] {}\n", path, f.line, f.rule, f.message));
+        out.push_str(&format_finding(path, f));
+        out.push('\n');
     }
     out
 }

@@ -310,6 +310,61 @@ pub(crate) fn defines_auth(tokens: &[Token]) -> bool {
     !global_calls(tokens, "AUTH").is_empty()
 }
 
+/// Whether the token at `i` is a lone `=` (an assignment, not `==`, `===` or `=>`).
+fn is_assign(tokens: &[Token], i: usize) -> bool {
+    tokens.get(i).is_some_and(|t| t.is_punct("="))
+        && !tokens
+            .get(i + 1)
+            .is_some_and(|t| t.is_punct("=") || t.is_punct(">"))
+        && !prev_is(tokens, i, |p| {
+            p.kind == Kind::Punct && matches!(p.text, "=" | "!" | "<" | ">")
+        })
+}
+
+/// Names a file makes global: `global.X = ...`, `globalThis.X = ...`, `global['X'] = ...` and,
+/// when `top_level`, the names it declares or assigns at its top level (`var X`, `function X`,
+/// `X = ...`). These are the project's own names, whatever Total.js 4 meant by them.
+pub(crate) fn defined_globals<'a>(tokens: &[Token<'a>], top_level: bool) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let depth = depths(tokens);
+    for i in 0..tokens.len() {
+        let t = &tokens[i];
+        if (t.is_ident("global") || t.is_ident("globalThis"))
+            && !prev_is(tokens, i, |p| p.is_punct("."))
+        {
+            let dotted = tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
+                && tokens.get(i + 2).is_some_and(|n| n.kind == Kind::Ident)
+                && is_assign(tokens, i + 3);
+            let indexed = tokens.get(i + 1).is_some_and(|n| n.is_punct("["))
+                && tokens.get(i + 2).and_then(|n| n.str_value()).is_some()
+                && tokens.get(i + 3).is_some_and(|n| n.is_punct("]"))
+                && is_assign(tokens, i + 4);
+            if dotted {
+                out.push(tokens[i + 2].text);
+            } else if let Some(name) = indexed.then(|| tokens[i + 2].str_value()).flatten() {
+                out.push(name);
+            }
+            continue;
+        }
+        if !top_level || depth[i] != 0 || t.kind != Kind::Ident {
+            continue;
+        }
+        let declared = prev_is(tokens, i, |p| {
+            p.kind == Kind::Ident
+                && matches!(p.text, "var" | "let" | "const" | "function" | "class")
+        });
+        let assigned = is_assign(tokens, i + 1)
+            && (i == 0
+                || prev_is(tokens, i, |p| {
+                    p.kind == Kind::Punct && matches!(p.text, ";" | "}" | ")")
+                }));
+        if declared || assigned {
+            out.push(t.text);
+        }
+    }
+    out
+}
+
 /// Bracket depth before each token (all of `(`, `[`, `{` count).
 pub(crate) fn depths(tokens: &[Token]) -> Vec<usize> {
     let mut out = Vec::with_capacity(tokens.len());

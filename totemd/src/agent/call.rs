@@ -90,7 +90,12 @@ impl Runner {
             .filter(|a| a.kind != totem_tools::AccessKind::Execute)
             .map(|a| a.target.clone())
             .collect();
+        // The conventions check reports what an edit changed, so it needs the file as it was.
+        let mut before_edit = std::collections::HashMap::new();
         for file in &prepared.plan.writes {
+            if self.totaljs {
+                before_edit.insert(file.rel.clone(), std::fs::read_to_string(&file.abs).ok());
+            }
             if let Err(e) = changes.record_before(&file.rel) {
                 tracing::warn!(path = %file.rel, error = %e, "cannot snapshot a file before a change");
             }
@@ -140,7 +145,12 @@ impl Runner {
         let mut text = output.text;
         if WRITING_TOOLS.contains(&name.as_str()) && !output.is_error {
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
-                text.push_str(&self.after_edit(&file.path, &call.id).await);
+                let before = before_edit.get(&file.path).cloned().flatten();
+                text.push_str(
+                    &self
+                        .after_edit(&file.path, &call.id, before.as_deref())
+                        .await,
+                );
             }
         }
         for target in touched {
@@ -240,8 +250,9 @@ impl Runner {
     /// Findings of the formatter, the checks and the Total.js conventions check for one changed
     /// file, as text to append to the tool result (empty when there is nothing to say).
     /// Commands from the user's settings run as they are; commands from the project's AGENTS.md
-    /// go through the `bash` rules first (see [`Runner::permit_project_command`]).
-    async fn after_edit(&self, rel: &str, call_id: &str) -> String {
+    /// go through the `bash` rules first (see [`Runner::permit_project_command`]). `before` is the
+    /// file's text before the edit: the conventions check reports only what the edit did.
+    async fn after_edit(&self, rel: &str, call_id: &str, before: Option<&str>) -> String {
         let root = self.ctx.root().to_path_buf();
         let mut out = String::new();
         let ext = Path::new(rel)
@@ -301,12 +312,13 @@ impl Runner {
         if self.totaljs
             && let Ok(content) = std::fs::read_to_string(root.join(rel))
         {
-            let config = &self.settings.totaljs_check();
             let findings = tokio::task::block_in_place(|| {
+                // The project's own `.totem/settings.json` can switch rules off.
+                let (config, _) = self.settings.totaljs_check().with_project(&root);
                 let project = totem_totaljs::ProjectContext::scan(&root);
-                totem_totaljs::check_in_project(rel, &content, config, &project)
+                totem_totaljs::check_edit(rel, before, &content, &config, &project)
             });
-            let text = totem_totaljs::format_findings(rel, &findings);
+            let text = totem_totaljs::format_edit(rel, &findings);
             if !text.is_empty() {
                 out.push_str("\n\n");
                 out.push_str(&text);

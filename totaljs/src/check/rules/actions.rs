@@ -8,8 +8,9 @@ use crate::check::syntax::{
 };
 use crate::js::{Kind, Token};
 
-/// #8: `NEWACTION('Ns/name', { route: 'API ?' })`: the API endpoint is the id's first segment, so
-/// every `Ns/...` action collides and the last one registered answers all of them.
+/// #8: `NEWACTION('Ns/name', { route: 'API ?' })`: the framework names the API endpoint after the
+/// id, the endpoint is split on `/`, so every `Ns/...` action collides and the last one registered
+/// answers all of them. `ROUTE('+API /api/ -name --> Ns/name')` is not affected.
 pub(crate) fn api_action_id(src: &Source, _: &ProjectContext) -> Hits {
     let tokens = src.tokens();
     let mut hits = Hits::new();
@@ -25,7 +26,11 @@ pub(crate) fn api_action_id(src: &Source, _: &ProjectContext) -> Hits {
             .get(1)
             .and_then(|o| property(tokens, o, "route"))
             .and_then(|r| string_in(tokens, &r))
-            .is_some_and(|(r, _)| route_str(r.trim()).method.eq_ignore_ascii_case("API"));
+            .is_some_and(|(r, _)| {
+                // With its own `--> id` the route names its endpoint itself (`+API /api/ -x
+                // --> Ns/name` is fine); without, the framework appends `+Ns/name --> Ns/name`.
+                route_str(r.trim()).method.eq_ignore_ascii_case("API") && !r.contains("-->")
+            });
         if api {
             let fixed = id.replacen('/', "|", 1);
             hits.push((

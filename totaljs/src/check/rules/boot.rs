@@ -1,5 +1,6 @@
-//! #2: the boot file. Total.js 5 starts with `require('total5'); Total.run(options);`; the v4
-//! form `require('total4/debug')(options)` and `F.http('debug')` do not exist in v5.
+//! #2: the boot file. Total.js 5 starts with `require('total5'); Total.run(options);` (or
+//! `F.http(options)` / `Total.http(options)`, which framework5 defines too); the v4 forms
+//! `require('total4/debug')(options)` and `F.http('debug', options)` do not exist in v5.
 
 use super::{Hits, Source};
 use crate::check::ProjectContext;
@@ -24,18 +25,25 @@ pub(crate) fn boot_total5(src: &Source, _: &ProjectContext) -> Hits {
             ));
         }
     }
-    for i in 0..tokens.len() {
+    // v4's F.http('debug', options): a mode string first. v5's F.http(options) takes an object.
+    let starts = |i: usize| -> Option<&str> {
         let t = &tokens[i];
-        if (t.is_ident("F") || t.is_ident("framework"))
+        let on_framework = (t.is_ident("F") || t.is_ident("Total") || t.is_ident("framework"))
             && !prev_is(tokens, i, |p| p.is_punct("."))
             && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
-            && tokens
-                .get(i + 2)
-                .is_some_and(|n| n.is_ident("http") || n.is_ident("https"))
+            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("));
+        let method = tokens.get(i + 2)?.text;
+        (on_framework && matches!(method, "run" | "http" | "https")).then_some(method)
+    };
+    for i in 0..tokens.len() {
+        if starts(i).is_some_and(|m| m != "run")
+            && tokens.get(i + 4).and_then(|a| a.str_value()).is_some()
         {
             hits.push((
-                t.line,
-                format!("F.http() is the Total.js 4 start; Total.js 5 boots with {BOOT}"),
+                tokens[i].line,
+                format!(
+                    "F.http('mode', options) is the Total.js 4 start; Total.js 5 boots with {BOOT}"
+                ),
             ));
         }
     }
@@ -43,13 +51,7 @@ pub(crate) fn boot_total5(src: &Source, _: &ProjectContext) -> Hits {
         return hits;
     }
     let requires_total5 = refs.iter().any(|(n, _)| *n == "total5");
-    let runs = (0..tokens.len()).any(|i| {
-        (tokens[i].is_ident("Total") || tokens[i].is_ident("F"))
-            && !prev_is(tokens, i, |p| p.is_punct("."))
-            && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
-            && tokens.get(i + 2).is_some_and(|n| n.is_ident("run"))
-            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
-    });
+    let runs = (0..tokens.len()).any(|i| starts(i).is_some());
     if !requires_total5 {
         hits.push((
             1,

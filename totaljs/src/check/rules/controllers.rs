@@ -95,7 +95,7 @@ pub(crate) fn handler_this(src: &Source, _: &ProjectContext) -> Hits {
     // SOCKET handlers are called as action.call(ws, ws): `this` is right there.
     let mut socket_names = Vec::new();
     let mut socket_bodies: Vec<Range<usize>> = Vec::new();
-    for call in global_calls(tokens, "ROUTE") {
+    for call in super::routes::route_calls(tokens) {
         let Some((route, _)) = call.args.first().and_then(|a| string_in(tokens, a)) else {
             continue;
         };

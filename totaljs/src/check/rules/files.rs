@@ -8,7 +8,7 @@ use crate::check::ProjectContext;
 const V4_KEY_PREFIXES: &[&str] = &["default_", "directory_"];
 
 /// #15: `key : value` lines, a space after the colon (the parser drops the character right after
-/// it), no JSON, no YAML nesting, `$` framework keys.
+/// it), no JSON. Indentation is fine: the parser trims.
 pub(crate) fn config_format(src: &Source, _: &ProjectContext) -> Hits {
     let mut hits = Hits::new();
     let first = src
@@ -34,13 +34,7 @@ pub(crate) fn config_format(src: &Source, _: &ProjectContext) -> Hits {
         if l.is_empty() || l.starts_with('#') || l.starts_with("//") {
             continue;
         }
-        if raw.starts_with([' ', '\t']) {
-            hits.push((
-                line,
-                "indented config line: config has no nesting (it is not YAML); write flat 'key : value' lines (use 'key (json) : {...}' for structured values)".to_string(),
-            ));
-            continue;
-        }
+        // The parser trims keys and values: an indented line loads like any other.
         let Some(colon) = l.find(':') else {
             hits.push((
                 line,
@@ -59,6 +53,26 @@ pub(crate) fn config_format(src: &Source, _: &ProjectContext) -> Hits {
                 ),
             ));
         }
+    }
+    hits
+}
+
+/// The `key` of each `key : value` line of a config file, with its line.
+fn config_keys(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter_map(|(n, raw)| {
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') || l.starts_with("//") {
+            return None;
+        }
+        let key = l[..l.find(':')?].trim();
+        Some((n + 1, key))
+    })
+}
+
+/// #15b: v4 setting names (`default_*`, `directory_*`) that v5 ignores.
+pub(crate) fn config_v4_key(src: &Source, _: &ProjectContext) -> Hits {
+    let mut hits = Hits::new();
+    for (line, key) in config_keys(src.text) {
         if let Some(prefix) = V4_KEY_PREFIXES.iter().find(|p| key.starts_with(**p)) {
             hits.push((
                 line,

@@ -1,10 +1,14 @@
 //! Global rules: globals that exist only in Total.js 4 (#11) and `process.env` in feature code (#20).
+//!
+//! The v4 list is the difference between the global assignments of framework4 and total5 0.0.14
+//! (`GETSCHEMA`, `NEWTASK`/`TASK`, `CONVERT`, `LOGGER` included, checked absent from total5).
+//! `F.route()`, `F.http()` and `Total.http()` exist in v5 and are not on it.
 
 use std::collections::HashSet;
 
 use super::{Hits, Source};
 use crate::check::ProjectContext;
-use crate::check::syntax::prev_is;
+use crate::check::syntax::{defined_globals, prev_is};
 use crate::js::{Kind, Token};
 
 /// v4-only globals (TOTALJS.md §1.7, §1.11) and what to write in v5 instead.
@@ -50,6 +54,20 @@ const V4_GLOBALS: &[(&str, &str)] = &[
     ),
     ("OPERATION", "ACTION('Ns|name', data).promise($)"),
     ("RUN", "ACTION('Ns|name', data).promise($)"),
+    (
+        "GETSCHEMA",
+        "NEWSCHEMA('@Name', 'a:String') and an action's input: '@Name'",
+    ),
+    (
+        "NEWTASK",
+        "NEWACTION('Ns|name', { ... }) and ACTION('Ns|name', data)",
+    ),
+    ("TASK", "ACTION('Ns|name', data).promise($)"),
+    (
+        "CONVERT",
+        "an action's input ('*name:String, age:Number') or 'a:String'.toJSONSchema()",
+    ),
+    ("LOGGER", "console.log() or $.audit() in an action"),
 ];
 
 /// Names the file itself declares (a local `function MAP()` is not the v4 global).
@@ -69,34 +87,24 @@ fn declared<'a>(tokens: &[Token<'a>]) -> HashSet<&'a str> {
     out
 }
 
-/// #11: calls of v4-only globals, `PREF.x`, and `F.route(...)`.
-pub(crate) fn v4_globals(src: &Source, _: &ProjectContext) -> Hits {
+/// #11: calls of v4-only globals and `PREF.x`, unless the project or the file defines the name.
+pub(crate) fn v4_globals(src: &Source, ctx: &ProjectContext) -> Hits {
     let tokens = src.tokens();
-    let local = declared(tokens);
+    let mut local = declared(tokens);
+    local.extend(defined_globals(tokens, true));
     let mut hits = Hits::new();
     for i in 0..tokens.len() {
         let t = &tokens[i];
         if t.kind != Kind::Ident || prev_is(tokens, i, |p| p.is_punct(".")) {
             continue;
         }
-        let next = tokens.get(i + 1);
-        if t.text == "F"
-            && next.is_some_and(|n| n.is_punct("."))
-            && tokens.get(i + 2).is_some_and(|n| n.is_ident("route"))
-            && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
-        {
-            hits.push((
-                t.line,
-                "F.route() is Total.js 4: declare routes with ROUTE('GET /url/', handler) inside exports.install of a controller".to_string(),
-            ));
-            continue;
-        }
         let Some((name, fix)) = V4_GLOBALS.iter().find(|(g, _)| *g == t.text) else {
             continue;
         };
+        let next = tokens.get(i + 1);
         let used = next.is_some_and(|n| n.is_punct("("))
-            || (*name == "PREF" && next.is_some_and(|n| n.is_punct(".")));
-        if used && !local.contains(name) {
+            || (*name == "PREF" && next.is_some_and(|n| n.is_punct(".") || n.is_punct("[")));
+        if used && !local.contains(name) && !ctx.globals.contains(*name) {
             hits.push((
                 t.line,
                 format!("{name} is a Total.js 4 global that does not exist in v5: use {fix}"),

@@ -1,11 +1,17 @@
 //! The rules, one table. Each is a rule of TOTALJS.md §5 (its number is in the comment above it).
 //!
+//! Severity policy: a rule is an error only when the code it finds was verified to break at run
+//! time on total5 (a crash, a TypeError, a 400, a route that never matches, a setting read wrong);
+//! everything else is a warning or a note, which the model may leave alone. #5 and #15 are split
+//! in two for this: an unknown route method is an error, a lowercase one a note (`Route()`
+//! upper-cases it); a malformed config line is an error, a v4 key a warning.
+//!
 //! All H-confidence rules are implemented. Of the M/L ones:
 //! - #3 `controller-install`, #12 `no-app-require`, #14 `success-envelope`, #19 `realtime-package`
 //!   are on (warnings): the pattern is exact and the fix is always the framework's way.
 //! - #13 `node-builtin` is on as a note: the match is exact, but `fs`/`path` are sometimes the
 //!   right tool, so it only nudges.
-//! - #18 `indent-tabs` is on as one warning per file (not per line), so it never floods a result.
+//! - #18 `indent-tabs` is on as one note per file (not per line), so it never floods a result.
 //! - #20 `process-env` is implemented but off by default (L/M): reading the environment in a
 //!   feature file is a habit, not a bug, and the `config` file can already map env variables.
 //! - Skipped part of #9: "files in `schemas/` use `NEWSCHEMA`, files in `actions/` use `NEWACTION`".
@@ -86,7 +92,7 @@ pub(crate) const DEFS: &[Def] = &[
     Def {
         rule: Rule {
             id: "no-express",
-            severity: Severity::Error,
+            severity: Severity::Warning,
             default_on: true,
             confidence: Confidence::High,
             files: ALL_JS,
@@ -103,7 +109,7 @@ pub(crate) const DEFS: &[Def] = &[
             default_on: true,
             confidence: Confidence::High,
             files: "index.js",
-            summary: "index.js boots with require('total5') and Total.run(), not total4/total.js/F.http().",
+            summary: "index.js boots with require('total5') and Total.run() (or F.http(options)), not total4/total.js/F.http('debug').",
         },
         applies: |f| f.kind == Kind::Index,
         run: boot::boot_total5,
@@ -142,10 +148,23 @@ pub(crate) const DEFS: &[Def] = &[
             default_on: true,
             confidence: Confidence::High,
             files: ALL_JS,
-            summary: "Route strings start with [+-]GET|POST|PUT|PATCH|DELETE|API|SOCKET|FILE (uppercase) or #code.",
+            summary: "Route strings start with [+-]GET|POST|PUT|PATCH|DELETE|API|SOCKET|FILE or #code.",
         },
         applies: js,
         run: routes::method,
+    },
+    // 5, the style half: lowercase verbs work (`Route()` upper-cases them).
+    Def {
+        rule: Rule {
+            id: "route-method-case",
+            severity: Severity::Info,
+            default_on: true,
+            confidence: Confidence::Low,
+            files: ALL_JS,
+            summary: "Route methods are written in uppercase (lowercase works; a style note).",
+        },
+        applies: js,
+        run: routes::method_case,
     },
     // 6
     Def {
@@ -181,7 +200,7 @@ pub(crate) const DEFS: &[Def] = &[
             default_on: true,
             confidence: Confidence::High,
             files: ALL_JS,
-            summary: "NEWACTION ids routed through API use 'Ns|action', never 'Ns/action'.",
+            summary: "NEWACTION ids with route: 'API ?' (no '-->') use 'Ns|action', never 'Ns/action'.",
         },
         applies: js,
         run: actions::api_action_id,
@@ -220,7 +239,7 @@ pub(crate) const DEFS: &[Def] = &[
             default_on: true,
             confidence: Confidence::High,
             files: ALL_JS,
-            summary: "No globals that only exist in Total.js 4 (TABLE, SCHEDULE, MODULE, RESOURCE, PREF, ...).",
+            summary: "No globals that only exist in Total.js 4 (TABLE, SCHEDULE, MODULE, GETSCHEMA, TASK, ...) unless the project defines them.",
         },
         applies: js,
         run: globals::v4_globals,
@@ -278,10 +297,23 @@ pub(crate) const DEFS: &[Def] = &[
             default_on: true,
             confidence: Confidence::High,
             files: "config",
-            summary: "config lines are 'key : value' with a space after the colon; no JSON/YAML; $-prefixed framework keys.",
+            summary: "config lines are 'key : value' with a space after the colon; no JSON.",
         },
         applies: |f| f.kind == Kind::Config,
         run: files::config_format,
+    },
+    // 15, the v4 keys half: ignored by v5, but nothing breaks.
+    Def {
+        rule: Rule {
+            id: "config-v4-key",
+            severity: Severity::Warning,
+            default_on: true,
+            confidence: Confidence::High,
+            files: "config",
+            summary: "Framework settings use the v5 '$' keys ($api, $port), not v4 default_*/directory_*.",
+        },
+        applies: |f| f.kind == Kind::Config,
+        run: files::config_v4_key,
     },
     // 16
     Def {
@@ -313,7 +345,7 @@ pub(crate) const DEFS: &[Def] = &[
     Def {
         rule: Rule {
             id: "indent-tabs",
-            severity: Severity::Warning,
+            severity: Severity::Info,
             default_on: true,
             confidence: Confidence::Medium,
             files: ALL_JS,

@@ -5,7 +5,7 @@
 use super::{Hits, Source};
 use crate::check::ProjectContext;
 use crate::check::syntax::{
-    defines_auth, global_calls, method_calls, property, route_str, string_in,
+    Call, defines_auth, global_calls, method_calls, prev_is, property, route_str, string_in,
 };
 use crate::js::Token;
 
@@ -15,9 +15,21 @@ struct Site<'a> {
     line: usize,
 }
 
+/// `ROUTE(...)` and its v5 alias `F.route(...)` / `Total.route(...)`.
+pub(crate) fn route_calls(tokens: &[Token]) -> Vec<Call> {
+    let mut calls = global_calls(tokens, "ROUTE");
+    calls.extend(method_calls(tokens, "route").into_iter().filter(|c| {
+        c.at >= 2
+            && (tokens[c.at - 2].is_ident("F") || tokens[c.at - 2].is_ident("Total"))
+            && !prev_is(tokens, c.at - 2, |p| p.is_punct("."))
+    }));
+    calls.sort_by_key(|c| c.at);
+    calls
+}
+
 fn sites<'a>(tokens: &[Token<'a>]) -> Vec<Site<'a>> {
     let mut out = Vec::new();
-    for call in global_calls(tokens, "ROUTE") {
+    for call in route_calls(tokens) {
         if let Some((value, line)) = call.args.first().and_then(|a| string_in(tokens, a)) {
             out.push(Site { value, line });
         }
@@ -53,7 +65,8 @@ const METHODS: &[&str] = &[
     "OPTIONS",
 ];
 
-/// #5: the first word of a route string is a known method, in uppercase.
+/// #5: the first word of a route string is a known method. Case is [`method_case`]'s business:
+/// `Route()` upper-cases it, so `get` works.
 pub(crate) fn method(src: &Source, _: &ProjectContext) -> Hits {
     let mut hits = Hits::new();
     for site in sites(src.tokens()) {
@@ -62,16 +75,10 @@ pub(crate) fn method(src: &Source, _: &ProjectContext) -> Hits {
             continue;
         }
         let r = route_str(s);
-        let upper = r.method.to_ascii_uppercase();
-        let message = if METHODS.contains(&upper.as_str()) {
-            if r.method == upper {
-                continue;
-            }
-            format!(
-                "route method '{}': write it in uppercase, '{upper}'",
-                r.method
-            )
-        } else if r.method.starts_with('/') || r.method.is_empty() {
+        if METHODS.contains(&r.method.to_ascii_uppercase().as_str()) {
+            continue;
+        }
+        let message = if r.method.starts_with('/') || r.method.is_empty() {
             format!(
                 "route '{s}' has no method: start it with one, e.g. 'GET {}'",
                 r.method
@@ -83,6 +90,26 @@ pub(crate) fn method(src: &Source, _: &ProjectContext) -> Hits {
             )
         };
         hits.push((site.line, message));
+    }
+    hits
+}
+
+/// #5b: a known method written in lowercase. It works (`Route()` upper-cases it); the framework's
+/// own code writes it in uppercase.
+pub(crate) fn method_case(src: &Source, _: &ProjectContext) -> Hits {
+    let mut hits = Hits::new();
+    for site in sites(src.tokens()) {
+        let r = route_str(site.value.trim());
+        let upper = r.method.to_ascii_uppercase();
+        if r.method != upper && METHODS.contains(&upper.as_str()) {
+            hits.push((
+                site.line,
+                format!(
+                    "route method '{}' works, but Total.js code writes it in uppercase: '{upper}'",
+                    r.method
+                ),
+            ));
+        }
     }
     hits
 }
@@ -127,7 +154,7 @@ pub(crate) fn v4_schema(src: &Source, _: &ProjectContext) -> Hits {
 pub(crate) fn flags_array(src: &Source, _: &ProjectContext) -> Hits {
     let tokens = src.tokens();
     let mut hits = Hits::new();
-    for call in global_calls(tokens, "ROUTE") {
+    for call in route_calls(tokens) {
         let array = call
             .args
             .iter()

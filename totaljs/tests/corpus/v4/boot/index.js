@@ -1,0 +1,2 @@
+const options = {};
+require('total4/debug')(options); // expect: boot-total5

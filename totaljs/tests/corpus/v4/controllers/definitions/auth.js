@@ -1,0 +1,3 @@
+AUTH(function($) {
+	$.invalid();
+});

@@ -1,0 +1,7 @@
+var Data = {};
+
+Data.refresh = function(callback) {
+	callback && callback();
+};
+
+global.OpenPlatform = Data;

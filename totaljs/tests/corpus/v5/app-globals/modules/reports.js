@@ -1,0 +1,5 @@
+global.Reports = exports;
+
+exports.run = function(name) {
+	return name;
+};

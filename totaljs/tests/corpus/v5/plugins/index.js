@@ -1,0 +1,4 @@
+require('total5');
+
+const options = {};
+Total.run(options);

@@ -1,0 +1,3 @@
+AUTH(function($) {
+	$.success({ id: 'demo', email: 'demo@example.com' });
+});

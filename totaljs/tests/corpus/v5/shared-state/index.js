@@ -1,0 +1,2 @@
+require('total5');
+Total.run({});
