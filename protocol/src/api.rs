@@ -335,3 +335,48 @@ pub struct ShellResult {
     #[serde(default)]
     pub truncated: bool,
 }
+
+/// What to run the Total.js conventions check on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectCheckParams {
+    /// The project folder, absolute.
+    pub path: String,
+    /// Files or folders to check, relative to `path` (or absolute, inside it); none means the
+    /// whole project.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+}
+
+/// One finding of the conventions check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckFinding {
+    /// Relative to the project folder, with `/`.
+    pub path: String,
+    /// 1-based.
+    pub line: u32,
+    /// The rule's id; `// totem-ignore <rule>` on the line, or `totaljs.check.disabled` in
+    /// settings, switches it off.
+    pub rule: String,
+    /// `error` (breaks at run time), `warning` or `info`.
+    pub severity: String,
+    pub message: String,
+}
+
+/// The conventions check of a project or some of its files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectCheck {
+    /// Findings, by file then line.
+    pub findings: Vec<CheckFinding>,
+    /// How many files the check read.
+    pub files_checked: u32,
+    pub errors: u32,
+    pub warnings: u32,
+    pub notes: u32,
+    /// Something the user should know: the folder is not detected as Total.js 5, the project's
+    /// `.totem/settings.json` names an unknown rule, a file could not be read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}

@@ -86,6 +86,8 @@ method_table! {
     ProjectOpen = "project.open" (ProjectOpenParams) -> crate::types::Project { mcp: false, subscription: false };
     /// Lists projects, oldest first.
     ProjectList = "project.list" (ListParams) -> ProjectPage { mcp: true, subscription: false };
+    /// Runs the Total.js 5 conventions check on a project, or on some of its files or folders.
+    ProjectCheck = "project.check" (ProjectCheckParams) -> crate::api::ProjectCheck { mcp: true, subscription: false };
     /// Creates a session in a project.
     SessionCreate = "session.create" (SessionCreateParams) -> Session { mcp: true, subscription: false };
     /// Lists sessions, newest activity first, optionally of one project.

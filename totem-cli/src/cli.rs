@@ -43,6 +43,10 @@ pub enum Command {
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Check a Total.js 5 project (or some of its files and folders) against the framework's
+    /// conventions: `file:line: severity [rule] message` per finding; exit 1 on errors.
+    #[command(after_help = CHECK_HELP)]
+    Check(CheckArgs),
     /// Start, stop, inspect or install (systemd) the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -76,6 +80,29 @@ on the next line, Ctrl-C aborts the running run (twice within a second leaves), 
 Leaving never stops a run: reattach with `totem attach --session ID`.
 Notices (a run longer than TOTEM_NOTIFY_AFTER seconds, default 10, ends; a question waits):
 TOTEM_NOTIFY=osc9 (default: bell + OSC 9), osc777 (bell + OSC 777), bell, or off.";
+
+const CHECK_HELP: &str = "\
+Errors are code that breaks at run time on Total.js 5; warnings and notes are conventions.
+Switch a rule off on one line with `// totem-ignore RULE` (alone on a line: the next line), in a
+whole file with `// totem-ignore-file RULE`, or for the project in .totem/settings.json:
+{\"totaljs\": {\"check\": {\"disabled\": [\"RULE\"]}}}
+
+Exit codes:
+  0  no errors
+  1  errors were found, or the check failed
+  2  bad usage (a path that does not exist, paths in two projects)
+  3  totemd is unreachable";
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Files or folders to check (default: the whole project of the current folder). The
+    /// project is the nearest folder above them with a package.json, index.js or config.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Print the result as JSON (`{findings, filesChecked, errors, warnings, notes, notices}`).
+    #[arg(long)]
+    pub json: bool,
+}
 
 #[derive(Debug, Args, Default)]
 pub struct AttachArgs {

@@ -1,6 +1,7 @@
 //! `totem`, the command line of Totem: attach to sessions, run prompts headless, manage the daemon.
 //! `--version`, `--help` and `completions` answer before any runtime or socket is touched.
 
+mod check;
 mod cli;
 mod daemon;
 mod doctor;
@@ -60,6 +61,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Run(args)) => run::run(&endpoint, &args).await,
             Some(Command::Sessions(args)) => sessions::list(&endpoint, &args).await,
             Some(Command::Init { dir }) => init::init(&endpoint, dir.as_deref()).await,
+            Some(Command::Check(args)) => check::check(&endpoint, &args).await,
             Some(Command::Daemon(DaemonCommand::Start)) => daemon::start_command(&endpoint).await,
             Some(Command::Daemon(DaemonCommand::Stop)) => daemon::stop_command(&endpoint).await,
             Some(Command::Daemon(DaemonCommand::Status { json })) => {

@@ -6,6 +6,7 @@ pub mod mcp_http;
 pub mod rpc;
 mod rpc_agent;
 mod rpc_changes;
+mod rpc_check;
 mod rpc_provider;
 mod rpc_run;
 pub mod rpc_terminal;

@@ -283,6 +283,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     super::rpc_provider::register_all(&mut m);
     super::rpc_agent::register_all(&mut m);
     super::rpc_changes::register_all(&mut m);
+    super::rpc_check::register_all(&mut m);
     super::rpc_run::register_all(&mut m);
     super::rpc_terminal::register_all(&mut m);
 

@@ -1,0 +1,141 @@
+//! `totem check`: the Total.js 5 conventions check as a command, through the real daemon
+//! (`project.check`): human `file:line: severity [rule] message` lines, `--json`, exit 1 on
+//! errors, 2 on a bad path, and rules switched off inline or in the project's settings.
+
+mod cli_common;
+
+use cli_common::{Cli, assert_exit, stderr, stdout};
+
+fn write(cli: &Cli, rel: &str, content: &str) {
+    let path = cli.project.path().join(rel);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, content).expect("write");
+}
+
+/// A v5 project with one v4 handler (an error: `this` is not the controller) and one lowercase
+/// route verb (a note: it works).
+fn project(cli: &Cli) {
+    write(
+        cli,
+        "package.json",
+        r#"{"name": "app", "dependencies": {"total5": "0.0.14"}}"#,
+    );
+    write(cli, "index.js", "require('total5');\nTotal.run({});\n");
+    write(
+        cli,
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('get /about/', 'about');\n};\n\nfunction index() {\n\tthis.plain('hi');\n}\n",
+    );
+    write(
+        cli,
+        "controllers/api.js",
+        "exports.install = function() {\n\tROUTE('+API /api/ -items_list --> Items/list');\n};\n",
+    );
+    write(
+        cli,
+        "definitions/auth.js",
+        "AUTH(function($) {\n\t$.invalid();\n});\n",
+    );
+    write(cli, "public/js/app.js", "var self = this; app.get('/');\n");
+}
+
+#[test]
+fn check_reports_file_line_rule_and_exits_1_on_errors() {
+    let cli = Cli::new();
+    project(&cli);
+    let out = cli.run(["check"]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "controllers/default.js:3: note [route-method-case] route method 'get' works, but Total.js code writes it in uppercase: 'GET'",
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "controllers/default.js:7: error [handler-this] this.plain in a route handler"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2], "1 error, 0 warnings, 1 note in 5 files.",
+        "{text}"
+    );
+    assert!(lines[3].contains("totem-ignore"), "{text}");
+    assert!(
+        !text.contains("public/"),
+        "client-side code is not checked: {text}"
+    );
+
+    // --json: the same findings, machine-readable.
+    let out = cli.run(["check", "--json"]);
+    assert_exit(&out, 1);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(json["errors"], 1, "{json}");
+    assert_eq!(json["notes"], 1, "{json}");
+    assert_eq!(json["filesChecked"], 5, "{json}");
+    assert_eq!(json["findings"][1]["rule"], "handler-this", "{json}");
+    assert_eq!(json["findings"][1]["path"], "controllers/default.js");
+    assert_eq!(json["findings"][1]["line"], 7);
+
+    // Some files only: a clean one exits 0.
+    let out = cli.run(["check", "controllers/api.js", "index.js"]);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "0 errors, 0 warnings, 0 notes in 2 files.\n");
+
+    // A path that does not exist is a usage error.
+    let out = cli.run(["check", "controllers/nope.js"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("controllers/nope.js"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_honours_inline_ignores_and_project_settings() {
+    let cli = Cli::new();
+    project(&cli);
+    write(
+        &cli,
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('get /about/', 'about'); // totem-ignore route-method-case\n};\n\nfunction index() {\n\tthis.plain('hi');\n}\n",
+    );
+    write(
+        &cli,
+        ".totem/settings.json",
+        r#"{"totaljs": {"check": {"disabled": ["handler-this"]}}}"#,
+    );
+    let out = cli.run(["check"]);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "0 errors, 0 warnings, 0 notes in 5 files.\n");
+
+    // A misspelt rule in the project's settings is said, not silently ignored.
+    write(
+        &cli,
+        ".totem/settings.json",
+        r#"{"totaljs": {"check": {"disabled": ["handler-thiss"]}}}"#,
+    );
+    let out = cli.run(["check", "--json"]);
+    assert_exit(&out, 1);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert!(
+        json["notices"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("handler-thiss")),
+        "{json}"
+    );
+}
+
+/// A Total.js 4 folder is checked on request, with a notice that it is not Total.js 5.
+#[test]
+fn check_of_a_folder_that_is_not_total5_says_so() {
+    let cli = Cli::new();
+    write(&cli, "debug.js", "require('total.js/debug')({});\n");
+    write(&cli, "config", "name : Old\n");
+    let out = cli.run(["check"]);
+    assert_exit(&out, 0);
+    assert!(stderr(&out).contains("not Total.js 5"), "{}", stderr(&out));
+}
