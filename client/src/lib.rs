@@ -63,6 +63,22 @@ struct Shared {
     pending: HashMap<u64, oneshot::Sender<Reply>>,
     subscriptions: HashMap<String, Slot>,
     closed: bool,
+    /// Why the daemon refused this connection, when it did (it says so in one line, then closes).
+    refused: Option<(i32, String)>,
+}
+
+impl Shared {
+    /// The error for a call on a closed connection.
+    fn closed_error(&self) -> ClientError {
+        match &self.refused {
+            Some((code, message)) => ClientError::Rpc {
+                code: *code,
+                message: message.clone(),
+                data: None,
+            },
+            None => ClientError::Closed,
+        }
+    }
 }
 
 /// A connection to totemd. Calls may be made concurrently from clones of the same `Client`.
@@ -181,14 +197,23 @@ impl Client {
         let (tx, rx) = oneshot::channel();
         {
             let mut shared = lock(&self.shared);
-            if shared.closed {
-                return Err(ClientError::Closed);
+            if shared.closed || shared.refused.is_some() {
+                return Err(shared.closed_error());
             }
             shared.pending.insert(id, tx);
         }
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send_line(serde_json::to_string(&line)?.as_bytes())
-            .await?;
+        if let Err(e) = self
+            .send_line(serde_json::to_string(&line)?.as_bytes())
+            .await
+        {
+            // A daemon that refused the connection said why before closing it: prefer its reason
+            // (it reaches the pending call once the reader has it) to the broken pipe.
+            return match tokio::time::timeout(std::time::Duration::from_secs(1), rx).await {
+                Ok(Ok(Err(refused @ ClientError::Rpc { .. }))) => Err(refused),
+                _ => Err(e),
+            };
+        }
         rx.await.map_err(|_| ClientError::Closed)?
     }
 
@@ -286,8 +311,9 @@ async fn read_loop(
     }
     let mut shared = lock(&shared);
     shared.closed = true;
-    for (_, tx) in shared.pending.drain() {
-        let _ = tx.send(Err(ClientError::Closed));
+    let pending: Vec<_> = shared.pending.drain().collect();
+    for (_, tx) in pending {
+        let _ = tx.send(Err(shared.closed_error()));
     }
     shared.subscriptions.clear();
 }
@@ -321,6 +347,19 @@ fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
         return;
     }
     let Some(id) = incoming.id.as_ref().and_then(Value::as_u64) else {
+        // The daemon refused the whole connection: every call, waiting or to come, gets its
+        // reason (the line may come before the first call is sent).
+        if let Some(e) = incoming
+            .error
+            .filter(|e| e.code == totem_protocol::ErrorCode::TOO_MANY_CONNECTIONS.0)
+        {
+            let mut shared = lock(shared);
+            shared.refused = Some((e.code, e.message));
+            let pending: Vec<_> = shared.pending.drain().collect();
+            for (_, tx) in pending {
+                let _ = tx.send(Err(shared.closed_error()));
+            }
+        }
         return;
     };
     let Some(tx) = lock(shared).pending.remove(&id) else {

@@ -60,6 +60,10 @@ pub struct InitializeResult {
     pub supported_versions: Vec<u32>,
     pub server: Implementation,
     pub capabilities: ServerCapabilities,
+    /// Things the user should be told once, sent to the first client after the daemon starts
+    /// (e.g. what a damaged store lost when it was repaired). Show them to the person.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// How many of each thing the daemon holds.
@@ -70,6 +74,28 @@ pub struct DaemonCounts {
     pub sessions: u64,
     pub connections: u64,
     pub running_runs: u64,
+    /// Connections the daemon can hold open at once (from its file descriptor limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u64>,
+}
+
+/// Whether the store can write, and the room left on its disk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreStatus {
+    /// `ok`; `full` (a write failed for lack of space: writing resumes once there is room);
+    /// `failed` (a write failed otherwise: the next write reopens the store); `closed` (the
+    /// store cannot be reopened: the daemon is stopping).
+    pub state: String,
+    /// Bytes free on the disk holding the store, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
+    /// What went wrong and what to do, when `state` is not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// What a damaged journal lost when this daemon opened the store, when it had to repair one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -88,6 +114,8 @@ pub struct DaemonStatus {
     /// sandbox) or `none` (then only commands that read no file run without asking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreStatus>,
 }
 
 /// The daemon's sandbox for commands run without asking.
@@ -98,6 +126,24 @@ pub struct SandboxStatus {
     pub mode: String,
     /// One sentence: what is confined, or why nothing is.
     pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreBackupParams {
+    /// The backup file to write, an absolute path; an existing file is replaced.
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreBackupResult {
+    pub path: String,
+    /// Store records and blobs written.
+    pub records: u64,
+    pub blobs: u64,
+    /// Size of the file.
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

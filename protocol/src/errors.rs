@@ -30,6 +30,9 @@ impl ErrorCode {
     pub const CONFLICT: ErrorCode = ErrorCode(-32009);
     /// The daemon is shutting down and takes no new work.
     pub const SHUTTING_DOWN: ErrorCode = ErrorCode(-32010);
+    /// The daemon holds as many connections as it can (file descriptors); sent with `id: null`
+    /// as the only line before it closes the connection. Try again once other clients leave.
+    pub const TOO_MANY_CONNECTIONS: ErrorCode = ErrorCode(-32020);
 }
 
 /// One entry of the error code list, for the spec and the schema.
@@ -101,5 +104,10 @@ pub const ERROR_CODES: &[ErrorCodeInfo] = &[
         code: ErrorCode::SHUTTING_DOWN,
         name: "shuttingDown",
         meaning: "the daemon is stopping and takes no new work",
+    },
+    ErrorCodeInfo {
+        code: ErrorCode::TOO_MANY_CONNECTIONS,
+        name: "tooManyConnections",
+        meaning: "the daemon holds all the connections it can; sent with id null, then the connection closes",
     },
 ];

@@ -82,6 +82,9 @@ method_table! {
     DaemonStatus = "daemon.status" (NoParams) -> crate::api::DaemonStatus { mcp: false, subscription: false };
     /// Stops the daemon gracefully after answering; the store is persisted first.
     DaemonShutdown = "daemon.shutdown" (NoParams) -> Ack { mcp: false, subscription: false };
+    /// Writes a consistent copy of the store and the blobs to a file while the daemon runs
+    /// (`totem store backup FILE`; `totem store restore FILE` puts it back with the daemon stopped).
+    StoreBackup = "store.backup" (StoreBackupParams) -> StoreBackupResult { mcp: false, subscription: false };
     /// Registers a folder as a project (or finds it) by its canonical path.
     ProjectOpen = "project.open" (ProjectOpenParams) -> crate::types::Project { mcp: false, subscription: false };
     /// Lists projects, oldest first.

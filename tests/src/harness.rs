@@ -94,11 +94,17 @@ impl TestDaemon {
 
     /// Starts totemd on an existing home (for restarts); the caller keeps the folder alive.
     pub fn start_in(home: &Path) -> TestDaemon {
-        let socket = home.join("totemd.sock");
-        let child = spawn(home, &socket).expect("spawn totemd");
+        TestDaemon::start_wrapped(home, &home.join("totemd.sock"), &[])
+    }
+
+    /// Starts totemd on `home` and `socket` through a wrapper command (`prlimit …`, `unshare …`;
+    /// none when empty) that ends by running the command line appended to it; the wrapper must
+    /// exec it, so the child is totemd itself.
+    pub fn start_wrapped(home: &Path, socket: &Path, wrapper: &[&str]) -> TestDaemon {
+        let child = spawn_wrapped(wrapper, home, socket).expect("spawn totemd");
         let mut daemon = TestDaemon {
             home: home.to_path_buf(),
-            socket,
+            socket: socket.to_path_buf(),
             child: Some(child),
             _dir: None,
         };
@@ -180,11 +186,28 @@ impl Drop for TestDaemon {
 
 /// Spawns totemd on `home` and `socket` without waiting.
 pub fn spawn(home: &Path, socket: &Path) -> std::io::Result<Child> {
-    spawn_command(home, socket).spawn()
+    spawn_wrapped(&[], home, socket)
+}
+
+/// Spawns totemd on `home` and `socket` through `wrapper` (see [`TestDaemon::start_wrapped`]).
+pub fn spawn_wrapped(wrapper: &[&str], home: &Path, socket: &Path) -> std::io::Result<Child> {
+    spawn_command_wrapped(wrapper, home, socket).spawn()
 }
 
 fn spawn_command(home: &Path, socket: &Path) -> Command {
-    let mut command = Command::new(binary("totemd"));
+    spawn_command_wrapped(&[], home, socket)
+}
+
+fn spawn_command_wrapped(wrapper: &[&str], home: &Path, socket: &Path) -> Command {
+    let totemd = binary("totemd");
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(&totemd);
+            command
+        }
+        None => Command::new(&totemd),
+    };
     command
         .arg("--home")
         .arg(home)

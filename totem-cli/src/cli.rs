@@ -62,6 +62,9 @@ pub enum Command {
     Models(ModelsArgs),
     /// Check the daemon, socket, store, providers, rg and MCP servers, and say what to fix.
     Doctor,
+    /// Back up the store and blobs to one file while the daemon runs, or restore one.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Serve Totem as an MCP server on stdin/stdout for another agent; `totem mcp token` makes
     /// the bearer token of totemd's MCP HTTP listener.
     Mcp(crate::mcp::McpArgs),
@@ -187,6 +190,25 @@ pub enum DaemonCommand {
         /// Print the units and commands instead of installing them.
         #[arg(long)]
         print: bool,
+    },
+}
+
+/// `totem store …`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Write a consistent copy of the store and blobs to FILE (the daemon keeps running; it is
+    /// started when it is not).
+    Backup {
+        /// The backup file to write; an existing one is replaced.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Put back the store and blobs from FILE. Stop the daemon first (`totem daemon stop`); the
+    /// current store is kept beside the restored one.
+    Restore {
+        /// A file written by `totem store backup`.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
 }
 

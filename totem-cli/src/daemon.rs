@@ -86,10 +86,19 @@ async fn connect_as(endpoint: &Endpoint, permissions: bool) -> anyhow::Result<Op
     let capabilities = ClientCapabilities { permissions };
     match Client::connect(&endpoint.socket, "totem", capabilities).await {
         Ok((client, init)) => {
+            // Told once, to the first client after the daemon started.
+            for notice in &init.notices {
+                eprintln!("totem: {notice}");
+            }
             let methods = init.capabilities.methods.iter().cloned().collect();
             Ok(Some(Connection { client, methods }))
         }
         Err(ClientError::Connect { .. }) | Err(ClientError::Closed) => Ok(None),
+        Err(ClientError::Rpc { code, message, .. })
+            if code == totem_protocol::ErrorCode::TOO_MANY_CONNECTIONS.0 =>
+        {
+            Err(Unreachable(message).into())
+        }
         Err(ClientError::Rpc { message, .. }) => Err(Unreachable(format!(
             "totemd at {} refused this totem ({message}). Update totem and totemd together, then run `totem daemon stop` and try again",
             endpoint.socket.display()
@@ -361,8 +370,24 @@ pub async fn status_command(endpoint: &Endpoint, json: bool) -> anyhow::Result<E
     println!("home         {}", status.home);
     println!("store        {}", status.store_path);
     println!(
-        "counts       {} projects, {} sessions, {} connections, {} running runs",
-        c.projects, c.sessions, c.connections, c.running_runs
+        "counts       {} projects, {} sessions, {} connections{}, {} running runs",
+        c.projects,
+        c.sessions,
+        c.connections,
+        c.max_connections
+            .map(|m| format!(" (of {m} at most)"))
+            .unwrap_or_default(),
+        c.running_runs
     );
+    if let Some(store) = &status.store {
+        let free = store
+            .free_bytes
+            .map(|f| format!(", {} free", totem_protocol::human_bytes(f)))
+            .unwrap_or_default();
+        println!("store state  {}{free}", store.state);
+        if let Some(message) = &store.message {
+            println!("             {message}");
+        }
+    }
     Ok(Exit::Success)
 }

@@ -68,6 +68,7 @@ pub async fn doctor_command(endpoint: &Endpoint) -> anyhow::Result<Exit> {
 /// Every check, in the order a person would fix things.
 pub async fn run_checks(endpoint: &Endpoint) -> Vec<Check> {
     let mut checks = vec![check_home(&endpoint.home)];
+    checks.extend(check_repairs(&endpoint.home));
     checks.extend(check_private_files(&endpoint.home));
     if let Some(dir) = endpoint.socket.parent() {
         checks.push(check_socket_folder(dir));
@@ -142,6 +143,33 @@ fn check_settings_offline(home: &Path) -> Check {
             format!("not checked: cannot run {}: {e}", totemd.display()),
         ),
     }
+}
+
+/// A store repaired at open leaves the damaged files beside it, with a note of what was lost.
+fn check_repairs(home: &Path) -> Vec<Check> {
+    let Ok(entries) = std::fs::read_dir(home) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("store.damaged-"))
+        })
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|dir| {
+            let note = std::fs::read_to_string(dir.join("NOTE.txt")).unwrap_or_else(|_| {
+                format!(
+                    "the store was repaired; the damaged files are in {}",
+                    dir.display()
+                )
+            });
+            check(Status::Warn, "repair", note.trim().to_string())
+        })
+        .collect()
 }
 
 fn mode_of(meta: &std::fs::Metadata) -> u32 {
@@ -373,12 +401,25 @@ async fn check_daemon(connection: &Connection) -> Vec<Check> {
                 None => {}
             }
             let store = PathBuf::from(&status.store_path);
-            checks.push(if store.is_dir() {
+            let free = status
+                .store
+                .as_ref()
+                .and_then(|s| s.free_bytes)
+                .map(|f| format!(", {} free on its disk", totem_protocol::human_bytes(f)))
+                .unwrap_or_default();
+            let unwritable = status
+                .store
+                .as_ref()
+                .filter(|s| s.state != "ok")
+                .map(|s| s.message.clone().unwrap_or_else(|| s.state.clone()));
+            checks.push(if let Some(message) = unwritable {
+                check(Status::Fail, "store", message)
+            } else if store.is_dir() {
                 check(
                     Status::Ok,
                     "store",
                     format!(
-                        "{} ({} projects, {} sessions)",
+                        "{} ({} projects, {} sessions{free})",
                         store.display(),
                         status.counts.projects,
                         status.counts.sessions
@@ -394,6 +435,25 @@ async fn check_daemon(connection: &Connection) -> Vec<Check> {
                     ),
                 )
             });
+            if let Some(max) = status.counts.max_connections {
+                let open = status.counts.connections;
+                checks.push(check(
+                    if open * 10 >= max * 9 {
+                        Status::Warn
+                    } else {
+                        Status::Ok
+                    },
+                    "connections",
+                    format!(
+                        "{open} open of {max} at most{}",
+                        if open * 10 >= max * 9 {
+                            ": close some clients, or raise LimitNOFILE in totemd.service"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
         }
         Ok(Err(e)) => checks.push(check(
             Status::Fail,

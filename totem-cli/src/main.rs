@@ -16,6 +16,7 @@ mod render;
 mod repl;
 mod run;
 mod sessions;
+mod store;
 mod terminal;
 
 use std::process::ExitCode;
@@ -71,6 +72,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
                 install::install_command(&endpoint, print).await
             }
             Some(Command::Doctor) => doctor::doctor_command(&endpoint).await,
+            Some(Command::Store(command)) => store::command(&endpoint, command).await,
             Some(Command::Mcp(args)) => mcp::command(&endpoint, args).await,
             Some(Command::Provider(command)) => provider::command(&endpoint, command).await,
             Some(Command::Models(args)) => provider::models(&endpoint, args).await,

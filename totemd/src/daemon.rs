@@ -37,6 +37,11 @@ pub struct Daemon {
     pub started: Instant,
     pub started_at: u64,
     pub connections: AtomicU64,
+    /// Connections the daemon holds at most (from its file descriptor limit); more are refused
+    /// with a one-line reason.
+    pub max_connections: u64,
+    /// Sentences for the first client to show (what a damaged store lost, when it was repaired).
+    notices: std::sync::Mutex<Vec<String>>,
     /// settings.json, provider keys, providers and model lists.
     pub settings: crate::config::Settings,
     /// The run queues, jobs and permission questions of the sessions.
@@ -46,6 +51,7 @@ pub struct Daemon {
     /// Whether commands run without asking are confined by the kernel (probed at start).
     pub sandbox: crate::sandbox::Mode,
     shutdown: watch::Sender<bool>,
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl Daemon {
@@ -66,11 +72,14 @@ impl Daemon {
             started: Instant::now(),
             started_at: now_ms(),
             connections: AtomicU64::new(0),
+            max_connections: crate::server::limits::connection_capacity(),
+            notices: std::sync::Mutex::new(Vec::new()),
             settings: crate::config::Settings::open(home),
             agents: crate::agent::Agents::default(),
             terminals: std::sync::Arc::new(crate::terminal::Terminals::new(home)),
             sandbox: crate::sandbox::probe(),
             shutdown,
+            failed: std::sync::atomic::AtomicBool::new(false),
         };
         // Temp folders of commands and writes a previous daemon left behind.
         let tmp = daemon.tmp_dir();
@@ -79,6 +88,13 @@ impl Daemon {
         totem_tools::set_temp_dir(tmp);
         tracing::info!(sandbox = %daemon.sandbox.describe(), "commands run without asking");
         daemon.mark_interrupted_runs()?;
+        if let Some(repair) = daemon.store.repair() {
+            let text = crate::store::repair_notice::describe(&daemon.store, repair);
+            tracing::warn!(notice = %text, "store repaired at open");
+            // Kept beside the damaged copy too, for `totem doctor`.
+            let _ = std::fs::write(repair.copy.join("NOTE.txt"), format!("{text}\n"));
+            crate::util::lock(&daemon.notices).push(text);
+        }
         Ok(daemon)
     }
 
@@ -86,6 +102,75 @@ impl Daemon {
     /// when the daemon starts.
     pub fn tmp_dir(&self) -> PathBuf {
         self.home.join("tmp")
+    }
+
+    /// The notices for a client that just initialized: all of them for the first, then none.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *crate::util::lock(&self.notices))
+    }
+
+    /// The store's state and the room on its disk, for `daemon.status`.
+    pub fn store_status(&self) -> totem_protocol::StoreStatus {
+        use crate::store::Health;
+        let store = &self.store;
+        let (state, message) = match store.health() {
+            Health::Ok => ("ok", None),
+            Health::Full => ("full", Some(crate::disk::full_message(store.path()))),
+            Health::Failed(reason) => (
+                "failed",
+                Some(format!(
+                    "a write failed ({reason}); the next one reopens the store"
+                )),
+            ),
+            Health::Closed(reason) => (
+                "closed",
+                Some(format!(
+                    "the store cannot be reopened ({reason}); the daemon is stopping so that a fresh one can start"
+                )),
+            ),
+        };
+        totem_protocol::StoreStatus {
+            state: state.to_string(),
+            free_bytes: crate::disk::free_bytes(store.path()),
+            message,
+            repaired: store
+                .repair()
+                .map(|r| crate::store::repair_notice::describe(store, r)),
+        }
+    }
+
+    /// Watches a store that stopped writing: reopens it once the disk has room, and stops the
+    /// daemon when it cannot be reopened, so that a fresh one starts (the service manager or the
+    /// next `totem` command) instead of one that stays up unable to write.
+    pub fn watch_store(self: &std::sync::Arc<Self>) {
+        let daemon = std::sync::Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let Some(daemon) = daemon.upgrade() else {
+                    return;
+                };
+                if daemon.store.health() == crate::store::Health::Ok {
+                    continue;
+                }
+                let store = daemon.store.clone();
+                let _ = tokio::task::spawn_blocking(move || store.recover()).await;
+                if let crate::store::Health::Closed(reason) = daemon.store.health() {
+                    tracing::error!(reason = %reason, "the store cannot be written; stopping");
+                    daemon
+                        .failed
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    daemon.request_shutdown();
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Whether the daemon stops because its store could not be reopened (it exits with failure).
+    pub fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn store(&self) -> &Store {

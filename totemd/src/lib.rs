@@ -5,6 +5,7 @@ pub mod agent;
 pub mod changes;
 pub mod config;
 pub mod daemon;
+pub mod disk;
 pub mod mcp;
 pub mod redact;
 pub mod sandbox;

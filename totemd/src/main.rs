@@ -26,6 +26,10 @@ struct Args {
     /// runs this when no daemon is running).
     #[arg(long)]
     check_settings: bool,
+    /// Put back the store and blobs from a backup (`totem store backup FILE`) and exit, instead
+    /// of serving. The daemon must not be running; the current store is kept beside it.
+    #[arg(long, value_name = "FILE")]
+    restore: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -68,6 +72,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         println!("{} is valid", path.display());
         return Ok(());
     }
+    check_home(&home)?;
     // The home holds transcripts, snapshots and keys: the user's only (0700 folders, 0600
     // files), also when an older totemd created it open.
     totemd::util::create_private_dir(&home.join("logs"))
@@ -75,6 +80,24 @@ fn run(args: Args) -> anyhow::Result<()> {
     let _ = totemd::util::create_private_dir(&home);
     let _log_guard = init_logging(&home, args.log)?;
     let _lock = listener::lock_home(&home, &socket)?;
+    if let Some(file) = &args.restore {
+        let (summary, kept) = totemd::store::restore(&home, file)
+            .with_context(|| format!("cannot restore {}", file.display()))?;
+        println!(
+            "restored {} records and {} blobs from {} into {}",
+            summary.records,
+            summary.blobs,
+            file.display(),
+            home.display()
+        );
+        if let Some(kept) = kept {
+            println!(
+                "the store as it was is kept in {}; delete it once the restored one is right",
+                kept.display()
+            );
+        }
+        return Ok(());
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -86,6 +109,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         if fixed > 0 {
             tracing::info!(fixed, "made files under the home readable by the user only");
         }
+        daemon.watch_store();
         let activated = inherited.is_some();
         let listening = match inherited {
             Some(inherited) => {
@@ -109,6 +133,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         daemon.agents.stop_mcp_servers();
         let terminals = daemon.terminals.clone();
         let _ = tokio::task::spawn_blocking(move || terminals.close_all()).await;
+        if daemon.failed() {
+            // Nothing more can be written; the next start replays the journal.
+            anyhow::bail!(
+                "the store in {} could not be written and could not be reopened; start totemd again (`totem daemon start`), and see its log in {}",
+                daemon.store().path().display(),
+                home.join("logs").display()
+            );
+        }
         daemon.store().persist()?;
         // systemd's socket stays in place: it starts us again on the next connection.
         if !activated {
@@ -120,6 +152,57 @@ fn run(args: Args) -> anyhow::Result<()> {
     // Sessions' tasks may still hold the store; the runtime is gone, so nothing writes anymore.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     Ok(())
+}
+
+/// Fails at once, naming the folder and the reason, when Totem's home (or a folder in it) cannot
+/// be written: a read-only mount, another owner, a full disk.
+fn check_home(home: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home)
+    {
+        anyhow::bail!(home_error(home, &home_reason(&e)));
+    }
+    let inside = ["store", "blobs", "logs"].map(|d| home.join(d));
+    for dir in std::iter::once(home.to_path_buf()).chain(inside) {
+        if !dir.is_dir() {
+            continue;
+        }
+        let probe = tempfile::Builder::new()
+            .prefix(".totemd-write-check")
+            .tempfile_in(&dir);
+        if let Err(e) = probe {
+            let mut reason = home_reason(&e);
+            let owner = std::fs::metadata(&dir).map(|m| m.uid()).ok();
+            let me = nix::unistd::getuid().as_raw();
+            if let Some(owner) = owner.filter(|o| *o != me) {
+                reason.push_str(&format!(
+                    ": it belongs to user id {owner}, and totemd runs as user id {me}"
+                ));
+            }
+            anyhow::bail!(home_error(&dir, &reason));
+        }
+    }
+    Ok(())
+}
+
+fn home_reason(error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::ReadOnlyFilesystem => "it is on a read-only filesystem".to_string(),
+        ErrorKind::PermissionDenied => "permission denied".to_string(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => "the disk is full".to_string(),
+        _ => error.to_string(),
+    }
+}
+
+fn home_error(dir: &std::path::Path, reason: &str) -> String {
+    format!(
+        "cannot write to {}: {reason}. Totem keeps its sessions there; make it writable for this user (or free space), or point TOTEM_HOME at a folder you own",
+        dir.display()
+    )
 }
 
 fn spawn_signal_watch(daemon: Arc<Daemon>) -> anyhow::Result<()> {

@@ -1,6 +1,12 @@
-//! Small shared helpers: clocks and ids.
+//! Small shared helpers: clocks, ids and locks.
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Locks a mutex; one poisoned by a panic still holds plain data, so serving goes on.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Unix time in milliseconds.
 pub fn now_ms() -> u64 {

@@ -105,38 +105,43 @@ pub(super) async fn execute(
         live.emit(store, EventKind::RunStarted { run: run.clone() })?;
         Ok::<(), crate::session::SessionError>(())
     };
-    if let Err(e) = started.await {
+    // A run that cannot even record its start (a full disk) still ends, with that as its error.
+    let start_error = started.await.err();
+    if let Some(e) = &start_error {
         tracing::warn!(run = %run.id, error = %e, "run could not start");
-        return None;
     }
 
     let blobs = daemon.blobs.clone();
     let mut changes = RunChanges::new(agent.root.clone(), &blobs, RecordOptions::default());
     let mut used_model = None;
     let mut run_usage = None;
-    let outcome = match Runner::prepare(
-        daemon,
-        agent,
-        live.clone(),
-        &run,
-        &request,
-        &message_id,
-        cancel.clone(),
-    )
-    .await
-    {
-        Ok(mut runner) => {
-            run.model = Some(runner.model.name.clone());
-            used_model = Some(runner.model.name.clone());
-            runner.start_mcp(&request.text).await;
-            let outcome = runner.go(&mut changes).await;
-            if matches!(outcome, Outcome::Aborted) {
-                runner.kill_jobs();
+    let outcome = if let Some(e) = start_error {
+        Outcome::Failed(e.to_string())
+    } else {
+        match Runner::prepare(
+            daemon,
+            agent,
+            live.clone(),
+            &run,
+            &request,
+            &message_id,
+            cancel.clone(),
+        )
+        .await
+        {
+            Ok(mut runner) => {
+                run.model = Some(runner.model.name.clone());
+                used_model = Some(runner.model.name.clone());
+                runner.start_mcp(&request.text).await;
+                let outcome = runner.go(&mut changes).await;
+                if matches!(outcome, Outcome::Aborted) {
+                    runner.kill_jobs();
+                }
+                run_usage = runner.usage.clone();
+                outcome
             }
-            run_usage = runner.usage.clone();
-            outcome
+            Err(reason) => Outcome::Failed(reason),
         }
-        Err(reason) => Outcome::Failed(reason),
     };
 
     match tokio::task::block_in_place(|| changes.finish()) {
@@ -162,7 +167,10 @@ pub(super) async fn execute(
                 EventKind::Notice {
                     run_id: Some(run.id.clone()),
                     level: "warning".into(),
-                    text: format!("The changes of this run could not be recorded, so undo cannot revert them: {e}"),
+                    text: format!(
+                        "The changes of this run could not be recorded, so undo cannot revert them: {}",
+                        crate::disk::explain(&e, daemon.blobs.dir())
+                    ),
                 },
             );
         }
@@ -196,8 +204,9 @@ pub(super) async fn execute(
     {
         let _ = live.emit(store, EventKind::SessionUpdated { session });
     }
-    if let Err(e) = live.emit(store, kind) {
-        tracing::warn!(run = %run.id, error = %e, "cannot announce the end of the run");
+    if let Err(e) = live.emit(store, kind.clone()) {
+        tracing::warn!(run = %run.id, error = %e, "cannot store the end of the run; announcing it anyway");
+        live.announce_unstored(kind);
     }
     used_model
 }

@@ -109,6 +109,9 @@ fn snapshot_failed(what: &str, e: SnapshotError) -> ChangesError {
             files: conflicts.iter().map(|c| c.path.clone()).collect(),
             message: format!("cannot {what}: {e}"),
         },
+        SnapshotError::Io { ref path, .. } => {
+            ChangesError::Failed(format!("cannot {what}: {}", crate::disk::explain(&e, path)))
+        }
         other => ChangesError::Failed(format!("cannot {what}: {other}")),
     }
 }

@@ -17,7 +17,7 @@ use totem_protocol::{
     InitializeResult, ListParams, Method, NoParams, Page, ProjectOpenParams, SUPPORTED_VERSIONS,
     ServerCapabilities, SessionCreateParams, SessionDeleted, SessionEvent, SessionListParams,
     SessionMessages, SessionMessagesParams, SessionPromptParams, SessionRef, SessionRenameParams,
-    SessionSubscribeParams, method,
+    SessionSubscribeParams, StoreBackupParams, StoreBackupResult, method,
 };
 
 use super::connection::ConnectionState;
@@ -114,7 +114,7 @@ where
 pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     let mut m = RpcModule::from_arc(daemon);
 
-    register::<method::Initialize, _, _>(&mut m, |p: InitializeParams, _d, ext| async move {
+    register::<method::Initialize, _, _>(&mut m, |p: InitializeParams, d, ext| async move {
         if !SUPPORTED_VERSIONS.contains(&p.protocol_version) {
             return Err(ErrorObject::owned(
                 ErrorCode::UNSUPPORTED_VERSION.0,
@@ -148,6 +148,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
                     .map(|m| m.name.to_string())
                     .collect(),
             },
+            notices: d.take_notices(),
         })
     });
 
@@ -166,6 +167,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
                 sessions: d.store().count_sessions(),
                 connections: d.connections.load(Ordering::Relaxed),
                 running_runs: d.sessions.running(),
+                max_connections: Some(d.max_connections).filter(|m| *m != u64::MAX),
             },
             sandbox: Some(totem_protocol::SandboxStatus {
                 mode: if d.sandbox.is_sandboxed() {
@@ -176,6 +178,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
                 .into(),
                 detail: d.sandbox.describe(),
             }),
+            store: Some(d.store_status()),
         })
     });
 
@@ -188,6 +191,34 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             d2.request_shutdown();
         });
         Ok(Ack {})
+    });
+
+    register::<method::StoreBackup, _, _>(&mut m, |p: StoreBackupParams, d, _| async move {
+        let path = std::path::PathBuf::from(&p.path);
+        if !path.is_absolute() {
+            return Err(err(
+                ErrorCode::INVALID_PATH,
+                format!("the backup file must be an absolute path, not {}", p.path),
+            ));
+        }
+        let store = d.store().clone();
+        let blobs = d.blobs.dir().to_path_buf();
+        let written = tokio::task::spawn_blocking(move || store.backup(&blobs, &path))
+            .await
+            .map_err(|e| err(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
+        let summary = written.map_err(|e| {
+            err(
+                ErrorCode::INTERNAL_ERROR,
+                format!("cannot write the backup {}: {e}", p.path),
+            )
+        })?;
+        tracing::info!(path = %p.path, records = summary.records, blobs = summary.blobs, bytes = summary.bytes, "backup written");
+        Ok(StoreBackupResult {
+            path: p.path,
+            records: summary.records,
+            blobs: summary.blobs,
+            bytes: summary.bytes,
+        })
     });
 
     register::<method::ProjectOpen, _, _>(&mut m, |p: ProjectOpenParams, d, _| async move {

@@ -229,7 +229,11 @@ impl LiveSession {
         let previous = state.record.clone();
         change(&mut state.record.session);
         state.record.session.updated_at = crate::util::tick_ms().max(previous.session.updated_at);
-        store.put_session(&state.record, Some(&previous))?;
+        if let Err(e) = store.put_session(&state.record, Some(&previous)) {
+            // Memory stays what the store holds, so the next write moves the right index keys.
+            state.record = previous;
+            return Err(e.into());
+        }
         Ok(state.record.session.clone())
     }
 
@@ -261,19 +265,46 @@ impl LiveSession {
             let previous = state.record.clone();
             state.record.seq_reserved = seq + SEQ_RESERVATION;
             state.record.session.last_seq = seq;
-            store.put_session(&state.record, Some(&previous))?;
+            if let Err(e) = store.put_session(&state.record, Some(&previous)) {
+                state.record = previous;
+                return Err(e.into());
+            }
         }
         if !event.kind.is_transient() {
             store.append_event(&event)?;
         }
-        state.record.session.last_seq = seq;
+        Self::publish(&mut state, &self.events, event.clone());
+        Ok(event)
+    }
+
+    fn publish(
+        state: &mut State,
+        events: &broadcast::Sender<Arc<SessionEvent>>,
+        event: Arc<SessionEvent>,
+    ) {
+        state.record.session.last_seq = event.seq;
         if state.recent.len() == RECENT_EVENTS {
             state.recent.pop_front();
         }
         state.recent.push_back(event.clone());
         // No receivers is fine: nobody is watching.
-        let _ = self.events.send(event.clone());
-        Ok(event)
+        let _ = events.send(event);
+    }
+
+    /// Numbers and announces an event without storing it: the end of a run when the store cannot
+    /// write, so that the clients following the run still learn how it ended and why.
+    pub fn announce_unstored(&self, kind: EventKind) {
+        let mut state = lock(&self.state);
+        if state.deleted {
+            return;
+        }
+        let event = Arc::new(SessionEvent {
+            session_id: self.id.clone(),
+            seq: state.record.session.last_seq + 1,
+            at: now_ms(),
+            kind,
+        });
+        Self::publish(&mut state, &self.events, event);
     }
 
     /// Every event after `after_seq` (stored ones from the store, recent ones from memory, deltas

@@ -14,23 +14,30 @@
 //! - `runs`: run id → Run. `runs_by_session`: session id `\0` run id → "".
 //! - `run_changes`: run id → the run's file changes (a JSON record owned by the snapshot code).
 
+mod backup;
 mod compaction;
+mod handle;
+pub mod journal;
 mod keys;
 mod permissions;
+pub mod repair_notice;
 mod table;
 mod undo;
 
+pub use backup::{Summary as BackupSummary, restore};
 pub use compaction::Compaction;
+pub use handle::Health;
 pub use undo::{Redo, UndoState};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fjall::{Database, KeyspaceCreateOptions, PersistMode};
+use fjall::PersistMode;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use totem_protocol::{Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent};
 
+use handle::{Batch, Handle};
 use keys::{Cursor, recency, seq_key, session_key};
 use table::Table;
 
@@ -57,6 +64,14 @@ pub enum StoreError {
     TooNew { path: PathBuf, found: u32 },
     #[error("store: bad cursor; pass back the nextCursor of the previous page")]
     BadCursor,
+    /// A write failed because the disk is full; the message names the folder and the free space.
+    #[error("{message}")]
+    Full { message: String },
+    #[error(
+        "the store at {} cannot be written ({reason}); restart the daemon with `totem daemon restart`",
+        path.display()
+    )]
+    Closed { path: PathBuf, reason: String },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -88,7 +103,7 @@ struct MessageRecord {
 #[derive(Clone)]
 pub struct Store {
     path: PathBuf,
-    db: Database,
+    handle: Handle,
     meta: Table,
     projects: Table,
     project_paths: Table,
@@ -105,6 +120,8 @@ pub struct Store {
     /// Projects and sessions, counted once at open and kept up to date, so `daemon.status` never
     /// scans.
     counts: Arc<Counts>,
+    /// What a damaged journal lost, when this open had to repair one.
+    repair: Option<Arc<journal::Repair>>,
 }
 
 #[derive(Default)]
@@ -124,23 +141,14 @@ fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     })
 }
 
-/// Block cache. fjall's default (32 MiB) is sized for servers; a session's recent history fits in
-/// far less, and reads that miss go to the OS page cache.
-const CACHE_BYTES: u64 = 8 * 1024 * 1024;
-/// Writes kept in memory before they are flushed to a table file. fjall's default (64 MiB) made
-/// the daemon's memory grow with every run until the first flush. fjall records this with the
-/// keyspace when it is created, so it applies to stores created from now on.
-const MEMTABLE_BYTES: u64 = 4 * 1024 * 1024;
-
 impl Store {
     /// Opens (or creates) the store in `path`, checking and migrating its layout version.
     pub fn open(path: &Path) -> Result<Store> {
         std::fs::create_dir_all(path)?;
-        let db = Database::builder(path).cache_size(CACHE_BYTES).open()?;
-        let ks = db.keyspace("totem", || {
-            KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
-        })?;
-        let table = |tag: u8| Table::new(&ks, tag);
+        // Before fjall reads the journal: it refuses a damaged one, or cuts it short silently.
+        let repair = journal::repair(path)?.map(Arc::new);
+        let handle = Handle::open(path)?;
+        let table = |tag: u8| Table::new(&handle, tag);
         // Tags are part of the layout: never renumber one, only add.
         let store = Store {
             path: path.to_path_buf(),
@@ -158,7 +166,8 @@ impl Store {
             runs_by_session: table(11),
             run_changes: table(12),
             counts: Arc::default(),
-            db,
+            handle,
+            repair,
         };
         store.migrate()?;
         let projects = store.projects.len()? as u64;
@@ -183,7 +192,7 @@ impl Store {
         }
         if found < STORE_VERSION {
             self.meta.insert("store_version", encode(&STORE_VERSION)?)?;
-            self.db.persist(PersistMode::SyncAll)?;
+            self.persist()?;
         }
         Ok(())
     }
@@ -194,8 +203,32 @@ impl Store {
 
     /// Forces everything written so far to disk.
     pub fn persist(&self) -> Result<()> {
-        self.db.persist(PersistMode::SyncAll)?;
-        Ok(())
+        self.handle
+            .write(|open| open.db.persist(PersistMode::SyncAll))
+    }
+
+    /// What the journal repair at open lost, when there was one.
+    pub fn repair(&self) -> Option<&journal::Repair> {
+        self.repair.as_deref()
+    }
+
+    /// Whether the store can write now.
+    pub fn health(&self) -> Health {
+        self.handle.health()
+    }
+
+    /// Makes the store writable again after a failed write when it can be (the disk has room
+    /// again); the error says why not.
+    pub fn recover(&self) -> Result<()> {
+        self.handle.recover()
+    }
+
+    fn batch(&self) -> Result<Batch> {
+        self.handle.batch()
+    }
+
+    fn commit(&self, batch: Batch) -> Result<()> {
+        self.handle.commit(batch)
     }
 
     pub fn store_version(&self) -> Result<u32> {
@@ -223,12 +256,12 @@ impl Store {
 
     /// Stores a new project.
     pub fn put_project(&self, project: &Project) -> Result<()> {
-        let mut batch = self.db.batch();
+        let mut batch = self.batch()?;
         self.projects
             .batch_insert(&mut batch, project.id.as_str(), encode(project)?);
         self.project_paths
             .batch_insert(&mut batch, project.path.as_str(), project.id.as_str());
-        batch.commit()?;
+        self.commit(batch)?;
         self.counts.projects.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -274,7 +307,7 @@ impl Store {
         previous: Option<&SessionRecord>,
     ) -> Result<()> {
         let s = &record.session;
-        let mut batch = self.db.batch();
+        let mut batch = self.batch()?;
         if let Some(old) = previous {
             let o = &old.session;
             self.sessions_by_project
@@ -291,7 +324,7 @@ impl Store {
         );
         self.sessions_by_recency
             .batch_insert(&mut batch, recency_key(s.updated_at, &s.id), "");
-        batch.commit()?;
+        self.commit(batch)?;
         if previous.is_none() {
             self.counts.sessions.fetch_add(1, Ordering::Relaxed);
         }
@@ -315,9 +348,9 @@ impl Store {
         {
             return Err(StoreError::BadCursor);
         }
-        let iter: Box<dyn Iterator<Item = fjall::Result<table::Entry>>> = match &after {
-            Some(after) => Box::new(keyspace.after(Some(after))),
-            None => Box::new(keyspace.prefix(&prefix)),
+        let iter = match &after {
+            Some(after) => keyspace.after(Some(after)),
+            None => keyspace.prefix(&prefix),
         };
         let mut items = Vec::new();
         let mut last_key: Option<Vec<u8>> = None;
@@ -346,7 +379,7 @@ impl Store {
     pub fn delete_session(&self, record: &SessionRecord) -> Result<()> {
         let s = &record.session;
         let prefix = keys::id_prefix(&s.id);
-        let mut batch = self.db.batch();
+        let mut batch = self.batch()?;
         for entry in self.messages.prefix(&prefix) {
             let (key, value) = entry?;
             let message: MessageRecord = decode("message", &value)?;
@@ -374,7 +407,7 @@ impl Store {
         self.sessions.batch_remove(&mut batch, s.id.as_str());
         self.meta.batch_remove(&mut batch, undo::key(&s.id));
         self.meta.batch_remove(&mut batch, compaction::key(&s.id));
-        batch.commit()?;
+        self.commit(batch)?;
         self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
         Ok(())
     }
@@ -391,7 +424,7 @@ impl Store {
             run_id: message.run_id.clone(),
             created_at: message.created_at,
         };
-        let mut batch = self.db.batch();
+        let mut batch = self.batch()?;
         self.messages.batch_insert(
             &mut batch,
             seq_key(&message.session_id, message.seq),
@@ -407,7 +440,7 @@ impl Store {
                 encode(part)?,
             );
         }
-        batch.commit()?;
+        self.commit(batch)?;
         Ok(())
     }
 
@@ -482,12 +515,12 @@ impl Store {
     // ---- runs ----
 
     pub fn put_run(&self, run: &Run) -> Result<()> {
-        let mut batch = self.db.batch();
+        let mut batch = self.batch()?;
         self.runs
             .batch_insert(&mut batch, run.id.as_str(), encode(run)?);
         self.runs_by_session
             .batch_insert(&mut batch, keys::pair_key(&run.session_id, &run.id), "");
-        batch.commit()?;
+        self.commit(batch)?;
         Ok(())
     }
 
