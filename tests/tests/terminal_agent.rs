@@ -53,7 +53,8 @@ async fn the_model_uses_a_python_repl() {
     assert!(results[0].1.contains(">>>"), "{}", results[0].1);
     // The model reads the rendered screen: the answer on its own line, no escape codes.
     let screen = &results[1].1;
-    assert!(screen.contains(">>> 1+1\n2\n>>>"), "{screen}");
+    // (The pattern matched as soon as `2` showed; the next prompt may come a moment later.)
+    assert!(screen.contains(">>> 1+1\n2"), "{screen}");
     assert!(!screen.contains('\u{1b}'), "{screen:?}");
     assert!(
         results[2].1.contains("stopped terminal t1"),
