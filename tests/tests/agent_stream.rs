@@ -36,7 +36,7 @@ async fn deltas_are_coalesced_and_add_up_to_the_part() {
             text: whole.clone()
         }]
     );
-    assert_eq!(whole, " tok".repeat(5000));
+    assert_eq!(whole, totem_tests::sim::bench_text(5000));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

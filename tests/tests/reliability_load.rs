@@ -222,7 +222,7 @@ async fn stalled_client_scenario(catch_up: bool) {
     let stalled = stalled_client(&daemon.socket, &session, 0).await;
     sim.push(Reply::Bench { deltas: DELTAS });
     let with_stalled = run_with_readers(&readers, &session, 0).await;
-    let text_bytes = DELTAS * " tok".len();
+    let text_bytes = DELTAS * totem_tests::sim::BENCH_TOKEN_BYTES;
     for (bytes, _) in baseline.iter().chain(&with_stalled) {
         assert_eq!(*bytes, text_bytes, "a reading client missed deltas");
     }
@@ -313,7 +313,11 @@ async fn stalled_client_scenario(catch_up: bool) {
         .filter(|e| e["type"] == "part.delta")
         .filter_map(|e| e["text"].as_str())
         .collect();
-    assert_eq!(deltas, " tok".repeat(DELTAS), "backlog + replay deltas");
+    assert_eq!(
+        deltas,
+        totem_tests::sim::bench_text(DELTAS),
+        "backlog + replay deltas"
+    );
     let end_seq = tails[0]
         .last()
         .and_then(|e| e["seq"].as_u64())

@@ -725,9 +725,31 @@ fn render_bench(kind: SimKind, deltas: usize) -> Prepared {
         .clone()
 }
 
+/// Bytes of every token of a [`Reply::Bench`] answer.
+pub const BENCH_TOKEN_BYTES: usize = 4;
+
+/// Token `i` of a [`Reply::Bench`] answer: a space and three letters that do not repeat with any
+/// period shorter than 17,576 tokens, so the daemon's loop guard (which cuts a model that streams
+/// one span over and over) never takes a benchmark answer for a looping model.
+pub fn bench_token(i: usize) -> String {
+    let mut n = (i * 7919 + 13) % 17_576;
+    let mut token = String::from(" ");
+    for _ in 0..3 {
+        token.push(char::from(b'a' + (n % 26) as u8));
+        n /= 26;
+    }
+    token
+}
+
+/// The whole text of a [`Reply::Bench`] answer of `deltas` tokens.
+pub fn bench_text(deltas: usize) -> String {
+    (0..deltas).map(bench_token).collect()
+}
+
 fn render_bench_uncached(kind: SimKind, deltas: usize) -> Prepared {
     let script = Script::new(
-        std::iter::repeat_n(SimEvent::text(" tok"), deltas)
+        (0..deltas)
+            .map(|i| SimEvent::text(bench_token(i)))
             .chain([SimEvent::usage(10, deltas as u64)]),
     );
     let request = serde_json::json!({"stream_options": {"include_usage": true}});
