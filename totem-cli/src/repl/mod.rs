@@ -122,6 +122,9 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     ));
     let exit = repl.run().await;
     repl.editor.stop();
+    // The line editor is done: write the way back in straight to stdout, flushed, so it cannot be
+    // lost in the printer's queue when the process ends right after.
+    repl.editor.printer = None;
     repl.print(&format!(
         "Left session {}; a running run goes on. Reattach with:\n  {}\n",
         repl.session.id,
