@@ -311,6 +311,51 @@ fn looks_like_validation_error(message: &str) -> bool {
         || message.contains("Input should be")
 }
 
+/// A context overflow with the window the server really has (`limit`) and what the request
+/// needed, where its error says: llama.cpp's `n_ctx`/`n_prompt_tokens` fields, or the words of
+/// OpenAI, vLLM, OpenRouter and LM Studio ("maximum context length is 8192 tokens… you
+/// requested 9000 tokens", "loaded with context length of only 4096 tokens").
+pub(crate) fn with_context_counts(error: ProviderError, body: &[u8]) -> ProviderError {
+    let ProviderError::ContextOverflow {
+        provider,
+        message,
+        needed,
+        limit,
+    } = error
+    else {
+        return error;
+    };
+    let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let fields = &value["error"];
+    let lower = message.to_ascii_lowercase();
+    let limit = limit
+        .or_else(|| fields["n_ctx"].as_u64())
+        .or_else(|| number_after(&lower, "maximum context length is "))
+        .or_else(|| number_after(&lower, "context length of only "))
+        .or_else(|| number_after(&lower, "context window of "));
+    let needed = needed
+        .or_else(|| fields["n_prompt_tokens"].as_u64())
+        .or_else(|| number_after(&lower, "you requested "))
+        .or_else(|| number_after(&lower, "resulted in "));
+    ProviderError::ContextOverflow {
+        provider,
+        message,
+        needed,
+        limit,
+    }
+}
+
+/// The number right after `words` in `text` (`8192` in "…length is 8192 tokens"), commas allowed.
+fn number_after(text: &str, words: &str) -> Option<u64> {
+    let rest = &text[text.find(words)? + words.len()..];
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// Maps an HTTP error status and the provider's message to a typed error.
 pub(crate) fn from_status(
     provider: &str,
@@ -381,5 +426,65 @@ pub(crate) fn from_status(
             status,
             message,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overflow(message: &str) -> ProviderError {
+        ProviderError::ContextOverflow {
+            provider: "p".into(),
+            message: message.into(),
+            needed: None,
+            limit: None,
+        }
+    }
+
+    fn counts(error: ProviderError) -> (Option<u64>, Option<u64>) {
+        match error {
+            ProviderError::ContextOverflow { needed, limit, .. } => (needed, limit),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn context_errors_tell_the_real_window() {
+        let llamacpp = br#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":14429,"n_ctx":8192}}"#;
+        assert_eq!(
+            counts(with_context_counts(
+                overflow("the request exceeds the available context size, try increasing it"),
+                llamacpp
+            )),
+            (Some(14429), Some(8192))
+        );
+        let vllm = "This model's maximum context length is 8192 tokens. However, you requested 9,000 tokens (8000 in the messages, 1000 in the completion).";
+        assert_eq!(
+            counts(with_context_counts(overflow(vllm), b"")),
+            (Some(9000), Some(8192))
+        );
+        let lmstudio = "Trying to keep the first 5000 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough.";
+        assert_eq!(
+            counts(with_context_counts(overflow(lmstudio), b"")),
+            (None, Some(4096))
+        );
+        assert_eq!(
+            counts(with_context_counts(overflow("prompt is too long"), b"")),
+            (None, None)
+        );
+        let other = ProviderError::Config {
+            provider: "p".into(),
+            message: "x".into(),
+        };
+        assert_eq!(with_context_counts(other.clone(), b""), other);
+    }
+
+    #[test]
+    fn long_waits_are_said_in_words() {
+        assert_eq!(describe_wait(Duration::from_secs(45)), "45 s");
+        assert_eq!(describe_wait(Duration::from_secs(600)), "10 min");
+        assert_eq!(describe_wait(Duration::from_secs(3600)), "1 h");
+        assert_eq!(describe_wait(Duration::from_secs(5400)), "1 h 30 min");
     }
 }

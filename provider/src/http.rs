@@ -10,7 +10,7 @@ use futures::stream::{BoxStream, Stream, StreamExt};
 
 use crate::body::{Decoder, decode_body};
 use crate::config::ProviderConfig;
-use crate::error::{ProviderError, TimeoutPhase, from_status};
+use crate::error::{ProviderError, TimeoutPhase, from_status, with_context_counts};
 use crate::event::{RetryNotice, StreamEvent};
 
 /// The stream every provider returns.
@@ -98,13 +98,16 @@ impl Transport {
         let keys: Vec<&str> = self.config.api_key.iter().map(String::as_str).collect();
         let message = crate::redact::redact(&message, &keys).into_owned();
         let code = code.map(|c| crate::redact::redact(&c, &keys).into_owned());
-        Err(from_status(
-            self.name(),
-            model,
-            status.as_u16(),
-            code.as_deref(),
-            message,
-            retry_after,
+        Err(with_context_counts(
+            from_status(
+                self.name(),
+                model,
+                status.as_u16(),
+                code.as_deref(),
+                message,
+                retry_after,
+            ),
+            &body,
         ))
     }
 
