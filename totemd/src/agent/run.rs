@@ -19,8 +19,8 @@ use totem_protocol::{
     EventKind, Message, Part, ReasoningLevel, Role, Run, RunStatus, SessionStatus, Usage,
 };
 use totem_provider::{
-    AssistantPart, ChatRequest, Completion, Message as ModelMessage, StreamEvent, ToolCall,
-    ToolDefinition, TurnBuilder, estimate_tokens,
+    AssistantPart, ChatRequest, Completion, Message as ModelMessage, ProviderError, StreamEvent,
+    ToolCall, ToolDefinition, TurnBuilder, estimate_tokens,
 };
 use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
 use totem_tools::recover::RepeatGuard;
@@ -60,8 +60,12 @@ pub(super) enum Outcome {
 pub(super) enum StepError {
     Aborted,
     Failed(String),
-    /// The provider said the request does not fit the window.
-    Overflow(String),
+    /// The provider said the request does not fit the window (`limit`: the window it has, when
+    /// it said).
+    Overflow {
+        reason: String,
+        limit: Option<u64>,
+    },
 }
 
 impl From<AgentError> for StepError {
@@ -486,6 +490,19 @@ impl Runner {
         self.model.info.as_ref().and_then(|i| i.context_window)
     }
 
+    /// The server said its window is `limit` tokens: compaction uses that from now on.
+    fn learn_window(&mut self, limit: u64) {
+        let model = self.model.model.clone();
+        let info = self
+            .model
+            .info
+            .get_or_insert_with(|| totem_provider::ModelInfo {
+                id: model,
+                ..totem_provider::ModelInfo::default()
+            });
+        info.context_window = Some(info.context_window.map_or(limit, |w| w.min(limit)));
+    }
+
     pub(super) fn emit(&self, kind: EventKind) -> Result<(), StepError> {
         self.live.emit(self.daemon.store(), kind)?;
         Ok(())
@@ -512,9 +529,21 @@ impl Runner {
                 Ok(done) => done,
                 Err(StepError::Aborted) => return Outcome::Aborted,
                 Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
-                Err(StepError::Overflow(reason)) => {
+                Err(StepError::Overflow { reason, limit }) => {
+                    if let Some(limit) = limit {
+                        self.learn_window(limit);
+                    }
                     if !compacted_for_overflow && self.has_older_turns() {
                         compacted_for_overflow = true;
+                        let window = self
+                            .window()
+                            .map_or_else(String::new, |w| format!(" of {w} tokens"));
+                        self.notice(
+                            "warning",
+                            format!(
+                                "The conversation does not fit the model's context{window} ({reason}); compacting it and trying again."
+                            ),
+                        );
                         if self.compact_all().await.is_ok() {
                             continue;
                         }
@@ -615,26 +644,11 @@ impl Runner {
     }
 
     /// Streams one answer into a new assistant message. Returns the turn, the message id and
-    /// the next free part index.
+    /// the next free part index. The message is created with the answer's first part, so a
+    /// request that fails before any output leaves nothing behind.
     async fn step(&mut self, request: ChatRequest) -> Result<(Completion, String, u32), StepError> {
-        let store = self.daemon.store();
         let message_id = new_id("msg");
-        let created = self.live.emit_with(store, |seq| {
-            let message = Message {
-                id: message_id.clone(),
-                session_id: self.agent.session_id.clone(),
-                seq,
-                role: Role::Assistant,
-                run_id: Some(self.run_id.clone()),
-                created_at: now_ms(),
-                parts: Vec::new(),
-            };
-            store.put_message(&message)?;
-            Ok(EventKind::MessageCreated { message })
-        })?;
-        self.step_seq = created.seq;
-        self.live.update(store, |s| s.message_count += 1)?;
-
+        let mut created = false;
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
         let mut open: Option<OpenPart> = None;
@@ -652,15 +666,24 @@ impl Runner {
                 None => break,
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
+                    // What streamed is kept, marked as cut off.
+                    if let Some(part) = open.as_mut() {
+                        part.text.push_str(CUT_MARK);
+                        part.pending.push_str(CUT_MARK);
+                    }
                     self.close(&message_id, &mut open)?;
-                    if e.is_context_overflow() {
-                        return Err(StepError::Overflow(e.to_string()));
+                    if let ProviderError::ContextOverflow { limit, .. } = &e {
+                        return Err(StepError::Overflow {
+                            reason: e.to_string(),
+                            limit: *limit,
+                        });
                     }
                     return Err(StepError::Failed(e.to_string()));
                 }
             };
             match &event {
                 StreamEvent::TextDelta { text } => {
+                    self.create_message(&message_id, &mut created)?;
                     self.delta(&message_id, &mut open, &mut index, false, text)?;
                     if let Some(keep) = open.as_mut().and_then(OpenPart::looping) {
                         cut_at = Some(keep);
@@ -669,10 +692,12 @@ impl Runner {
                     }
                 }
                 StreamEvent::ReasoningDelta { text } => {
+                    self.create_message(&message_id, &mut created)?;
                     self.delta(&message_id, &mut open, &mut index, true, text)?
                 }
                 StreamEvent::PartEnd { .. } => self.close(&message_id, &mut open)?,
                 StreamEvent::ToolCall(call) => {
+                    self.create_message(&message_id, &mut created)?;
                     self.close(&message_id, &mut open)?;
                     self.store_part(
                         &message_id,
@@ -686,10 +711,13 @@ impl Runner {
                     )?;
                     index += 1;
                 }
+                StreamEvent::Retry(notice) => self.notice("warning", notice.to_string()),
                 _ => {}
             }
             turn.push(event);
         }
+        // An answer with nothing in it is still an answer: recorded, and counted.
+        self.create_message(&message_id, &mut created)?;
         let mut completion = turn.finish();
         if let Some(keep) = cut_at {
             // Dropping the stream closes the connection, which stops the server generating.
@@ -708,6 +736,31 @@ impl Runner {
         }
         self.close(&message_id, &mut open)?;
         Ok((completion, message_id, index))
+    }
+
+    /// Creates the step's assistant message, once.
+    fn create_message(&mut self, message_id: &str, created: &mut bool) -> Result<(), StepError> {
+        if *created {
+            return Ok(());
+        }
+        let store = self.daemon.store();
+        let event = self.live.emit_with(store, |seq| {
+            let message = Message {
+                id: message_id.to_owned(),
+                session_id: self.agent.session_id.clone(),
+                seq,
+                role: Role::Assistant,
+                run_id: Some(self.run_id.clone()),
+                created_at: now_ms(),
+                parts: Vec::new(),
+            };
+            store.put_message(&message)?;
+            Ok(EventKind::MessageCreated { message })
+        })?;
+        self.step_seq = event.seq;
+        self.live.update(store, |s| s.message_count += 1)?;
+        *created = true;
+        Ok(())
     }
 
     fn delta(
@@ -896,9 +949,13 @@ fn as_plain_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
 fn step_failed(e: StepError) -> Outcome {
     match e {
         StepError::Aborted => Outcome::Aborted,
-        StepError::Failed(reason) | StepError::Overflow(reason) => Outcome::Failed(reason),
+        StepError::Failed(reason) | StepError::Overflow { reason, .. } => Outcome::Failed(reason),
     }
 }
+
+/// How the text of an answer whose stream broke off ends, so neither the user nor the model
+/// takes it for the whole answer.
+const CUT_MARK: &str = "\n\n[cut off: the stream ended before the answer was complete]";
 
 /// A text or reasoning part still streaming.
 struct OpenPart {
