@@ -230,3 +230,32 @@ async fn invalid_json_arguments_are_explained_to_the_model() {
     assert!(results[1].1.contains("\"hello.t⟨here⟩"), "{:?}", results[1]);
     assert!(!results[1].1.contains("not found"), "{:?}", results[1]);
 }
+
+/// The same for an OpenAI-compatible server: one `/v1/models` per run, not one to resolve the
+/// model and another before streaming.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_an_openai_compatible_server_lists_models_once() {
+    let env = Env::start().await;
+    let server = totem_tests::sim::Sim::start(totem_tests::sim::SimKind::Openai).await;
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "compat", "kind": "openai", "url": server.url(), "maxRetries": 0}),
+        )
+        .await
+        .expect("provider.add");
+    server.push(totem_tests::sim::Reply::stream([text("hello")]));
+    let events = run_to_end(&env, "hi", json!({"model": "compat/gpt-4o-mini"})).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    let lists = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/v1/models")
+        .count();
+    assert_eq!(lists, 1, "{:?}", server.requests());
+    assert_eq!(server.chat_requests().len(), 1);
+}

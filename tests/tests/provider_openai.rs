@@ -614,3 +614,31 @@ async fn openai_think_tags_split_across_chunks_become_reasoning() {
     assert_eq!(done.reasoning(), "The user wants a greeting.");
     assert_eq!(done.text(), "Hello!");
 }
+
+/// A 503 whose Retry-After is longer than Totem waits goes to the caller saying how long the
+/// server asked to wait.
+#[tokio::test]
+async fn openai_503_with_a_long_retry_after_says_how_long() {
+    let sim = Sim::start(KIND).await;
+    sim.push(Reply::Error {
+        status: 503,
+        message: "The server is overloaded".into(),
+        code: None,
+        retry_after: Some("600".into()),
+    });
+    let p = provider(config_for(&sim));
+    let out = run(p.as_ref(), request("gpt-4o-mini", "hi")).await;
+    let error = out.expect_err();
+    assert!(
+        matches!(error, ProviderError::Overloaded { status: 503, .. }),
+        "{error:?}"
+    );
+    let said = error.to_string();
+    assert!(
+        said.contains(
+            "The server is overloaded; the server asked to wait 10 min before trying again"
+        ),
+        "{said}"
+    );
+    assert_eq!(sim.chat_requests().len(), 1);
+}
