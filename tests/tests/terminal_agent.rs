@@ -12,6 +12,22 @@ use expectrl::{ControlCode, Expect, Session};
 use serde_json::json;
 use totem_protocol::EventKind;
 
+/// `totem ARGS` in a pty, on the test's daemon, in the project folder.
+fn totem(env: &Env, args: &[&str]) -> expectrl::session::OsSession {
+    let mut command = std::process::Command::new(totem_tests::harness::binary("totem"));
+    command
+        .arg("--socket")
+        .arg(&env.daemon.socket)
+        .args(args)
+        .current_dir(env.project.path())
+        .env("TOTEM_HOME", &env.daemon.home)
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1");
+    let mut session = Session::spawn(command).expect("totem in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(20)));
+    session
+}
+
 /// The tool results of a run that starts terminals and types into them.
 async fn run(env: &Env, prompt: &str, extra: serde_json::Value) -> Vec<(String, String, bool)> {
     let mut events = env.subscribe().await;
@@ -102,6 +118,14 @@ async fn the_model_answers_npm_init_to_a_valid_package_json() {
     assert_eq!(package["name"], "demo-terminal");
     assert_eq!(package["version"], "2.1.0");
     assert_eq!(package["description"], "typed by a model");
+    // The file the program wrote while the model typed is one of the run's changes (undo takes it back).
+    let diff = env
+        .client
+        .call_raw("session.diff", json!({"sessionId": env.session}))
+        .await
+        .expect("session.diff");
+    assert_eq!(diff["files"][0]["path"], "package.json", "{diff}");
+    assert_eq!(diff["files"][0]["status"], "added", "{diff}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,16 +289,22 @@ async fn a_person_attached_with_totem_types_and_the_model_reads_it() {
         .expect("terminal.list");
     let id = list["terminals"][0]["id"].as_str().expect("id").to_string();
 
-    let mut command = std::process::Command::new(totem_tests::harness::binary("totem"));
-    command
-        .arg("--socket")
-        .arg(&env.daemon.socket)
-        .args(["attach", "--terminal", &id])
-        .env("TOTEM_HOME", &env.daemon.home)
-        .env("TERM", "xterm")
-        .env("NO_COLOR", "1");
-    let mut person = Session::spawn(command).expect("totem in a pty");
-    person.set_expect_timeout(Some(Duration::from_secs(20)));
+    // One person watches from the REPL (`/terminals`, `/terminal 1`)...
+    let mut watcher = totem(&env, &["attach", "--session", &env.session]);
+    watcher.expect("Type a prompt").expect("the REPL is up");
+    // Typed only once the line editor reads: earlier, the terminal would still be in cooked mode.
+    watcher.expect("› ").expect("the prompt");
+    watcher.send("/terminals\r").expect("type /terminals");
+    watcher
+        .expect("1. t1 [running] python3 -q -i")
+        .expect("the terminal is listed");
+    watcher.expect("› ").expect("the prompt again");
+    watcher.send("/terminal 1\r").expect("type /terminal 1");
+    watcher
+        .expect("Ctrl-] detaches")
+        .expect("attached from the REPL");
+    // ...another attaches with `totem attach --terminal`, types, and both see the answer.
+    let mut person = totem(&env, &["attach", "--terminal", &id]);
     person.expect("Ctrl-] detaches").expect("attached");
     // The redraw may place the cursor instead of drawing the prompt's trailing space.
     person.expect(">>>").expect("the screen is drawn");
@@ -282,8 +312,31 @@ async fn a_person_attached_with_totem_types_and_the_model_reads_it() {
     person
         .expect("42")
         .expect("the program's answer reaches the person");
+    watcher.expect("42").expect("and the other watcher");
+    // The terminal follows the window of the person typing.
+    person
+        .get_process_mut()
+        .set_window_size(132, 40)
+        .expect("resize the window");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = env
+            .client
+            .call_raw("terminal.list", json!({"sessionId": env.session}))
+            .await
+            .expect("terminal.list");
+        let t = &list["terminals"][0];
+        if t["cols"] == 132 && t["rows"] == 40 {
+            assert_eq!(t["watchers"], 2);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not resized: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     person.send(ControlCode::GroupSeparator).expect("Ctrl-]");
     person.expect("keeps running").expect("detached");
+    watcher.send(ControlCode::GroupSeparator).expect("Ctrl-]");
+    watcher.expect("keeps running").expect("back in the REPL");
 
     env.push(vec![tool(
         "c2",

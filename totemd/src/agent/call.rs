@@ -100,7 +100,7 @@ impl Runner {
                 tracing::warn!(path = %file.rel, error = %e, "cannot snapshot a file before a change");
             }
         }
-        if name == "bash" || name == "job" {
+        if name == "bash" || name == "job" || name == "terminal" {
             let previous = lock(&self.agent.last_scan).clone();
             if let Err(e) = tokio::task::block_in_place(|| changes.scan_before(previous.as_ref())) {
                 tracing::warn!(error = %e, "cannot scan the project before a command");
