@@ -14,7 +14,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 use totem_protocol::{
-    ClientCapabilities, Implementation, InitializeParams, InitializeResult, Method,
+    ClientCapabilities, DaemonEvent, Implementation, InitializeParams, InitializeResult, Method,
     PROTOCOL_VERSION, SessionEvent, TerminalEvent, method,
 };
 
@@ -111,6 +111,20 @@ impl EventStream {
     /// connection ended.
     pub async fn next_value(&mut self) -> Option<Value> {
         self.rx.recv().await
+    }
+}
+
+/// The daemon's own events (`daemon.subscribe`).
+pub struct DaemonStream {
+    pub subscription: String,
+    rx: mpsc::UnboundedReceiver<Value>,
+}
+
+impl DaemonStream {
+    /// The next event; None when the subscription or the connection ended.
+    pub async fn next(&mut self) -> Option<Result<DaemonEvent, ClientError>> {
+        let value = self.rx.recv().await?;
+        Some(serde_json::from_value(value).map_err(ClientError::from))
     }
 }
 
@@ -252,14 +266,22 @@ impl Client {
 
     /// Ends a terminal subscription.
     pub async fn unsubscribe_terminal(&self, subscription: &str) -> Result<bool, ClientError> {
-        let done = self
-            .call_raw(
-                method::TerminalUnsubscribe::NAME,
-                json!({"subscription": subscription}),
-            )
+        self.unsubscribe_from(method::TerminalUnsubscribe::NAME, subscription)
+            .await
+    }
+
+    /// Subscribes to the daemon's events across sessions (`daemon.subscribe`).
+    pub async fn subscribe_daemon(&self) -> Result<DaemonStream, ClientError> {
+        let EventStream { subscription, rx } = self
+            .subscribe_raw(method::DaemonSubscribe::NAME, json!({}))
             .await?;
-        lock(&self.shared).subscriptions.remove(subscription);
-        Ok(done.as_bool().unwrap_or(false))
+        Ok(DaemonStream { subscription, rx })
+    }
+
+    /// Ends a `daemon.subscribe` subscription.
+    pub async fn unsubscribe_daemon(&self, subscription: &str) -> Result<bool, ClientError> {
+        self.unsubscribe_from(method::DaemonUnsubscribe::NAME, subscription)
+            .await
     }
 
     async fn subscribe_raw(&self, method: &str, params: Value) -> Result<EventStream, ClientError> {
@@ -282,11 +304,17 @@ impl Client {
 
     /// Ends a subscription.
     pub async fn unsubscribe(&self, subscription: &str) -> Result<bool, ClientError> {
+        self.unsubscribe_from(method::SessionUnsubscribe::NAME, subscription)
+            .await
+    }
+
+    async fn unsubscribe_from(
+        &self,
+        method: &str,
+        subscription: &str,
+    ) -> Result<bool, ClientError> {
         let done = self
-            .call_raw(
-                method::SessionUnsubscribe::NAME,
-                json!({"subscription": subscription}),
-            )
+            .call_raw(method, json!({"subscription": subscription}))
             .await?;
         lock(&self.shared).subscriptions.remove(subscription);
         Ok(done.as_bool().unwrap_or(false))
@@ -320,7 +348,7 @@ async fn read_loop(
 
 fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
     if let Some(method) = incoming.method {
-        if method != "session.event" && method != "terminal.event" {
+        if !["session.event", "terminal.event", "daemon.event"].contains(&method.as_str()) {
             return;
         }
         let Some(mut params) = incoming.params else {

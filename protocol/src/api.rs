@@ -257,6 +257,26 @@ pub struct SessionPromptParams {
     /// alone (`edit`) or with a pattern (`bash(cargo test*)`). They never lift the project boundary.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
+    /// Files or selections to give the model with the prompt; stored as `attachment` parts of
+    /// the user's message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// A file, some lines of it, or an editor's unsaved text for it, sent with a prompt. Checked like
+/// any read: inside the project, not a secret file, text, at most 100 KB each and 300 KB in all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Attachment {
+    /// Relative to the project root, or absolute inside it.
+    pub path: String,
+    /// Only these lines (1-based, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<crate::types::LineRange>,
+    /// The text to attach instead of the file's content on disk (an unsaved buffer); with
+    /// `range`, the text of those lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// How hard a model should think; each provider maps it to its own setting.

@@ -36,6 +36,9 @@ pub struct SessionAskParams {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningLevel>,
+    /// Files or selections to give the model with the prompt, as in `session.prompt`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::api::Attachment>,
     /// Longest wait in milliseconds (default 45000, at most 600000); a run still going after it
     /// keeps going: follow it with `run.wait`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

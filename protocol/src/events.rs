@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    Message, Part, PermissionQuestion, PermissionReply, Run, Session, TodoItem, Usage,
+    Message, Part, PermissionQuestion, PermissionReply, Run, Session, SessionActivity, TodoItem,
+    Usage,
 };
 
 /// One numbered event of a session, as sent in `session.event` notifications.
@@ -125,6 +126,17 @@ pub enum EventKind {
     /// An undone run's file changes were applied again (`session.redo`).
     #[serde(rename = "changes.redone")]
     ChangesRedone { run_id: String, files: Vec<String> },
+    /// Files on disk changed: written by a run's tools (announced after each call; what its
+    /// shell commands changed, when the run ends) or by `session.undo`/`session.redo`. Editors
+    /// reload these buffers.
+    #[serde(rename = "files.changed")]
+    FilesChanged {
+        /// The run that wrote them, or whose changes were undone or redone.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<String>,
+        /// Project-relative, `/`-separated, in path order.
+        paths: Vec<String>,
+    },
     /// The daemon stopped while the run was going; found and marked when it started again.
     #[serde(rename = "run.interrupted")]
     RunInterrupted { run: Run },
@@ -145,6 +157,60 @@ impl EventKind {
             EventKind::PartDelta { .. } | EventKind::Lagged {} | EventKind::SessionDeleted {}
         )
     }
+}
+
+/// One event of the daemon as a whole (`daemon.subscribe`), sent in `daemon.event`
+/// notifications: what a status line, a badge or a session picker needs without subscribing to
+/// every session. Not stored and not numbered: a client that reconnects subscribes again and
+/// is first told the state as it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonEvent {
+    /// Unix milliseconds.
+    pub at: u64,
+    #[serde(flatten)]
+    pub kind: DaemonEventKind,
+}
+
+/// The kinds of daemon event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all_fields = "camelCase")]
+pub enum DaemonEventKind {
+    /// A session was created (`session.create`, `session.fork`).
+    #[serde(rename = "session.created")]
+    SessionCreated { session: Session },
+    /// A session's fields changed (title, status, counts).
+    #[serde(rename = "session.updated")]
+    SessionUpdated { session: Session },
+    /// A session was deleted.
+    #[serde(rename = "session.deleted")]
+    SessionDeleted { session_id: String },
+    /// What a session is doing changed; on subscribing, sent for every session that is not idle.
+    #[serde(rename = "session.status")]
+    SessionStatus {
+        session_id: String,
+        project_id: String,
+        status: SessionActivity,
+    },
+    /// A permission question waits for a person; on subscribing, sent for every open question.
+    #[serde(rename = "permission.asked")]
+    PermissionAsked { question: PermissionQuestion },
+    /// A question was answered or withdrawn: stop showing it.
+    #[serde(rename = "permission.resolved")]
+    PermissionResolved {
+        session_id: String,
+        question_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<PermissionReply>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A run ended (`status` says how).
+    #[serde(rename = "run.ended")]
+    RunEnded { run: Run },
+    /// This subscription fell too far behind and was closed: subscribe again.
+    #[serde(rename = "lagged")]
+    Lagged {},
 }
 
 /// A notification the daemon sends without being asked.
@@ -175,5 +241,10 @@ pub const NOTIFICATIONS: &[NotificationInfo] = &[
         name: "terminal.event",
         doc: "An event of a subscribed terminal: params are {subscription, result: TerminalEvent}.",
         result_schema: |g| g.subschema_for::<crate::api_terminal::TerminalEvent>(),
+    },
+    NotificationInfo {
+        name: "daemon.event",
+        doc: "An event of the daemon (`daemon.subscribe`): params are {subscription, result: DaemonEvent}.",
+        result_schema: |g| g.subschema_for::<DaemonEvent>(),
     },
 ];

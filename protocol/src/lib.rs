@@ -23,7 +23,9 @@ pub use api_provider::*;
 pub use api_run::*;
 pub use api_terminal::*;
 pub use errors::{ERROR_CODES, ErrorCode, ErrorCodeInfo};
-pub use events::{EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent};
+pub use events::{
+    DaemonEvent, DaemonEventKind, EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent,
+};
 pub use methods::{METHODS, Method, MethodInfo, find as find_method, method};
 pub use types::*;
 

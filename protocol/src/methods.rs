@@ -80,6 +80,12 @@ method_table! {
     Initialize = "initialize" (InitializeParams) -> InitializeResult { mcp: false, subscription: false };
     /// Version, pid, uptime, store path and counts.
     DaemonStatus = "daemon.status" (NoParams) -> crate::api::DaemonStatus { mcp: false, subscription: false };
+    /// Streams events across sessions (created, renamed, deleted, their status, permission
+    /// questions asked and resolved, runs ended) as `daemon.event` notifications; the current
+    /// state comes first.
+    DaemonSubscribe = "daemon.subscribe" (NoParams) -> String { mcp: false, subscription: true };
+    /// Stops a `daemon.subscribe` subscription.
+    DaemonUnsubscribe = "daemon.unsubscribe" (SessionUnsubscribeParams) -> bool { mcp: false, subscription: false };
     /// Stops the daemon gracefully after answering; the store is persisted first.
     DaemonShutdown = "daemon.shutdown" (NoParams) -> Ack { mcp: false, subscription: false };
     /// Writes a consistent copy of the store and the blobs to a file while the daemon runs

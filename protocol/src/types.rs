@@ -24,6 +24,16 @@ pub enum SessionStatus {
     Running,
 }
 
+/// What a session is doing, as `daemon.subscribe` reports it: a run going, a run waiting for a
+/// person's answer to a permission question, or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionActivity {
+    Idle,
+    Running,
+    Waiting,
+}
+
 /// A conversation with the agent inside one project.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -92,6 +102,43 @@ pub enum Part {
         output: String,
         is_error: bool,
     },
+    /// A file, or some lines of it, the user attached to a prompt (`session.prompt
+    /// {attachments}`); the model sees its text after the prompt's.
+    #[serde(rename_all = "camelCase")]
+    Attachment {
+        /// Project-relative, `/`-separated.
+        path: String,
+        /// The lines attached, when not the whole file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        range: Option<LineRange>,
+        /// The text the model was given.
+        text: String,
+        /// The text came from the client (an editor's unsaved buffer), not from the file on disk.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unsaved: bool,
+    },
+}
+
+impl Part {
+    /// The text parts of a message, joined by newlines (what the user typed, what the model said).
+    pub fn joined_text(parts: &[Part]) -> String {
+        parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Lines of a file, 1-based and inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LineRange {
+    pub start_line: u32,
+    pub end_line: u32,
 }
 
 /// How a run ended, or that it has not.
@@ -194,6 +241,16 @@ pub struct PermissionQuestion {
     /// What an "always" answer would remember: rule key → pattern → `allow`.
     pub always: serde_json::Value,
     pub asked_at: u64,
+    /// For `write`, `edit` and `patch`: the proposed change of `target` as a unified diff
+    /// (`--- a/…`/`+++ b/…`), cut at 400 lines or 32 KB (then `truncated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// `diff` was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// For `bash`: the part of the command line that needed asking (`target` is the whole line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subcommand: Option<String>,
 }
 
 /// A person's answer to a permission question.

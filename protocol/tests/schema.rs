@@ -114,6 +114,52 @@ fn every_event_kind_round_trips() {
                 explanation: "ask".into(),
                 always: serde_json::json!({"bash": {"ls *": "allow"}}),
                 asked_at: 3,
+                diff: None,
+                truncated: false,
+                subcommand: Some("ls".into()),
+            },
+        },
+        EventKind::PermissionAsked {
+            question: PermissionQuestion {
+                id: "perm_3".into(),
+                session_id: "ses_1".into(),
+                run_id: "run_1".into(),
+                call_id: "c2".into(),
+                tool: "edit".into(),
+                kind: "write".into(),
+                target: "a.txt".into(),
+                explanation: "ask".into(),
+                always: serde_json::json!({}),
+                asked_at: 3,
+                diff: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
+                truncated: true,
+                subcommand: None,
+            },
+        },
+        EventKind::FilesChanged {
+            run_id: Some("run_1".into()),
+            paths: vec!["a.txt".into()],
+        },
+        EventKind::MessageCreated {
+            message: Message {
+                id: "msg_2".into(),
+                session_id: "ses_1".into(),
+                seq: 1,
+                role: Role::User,
+                run_id: None,
+                created_at: 1,
+                parts: vec![
+                    Part::Text { text: "see".into() },
+                    Part::Attachment {
+                        path: "a.js".into(),
+                        range: Some(LineRange {
+                            start_line: 2,
+                            end_line: 4,
+                        }),
+                        text: "x\n".into(),
+                        unsaved: true,
+                    },
+                ],
             },
         },
         EventKind::PermissionResolved {
@@ -153,6 +199,34 @@ fn every_event_kind_round_trips() {
 }
 
 #[test]
+fn every_daemon_event_kind_round_trips() {
+    use totem_protocol::*;
+    let kinds = vec![
+        DaemonEventKind::SessionDeleted {
+            session_id: "ses_1".into(),
+        },
+        DaemonEventKind::SessionStatus {
+            session_id: "ses_1".into(),
+            project_id: "prj_1".into(),
+            status: SessionActivity::Waiting,
+        },
+        DaemonEventKind::PermissionResolved {
+            session_id: "ses_1".into(),
+            question_id: "perm_1".into(),
+            reply: Some(PermissionReply::Once),
+            reason: None,
+        },
+        DaemonEventKind::Lagged {},
+    ];
+    for kind in kinds {
+        let ev = DaemonEvent { at: 9, kind };
+        let text = serde_json::to_string(&ev).unwrap();
+        let back: DaemonEvent = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, ev, "{text}");
+    }
+}
+
+#[test]
 fn the_spec_documents_every_method_event_and_error() {
     let spec = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
         .unwrap();
@@ -171,12 +245,14 @@ fn the_spec_documents_every_method_event_and_error() {
         );
     }
     let schema = totem_protocol::schema::protocol_schema();
-    let kinds = schema["$defs"]["SessionEvent"].to_string();
-    for cap in kinds.split("\"const\":\"").skip(1) {
-        let kind = cap.split('"').next().unwrap();
-        assert!(
-            spec.contains(&format!("`{kind}`")),
-            "protocol/README.md does not document event {kind}"
-        );
+    for events in ["SessionEvent", "DaemonEvent"] {
+        let kinds = schema["$defs"][events].to_string();
+        for cap in kinds.split("\"const\":\"").skip(1) {
+            let kind = cap.split('"').next().unwrap();
+            assert!(
+                spec.contains(&format!("`{kind}`")),
+                "protocol/README.md does not document event {kind}"
+            );
+        }
     }
 }

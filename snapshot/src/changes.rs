@@ -59,6 +59,11 @@ impl<'s, S: BlobStore + ?Sized> RunChanges<'s, S> {
         &self.root
     }
 
+    /// The paths recorded with [`RunChanges::record_before`] so far, in path order.
+    pub fn recorded(&self) -> Vec<String> {
+        self.before.keys().cloned().collect()
+    }
+
     /// Keeps the current content (or absence) of `path` (project-relative) before it changes.
     pub fn record_before(&mut self, path: &str) -> Result<(), SnapshotError> {
         if self.before.contains_key(path) {

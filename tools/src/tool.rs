@@ -103,6 +103,10 @@ pub struct Plan {
     /// Files the call will create, change or delete (snapshot them first). Commands (`bash`, `job`)
     /// cannot say; the daemon scans for their changes instead.
     pub writes: Vec<Resolved>,
+    /// The proposed change of each file the call writes, as a unified diff keyed by its relative
+    /// path, for the permission question (write, edit, patch; absent when the change cannot be
+    /// worked out before it runs — the run then says why).
+    pub diffs: std::collections::BTreeMap<String, String>,
 }
 
 /// A file a call changed, for snapshots, diffs and clients.

@@ -881,3 +881,47 @@ async fn edit_refuses_a_file_over_the_limit_and_stays_linear_below_it() {
         started.elapsed()
     );
 }
+
+// ── proposed diffs (for permission questions) ───────────────────────────────────────────
+
+#[tokio::test]
+async fn a_plan_carries_each_written_files_proposed_diff_and_writes_nothing() {
+    let p = Project::new();
+    p.put("a.txt", "one\ntwo\n").put("b.txt", "x\n");
+    let plan = |tool: &str, args: Value| {
+        Registry::builtin()
+            .prepare(tool, args, &p.ctx, false)
+            .unwrap()
+            .plan
+    };
+    let edit = plan(
+        "edit",
+        json!({"path": "a.txt", "oldString": "two", "newString": "2"}),
+    );
+    assert_eq!(
+        edit.diffs.get("a.txt").map(String::as_str),
+        Some("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n")
+    );
+    let write = plan("write", json!({"path": "new.txt", "content": "n\n"}));
+    assert_eq!(
+        write.diffs.get("new.txt").map(String::as_str),
+        Some("--- a/new.txt\n+++ b/new.txt\n@@ -0,0 +1 @@\n+n\n")
+    );
+    let patch = plan(
+        "patch",
+        json!({"edits": [
+            {"path": "a.txt", "oldString": "one", "newString": "1"},
+            {"path": "b.txt", "oldString": "x", "newString": "y"},
+        ]}),
+    );
+    assert_eq!(patch.diffs.len(), 2);
+    assert!(patch.diffs["b.txt"].ends_with("-x\n+y\n"));
+    // An edit that cannot apply has no diff; the run says why.
+    let missing = plan(
+        "edit",
+        json!({"path": "a.txt", "oldString": "absent", "newString": "z"}),
+    );
+    assert!(missing.diffs.is_empty());
+    assert_eq!(p.get("a.txt"), "one\ntwo\n");
+    assert!(!p.root().join("new.txt").exists());
+}

@@ -47,7 +47,7 @@ impl Tool for Bash {
         }
         Ok(Plan {
             access: vec![Access::execute(Self::NAME, input.command.trim())],
-            writes: Vec::new(),
+            ..Plan::default()
         })
     }
 

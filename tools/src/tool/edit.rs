@@ -38,9 +38,16 @@ impl Tool for Edit {
 
     fn plan(&self, input: &EditInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
         let resolved = ctx.resolve(&input.path)?;
+        let change = Change {
+            path: &input.path,
+            old: &input.old_string,
+            new: &input.new_string,
+            replace_all: input.replace_all.unwrap_or(false),
+        };
         Ok(Plan {
             access: vec![Access::write(Self::NAME, resolved.rel.clone())],
             writes: vec![resolved],
+            diffs: crate::tool::patch::preview(&[change], ctx),
         })
     }
 

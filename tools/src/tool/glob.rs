@@ -39,7 +39,7 @@ impl Tool for Glob {
         let resolved = ctx.resolve(input.path.as_deref().unwrap_or(""))?;
         Ok(Plan {
             access: vec![Access::read(Self::NAME, resolved.rel)],
-            writes: Vec::new(),
+            ..Plan::default()
         })
     }
 

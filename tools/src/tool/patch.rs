@@ -52,26 +52,27 @@ impl Tool for Patch {
                 plan.writes.push(resolved);
             }
         }
+        plan.diffs = preview(&changes_of(input), ctx);
         Ok(plan)
     }
 
     async fn run(&self, input: PatchInput, ctx: &ToolContext) -> ToolOutput {
         let ctx = ctx.clone();
-        fsutil::blocking(move || {
-            let changes: Vec<Change<'_>> = input
-                .edits
-                .iter()
-                .map(|e| Change {
-                    path: &e.path,
-                    old: &e.old_string,
-                    new: &e.new_string,
-                    replace_all: e.replace_all.unwrap_or(false),
-                })
-                .collect();
-            apply_all(&changes, &ctx)
-        })
-        .await
+        fsutil::blocking(move || apply_all(&changes_of(&input), &ctx)).await
     }
+}
+
+fn changes_of(input: &PatchInput) -> Vec<Change<'_>> {
+    input
+        .edits
+        .iter()
+        .map(|e| Change {
+            path: &e.path,
+            old: &e.old_string,
+            new: &e.new_string,
+            replace_all: e.replace_all.unwrap_or(false),
+        })
+        .collect()
 }
 
 struct FileState {
@@ -80,81 +81,43 @@ struct FileState {
     after: Option<String>,
 }
 
+/// The files `changes` would leave behind, in the order first named.
+struct Worked {
+    order: Vec<std::path::PathBuf>,
+    files: BTreeMap<std::path::PathBuf, FileState>,
+    summary: Vec<String>,
+}
+
+/// What `changes` would do, as one unified diff per file keyed by its relative path; empty
+/// when they cannot be applied (the run says why). Nothing is written. Shared with `edit`.
+pub(crate) fn preview(changes: &[Change<'_>], ctx: &ToolContext) -> BTreeMap<String, String> {
+    let Ok(worked) = work_out(changes, ctx) else {
+        return BTreeMap::new();
+    };
+    worked
+        .files
+        .into_values()
+        .filter(|state| state.after != state.before)
+        .map(|state| {
+            let after = state.after.as_deref().unwrap_or("");
+            let diff =
+                fsutil::unified_diff(&state.rel, state.before.as_deref().unwrap_or(""), after);
+            (state.rel, diff)
+        })
+        .collect()
+}
+
 /// Applies `changes` to the files they name, all or nothing. Shared with `edit`.
 pub(crate) fn apply_all(changes: &[Change<'_>], ctx: &ToolContext) -> ToolOutput {
-    if changes.is_empty() {
-        return ToolOutput::error("no edits given");
-    }
+    let Worked {
+        order,
+        files,
+        summary,
+    } = match work_out(changes, ctx) {
+        Ok(w) => w,
+        Err(failed) => return ToolOutput::error(failed),
+    };
     let several = changes.len() > 1;
-    let mut files: BTreeMap<std::path::PathBuf, FileState> = BTreeMap::new();
-    let mut order = Vec::new();
-    let mut summary = Vec::new();
-    for (index, change) in changes.iter().enumerate() {
-        let which = if several {
-            format!("edit {} ({}): ", index + 1, change.path)
-        } else {
-            String::new()
-        };
-        let resolved = match ctx.resolve(change.path) {
-            Ok(r) => r,
-            Err(e) => return ToolOutput::error(format!("{which}{e}")),
-        };
-        if !files.contains_key(&resolved.abs) {
-            let before = match read_for_edit(&resolved.abs, &resolved.rel) {
-                Ok(b) => b,
-                Err(e) => return ToolOutput::error(format!("{which}{e}")),
-            };
-            order.push(resolved.abs.clone());
-            files.insert(
-                resolved.abs.clone(),
-                FileState {
-                    rel: resolved.rel.clone(),
-                    after: before.clone(),
-                    before,
-                },
-            );
-        }
-        let Some(state) = files.get_mut(&resolved.abs) else {
-            continue;
-        };
-        let current = state.after.as_deref();
-        let done = match current {
-            None | Some("") if change.old.is_empty() => {
-                state.after = Some(change.new.to_string());
-                format!("{}: created", state.rel)
-            }
-            None => {
-                let hints = fsutil::suggestions(ctx.boundary(), &resolved.abs);
-                let hint = if hints.is_empty() {
-                    " (use an empty oldString to create it)".to_string()
-                } else {
-                    format!(" Did you mean: {}?", hints.join(", "))
-                };
-                return ToolOutput::error(format!("{which}file not found: {}.{hint}", state.rel));
-            }
-            Some(text) => match apply_edit(text, change.old, change.new, change.replace_all) {
-                Ok(applied) => {
-                    state.after = Some(applied.content);
-                    let how = if applied.strategy == "exact" {
-                        String::new()
-                    } else {
-                        format!(", matched {}", applied.strategy)
-                    };
-                    let times = if applied.count == 1 {
-                        String::new()
-                    } else {
-                        format!(", {} places", applied.count)
-                    };
-                    format!("{}: line {}{times}{how}", state.rel, applied.line)
-                }
-                Err(e) => {
-                    let nothing = if several { " Nothing was changed." } else { "" };
-                    return ToolOutput::error(format!("{which}{e} in {}.{nothing}", state.rel));
-                }
-            },
-        };
-        summary.push(done);
-    }
     if let Err(e) = write_all(&order, &files) {
         return ToolOutput::error(e);
     }
@@ -183,6 +146,88 @@ pub(crate) fn apply_all(changes: &[Change<'_>], ctx: &ToolContext) -> ToolOutput
         format!("Edited {}", summary.join(""))
     };
     ToolOutput::ok(text).with_meta(meta)
+}
+
+/// Applies every change in memory, in order; the error is the message for the model.
+fn work_out(changes: &[Change<'_>], ctx: &ToolContext) -> Result<Worked, String> {
+    if changes.is_empty() {
+        return Err("no edits given".into());
+    }
+    let several = changes.len() > 1;
+    let mut files: BTreeMap<std::path::PathBuf, FileState> = BTreeMap::new();
+    let mut order = Vec::new();
+    let mut summary = Vec::new();
+    for (index, change) in changes.iter().enumerate() {
+        let which = if several {
+            format!("edit {} ({}): ", index + 1, change.path)
+        } else {
+            String::new()
+        };
+        let resolved = match ctx.resolve(change.path) {
+            Ok(r) => r,
+            Err(e) => return Err(format!("{which}{e}")),
+        };
+        if !files.contains_key(&resolved.abs) {
+            let before = match read_for_edit(&resolved.abs, &resolved.rel) {
+                Ok(b) => b,
+                Err(e) => return Err(format!("{which}{e}")),
+            };
+            order.push(resolved.abs.clone());
+            files.insert(
+                resolved.abs.clone(),
+                FileState {
+                    rel: resolved.rel.clone(),
+                    after: before.clone(),
+                    before,
+                },
+            );
+        }
+        let Some(state) = files.get_mut(&resolved.abs) else {
+            continue;
+        };
+        let current = state.after.as_deref();
+        let done = match current {
+            None | Some("") if change.old.is_empty() => {
+                state.after = Some(change.new.to_string());
+                format!("{}: created", state.rel)
+            }
+            None => {
+                let hints = fsutil::suggestions(ctx.boundary(), &resolved.abs);
+                let hint = if hints.is_empty() {
+                    " (use an empty oldString to create it)".to_string()
+                } else {
+                    format!(" Did you mean: {}?", hints.join(", "))
+                };
+                return Err(format!("{which}file not found: {}.{hint}", state.rel));
+            }
+            Some(text) => match apply_edit(text, change.old, change.new, change.replace_all) {
+                Ok(applied) => {
+                    state.after = Some(applied.content);
+                    let how = if applied.strategy == "exact" {
+                        String::new()
+                    } else {
+                        format!(", matched {}", applied.strategy)
+                    };
+                    let times = if applied.count == 1 {
+                        String::new()
+                    } else {
+                        format!(", {} places", applied.count)
+                    };
+                    format!("{}: line {}{times}{how}", state.rel, applied.line)
+                }
+                Err(e) => {
+                    let nothing = if several { " Nothing was changed." } else { "" };
+                    return Err(format!("{which}{e} in {}.{nothing}", state.rel));
+                }
+            },
+        };
+        summary.push(done);
+    }
+    Ok(Worked {
+        order,
+        files,
+        summary,
+    })
 }
 
 fn write_all(

@@ -46,7 +46,7 @@ impl Tool for Read {
         let resolved = ctx.resolve(&input.path)?;
         Ok(Plan {
             access: vec![Access::read(Self::NAME, resolved.rel)],
-            writes: Vec::new(),
+            ..Plan::default()
         })
     }
 

@@ -29,9 +29,18 @@ impl Tool for Write {
 
     fn plan(&self, input: &WriteInput, ctx: &ToolContext) -> Result<Plan, ToolError> {
         let resolved = ctx.resolve(&input.path)?;
+        let mut diffs = std::collections::BTreeMap::new();
+        if !resolved.abs.is_dir()
+            && let Ok(before) = read_text(&resolved.abs, &resolved.rel)
+        {
+            let before = before.unwrap_or_default();
+            let diff = fsutil::unified_diff(&resolved.rel, &before, &input.content);
+            diffs.insert(resolved.rel.clone(), diff);
+        }
         Ok(Plan {
             access: vec![Access::write(Self::NAME, resolved.rel.clone())],
             writes: vec![resolved],
+            diffs,
         })
     }
 

@@ -17,6 +17,24 @@ use totem_protocol::{EventKind, Message, Part, Role, Run, SessionEvent};
 
 use crate::format::one_line;
 
+/// Lines of a proposed diff shown in a permission question before the rest is folded.
+pub const QUESTION_DIFF_LINES: usize = 20;
+
+/// The proposed diff of a `permission.asked` event, coloured, its first `limit` lines (then how
+/// many more and that `v` shows them), with a line when totemd cut it.
+pub fn question_diff(raw: &Value, s: Style, limit: usize) -> String {
+    let diff = raw
+        .pointer("/question/diff")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut out = tools::diff_lines(diff, s, limit, ": v shows them all");
+    if raw.pointer("/question/truncated").and_then(Value::as_bool) == Some(true) {
+        out.push_str(&s.dim("    … the rest of the change is too long to show here"));
+        out.push('\n');
+    }
+    out
+}
+
 /// Whether to draw with ANSI colours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
@@ -189,6 +207,8 @@ impl Renderer {
                 s.yellow("This session was deleted.")
             ))],
             EventKind::Lagged {} => vec![],
+            // For editors (buffers to reload); the tool calls already said what they wrote.
+            EventKind::FilesChanged { .. } => vec![],
             // Kinds added to the protocol after this renderer was written are drawn from their
             // JSON until they get an arm of their own.
             #[allow(unreachable_patterns)]
@@ -217,6 +237,16 @@ impl Renderer {
                 let mut out = s.yellow(&line);
                 if !why.is_empty() {
                     out.push_str(&format!("\n  {}", s.dim(why)));
+                }
+                let sub = text("/question/subcommand");
+                if !sub.is_empty() && sub != text("/question/target") {
+                    out.push_str(&format!("\n  asks for: {}", s.bold(sub)));
+                }
+                let diff = text("/question/diff");
+                if !diff.is_empty() {
+                    out.push('\n');
+                    out.push_str(&question_diff(raw, s, QUESTION_DIFF_LINES));
+                    out.truncate(out.trim_end().len());
                 }
                 out
             }
@@ -270,19 +300,28 @@ impl Renderer {
         vec![Chunk::Aside(format!("{out}\n"))]
     }
 
+    /// A user's prompt (not one sent from here) with its attachments under it.
     fn message_created(&mut self, message: &Message) -> Vec<Chunk> {
+        let mut chunks = self.user_prompt(message);
+        let s = self.options.style;
+        if let Some(Chunk::Aside(text)) = chunks.last_mut() {
+            for part in &message.parts {
+                if let Part::Attachment { path, range, .. } = part {
+                    let lines = range
+                        .map(|r| format!(" (lines {}–{})", r.start_line, r.end_line))
+                        .unwrap_or_default();
+                    text.push_str(&format!("  {}\n", s.dim(&format!("📎 {path}{lines}"))));
+                }
+            }
+        }
+        chunks
+    }
+
+    fn user_prompt(&mut self, message: &Message) -> Vec<Chunk> {
         if message.role != Role::User {
             return vec![];
         }
-        let text: String = message
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = Part::joined_text(&message.parts);
         if let Some(i) = self.own_prompts.iter().position(|p| *p == text) {
             self.own_prompts.remove(i);
             return vec![];
@@ -395,6 +434,8 @@ impl Renderer {
             Part::ToolResult {
                 output, is_error, ..
             } => vec![Chunk::Aside(tools::result_lines(output, *is_error, s))],
+            // Only user messages have them; `message.created` shows them.
+            Part::Attachment { .. } => vec![],
         }
     }
 

@@ -41,7 +41,7 @@ pub fn call_line(tool: &str, input: &Value, s: Style) -> String {
 /// `  ↳ first line (+12 lines)`, red for an error, or the diff it returned.
 pub fn result_lines(output: &str, is_error: bool, s: Style) -> String {
     if !is_error && looks_like_diff(output) {
-        return diff_lines(output, s);
+        return diff_lines(output, s, DIFF_LINES, "");
     }
     let total = output.lines().count();
     let first = one_line(output, 100);
@@ -67,10 +67,12 @@ fn looks_like_diff(output: &str) -> bool {
     output.starts_with("--- ") || output.starts_with("diff --git") || output.contains("\n@@ ")
 }
 
-fn diff_lines(output: &str, s: Style) -> String {
+/// A diff coloured line by line, indented, its first `limit` lines and then how many more
+/// (followed by `hint`).
+pub fn diff_lines(output: &str, s: Style, limit: usize, hint: &str) -> String {
     let mut out = String::new();
     let lines: Vec<&str> = output.lines().collect();
-    for line in lines.iter().take(DIFF_LINES) {
+    for line in lines.iter().take(limit) {
         let drawn = if line.starts_with("+++") || line.starts_with("---") {
             s.bold(line)
         } else if line.starts_with('+') {
@@ -86,9 +88,9 @@ fn diff_lines(output: &str, s: Style) -> String {
         out.push_str(&drawn);
         out.push('\n');
     }
-    if lines.len() > DIFF_LINES {
-        let more = lines.len() - DIFF_LINES;
-        out.push_str(&s.dim(&format!("    … {more} more lines")));
+    if lines.len() > limit {
+        let more = lines.len() - limit;
+        out.push_str(&s.dim(&format!("    … {more} more lines{hint}")));
         out.push('\n');
     }
     out

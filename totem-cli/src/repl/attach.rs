@@ -1,8 +1,9 @@
-//! `@path` in a prompt: completion of project paths (Tab) and, on submit, the files' contents
-//! attached to the prompt. Only files inside the project are offered or read; completion honours
-//! the ignore files (.gitignore, .ignore) as grep and glob do; a file that cannot be attached
-//! (missing, a folder, binary, too large, a secret, outside the project) is named in a note and
-//! left out, never sent half.
+//! `@path` in a prompt: completion of project paths (Tab) and, on submit, the files sent as the
+//! prompt's `attachments` (totemd reads and checks them again, and stores them with the prompt).
+//! Only files inside the project are offered or sent; completion honours the ignore files
+//! (.gitignore, .ignore) as grep and glob do; a file that cannot be attached (missing, a folder,
+//! binary, too large, a secret, outside the project) is named in a note and left out, so the rest
+//! of the prompt still goes.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -13,10 +14,11 @@ pub const MAX_TOTAL: usize = 300_000;
 /// Candidates offered by one Tab.
 const MAX_CANDIDATES: usize = 200;
 
-/// The prompt to send and a note per `@path` for the person.
+/// The files to attach and a note per `@path` for the person.
 #[derive(Debug, Default, PartialEq)]
 pub struct Expanded {
-    pub text: String,
+    /// Project-relative paths, for `session.prompt {attachments}`.
+    pub attachments: Vec<String>,
     pub notes: Vec<Note>,
 }
 
@@ -41,46 +43,24 @@ pub fn mentions(text: &str) -> Vec<String> {
     out
 }
 
-/// `text` with the contents of every file it mentions as `@path` appended.
+/// The files `text` mentions as `@path` that can be attached.
 pub fn expand(root: &Path, text: &str) -> Expanded {
-    let mut expanded = Expanded {
-        text: text.to_string(),
-        notes: Vec::new(),
-    };
+    let mut expanded = Expanded::default();
     let mut total = 0;
     for path in mentions(text) {
         match read(root, &path, MAX_TOTAL.saturating_sub(total)) {
             Ok(content) => {
                 total += content.len();
-                let fence = fence_for(&content);
-                let lang = Path::new(&path)
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .unwrap_or("");
-                expanded.text.push_str(&format!(
-                    "\n\nAttached file `{path}`:\n{fence}{lang}\n{content}{}{fence}",
-                    if content.ends_with('\n') { "" } else { "\n" }
-                ));
                 expanded.notes.push(Note::Attached {
-                    path,
+                    path: path.clone(),
                     bytes: content.len(),
                 });
+                expanded.attachments.push(path);
             }
             Err(why) => expanded.notes.push(Note::Skipped { path, why }),
         }
     }
     expanded
-}
-
-/// A fence longer than any run of backticks in `content`.
-fn fence_for(content: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in content.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    "`".repeat(longest.max(2) + 1)
 }
 
 /// The file's text, or why it is not attached.
@@ -235,13 +215,7 @@ mod tests {
             root,
             "look at @src/main.rs, @data.bin @big.txt @missing.rs @../x @.env @src",
         );
-        assert!(out.text.starts_with("look at @src/main.rs,"));
-        assert!(
-            out.text
-                .contains("Attached file `src/main.rs`:\n```rs\nfn main() {}\n```"),
-            "{}",
-            out.text
-        );
+        assert_eq!(out.attachments, vec!["src/main.rs"]);
         let why = |p: &str| {
             out.notes.iter().find_map(|n| match n {
                 Note::Skipped { path, why } if path == p => Some(why.clone()),
@@ -254,7 +228,6 @@ mod tests {
         assert!(why("../x").is_some_and(|w| w.contains("outside the project")));
         assert!(why(".env").is_some_and(|w| w.contains("secret")));
         assert!(why("src").is_some_and(|w| w.contains("folder")));
-        assert!(!out.text.contains("TOKEN"));
     }
 
     #[test]
@@ -265,7 +238,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("link"))
             .expect("symlink");
         let out = expand(dir.path(), "@link");
-        assert!(!out.text.contains("outside\n"), "{}", out.text);
+        assert!(out.attachments.is_empty());
         assert!(matches!(&out.notes[0], Note::Skipped { why, .. } if why.contains("outside")));
     }
 }

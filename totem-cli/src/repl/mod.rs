@@ -188,6 +188,8 @@ pub(crate) struct PromptSettings {
 struct Question {
     id: String,
     answered_here: bool,
+    /// The `permission.asked` event when its proposed diff was folded (`v` shows all of it).
+    folded: Option<Value>,
 }
 
 const ANSWER_HINT: &str =
@@ -333,8 +335,8 @@ impl Repl<'_> {
                     self.shell(command.trim());
                     return Flow::Continue;
                 }
-                let text = self.compose(line.trim_end());
-                self.send_prompt(text).await;
+                let (text, attachments) = self.compose(line.trim_end());
+                self.send_prompt(text, attachments).await;
                 Flow::Continue
             }
             Input::Interrupted => self.on_interrupt().await,
@@ -346,9 +348,16 @@ impl Repl<'_> {
         }
     }
 
-    async fn send_prompt(&mut self, text: String) {
+    async fn send_prompt(&mut self, text: String, attachments: Vec<String>) {
         self.renderer.sent_prompt(&text);
         let mut params = serde_json::json!({"sessionId": self.session.id, "text": text});
+        if !attachments.is_empty() {
+            let attachments: Vec<Value> = attachments
+                .iter()
+                .map(|path| serde_json::json!({ "path": path }))
+                .collect();
+            params["attachments"] = Value::Array(attachments);
+        }
         let settings = [
             ("mode", &self.settings.mode),
             ("model", &self.settings.model),
@@ -405,6 +414,19 @@ impl Repl<'_> {
             None => (text, None),
         };
         let reply = match word.to_lowercase().as_str() {
+            "v" | "view" => {
+                let folded = question.folded.clone();
+                let all = match folded {
+                    Some(event) => crate::render::question_diff(&event, self.style(), usize::MAX),
+                    None => String::new(),
+                };
+                match all.is_empty() {
+                    true => self.note("This question has no more of its diff to show."),
+                    false => self.print(&all),
+                }
+                self.note(ANSWER_HINT);
+                return;
+            }
             "o" | "once" | "y" | "yes" => serde_json::json!({"type": "once"}),
             "s" | "session" => serde_json::json!({"type": "alwaysSession"}),
             "p" | "project" => serde_json::json!({"type": "alwaysProject"}),
@@ -504,9 +526,14 @@ impl Repl<'_> {
             }
             "permission.asked" => {
                 if let Some(id) = event.pointer("/question/id").and_then(Value::as_str) {
+                    let lines = event
+                        .pointer("/question/diff")
+                        .and_then(Value::as_str)
+                        .map_or(0, |d| d.lines().count());
                     self.questions.push(Question {
                         id: id.to_string(),
                         answered_here: false,
+                        folded: (lines > crate::render::QUESTION_DIFF_LINES).then(|| event.clone()),
                     });
                 }
             }
@@ -567,7 +594,12 @@ impl Repl<'_> {
                 } else {
                     String::new()
                 };
-                let hint = self.style().dim(ANSWER_HINT);
+                let folded = self.questions.last().is_some_and(|q| q.folded.is_some());
+                let hint = match folded {
+                    true => format!("{ANSWER_HINT} · v = the whole diff"),
+                    false => ANSWER_HINT.to_string(),
+                };
+                let hint = self.style().dim(&hint);
                 self.print(&format!("{hint}{bell}\n"));
             } else {
                 self.note("This daemon cannot take answers yet (no permission.reply).");

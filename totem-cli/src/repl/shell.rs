@@ -63,9 +63,9 @@ impl Repl<'_> {
             .push(for_prompt(&done.command, output, value.get("exitCode")));
     }
 
-    /// The prompt as sent: the `!command` outputs waiting for it, the text typed, and the files
-    /// its `@path`s name.
-    pub(super) fn compose(&mut self, line: &str) -> String {
+    /// The prompt as sent: the `!command` outputs waiting for it and the text typed; and the
+    /// files its `@path`s name, to send as its attachments.
+    pub(super) fn compose(&mut self, line: &str) -> (String, Vec<String>) {
         let expanded = attach::expand(std::path::Path::new(&self.project.path), line);
         for note in &expanded.notes {
             match note {
@@ -89,8 +89,8 @@ impl Repl<'_> {
             text.push_str(&output);
             text.push_str("\n\n");
         }
-        text.push_str(&expanded.text);
-        text
+        text.push_str(line);
+        (text, expanded.attachments)
     }
 }
 

@@ -10,12 +10,38 @@
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use totem_permission::{Answer, Reply, Scope, Verdict};
+use totem_permission::{Access, AccessKind, Answer, Reply, Scope, Verdict};
 use totem_protocol::{EventKind, PermissionQuestion, PermissionReplyParams};
 
 use super::{AgentError, SessionAgent, lock};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
+
+/// Lines of a proposed diff a question carries.
+const DIFF_LINES: usize = 400;
+/// Bytes of a proposed diff a question carries.
+const DIFF_BYTES: usize = 32 * 1024;
+
+/// A write's proposed diff as a question carries it: at most [`DIFF_LINES`] lines and
+/// [`DIFF_BYTES`] bytes, cut at a line's end; `true` when it was cut.
+pub(super) fn cap_diff(diff: &str) -> (String, bool) {
+    let mut end = 0;
+    for (n, line) in diff.split_inclusive('\n').enumerate() {
+        if n == DIFF_LINES || end + line.len() > DIFF_BYTES {
+            return (diff[..end].to_string(), true);
+        }
+        end += line.len();
+    }
+    (diff.to_string(), false)
+}
+
+/// For a command line, the part that needed asking (the deciding one).
+pub(super) fn subcommand(access: &Access, verdict: &Verdict) -> Option<String> {
+    if access.kind != AccessKind::Execute {
+        return None;
+    }
+    verdict.deciding_part().map(|p| p.subject.clone())
+}
 
 /// A question waiting for its first answer.
 pub struct Pending {
@@ -118,5 +144,26 @@ impl SessionAgent {
         // The run may have ended meanwhile; then nobody waits.
         let _ = pending.answer.send(answer);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_diff_is_cut_at_a_line_end_and_flagged() {
+        let short = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(cap_diff(short), (short.to_string(), false));
+        let long: String = (0..1000).map(|i| format!("+line {i}\n")).collect();
+        let (cut, truncated) = cap_diff(&long);
+        assert!(truncated);
+        assert_eq!(cut.lines().count(), DIFF_LINES);
+        assert!(cut.ends_with("+line 399\n"));
+        let wide: String = (0..100)
+            .map(|_| format!("+{}\n", "x".repeat(1000)))
+            .collect();
+        let (cut, truncated) = cap_diff(&wide);
+        assert!(truncated && cut.len() <= DIFF_BYTES && cut.ends_with('\n'));
     }
 }

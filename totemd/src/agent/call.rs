@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use totem_permission::{Access, AccessKind, Decision, Verdict};
-use totem_protocol::PermissionQuestion;
+use totem_protocol::{EventKind, PermissionQuestion};
 use totem_provider::ToolCall;
 
 use super::run::{Changes, Runner};
@@ -74,7 +74,8 @@ impl Runner {
         // A command only the built-in rules allowed runs confined (see `super::confine`).
         let mut confined = false;
         for access in &prepared.plan.access {
-            match self.permit_access(&convert(access), &call.id).await {
+            let diff = prepared.plan.diffs.get(&access.target).map(String::as_str);
+            match self.permit_access(&convert(access), &call.id, diff).await {
                 Err(text) => return (text, true),
                 Ok(built_in) => {
                     confined |= built_in && access.kind == totem_tools::AccessKind::Execute;
@@ -143,6 +144,14 @@ impl Runner {
             self.jobs_started.push(id.clone());
         }
         let mut text = output.text;
+        if WRITING_TOOLS.contains(&name.as_str()) && !output.meta.files.is_empty() {
+            let mut paths: Vec<String> = output.meta.files.iter().map(|f| f.path.clone()).collect();
+            paths.sort();
+            let _ = self.emit(EventKind::FilesChanged {
+                run_id: Some(self.run_id.clone()),
+                paths,
+            });
+        }
         if WRITING_TOOLS.contains(&name.as_str()) && !output.is_error {
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
                 let before = before_edit.get(&file.path).cloned().flatten();
@@ -166,12 +175,18 @@ impl Runner {
     /// Decides one access under the run's policy and the session's remembered answers, asking
     /// the clients when the rules say ask. `Err` is the text for the model when it may not go on.
     pub(super) async fn permit(&self, access: &Access, call_id: &str) -> Result<(), String> {
-        self.permit_access(access, call_id).await.map(|_| ())
+        self.permit_access(access, call_id, None).await.map(|_| ())
     }
 
     /// [`Runner::permit`], saying whether only a built-in rule allowed it (nobody was asked and
     /// no rule of the user decided). A file with more than one hard link asks like a secret.
-    async fn permit_access(&self, access: &Access, call_id: &str) -> Result<bool, String> {
+    /// `diff`, the proposed change of a write, goes with the question.
+    async fn permit_access(
+        &self,
+        access: &Access,
+        call_id: &str,
+        diff: Option<&str>,
+    ) -> Result<bool, String> {
         let links = match access.kind {
             AccessKind::Read | AccessKind::Write => hard_links(self.ctx.root(), &access.target),
             _ => 1,
@@ -188,13 +203,13 @@ impl Runner {
             }
         };
         let built_in = confine::built_in_allow(&verdict);
-        self.settle(access, call_id, kind_name(access.kind), None, verdict)
+        self.settle(access, call_id, kind_name(access.kind), None, verdict, diff)
             .await?;
         Ok(built_in)
     }
 
     /// Acts on a verdict: allow, deny, or ask with a question of `kind` (and `explanation`, else
-    /// the verdict's own).
+    /// the verdict's own; `diff`, the proposed change of a write).
     pub(super) async fn settle(
         &self,
         access: &Access,
@@ -202,6 +217,7 @@ impl Runner {
         kind: &str,
         explanation: Option<String>,
         verdict: Verdict,
+        diff: Option<&str>,
     ) -> Result<(), String> {
         match verdict.decision {
             Decision::Allow => Ok(()),
@@ -210,6 +226,13 @@ impl Runner {
                 verdict.explain()
             )),
             Decision::Ask => {
+                let (diff, truncated) = match diff {
+                    Some(d) => {
+                        let (d, cut) = super::ask::cap_diff(d);
+                        (Some(d), cut)
+                    }
+                    None => (None, false),
+                };
                 let question = PermissionQuestion {
                     id: new_id("perm"),
                     session_id: self.agent.session_id.clone(),
@@ -222,6 +245,9 @@ impl Runner {
                     always: serde_json::to_value(verdict.always_rules())
                         .unwrap_or(serde_json::Value::Null),
                     asked_at: now_ms(),
+                    diff,
+                    truncated,
+                    subcommand: super::ask::subcommand(access, &verdict),
                 };
                 let answer = self
                     .agent
@@ -350,8 +376,15 @@ impl Runner {
             "`{label}:` command from the project's {origin}, to run after an edit; it was written in the repository, not by you ({})",
             verdict.explain()
         );
-        self.settle(&access, call_id, "execute", Some(explanation), verdict)
-            .await
+        self.settle(
+            &access,
+            call_id,
+            "execute",
+            Some(explanation),
+            verdict,
+            None,
+        )
+        .await
     }
 }
 

@@ -317,6 +317,7 @@ fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, Str
             model,
             reasoning: None,
             allow: Vec::new(),
+            attachments: Vec::new(),
         },
         rel,
     )))

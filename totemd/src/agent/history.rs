@@ -17,15 +17,7 @@ pub fn to_model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     for message in messages {
         match message.role {
             Role::User => {
-                let text = message
-                    .parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let text = super::attach::model_text(&message.parts);
                 if !text.is_empty() {
                     out.push(ModelMessage::user(text));
                 }

@@ -116,7 +116,7 @@ impl Runner {
             server.describe()
         );
         match self
-            .settle(&access, "", "mcpServer", Some(explanation), verdict)
+            .settle(&access, "", "mcpServer", Some(explanation), verdict, None)
             .await
         {
             Ok(()) => true,

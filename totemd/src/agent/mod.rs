@@ -19,6 +19,7 @@
 //!   docs search before the first step (the client itself is `crate::mcp`).
 
 mod ask;
+pub mod attach;
 mod call;
 pub mod command;
 mod compact;
@@ -63,6 +64,9 @@ pub enum AgentError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// A path outside the project, or one that does not exist.
+    #[error("{0}")]
+    Path(String),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -84,6 +88,8 @@ pub struct RunRequest {
     pub reasoning: Option<ReasoningLevel>,
     /// Rules granted for this run only (`session.prompt {allow}`).
     pub allow: Vec<String>,
+    /// The prompt's attachments, checked, as `attachment` parts.
+    pub attachments: Vec<Part>,
 }
 
 /// A prompt waiting for its run.
@@ -206,6 +212,7 @@ pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAcce
         )));
     }
     let agent = daemon.agents.session(daemon, &p.session_id)?;
+    let attachments = attach::resolve(daemon, &agent.root, &mode, &p.attachments)?;
     queue_run(
         daemon,
         &agent,
@@ -215,6 +222,7 @@ pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAcce
             model: p.model,
             reasoning: p.reasoning,
             allow: p.allow,
+            attachments,
         },
     )
 }
@@ -253,9 +261,11 @@ pub fn queue_run(
             role: Role::User,
             run_id: Some(run.id.clone()),
             created_at: now_ms(),
-            parts: vec![Part::Text {
+            parts: std::iter::once(Part::Text {
                 text: request.text.clone(),
-            }],
+            })
+            .chain(request.attachments.iter().cloned())
+            .collect(),
         };
         store.put_message(&message)?;
         Ok(EventKind::MessageCreated { message })

@@ -148,8 +148,25 @@ pub(super) async fn execute(
         }
     };
 
+    let announced = changes.recorded();
     match tokio::task::block_in_place(|| changes.finish()) {
         Ok((record, scan)) => {
+            // What the run's commands changed; its own writes were announced call by call.
+            let paths: Vec<String> = record
+                .changes
+                .iter()
+                .map(|c| c.path.clone())
+                .filter(|p| !announced.contains(p))
+                .collect();
+            if !paths.is_empty() {
+                let _ = live.emit(
+                    store,
+                    EventKind::FilesChanged {
+                        run_id: Some(run.id.clone()),
+                        paths,
+                    },
+                );
+            }
             match serde_json::to_vec(&record) {
                 Ok(bytes) => {
                     if let Err(e) = store.put_run_changes(&run.id, &bytes) {
@@ -405,7 +422,13 @@ impl Runner {
             jobs_started: Vec::new(),
             usage: None,
             prior: to_model_messages(&stored),
-            current: vec![ModelMessage::user(request.text.clone())],
+            current: vec![ModelMessage::user(super::attach::model_text(
+                &std::iter::once(Part::Text {
+                    text: request.text.clone(),
+                })
+                .chain(request.attachments.iter().cloned())
+                .collect::<Vec<_>>(),
+            ))],
             turn_seqs: Vec::new(),
             step_seq: 0,
             prior_upto,

@@ -100,6 +100,9 @@ async fn ask(
         explanation: verdict.explain(),
         always: serde_json::to_value(verdict.always_rules()).unwrap_or(serde_json::Value::Null),
         asked_at: now_ms(),
+        diff: None,
+        truncated: false,
+        subcommand: super::ask::subcommand(access, &verdict),
     };
     Ok(
         match agent.ask(daemon, &live, question, verdict, cancel).await? {

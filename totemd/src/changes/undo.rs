@@ -141,10 +141,17 @@ fn announce(
             files: files.clone(),
         }
     };
-    daemon
-        .sessions
-        .get(session_id)?
-        .emit(daemon.store(), kind)?;
+    let live = daemon.sessions.get(session_id)?;
+    live.emit(daemon.store(), kind)?;
+    if !files.is_empty() {
+        live.emit(
+            daemon.store(),
+            EventKind::FilesChanged {
+                run_id: Some(run_id.to_string()),
+                paths: files.clone(),
+            },
+        )?;
+    }
     Ok(ChangesApplied {
         run_id: run_id.to_string(),
         files,

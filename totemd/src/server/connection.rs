@@ -278,7 +278,7 @@ async fn dispatch(
     };
     let params = match (method.as_str(), params) {
         // jsonrpsee's unsubscribe takes `[id]`; the protocol says `{"subscription": id}`.
-        ("session.unsubscribe" | "terminal.unsubscribe", Some(p)) => {
+        ("session.unsubscribe" | "terminal.unsubscribe" | "daemon.unsubscribe", Some(p)) => {
             match serde_json::from_str::<totem_protocol::SessionUnsubscribeParams>(&p) {
                 Ok(u) => Some(serde_json::to_string(&[u.subscription]).unwrap_or_default()),
                 Err(e) => {

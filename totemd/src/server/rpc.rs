@@ -13,11 +13,12 @@ use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Params, SubscriptionId};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast::error::RecvError;
 use totem_protocol::{
-    Ack, DaemonCounts, DaemonStatus, ErrorCode, EventKind, Implementation, InitializeParams,
-    InitializeResult, ListParams, Method, NoParams, Page, ProjectOpenParams, SUPPORTED_VERSIONS,
-    ServerCapabilities, SessionCreateParams, SessionDeleted, SessionEvent, SessionListParams,
-    SessionMessages, SessionMessagesParams, SessionPromptParams, SessionRef, SessionRenameParams,
-    SessionSubscribeParams, StoreBackupParams, StoreBackupResult, method,
+    Ack, DaemonCounts, DaemonEvent, DaemonEventKind, DaemonStatus, ErrorCode, EventKind,
+    Implementation, InitializeParams, InitializeResult, ListParams, Method, NoParams, Page,
+    ProjectOpenParams, SUPPORTED_VERSIONS, ServerCapabilities, SessionCreateParams, SessionDeleted,
+    SessionEvent, SessionListParams, SessionMessages, SessionMessagesParams, SessionPromptParams,
+    SessionRef, SessionRenameParams, SessionSubscribeParams, StoreBackupParams, StoreBackupResult,
+    method,
 };
 
 use super::connection::ConnectionState;
@@ -327,7 +328,73 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     if let Err(e) = subscribed {
         tracing::error!(error = %e, "subscription registered twice");
     }
+    let subscribed = m.register_subscription(
+        method::DaemonSubscribe::NAME,
+        "daemon.event",
+        method::DaemonUnsubscribe::NAME,
+        |params, pending, d, _| async move { subscribe_daemon(params, pending, d).await },
+    );
+    if let Err(e) = subscribed {
+        tracing::error!(error = %e, "subscription registered twice");
+    }
     m
+}
+
+/// `daemon.subscribe`: the current state first, then every daemon event; a subscriber whose
+/// queue is full is told it lagged and its subscription ends.
+async fn subscribe_daemon(
+    params: Params<'static>,
+    pending: PendingSubscriptionSink,
+    d: Arc<Daemon>,
+) {
+    if let Err(e) = parse::<NoParams>(&params) {
+        return pending.reject(e).await;
+    }
+    let Ok(mut sink) = pending.accept().await else {
+        return;
+    };
+    let (current, mut live) = d.sessions.subscribe_daemon();
+    for event in current {
+        let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
+            continue;
+        };
+        let sent = tokio::select! {
+            _ = sink.closed() => return,
+            sent = sink.send(SubscriptionMessage::from(raw)) => sent,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+    loop {
+        let event = tokio::select! {
+            _ = sink.closed() => return,
+            received = live.recv() => match received {
+                Ok(e) => e,
+                Err(RecvError::Closed) => return,
+                Err(RecvError::Lagged(_)) => return daemon_lagged(&sink).await,
+            },
+        };
+        let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
+            continue;
+        };
+        match sink.try_send(SubscriptionMessage::from(raw)) {
+            Ok(()) => {}
+            Err(jsonrpsee::core::server::TrySendError::Full(_)) => {
+                drop(live);
+                return daemon_lagged(&sink).await;
+            }
+            Err(jsonrpsee::core::server::TrySendError::Closed(_)) => return,
+        }
+    }
+}
+
+async fn daemon_lagged(sink: &jsonrpsee::core::server::SubscriptionSink) {
+    let event = DaemonEvent {
+        at: crate::util::now_ms(),
+        kind: DaemonEventKind::Lagged {},
+    };
+    send_last(sink, &event).await;
 }
 
 async fn subscribe(params: Params<'static>, pending: PendingSubscriptionSink, d: Arc<Daemon>) {
@@ -423,7 +490,16 @@ async fn lagged(sink: &jsonrpsee::core::server::SubscriptionSink, session_id: &s
         at: crate::util::now_ms(),
         kind: EventKind::Lagged {},
     };
-    let Ok(raw) = serde_json::value::to_raw_value(&event) else {
+    send_last(sink, &event).await;
+}
+
+/// Sends a subscription's last message, waiting for room behind its backlog for as long as the
+/// connection stays open.
+async fn send_last(
+    sink: &jsonrpsee::core::server::SubscriptionSink,
+    event: &impl serde::Serialize,
+) {
+    let Ok(raw) = serde_json::value::to_raw_value(event) else {
         return;
     };
     tokio::select! {

@@ -24,6 +24,7 @@ impl From<AgentError> for ErrorObjectOwned {
             AgentError::NotFound(m) => err(ErrorCode::NOT_FOUND, m),
             AgentError::Invalid(m) => err(ErrorCode::INVALID_PARAMS, m),
             AgentError::Conflict(m) => err(ErrorCode::CONFLICT, m),
+            AgentError::Path(m) => err(ErrorCode::INVALID_PATH, m),
         }
     }
 }

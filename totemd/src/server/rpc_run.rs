@@ -59,6 +59,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
                 model: p.model,
                 reasoning: p.reasoning,
                 allow: Vec::new(),
+                attachments: p.attachments,
             },
         )?;
         wait(&d, &accepted.run_id, subscription, p.timeout_ms).await

@@ -11,7 +11,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
-use totem_protocol::{EventKind, Session, SessionEvent, SessionStatus};
+use totem_protocol::{
+    DaemonEvent, DaemonEventKind, EventKind, PermissionQuestion, Session, SessionActivity,
+    SessionEvent, SessionStatus,
+};
 
 use crate::store::{SessionRecord, Store, StoreError};
 use crate::util::now_ms;
@@ -22,6 +25,8 @@ const RECENT_EVENTS: usize = 4096;
 const BROADCAST_CAPACITY: usize = 4096;
 /// Sequence numbers reserved ahead in the store, so a restart never reuses one.
 const SEQ_RESERVATION: u64 = 1024;
+/// Daemon events a `daemon.subscribe` subscriber may fall behind before it is told it lagged.
+const DAEMON_CAPACITY: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -37,6 +42,8 @@ pub type Result<T> = std::result::Result<T, SessionError>;
 pub struct SessionHub {
     store: Store,
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// The daemon's own stream (`daemon.subscribe`): what happens across sessions.
+    daemon_events: broadcast::Sender<Arc<DaemonEvent>>,
 }
 
 /// One session in memory.
@@ -44,12 +51,33 @@ pub struct LiveSession {
     id: String,
     state: Mutex<State>,
     events: broadcast::Sender<Arc<SessionEvent>>,
+    daemon_events: broadcast::Sender<Arc<DaemonEvent>>,
 }
 
 struct State {
     record: SessionRecord,
     recent: VecDeque<Arc<SessionEvent>>,
     deleted: bool,
+    /// Permission questions asked and not yet resolved, oldest first.
+    asking: Vec<PermissionQuestion>,
+    /// What the daemon stream last said the session was doing.
+    activity: SessionActivity,
+}
+
+impl State {
+    fn activity(&self) -> SessionActivity {
+        if !self.asking.is_empty() {
+            SessionActivity::Waiting
+        } else if self.record.session.status == SessionStatus::Running {
+            SessionActivity::Running
+        } else {
+            SessionActivity::Idle
+        }
+    }
+}
+
+fn daemon_event(kind: DaemonEventKind) -> Arc<DaemonEvent> {
+    Arc::new(DaemonEvent { at: now_ms(), kind })
 }
 
 /// What a new subscriber receives: the events it missed, then the live stream.
@@ -65,10 +93,39 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SessionHub {
     pub fn new(store: Store) -> SessionHub {
+        let (daemon_events, _) = broadcast::channel(DAEMON_CAPACITY);
         SessionHub {
             store,
             live: Mutex::new(HashMap::new()),
+            daemon_events,
         }
+    }
+
+    /// The daemon's stream, and what it would have said so far about sessions that are not idle:
+    /// their status and their open questions (a subscriber may see one of these twice).
+    pub fn subscribe_daemon(
+        &self,
+    ) -> (Vec<Arc<DaemonEvent>>, broadcast::Receiver<Arc<DaemonEvent>>) {
+        let receiver = self.daemon_events.subscribe();
+        let mut current = Vec::new();
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.live).values().cloned().collect();
+        for session in sessions {
+            let state = lock(&session.state);
+            if state.deleted || state.activity == SessionActivity::Idle {
+                continue;
+            }
+            current.push(daemon_event(DaemonEventKind::SessionStatus {
+                session_id: session.id.clone(),
+                project_id: state.record.session.project_id.clone(),
+                status: state.activity,
+            }));
+            for question in &state.asking {
+                current.push(daemon_event(DaemonEventKind::PermissionAsked {
+                    question: question.clone(),
+                }));
+            }
+        }
+        (current, receiver)
     }
 
     pub fn store(&self) -> &Store {
@@ -96,6 +153,11 @@ impl SessionHub {
             seq_reserved: 0,
         };
         self.store.put_session(&record, None)?;
+        let _ = self
+            .daemon_events
+            .send(daemon_event(DaemonEventKind::SessionCreated {
+                session: session.clone(),
+            }));
         Ok(session)
     }
 
@@ -118,8 +180,11 @@ impl SessionHub {
                 record,
                 recent: VecDeque::new(),
                 deleted: false,
+                asking: Vec::new(),
+                activity: SessionActivity::Idle,
             }),
             events,
+            daemon_events: self.daemon_events.clone(),
         });
         live.insert(id.to_string(), session.clone());
         Ok(session)
@@ -203,6 +268,11 @@ impl SessionHub {
             kind: EventKind::SessionDeleted {},
         };
         let _ = session.events.send(Arc::new(event));
+        let _ = self
+            .daemon_events
+            .send(daemon_event(DaemonEventKind::SessionDeleted {
+                session_id: id.to_string(),
+            }));
         Ok(())
     }
 
@@ -234,7 +304,59 @@ impl LiveSession {
             state.record = previous;
             return Err(e.into());
         }
+        self.announce_activity(&mut state);
         Ok(state.record.session.clone())
+    }
+
+    /// Tells the daemon's stream about a session event that matters across sessions.
+    fn announce(&self, state: &mut State, event: &SessionEvent) {
+        let kind = match &event.kind {
+            EventKind::SessionUpdated { session } => DaemonEventKind::SessionUpdated {
+                session: session.clone(),
+            },
+            EventKind::PermissionAsked { question } => {
+                state.asking.push(question.clone());
+                DaemonEventKind::PermissionAsked {
+                    question: question.clone(),
+                }
+            }
+            EventKind::PermissionResolved {
+                question_id,
+                reply,
+                reason,
+            } => {
+                state.asking.retain(|q| &q.id != question_id);
+                DaemonEventKind::PermissionResolved {
+                    session_id: self.id.clone(),
+                    question_id: question_id.clone(),
+                    reply: reply.clone(),
+                    reason: reason.clone(),
+                }
+            }
+            EventKind::RunDone { run }
+            | EventKind::RunFailed { run }
+            | EventKind::RunAborted { run }
+            | EventKind::RunInterrupted { run } => DaemonEventKind::RunEnded { run: run.clone() },
+            _ => return,
+        };
+        let _ = self.daemon_events.send(daemon_event(kind));
+        self.announce_activity(state);
+    }
+
+    /// A `session.status` daemon event when what the session does changed.
+    fn announce_activity(&self, state: &mut State) {
+        let now = state.activity();
+        if now == state.activity {
+            return;
+        }
+        state.activity = now;
+        let _ = self
+            .daemon_events
+            .send(daemon_event(DaemonEventKind::SessionStatus {
+                session_id: self.id.clone(),
+                project_id: state.record.session.project_id.clone(),
+                status: now,
+            }));
     }
 
     /// Numbers, stores (unless transient) and announces one event.
@@ -273,22 +395,21 @@ impl LiveSession {
         if !event.kind.is_transient() {
             store.append_event(&event)?;
         }
-        Self::publish(&mut state, &self.events, event.clone());
+        self.publish(&mut state, event.clone());
         Ok(event)
     }
 
-    fn publish(
-        state: &mut State,
-        events: &broadcast::Sender<Arc<SessionEvent>>,
-        event: Arc<SessionEvent>,
-    ) {
+    /// Keeps an event among the recent ones, sends it to the session's followers and tells the
+    /// daemon's stream what matters across sessions.
+    fn publish(&self, state: &mut State, event: Arc<SessionEvent>) {
         state.record.session.last_seq = event.seq;
         if state.recent.len() == RECENT_EVENTS {
             state.recent.pop_front();
         }
         state.recent.push_back(event.clone());
         // No receivers is fine: nobody is watching.
-        let _ = events.send(event);
+        let _ = self.events.send(event.clone());
+        self.announce(state, &event);
     }
 
     /// Numbers and announces an event without storing it: the end of a run when the store cannot
@@ -304,7 +425,7 @@ impl LiveSession {
             at: now_ms(),
             kind,
         });
-        Self::publish(&mut state, &self.events, event);
+        self.publish(&mut state, event);
     }
 
     /// Every event after `after_seq` (stored ones from the store, recent ones from memory, deltas
