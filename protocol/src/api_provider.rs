@@ -49,6 +49,43 @@ pub struct ProviderTimeouts {
     pub idle_secs: Option<u64>,
 }
 
+/// How a model is offered Totem's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    /// The API's own tool calling (`tools` in the request, tool-call messages).
+    Native,
+    /// The tools are described in the system prompt and the model writes each call as JSON in
+    /// its text; for servers whose chat template drops `tools`.
+    Text,
+    /// No tools: the model only answers.
+    None,
+}
+
+/// What settings.json says about one model (`providers[].models.ID`), for servers that do not
+/// tell; `totem models --probe` writes it too. Unset fields keep what the provider lists.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSettings {
+    /// Tokens of context the server gives the model; sets the compaction threshold and the
+    /// default output cap (a quarter of it, at most 4096).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Output token limit sent with every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolMode>,
+    /// 0..2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// `false`: never stream (the server cannot); `true`: always stream, even where the server
+    /// answers nothing (no retry without streaming). Unset: stream, and ask again without
+    /// streaming when the server cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+}
+
 #[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderAddParams {
@@ -75,6 +112,10 @@ pub struct ProviderAddParams {
     /// Retries of a failed call before any output streamed (default 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// Per-model settings by the provider's model id. Replacing a provider without them keeps
+    /// the ones it had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<std::collections::BTreeMap<String, ModelSettings>>,
     /// Replace a provider of the same name (its stored key too) instead of refusing.
     #[serde(default)]
     pub replace: bool,
@@ -92,6 +133,7 @@ impl std::fmt::Debug for ProviderAddParams {
             .field("temperature", &self.temperature)
             .field("timeouts", &self.timeouts)
             .field("max_retries", &self.max_retries)
+            .field("models", &self.models)
             .field("replace", &self.replace)
             .finish()
     }
@@ -116,6 +158,9 @@ pub struct ProviderInfo {
     pub timeouts: Option<ProviderTimeouts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// Per-model settings by the provider's model id.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub models: std::collections::BTreeMap<String, ModelSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -215,6 +260,10 @@ pub struct ModelEntry {
     pub capabilities: ModelCapabilities,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<ModelPrices>,
+    /// What settings.json (or a probe) says about the model; its `contextWindow` is already
+    /// the `contextWindow` above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<ModelSettings>,
 }
 
 /// A provider that could not list its models.

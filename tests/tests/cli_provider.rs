@@ -97,14 +97,55 @@ async fn models_lists_an_ollama_provider_and_json_is_the_method_result() {
         .map(|m| m["name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"local/qwen3:8b"), "{names:?}");
-    let qwen = list["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "local/qwen3:8b")
-        .unwrap();
+    let qwen = listed(&list, "local/qwen3:8b");
     assert_eq!(qwen["contextWindow"], 40960);
     assert_eq!(qwen["capabilities"]["thinking"], true);
+}
+
+/// Per-model settings in settings.json (for servers that do not tell) win over what the
+/// server lists, and `totem models` shows them.
+#[tokio::test(flavor = "multi_thread")]
+async fn models_shows_the_per_model_settings() {
+    let sim = Sim::start(SimKind::Ollama).await;
+    let cli = Cli::new();
+    let settings = serde_json::json!({"providers": [{"name": "local", "kind": "ollama",
+        "url": sim.url(), "models": {"qwen3:8b": {"contextWindow": 8192, "maxOutputTokens": 512,
+        "tools": "text", "stream": false}}}]});
+    std::fs::write(cli.home().join("settings.json"), settings.to_string()).unwrap();
+    let out = cli.run(["models", "--provider", "local"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("local/qwen3:8b "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(" 8192 ") && line.contains("tools:text"),
+        "{line}"
+    );
+    assert!(
+        text.contains(
+            "settings: contextWindow 8192, maxOutputTokens 512, tools text, stream false"
+        ),
+        "{text}"
+    );
+    let out = cli.run(["models", "--provider", "local", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let qwen = listed(&list, "local/qwen3:8b");
+    assert_eq!(
+        qwen["contextWindow"], 8192,
+        "the setting wins over the listed 40960"
+    );
+    assert_eq!(qwen["maxOutputTokens"], 512);
+    assert_eq!(qwen["settings"]["tools"], "text");
+
+    // A typo in a model's settings is reported with its name, and the daemon keeps serving.
+    let bad = settings
+        .to_string()
+        .replace("maxOutputTokens", "maxOutputToken");
+    std::fs::write(cli.home().join("settings.json"), bad).unwrap();
+    let out = cli.run(["provider", "list"]);
+    assert!(stderr(&out).contains("maxOutputToken"), "{}", stderr(&out));
 }
 
 #[test]
@@ -169,4 +210,14 @@ async fn provider_test_checks_the_default_model() {
         ),
         "{said}"
     );
+}
+
+/// The entry of `name` in a `totem models --json` list.
+fn listed<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    list["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
 }

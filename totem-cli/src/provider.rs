@@ -5,7 +5,8 @@
 use std::io::{BufRead, IsTerminal};
 
 use totem_protocol::{
-    ModelListParams, NoParams, ProviderAddParams, ProviderKind, ProviderRef, method,
+    ModelListParams, ModelSettings, NoParams, ProviderAddParams, ProviderKind, ProviderRef,
+    ToolMode, method,
 };
 
 use crate::cli::{ModelsArgs, ProviderAddArgs, ProviderCommand};
@@ -29,6 +30,7 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
                     temperature: None,
                     timeouts: None,
                     max_retries: None,
+                    models: None,
                     replace: args.replace,
                 })
                 .await?;
@@ -132,14 +134,18 @@ pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exi
         );
     }
     for m in &list.models {
-        let mut caps = Vec::new();
+        // What settings.json (or a probe) says about tools wins over what the server lists.
+        let tools = match m.settings.as_ref().and_then(|s| s.tools) {
+            Some(mode) => Some(format!("tools:{}", tool_mode_name(mode))),
+            None => m.capabilities.tools.then(|| "tools".to_string()),
+        };
+        let mut caps: Vec<String> = tools.into_iter().collect();
         for (on, name) in [
-            (m.capabilities.tools, "tools"),
             (m.capabilities.thinking, "thinking"),
             (m.capabilities.vision, "vision"),
         ] {
             if on {
-                caps.push(name);
+                caps.push(name.to_string());
             }
         }
         let context = m
@@ -160,6 +166,11 @@ pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exi
             context,
             caps.join(",")
         );
+        if let Some(settings) = m.settings.as_ref().map(settings_line)
+            && !settings.is_empty()
+        {
+            println!("    settings: {settings}");
+        }
     }
     for e in &list.errors {
         eprintln!(
@@ -172,6 +183,35 @@ pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exi
     } else {
         Exit::Failed
     })
+}
+
+fn tool_mode_name(mode: ToolMode) -> &'static str {
+    match mode {
+        ToolMode::Native => "native",
+        ToolMode::Text => "text",
+        ToolMode::None => "none",
+    }
+}
+
+/// A model's settings from settings.json, in one short line.
+fn settings_line(s: &ModelSettings) -> String {
+    let mut out = Vec::new();
+    if let Some(w) = s.context_window {
+        out.push(format!("contextWindow {w}"));
+    }
+    if let Some(n) = s.max_output_tokens {
+        out.push(format!("maxOutputTokens {n}"));
+    }
+    if let Some(mode) = s.tools {
+        out.push(format!("tools {}", tool_mode_name(mode)));
+    }
+    if let Some(t) = s.temperature {
+        out.push(format!("temperature {t}"));
+    }
+    if let Some(stream) = s.stream {
+        out.push(format!("stream {stream}"));
+    }
+    out.join(", ")
 }
 
 fn kind_name(kind: ProviderKind) -> String {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use totem_permission::PermissionSettings;
-use totem_protocol::{OllamaOptions, ProviderKind, ProviderTimeouts};
+use totem_protocol::{ModelSettings, OllamaOptions, ProviderKind, ProviderTimeouts};
 
 use super::ConfigError;
 use super::sections::{AgentSettings, CompactionSettings, McpServerSettings, TotaljsSettings};
@@ -176,6 +176,10 @@ pub struct ProviderSettings {
     pub timeouts: Option<ProviderTimeouts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// Per-model settings by the provider's model id (`{"qwen3:8b": {"contextWindow": 8192}}`),
+    /// for servers that do not tell; `totem models --probe` writes them too.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub models: std::collections::BTreeMap<String, ModelSettings>,
 }
 
 impl SettingsFile {
@@ -214,6 +218,25 @@ impl SettingsFile {
     }
 }
 
+fn validate_model_settings(model: &ModelSettings) -> Result<(), String> {
+    if let Some(t) = model.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(format!("temperature {t} is outside 0..2"));
+    }
+    if model.context_window == Some(0) || model.max_output_tokens == Some(0) {
+        return Err("contextWindow and maxOutputTokens must be above 0".into());
+    }
+    if let (Some(window), Some(max)) = (model.context_window, model.max_output_tokens)
+        && u64::from(max) >= window
+    {
+        return Err(format!(
+            "maxOutputTokens ({max}) leaves no room in contextWindow ({window}) for the prompt"
+        ));
+    }
+    Ok(())
+}
+
 impl ProviderSettings {
     pub fn validate(&self) -> Result<(), String> {
         validate_name(&self.name)?;
@@ -249,6 +272,9 @@ impl ProviderSettings {
             && !(0.0..=2.0).contains(&t)
         {
             return Err(context(format!("temperature {t} is outside 0..2")));
+        }
+        for (id, model) in &self.models {
+            validate_model_settings(model).map_err(|e| context(format!("models.{id}: {e}")))?;
         }
         if let Some(timeouts) = &self.timeouts {
             for (field, value) in [
@@ -486,6 +512,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn model_settings_are_typed_and_checked() {
+        let text = r#"{"providers":[{"name":"l","kind":"openai","url":"http://x/v1","models":{"smollm2":{"contextWindow":2048,"maxOutputTokens":256,"tools":"text","temperature":0.0,"stream":false}}}]}"#;
+        let settings = parse(Path::new("s.json"), text).unwrap();
+        let model = &settings.providers[0].models["smollm2"];
+        assert_eq!(model.context_window, Some(2048));
+        assert_eq!(model.tools, Some(totem_protocol::ToolMode::Text));
+        assert_eq!(model.stream, Some(false));
+        let again = serde_json::to_value(&settings).unwrap();
+        assert_eq!(again["providers"][0]["models"]["smollm2"]["tools"], "text");
+        for (models, says) in [
+            (r#"{"m":{"contextWindw":2048}}"#, "contextWindw"),
+            (r#"{"m":{"tools":"json"}}"#, "json"),
+            (r#"{"m":{"temperature":3}}"#, "models.m: temperature 3"),
+            (r#"{"m":{"contextWindow":0}}"#, "above 0"),
+            (
+                r#"{"m":{"contextWindow":2048,"maxOutputTokens":2048}}"#,
+                "leaves no room",
+            ),
+        ] {
+            let text = format!(
+                r#"{{"providers":[{{"name":"l","kind":"openai","url":"http://x/v1","models":{models}}}]}}"#
+            );
+            let err = parse(Path::new("s.json"), &text).unwrap_err().to_string();
+            assert!(err.contains(says), "{models}: {err}");
+        }
     }
 
     #[test]

@@ -272,6 +272,7 @@ impl Settings {
             temperature: params.temperature,
             timeouts: params.timeouts,
             max_retries: params.max_retries,
+            models: params.models.clone().unwrap_or_default(),
         };
         entry.validate().map_err(ConfigError::BadRequest)?;
         let name = entry.name.clone();
@@ -279,7 +280,11 @@ impl Settings {
             match settings.providers.iter_mut().find(|p| p.name == entry.name) {
                 Some(_) if !params.replace => Err(ConfigError::Exists(entry.name.clone())),
                 Some(existing) => {
+                    let models = std::mem::take(&mut existing.models);
                     *existing = entry.clone();
+                    if params.models.is_none() {
+                        existing.models = models;
+                    }
                     Ok(())
                 }
                 None => {
@@ -388,6 +393,11 @@ impl Settings {
         if let Some(n) = entry.max_retries {
             config.retry.max_retries = n;
         }
+        config.models = entry
+            .models
+            .iter()
+            .map(|(id, m)| (id.clone(), model_settings(m)))
+            .collect();
         Ok(config)
     }
 
@@ -456,6 +466,7 @@ fn implicit_ollama() -> ProviderSettings {
             idle_secs: None,
         }),
         max_retries: None,
+        models: Default::default(),
     }
 }
 
@@ -466,6 +477,21 @@ pub fn provider_kind(kind: ProviderKind) -> totem_provider::ProviderKind {
         ProviderKind::Openai => totem_provider::ProviderKind::Openai,
         ProviderKind::Anthropic => totem_provider::ProviderKind::Anthropic,
         ProviderKind::Gemini => totem_provider::ProviderKind::Gemini,
+    }
+}
+
+/// A model's settings as the provider crate takes them.
+pub fn model_settings(m: &totem_protocol::ModelSettings) -> totem_provider::ModelSettings {
+    totem_provider::ModelSettings {
+        context_window: m.context_window,
+        max_output_tokens: m.max_output_tokens,
+        tools: m.tools.map(|t| match t {
+            totem_protocol::ToolMode::Native => totem_provider::ToolMode::Native,
+            totem_protocol::ToolMode::Text => totem_provider::ToolMode::Text,
+            totem_protocol::ToolMode::None => totem_provider::ToolMode::None,
+        }),
+        temperature: m.temperature,
+        stream: m.stream,
     }
 }
 
@@ -480,6 +506,7 @@ fn info(p: &ProviderSettings, has_key: bool) -> ProviderInfo {
         temperature: p.temperature,
         timeouts: p.timeouts.clone(),
         max_retries: p.max_retries,
+        models: p.models.clone(),
     }
 }
 
@@ -498,6 +525,7 @@ mod tests {
             temperature: None,
             timeouts: None,
             max_retries: None,
+            models: None,
             replace: false,
         }
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use totem_protocol::{
     ModelCapabilities, ModelEntry, ModelList, ModelListError, ModelPrices, ProviderTestResult,
+    ToolMode,
 };
 use totem_provider::{ModelInfo, ProviderError};
 
@@ -67,7 +68,8 @@ impl Settings {
         config.connect_timeout = config.connect_timeout.min(LIST_CONNECT_TIMEOUT);
         config.response_timeout = config.response_timeout.min(LIST_RESPONSE_TIMEOUT);
         let provider = totem_provider::build(config)?;
-        let models = provider.list_models().await?;
+        let mut models = provider.list_models().await?;
+        apply_settings(entry, &mut models);
         self.models.put(&entry.name, generation, models.clone());
         // The provider runs use keeps the list too, so a run does not ask for it again.
         if let Ok(runs) = self.provider(&entry.name) {
@@ -101,7 +103,7 @@ impl Settings {
             match result {
                 Ok(models) => list
                     .models
-                    .extend(models.iter().map(|m| model_entry(&entry.name, m))),
+                    .extend(models.iter().map(|m| model_entry(entry, m))),
                 Err(e) => {
                     let mut message = e.to_string();
                     if *implicit {
@@ -228,10 +230,29 @@ fn test_failure(e: &ProviderError) -> String {
     }
 }
 
-fn model_entry(provider: &str, m: &ModelInfo) -> ModelEntry {
+/// What settings.json says about a provider's models wins over what the server lists: it is
+/// there because the server does not tell (or tells wrong).
+fn apply_settings(entry: &ProviderSettings, models: &mut [ModelInfo]) {
+    for model in models {
+        let Some(settings) = entry.models.get(&model.id) else {
+            continue;
+        };
+        if let Some(window) = settings.context_window {
+            model.context_window = Some(window);
+        }
+        if let Some(max) = settings.max_output_tokens {
+            model.max_output_tokens = Some(u64::from(max));
+        }
+        if let Some(tools) = settings.tools {
+            model.capabilities.tools = tools != ToolMode::None;
+        }
+    }
+}
+
+fn model_entry(provider: &ProviderSettings, m: &ModelInfo) -> ModelEntry {
     ModelEntry {
-        name: format!("{provider}/{}", m.id),
-        provider: provider.to_string(),
+        name: format!("{}/{}", provider.name, m.id),
+        provider: provider.name.clone(),
         id: m.id.clone(),
         display_name: m.display_name.clone(),
         context_window: m.context_window,
@@ -248,6 +269,7 @@ fn model_entry(provider: &str, m: &ModelInfo) -> ModelEntry {
             cache_read_per_million: p.cache_read_per_million,
             cache_write_per_million: p.cache_write_per_million,
         }),
+        settings: provider.models.get(&m.id).cloned(),
     }
 }
 
@@ -314,6 +336,7 @@ mod tests {
                 temperature: None,
                 timeouts: None,
                 max_retries: None,
+                models: None,
                 replace: false,
             })
             .unwrap();
