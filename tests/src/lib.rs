@@ -4,5 +4,6 @@
 pub mod external;
 pub mod harness;
 pub mod hostile;
+pub mod llama;
 pub mod reliability;
 pub mod sim;

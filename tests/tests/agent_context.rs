@@ -4,7 +4,7 @@
 
 mod agent_common;
 
-use agent_common::{Answer, Env, follow, last, results, text, tool};
+use agent_common::{Answer, Env, follow, last, parts_text, results, text, tool};
 use serde_json::json;
 use totem_protocol::EventKind;
 use totem_tests::sim::{SimEvent, SimModel};
@@ -200,16 +200,6 @@ async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
         .expect("messages")
         .to_string();
     assert!(stored.contains("FILE-A-MARKER") && stored.contains("FILE-B-MARKER"));
-}
-
-fn parts_text(events: &[totem_protocol::SessionEvent]) -> String {
-    agent_common::parts(events)
-        .into_iter()
-        .filter_map(|p| match p {
-            totem_protocol::Part::Text { text } => Some(text),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

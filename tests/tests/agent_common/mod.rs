@@ -169,6 +169,17 @@ pub fn parts(events: &[SessionEvent]) -> Vec<Part> {
         .collect()
 }
 
+/// The text the model answered in the events, all parts joined.
+pub fn parts_text(events: &[SessionEvent]) -> String {
+    parts(events)
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The tool results of the events, as (tool, output, is_error).
 pub fn results(events: &[SessionEvent]) -> Vec<(String, String, bool)> {
     parts(events)

@@ -1,0 +1,274 @@
+//! Totem against a real local model server (issue 16): llama-cpp-python's OpenAI-compatible
+//! server (built by pip from PyPI, cached with the other external tools) serving
+//! SmolLM2-135M-Instruct, on a free loopback port, one thread, a small context.
+//!
+//! These test the wire, not the model: they assert on what Totem sends, what the server
+//! accepts and what the user sees, never on what a 135M model answers. A pass-through recorder
+//! between totemd and the server keeps every request and the status it got. Answers are capped
+//! at a few tokens and the temperature is 0, so each test costs seconds of generation; most of
+//! the time goes to the server evaluating Totem's first prompt (figures in BENCHMARKS.md).
+
+mod agent_common;
+
+use std::time::{Duration, Instant};
+
+use agent_common::{Env, last, next_event, parts_text, results, text, tool};
+use serde_json::{Value, json};
+use totem_protocol::EventKind;
+use totem_tests::llama::{Exchange, LlamaServer, MODEL, Recorder};
+
+/// The output cap every local request carries (set as the model's `maxOutputTokens`).
+const CAP: u64 = 24;
+
+const LOCAL: &str = "local/smollm2";
+
+struct Local {
+    env: Env,
+    recorder: Recorder,
+    // Dropped last: the server outlives the daemon's last request.
+    server: LlamaServer,
+}
+
+impl Local {
+    /// totemd with the simulator as `sim` (to make history) and the real server, behind the
+    /// recorder, as `local`, with the per-model settings a user would give a tiny local model.
+    async fn start(chat_format: Option<&'static str>, settings: Value) -> Local {
+        let server = tokio::task::spawn_blocking(move || LlamaServer::start(chat_format, 4096))
+            .await
+            .expect("server start");
+        let recorder = Recorder::start(&server.root()).await;
+        let env = Env::start().await;
+        env.client
+            .call_raw(
+                "provider.add",
+                json!({"name": "local", "kind": "openai", "url": recorder.url(),
+                       "maxRetries": 0, "models": {MODEL: settings}}),
+            )
+            .await
+            .expect("provider.add local");
+        Local {
+            env,
+            recorder,
+            server,
+        }
+    }
+
+    /// Runs `text` with `model` to its end; returns the events and how long it took.
+    async fn run(&self, text: &str, model: &str) -> (Vec<totem_protocol::SessionEvent>, Duration) {
+        let started = Instant::now();
+        let mut events = self.env.subscribe().await;
+        let run = self.env.prompt(text, json!({"model": model})).await;
+        // The server's first look at Totem's prompt takes a while on one thread: wait longer
+        // between events than `follow` does.
+        let mut out = Vec::new();
+        loop {
+            let event = next_event(&mut events, 300).await;
+            // The subscription replays the session's earlier runs first.
+            if out.is_empty()
+                && !matches!(&event.kind, EventKind::RunStarted { run: r } if r.id == run)
+            {
+                continue;
+            }
+            let end = matches!(&event.kind,
+                EventKind::RunDone { run: r } | EventKind::RunFailed { run: r }
+                | EventKind::RunAborted { run: r } if r.id == run);
+            out.push(event);
+            if end {
+                return (out, started.elapsed());
+            }
+        }
+    }
+
+    fn chats(&self) -> Vec<Exchange> {
+        self.recorder.chats()
+    }
+
+    /// Every chat request the server refused, with its log: the message a failure needs.
+    fn assert_all_accepted(&self) {
+        let refused: Vec<_> = self
+            .chats()
+            .into_iter()
+            .filter(|e| e.status != 200)
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "the server refused {} request(s): {:?}\nserver log:\n{}",
+            refused.len(),
+            refused.iter().map(|e| e.status).collect::<Vec<_>>(),
+            self.server.log_tail()
+        );
+    }
+}
+
+/// llama-cpp-python reports no usage in a stream, so the cap is checked on the answer's text:
+/// no token of this model is longer than a dozen characters.
+const CAP_CHARS: usize = CAP as usize * 12;
+
+fn done(events: &[totem_protocol::SessionEvent]) -> bool {
+    matches!(last(events), EventKind::RunDone { .. })
+}
+
+/// The model's own template (SmolLM2's, which ignores `tools`): a plain answer, a looping one
+/// cut by the output cap, and a session whose history holds a tool call and its result, which
+/// the server took with `content: null` as a validation error (HTTP 500) and takes with `""`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_template_answers_capped_and_takes_tool_history() {
+    let local = Local::start(
+        None,
+        json!({"maxOutputTokens": CAP, "temperature": 0.0, "contextWindow": 4096}),
+    )
+    .await;
+
+    let (events, took) = local.run("Say hello.", LOCAL).await;
+    local.assert_all_accepted();
+    assert!(done(&events), "{:?}", last(&events));
+    let first = &local.chats()[0].body;
+    assert_eq!(first["max_tokens"], json!(CAP), "the cap is sent: {first}");
+    assert_eq!(first["temperature"], json!(0.0));
+    assert_eq!(first["stream"], json!(true));
+    let said = parts_text(&events);
+    assert!(!said.is_empty() && said.len() <= CAP_CHARS, "{said:?}");
+    eprintln!("plain answer: {took:?}, {said:?}");
+
+    // A model asked to repeat itself stops at the cap, and the run ends cleanly.
+    let (events, took) = local
+        .run("Write the word go 500 times, separated by spaces.", LOCAL)
+        .await;
+    local.assert_all_accepted();
+    assert!(done(&events), "{:?}", last(&events));
+    let said = parts_text(&events);
+    assert!(
+        said.len() <= CAP_CHARS,
+        "past the cap of {CAP} tokens: {said:?}"
+    );
+    eprintln!("looping answer: {took:?}, {said:?}");
+
+    // History with a tool call (made through the simulator), then the real server: the
+    // assistant message carries its call with `content: ""` and the server accepts it.
+    local
+        .env
+        .push(vec![tool("c1", "list", json!({"path": "."}))]);
+    local.env.push(vec![text("There is a README.")]);
+    let (events, _) = local.run("What is here?", agent_common::MODEL).await;
+    assert!(done(&events), "{:?}", last(&events));
+    assert_eq!(results(&events).len(), 1);
+    let (events, took) = local.run("Thanks. Say bye.", LOCAL).await;
+    local.assert_all_accepted();
+    assert!(done(&events), "{:?}", last(&events));
+    let chats = local.chats();
+    let messages = chats.last().expect("a request").body["messages"].clone();
+    let call = messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap_or_else(|| panic!("the tool call is sent back: {messages}"));
+    assert_eq!(call["content"], json!(""), "{call}");
+    assert!(
+        messages
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| m["role"] == "tool" && m["tool_call_id"] == call["tool_calls"][0]["id"]),
+        "{messages}"
+    );
+    eprintln!("tool history accepted: {took:?}");
+}
+
+/// `chatml-function-calling`: native tool calls, which this server cannot stream. The model
+/// is asked to list the project; the server breaks the streamed answer off ("Automatic
+/// streaming tool choice is not supported" in its log, an empty 200 stream on the wire), Totem
+/// asks once more without streaming (and remembers it for the model), the call
+/// runs, and the next step, carrying the call and its result, is accepted by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_calling_template_runs_a_native_call_without_streaming() {
+    let local = Local::start(
+        Some("chatml-function-calling"),
+        json!({"maxOutputTokens": CAP, "temperature": 0.0, "contextWindow": 4096}),
+    )
+    .await;
+    let started = Instant::now();
+    let mut stream = local.env.subscribe().await;
+    local
+        .env
+        .prompt(
+            "Call the list tool to list the files in the folder.",
+            json!({"model": LOCAL}),
+        )
+        .await;
+    // Follow until a tool result and the step after it; the model may go on calling tools, so
+    // the test stops the run there, as a user would.
+    let mut seen = Vec::new();
+    loop {
+        let event = next_event(&mut stream, 300).await;
+        let end = agent_common::is_run_end(&event.kind);
+        seen.push(event);
+        let stepped = local
+            .chats()
+            .iter()
+            .any(|e| e.status == 200 && sent_tool_result(&e.body));
+        if end || (stepped && !results(&seen).is_empty()) {
+            break;
+        }
+    }
+    let took = started.elapsed();
+    let _ = local
+        .env
+        .client
+        .call_raw("session.abort", json!({"sessionId": local.env.session}))
+        .await;
+    let chats = local.chats();
+    let summary: Vec<_> = chats
+        .iter()
+        .map(|e| (e.body["stream"].clone(), e.status))
+        .collect();
+    assert!(
+        !results(&seen).is_empty(),
+        "a native call ran: {:?}; requests {summary:?}\nserver log:\n{}",
+        last(&seen),
+        local.server.log_tail()
+    );
+    // The first request streamed, and the server broke that stream off at once (its headers
+    // already said 200); the same request without streaming was answered, with no retries.
+    assert_eq!(chats[0].body["stream"], json!(true));
+    assert_eq!(chats[1].body["stream"], json!(false), "{summary:?}");
+    assert_eq!(chats[1].body["messages"], chats[0].body["messages"]);
+    assert_eq!(chats[1].status, 200, "{summary:?}");
+    // The next step carries the call with content "" and its result; the server took it, and
+    // was not asked to stream again.
+    let step2 = chats
+        .iter()
+        .find(|e| sent_tool_result(&e.body))
+        .expect("a request with the tool result");
+    assert_eq!(
+        step2.status,
+        200,
+        "{summary:?}\n{}",
+        local.server.log_tail()
+    );
+    assert_eq!(
+        step2.body["stream"],
+        json!(false),
+        "remembered: {summary:?}"
+    );
+    let call = step2.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["tool_calls"].is_array())
+        .expect("the call is sent back");
+    assert_eq!(call["content"], json!(""), "{call}");
+    assert!(
+        chats[1..]
+            .iter()
+            .all(|e| e.status == 200 && e.body["stream"] == json!(false)),
+        "one streamed request only, every other one answered: {summary:?}"
+    );
+    eprintln!("native call round trip: {took:?}, {} requests", chats.len());
+}
+
+fn sent_tool_result(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+}
