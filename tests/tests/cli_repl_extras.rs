@@ -227,3 +227,74 @@ fn totem_init_writes_agents_md_and_scaffolds_an_empty_folder() {
     );
     assert!(fresh.join("index.js").exists() && fresh.join("AGENTS.md").exists());
 }
+
+/// A write question shows the proposed change as a coloured diff, folded after 20 lines, and `v`
+/// shows the rest; a command line's question names the part of it that needed asking.
+#[test]
+fn questions_show_the_diff_coloured_and_folded_and_the_subcommand() {
+    let env = start();
+    let numbered = |word: &str| {
+        (1..=30)
+            .map(|i| format!("{word} {i}\n"))
+            .collect::<String>()
+    };
+    std::fs::write(env.cli.project.path().join("long.txt"), numbered("line")).expect("long.txt");
+    env.push(
+        vec![SimEvent::tool_call(
+            "c1",
+            "write",
+            json!({"path": "long.txt", "content": numbered("LINE")}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Rewritten.")], 0);
+    env.push(
+        vec![SimEvent::tool_call(
+            "c2",
+            "bash",
+            json!({"command": "ls && touch made.txt"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Made.")], 0);
+    let mut repl = env.repl(true);
+
+    repl.send("rewrite long.txt\r").expect("a prompt");
+    repl.expect("wants to write long.txt")
+        .expect("the question");
+    let folded = text(
+        &repl
+            .expect("more lines: v shows them all")
+            .expect("the diff folded after 20 lines"),
+    );
+    // 20 lines: the two file names, the hunk, then the first 17 removed lines, in red.
+    assert!(
+        folded.contains("\x1b[31m-line 1\x1b[0m") && folded.contains("\x1b[31m-line 17\x1b[0m"),
+        "{folded:?}"
+    );
+    assert!(folded.contains("\x1b[36m@@ -1,30 +1,30 @@"), "{folded:?}");
+    assert!(!folded.contains("-line 18"), "{folded:?}");
+    assert!(!folded.contains("+LINE"), "{folded:?}");
+    repl.send("v\r").expect("see the whole diff");
+    let all = text(&repl.expect("+LINE 30").expect("the rest of the diff"));
+    assert!(all.contains("\x1b[31m-line 18\x1b[0m"), "{all:?}");
+    assert!(all.contains("\x1b[32m+LINE 1\x1b[0m"), "{all:?}");
+    repl.send("o\r").expect("answer once");
+    repl.expect("Rewritten.").expect("the run goes on");
+
+    repl.send("make a file\r").expect("a prompt");
+    let asked = text(
+        &repl
+            .expect("Answer: o = once")
+            .expect("the command's question"),
+    );
+    assert!(
+        asked.contains("? bash wants to execute ls && touch made.txt")
+            && asked.contains("asks for: \x1b[1mtouch made.txt\x1b[0m"),
+        "{asked:?}"
+    );
+    repl.send("o\r").expect("answer once");
+    repl.expect("Made.").expect("the run goes on");
+    assert!(env.cli.project.path().join("made.txt").exists());
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
