@@ -150,11 +150,18 @@ impl TotemMcp {
                 let _ = context.peer.notify_progress(note).await;
             }
         };
+        // Runs whose end already came by: the answer of one of them needs no further wait.
+        let mut ended = Vec::new();
         let answer = loop {
             tokio::select! {
                 biased;
                 event = events.next() => match event {
-                    Some(Ok(event)) => tell(&event.kind).await,
+                    Some(Ok(event)) => {
+                        if let Some(run_id) = ended_run(&event.kind) {
+                            ended.push(run_id.to_string());
+                        }
+                        tell(&event.kind).await
+                    }
                     // The subscription ended; the answer still comes.
                     _ => break ask.await,
                 },
@@ -167,11 +174,12 @@ impl TotemMcp {
         if let Ok(outcome) = &answer
             && let Some(run_id) = outcome["run"]["id"].as_str()
             && outcome["run"]["status"] != "running"
+            && !ended.iter().any(|id| id == run_id)
         {
             let rest = async {
                 while let Some(Ok(event)) = events.next().await {
                     tell(&event.kind).await;
-                    if run_ended(&event.kind, run_id) {
+                    if ended_run(&event.kind) == Some(run_id) {
                         break;
                     }
                 }
@@ -196,13 +204,14 @@ impl TotemMcp {
     }
 }
 
-fn run_ended(kind: &EventKind, run_id: &str) -> bool {
+/// The run an event ends, if it ends one.
+fn ended_run(kind: &EventKind) -> Option<&str> {
     match kind {
         EventKind::RunDone { run }
         | EventKind::RunFailed { run }
         | EventKind::RunAborted { run }
-        | EventKind::RunInterrupted { run } => run.id == run_id,
-        _ => false,
+        | EventKind::RunInterrupted { run } => Some(&run.id),
+        _ => None,
     }
 }
 

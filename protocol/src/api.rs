@@ -148,9 +148,14 @@ pub struct StoreBackupResult {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProjectOpenParams {
     /// A folder; relative paths are refused. Its canonical path becomes the project.
     pub path: String,
+    /// The user named this folder on purpose (`--project DIR`, or said yes when asked). `/`, a
+    /// folder that holds the home folder, and the home folder itself are opened only then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_name: bool,
 }
 
 /// Cursor and size of a page. `limit` defaults to 50 and is capped at 500.

@@ -34,14 +34,41 @@ pub fn default_socket_path(
 }
 
 /// Resolves home and socket from the process environment (`TOTEM_HOME`, `HOME`, `XDG_RUNTIME_DIR`).
+///
+/// Without `XDG_RUNTIME_DIR` (MCP hosts start their servers with only HOME, LOGNAME, PATH, SHELL,
+/// TERM and USER), the folder the system makes for the user, `/run/user/UID`, stands in for it when
+/// it exists and is the user's, so a command started that way finds the same socket.
 pub fn from_env() -> Option<(PathBuf, PathBuf)> {
     let totem_home_env = std::env::var("TOTEM_HOME").ok();
     let home_env = std::env::var("HOME").ok();
-    let xdg = std::env::var("XDG_RUNTIME_DIR").ok();
+    let xdg = std::env::var("XDG_RUNTIME_DIR")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| user_runtime_dir(Path::new("/run/user")));
     let home = totem_home(totem_home_env.as_deref(), home_env.as_deref())?;
     let socket = default_socket_path(totem_home_env.as_deref(), xdg.as_deref(), &home);
     Some((home, socket))
 }
+
+/// `BASE/UID` when it is a folder owned by this process's user (the uid read from `/proc/self`).
+fn user_runtime_dir(base: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let dir = base.join(uid.to_string());
+    let meta = std::fs::metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == uid).then(|| dir.display().to_string())
+}
+
+/// The socket a running daemon named in the home's lock file (`pid N, socket PATH`), which it
+/// writes when it starts. A client whose environment points elsewhere finds the daemon by it.
+pub fn socket_in_lock_note(note: &str) -> Option<PathBuf> {
+    let (_, socket) = note.trim().split_once(", socket ")?;
+    let socket = Path::new(socket);
+    socket.is_absolute().then(|| socket.to_path_buf())
+}
+
+/// The lock file a daemon holds for its whole life in its home.
+pub const LOCK_FILE: &str = "totemd.lock";
 
 #[cfg(test)]
 mod tests {
@@ -53,6 +80,30 @@ mod tests {
         assert_eq!(home, PathBuf::from("/tmp/h"));
         let sock = default_socket_path(Some("/tmp/h"), Some("/run/user/1"), &home);
         assert_eq!(sock, PathBuf::from("/tmp/h/run/totemd.sock"));
+    }
+
+    #[test]
+    fn the_lock_note_names_the_socket() {
+        assert_eq!(
+            socket_in_lock_note("pid 12, socket /run/user/1000/totem/totemd.sock\n"),
+            Some(PathBuf::from("/run/user/1000/totem/totemd.sock"))
+        );
+        assert_eq!(socket_in_lock_note("pid 12"), None);
+        assert_eq!(socket_in_lock_note("pid 12, socket relative.sock"), None);
+    }
+
+    #[test]
+    fn the_users_runtime_folder_stands_in_for_a_missing_variable() {
+        use std::os::unix::fs::MetadataExt;
+        let base = std::env::temp_dir().join(format!("totem-run-user-{}", std::process::id()));
+        let uid = std::fs::metadata("/proc/self").unwrap().uid();
+        assert_eq!(user_runtime_dir(&base), None, "no folder, no stand-in");
+        std::fs::create_dir_all(base.join(uid.to_string())).unwrap();
+        assert_eq!(
+            user_runtime_dir(&base),
+            Some(base.join(uid.to_string()).display().to_string())
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

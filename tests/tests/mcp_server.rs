@@ -8,7 +8,7 @@ mod agent_common;
 mod cli_common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_common::{Env, MODEL, text, tool};
 use serde_json::{Value, json};
@@ -101,26 +101,34 @@ async fn call(client: &Client, method: &str, params: Value) -> Value {
 // ---- the new protocol methods, over the socket ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_ask_waits_for_the_run_and_reports_questions_and_the_answer() {
+async fn session_ask_returns_at_a_question_and_waits_for_the_answer() {
     let env = Env::start().await;
-    // First a command that needs permission, which nobody answers.
+    // First a command that needs permission, which nobody answers: the caller hears of the
+    // question at once, not after the whole wait (45 s by default).
     env.push(vec![tool(
         "c1",
         "bash",
         json!({"command": "echo hi > hi.txt"}),
     )]);
+    let asked = Instant::now();
     let waiting = call(
         &env.client,
         "session.ask",
-        json!({"sessionId": env.session, "text": "write hi.txt", "model": MODEL, "timeoutMs": 3000}),
+        json!({"sessionId": env.session, "text": "write hi.txt", "model": MODEL}),
     )
     .await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "session.ask returned at the question, took {:?}",
+        asked.elapsed()
+    );
     assert_eq!(waiting["run"]["status"], "running", "{waiting}");
     assert!(waiting.get("text").is_none(), "{waiting}");
     assert_eq!(waiting["questions"][0]["tool"], "bash", "{waiting}");
     let run_id = waiting["run"]["id"].as_str().expect("run id").to_string();
 
-    // run.wait answers at once with timeoutMs 0, still running, then once the run is aborted.
+    // run.wait answers at once with timeoutMs 0, still running; and at once while the question
+    // waits, with the question.
     let now = call(
         &env.client,
         "run.wait",
@@ -128,19 +136,19 @@ async fn session_ask_waits_for_the_run_and_reports_questions_and_the_answer() {
     )
     .await;
     assert_eq!(now["run"]["status"], "running");
-    let waiter = {
-        let client = env.client.clone();
-        let run_id = run_id.clone();
-        tokio::spawn(async move {
-            call(
-                &client,
-                "run.wait",
-                json!({"runId": run_id, "timeoutMs": 30000}),
-            )
-            .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    let still = call(
+        &env.client,
+        "run.wait",
+        json!({"runId": run_id, "timeoutMs": 30000}),
+    )
+    .await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(still["questions"][0]["tool"], "bash", "{still}");
     let aborted = call(
         &env.client,
         "session.abort",
@@ -148,10 +156,12 @@ async fn session_ask_waits_for_the_run_and_reports_questions_and_the_answer() {
     )
     .await;
     assert_eq!(aborted["runId"], run_id.as_str());
-    let ended = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("run.wait answered when the run ended")
-        .expect("run.wait task");
+    let ended = call(
+        &env.client,
+        "run.wait",
+        json!({"runId": run_id, "timeoutMs": 10000}),
+    )
+    .await;
     assert_eq!(ended["run"]["status"], "aborted", "{ended}");
     assert!(ended.get("questions").is_none(), "{ended}");
 

@@ -26,6 +26,16 @@ pub struct Endpoint {
     pub socket_flag: bool,
 }
 
+/// The socket of the daemon running for `home`, when it is not the one this environment names:
+/// its lock file says where it listens (started, say, with `XDG_RUNTIME_DIR` set, while this
+/// command was started by an MCP host without it). Only a socket that answers counts.
+fn running_socket(home: &Path, default_socket: &Path) -> Option<PathBuf> {
+    let note = std::fs::read_to_string(home.join(totem_protocol::socket::LOCK_FILE)).ok()?;
+    let socket = totem_protocol::socket::socket_in_lock_note(&note)?;
+    (socket != default_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok())
+        .then_some(socket)
+}
+
 impl Endpoint {
     pub fn resolve(socket_flag: Option<PathBuf>) -> anyhow::Result<Endpoint> {
         let (home, default_socket) = totem_protocol::socket::from_env().ok_or_else(|| {
@@ -38,8 +48,8 @@ impl Endpoint {
                 socket_flag: true,
             },
             None => Endpoint {
+                socket: running_socket(&home, &default_socket).unwrap_or(default_socket),
                 home,
-                socket: default_socket,
                 socket_flag: false,
             },
         })

@@ -8,6 +8,7 @@ use totem_protocol::{CommandResult, Method, SessionCommandParams, method};
 
 use crate::daemon::{self, Endpoint};
 use crate::exit::{Exit, Usage};
+use crate::project::HomeFolder;
 
 pub async fn init(endpoint: &Endpoint, dir: Option<&Path>) -> anyhow::Result<Exit> {
     // `totem init new-app` starts a project in a folder that does not exist yet.
@@ -27,7 +28,7 @@ pub async fn init(endpoint: &Endpoint, dir: Option<&Path>) -> anyhow::Result<Exi
             "this totemd cannot run /init (it has no session.command); update it and run `totem daemon stop` so the new one starts"
         );
     }
-    let project = crate::project::open(&connection, dir).await?;
+    let project = crate::project::open(&connection, dir, HomeFolder::Ask).await?;
     let session = match crate::project::latest_session(&connection, &project).await? {
         Some(session) => session,
         None => crate::project::create_session(&connection, &project, None).await?,

@@ -60,6 +60,10 @@ async fn open_project(
     client: &totem_client::Client,
     dir: Option<PathBuf>,
 ) -> anyhow::Result<String> {
+    // A folder named with --project is opened whatever it is; the folder the host started us in
+    // is not when it is `/`, holds the home folder or is the home folder (hosts often start
+    // servers in `/` or in the home folder).
+    let by_name = dir.is_some();
     let dir = match dir {
         Some(dir) => dir,
         None => std::env::current_dir()?,
@@ -68,6 +72,7 @@ async fn open_project(
     let project = client
         .call::<method::ProjectOpen>(ProjectOpenParams {
             path: dir.display().to_string(),
+            by_name,
         })
         .await?;
     Ok(format!(

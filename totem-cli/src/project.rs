@@ -1,12 +1,13 @@
 //! From a folder on the command line to the daemon's project and session.
 
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use totem_client::ClientError;
 use totem_protocol::{
-    ErrorCode, Project, ProjectOpenParams, Session, SessionCreateParams, SessionListParams,
-    SessionRef, method,
+    ErrorCode, ListParams, Project, ProjectOpenParams, Session, SessionCreateParams,
+    SessionListParams, SessionRef, method,
 };
 
 use crate::daemon::Connection;
@@ -27,16 +28,94 @@ pub fn folder(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// Registers (or finds) the project of `dir`.
-pub async fn open(connection: &Connection, dir: Option<&Path>) -> anyhow::Result<Project> {
+/// What to do when the current folder is the home folder (`/` and folders holding the home are
+/// refused unless named with `--project`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HomeFolder {
+    /// Ask on the terminal whether to open it (the REPL).
+    Ask,
+    /// Refuse: a headless command needs `--project`.
+    Refuse,
+}
+
+/// Registers (or finds) the project of `dir` (default: the current folder). A folder given on
+/// the command line is taken as named on purpose; the current folder is not, so `/`, a folder
+/// holding the home folder and the home folder itself are refused (or, for the home folder,
+/// asked about when `home` says so).
+pub async fn open(
+    connection: &Connection,
+    dir: Option<&Path>,
+    home: HomeFolder,
+) -> anyhow::Result<Project> {
     let path = folder(dir)?;
-    connection
+    let mut by_name = dir.is_some();
+    let is_home = std::env::var_os("HOME")
+        .and_then(|h| std::fs::canonicalize(h).ok())
+        .is_some_and(|h| h == path);
+    if !by_name && is_home && home == HomeFolder::Ask && std::io::stdin().is_terminal() {
+        by_name = confirm_home(&path).await;
+        if !by_name {
+            return Err(Usage(
+                "not opened. Start Totem in your project's folder, or pass --project DIR".into(),
+            )
+            .into());
+        }
+    }
+    let opened = connection
         .client
         .call::<method::ProjectOpen>(ProjectOpenParams {
             path: path.display().to_string(),
+            by_name,
         })
-        .await
-        .with_context(|| format!("totemd cannot open the project {}", path.display()))
+        .await;
+    match opened {
+        Ok(project) => Ok(project),
+        // Too broad a folder: the daemon's sentence says what to do.
+        Err(ClientError::Rpc { message, .. }) if message.contains("--project") => {
+            Err(Usage(message).into())
+        }
+        Err(e) => Err(anyhow::Error::from(e))
+            .with_context(|| format!("totemd cannot open the project {}", path.display())),
+    }
+}
+
+/// Asks whether to work in the whole home folder; no by default.
+async fn confirm_home(path: &Path) -> bool {
+    let prompt = format!(
+        "{} is your home folder: the model could read and change anything in it.\nOpen it as a project anyway? [y/N] ",
+        path.display()
+    );
+    let line = tokio::task::spawn_blocking(move || {
+        eprint!("{prompt}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        line
+    })
+    .await
+    .unwrap_or_default();
+    matches!(line.trim(), "y" | "Y" | "yes" | "Yes")
+}
+
+/// The project a session belongs to.
+pub async fn of_session(connection: &Connection, session: &Session) -> anyhow::Result<Project> {
+    let mut cursor = None;
+    loop {
+        let page = connection
+            .client
+            .call::<method::ProjectList>(ListParams {
+                cursor,
+                limit: Some(500),
+            })
+            .await?;
+        if let Some(project) = page.items.into_iter().find(|p| p.id == session.project_id) {
+            return Ok(project);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => anyhow::bail!("the project of session {} is gone", session.id),
+        }
+    }
 }
 
 /// The project's session with the newest activity, if any.

@@ -13,6 +13,7 @@ use crate::cli::RunArgs;
 use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::{Exit, Unreachable, Usage};
 use crate::format::one_line;
+use crate::project::HomeFolder;
 use crate::render::{Chunk, Options, Renderer, Style, TextMode};
 
 pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
@@ -75,7 +76,7 @@ async fn pick_session(
     if let Some(id) = &args.session {
         return crate::project::get_session(connection, id).await;
     }
-    let project = crate::project::open(connection, args.dir.as_deref()).await?;
+    let project = crate::project::open(connection, args.dir.as_deref(), HomeFolder::Refuse).await?;
     if args.continue_latest {
         return crate::project::latest_session(connection, &project)
             .await?
@@ -223,6 +224,17 @@ async fn answer_question(
             Some('p' | 'P') => json!({"type": "alwaysProject"}),
             _ => json!({"type": "deny", "note": "the user refused"}),
         }
+    } else if is_server_start(question) {
+        // Not a denial of anything the model did: the run goes on without that server.
+        let name = question
+            .get("target")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        eprintln!(
+            "totem: MCP server `{name}` not started (no terminal to ask on); allow it with {}",
+            allow_flags(question)
+        );
+        json!({"type": "deny", "note": "not started: this headless run cannot ask the user"})
     } else {
         eprintln!(
             "totem: refused ({explanation}): no terminal to ask on. Allow it with {}",
@@ -264,10 +276,20 @@ fn allow_flags(question: &Value) -> String {
     flags.join(" ")
 }
 
-/// A permission question of the run was answered with a refusal.
-fn is_denial(event: &Value) -> bool {
+/// A question about starting an MCP server, not about a call the model made.
+fn is_server_start(question: &Value) -> bool {
+    question.get("kind").and_then(Value::as_str) == Some("mcpServer")
+}
+
+/// A permission question of the run about a call the model made was answered with a refusal (a
+/// server left unstarted is not one: the exit code says whether the model was refused something).
+fn is_denial(event: &Value, server_starts: &[String]) -> bool {
     event.get("type").and_then(Value::as_str) == Some("permission.resolved")
         && event.pointer("/reply/type").and_then(Value::as_str) == Some("deny")
+        && !event
+            .get("questionId")
+            .and_then(Value::as_str)
+            .is_some_and(|id| server_starts.iter().any(|s| s == id))
 }
 
 async fn follow(
@@ -297,6 +319,8 @@ async fn follow(
     };
     let mut last_seq = session.last_seq;
     let mut denied = false;
+    let mut server_starts = Vec::new();
+    let can_ask = args.prompt != "-" && std::io::stdin().is_terminal();
     let mut stop = Stop::new()?;
     let mut aborting = false;
     loop {
@@ -341,7 +365,13 @@ async fn follow(
         if event_run_id(&event).is_some_and(|id| id != accepted.run_id) {
             continue;
         }
-        denied |= is_denial(&event);
+        if kind == "permission.asked"
+            && is_server_start(&event["question"])
+            && let Some(id) = event.pointer("/question/id").and_then(Value::as_str)
+        {
+            server_starts.push(id.to_string());
+        }
+        denied |= is_denial(&event, &server_starts);
         if kind == "permission.asked"
             && !aborting
             && event.pointer("/question/runId").and_then(Value::as_str) == Some(&accepted.run_id)
@@ -360,9 +390,17 @@ async fn follow(
                 }
             }
         }
+        // Without a terminal to ask on, a server left unstarted is the one line printed above.
+        let quiet_server_start = !can_ask
+            && ["permission.asked", "permission.resolved"].contains(&kind)
+            && event
+                .pointer("/question/id")
+                .or_else(|| event.get("questionId"))
+                .and_then(Value::as_str)
+                .is_some_and(|id| server_starts.iter().any(|s| s == id));
         if args.json {
             println!("{}", serde_json::to_string(&event)?);
-        } else {
+        } else if !quiet_server_start {
             for chunk in renderer.event(&event) {
                 out.write(chunk);
             }
@@ -454,14 +492,23 @@ mod tests {
 
     #[test]
     fn a_denied_permission_is_recognised() {
+        let none: &[String] = &[];
         assert!(is_denial(
-            &json!({"type": "permission.resolved", "reply": {"type": "deny"}})
+            &json!({"type": "permission.resolved", "reply": {"type": "deny"}}),
+            none
         ));
         assert!(!is_denial(
-            &json!({"type": "permission.resolved", "reply": {"type": "once"}})
+            &json!({"type": "permission.resolved", "reply": {"type": "once"}}),
+            none
         ));
         assert!(!is_denial(
-            &json!({"type": "permission.resolved", "questionId": "q_1"})
+            &json!({"type": "permission.resolved", "questionId": "q_1"}),
+            none
+        ));
+        // A server left unstarted is not a refusal of anything the model did.
+        assert!(!is_denial(
+            &json!({"type": "permission.resolved", "questionId": "q_2", "reply": {"type": "deny"}}),
+            &["q_2".to_string()]
         ));
     }
 }

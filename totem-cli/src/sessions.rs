@@ -6,11 +6,16 @@ use crate::cli::SessionsArgs;
 use crate::daemon::{self, Endpoint};
 use crate::exit::Exit;
 use crate::format;
+use crate::project::HomeFolder;
 
 pub async fn list(endpoint: &Endpoint, args: &SessionsArgs) -> anyhow::Result<Exit> {
     let connection = daemon::connect_or_start(endpoint).await?;
     let project_id = match &args.project {
-        Some(dir) => Some(crate::project::open(&connection, Some(dir)).await?.id),
+        Some(dir) => Some(
+            crate::project::open(&connection, Some(dir), HomeFolder::Refuse)
+                .await?
+                .id,
+        ),
         None => None,
     };
     let page = connection

@@ -23,8 +23,28 @@ pub enum ProjectError {
     },
     #[error("project path is not a folder: {0}")]
     NotAFolder(String),
+    #[error(
+        "{path} {what}, so Totem does not open it as a project unless you name it on purpose. Start Totem in your project's folder, or pass `--project {path}` if you mean it"
+    )]
+    TooBroad { path: String, what: &'static str },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why `folder` is too broad to be a project without being named: the whole disk, a folder that
+/// holds the home folder, or the home folder itself.
+pub fn too_broad(folder: &Path, home: Option<&Path>) -> Option<&'static str> {
+    if folder.parent().is_none() {
+        return Some("is the whole disk");
+    }
+    let home = home?;
+    if home == folder {
+        Some("is your home folder")
+    } else if home.starts_with(folder) {
+        Some("holds your home folder")
+    } else {
+        None
+    }
 }
 
 pub struct Daemon {
@@ -209,7 +229,10 @@ impl Daemon {
     }
 
     /// Finds or registers the project whose root is the canonical form of `path`.
-    pub fn open_project(&self, path: &str) -> Result<Project, ProjectError> {
+    /// Registers `path` as a project (or finds it). `/`, a folder holding the home folder and the
+    /// home folder itself are refused unless the user named the folder (`by_name`): a model
+    /// working there could read anything the user can.
+    pub fn open_project(&self, path: &str, by_name: bool) -> Result<Project, ProjectError> {
         if !Path::new(path).is_absolute() {
             return Err(ProjectError::NotAbsolute(path.to_string()));
         }
@@ -219,6 +242,13 @@ impl Daemon {
         })?;
         if !canonical.is_dir() {
             return Err(ProjectError::NotAFolder(canonical.display().to_string()));
+        }
+        let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
+        if !by_name && let Some(what) = too_broad(&canonical, home.as_deref()) {
+            return Err(ProjectError::TooBroad {
+                path: canonical.display().to_string(),
+                what,
+            });
         }
         let key = canonical.display().to_string();
         if let Some(project) = self.store.project_by_path(&key)? {
@@ -242,5 +272,28 @@ impl Daemon {
 
     pub fn shutdown_requested(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_and_folders_holding_the_home_are_too_broad() {
+        let home = Some(Path::new("/home/ann"));
+        assert_eq!(too_broad(Path::new("/"), home), Some("is the whole disk"));
+        assert_eq!(too_broad(Path::new("/"), None), Some("is the whole disk"));
+        assert_eq!(
+            too_broad(Path::new("/home"), home),
+            Some("holds your home folder")
+        );
+        assert_eq!(
+            too_broad(Path::new("/home/ann"), home),
+            Some("is your home folder")
+        );
+        assert_eq!(too_broad(Path::new("/home/ann/app"), home), None);
+        assert_eq!(too_broad(Path::new("/home/bob"), home), None);
+        assert_eq!(too_broad(Path::new("/srv/app"), None), None);
     }
 }

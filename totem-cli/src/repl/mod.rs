@@ -19,6 +19,7 @@ use totem_protocol::{ErrorCode, Method, Project, Session, SessionStatus, method}
 use crate::cli::AttachArgs;
 use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::Exit;
+use crate::project::HomeFolder;
 use crate::render::{Chunk, Options, Renderer, Style, TextMode};
 use input::{Input, LineEditor};
 use spinner::Spinner;
@@ -54,11 +55,15 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     let (project, session) = match &args.session {
         Some(id) => {
             let session = crate::project::get_session(&connection, id).await?;
-            let project = crate::project::open(&connection, args.dir.as_deref()).await?;
+            let project = match &args.dir {
+                Some(dir) => crate::project::open(&connection, Some(dir), HomeFolder::Ask).await?,
+                None => crate::project::of_session(&connection, &session).await?,
+            };
             (project, session)
         }
         None => {
-            let project = crate::project::open(&connection, args.dir.as_deref()).await?;
+            let project =
+                crate::project::open(&connection, args.dir.as_deref(), HomeFolder::Ask).await?;
             let latest = match args.new {
                 true => None,
                 false => crate::project::latest_session(&connection, &project).await?,

@@ -318,6 +318,7 @@ fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, Str
             reasoning: None,
             allow: Vec::new(),
             attachments: Vec::new(),
+            ask_to_start_servers: true,
         },
         rel,
     )))

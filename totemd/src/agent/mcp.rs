@@ -15,10 +15,18 @@ use crate::mcp::config::{Origin, ServerConfig};
 use crate::mcp::tools::{PROMPT_TOOL, prompt_text, result_text};
 use crate::mcp::{START_PERMISSION, docs};
 
+/// What the rules say about starting a server.
+enum Start {
+    Yes,
+    No,
+    /// Nothing allows or refuses it: the user decides (the access and the verdict to ask with).
+    Ask(Access, totem_permission::Verdict),
+}
+
 impl Runner {
     /// Starts the configured servers the user allows (asking where needed), then, in a Total.js
     /// project, gives the model the docs server's pages for `prompt`.
-    pub(super) async fn start_mcp(&mut self, prompt: &str) {
+    pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) {
         let settings = self.daemon.settings.current();
         let (servers, problems) =
             crate::mcp::config::servers(&settings.mcp_servers, &self.agent.root);
@@ -26,6 +34,7 @@ impl Runner {
             self.mcp_notice("warning", problem);
         }
         self.agent.mcp.drop_stopped();
+        let mut not_allowed = Vec::new();
         for server in servers {
             // The docs server serves Total.js projects only.
             if server.is_docs() && !self.totaljs {
@@ -36,8 +45,21 @@ impl Runner {
             {
                 continue;
             }
-            if self.cancel.is_cancelled() || !self.may_start(&server).await {
+            if self.cancel.is_cancelled() {
                 continue;
+            }
+            match self.may_start(&server).await {
+                Start::Yes => {}
+                Start::No => continue,
+                Start::Ask(access, verdict) => {
+                    if !may_ask {
+                        not_allowed.push(format!("`{}`", server.name));
+                        continue;
+                    }
+                    if !self.ask_to_start(&server, &access, verdict).await {
+                        continue;
+                    }
+                }
             }
             let started = tokio::select! {
                 _ = self.cancel.cancelled() => return,
@@ -52,14 +74,27 @@ impl Runner {
                 Err(e) if server.is_docs() => {
                     tracing::warn!(server = %server.name, error = %e, "docs server did not start")
                 }
-                Err(e) => self.mcp_notice(
-                    "warning",
-                    format!(
-                        "MCP server `{}` did not start: {e}. Its tools are not available in this run; `totem doctor` checks the configuration.",
-                        server.name
-                    ),
-                ),
+                // Neither started nor asked about again in this session.
+                Err(e) => {
+                    self.agent.mcp.decline(&server.name);
+                    self.mcp_notice(
+                        "warning",
+                        format!(
+                            "MCP server `{}` did not start: {e}. Its tools are not available in this session; `totem doctor` checks the configuration.",
+                            server.name
+                        ),
+                    )
+                }
             }
+        }
+        if !not_allowed.is_empty() {
+            self.mcp_notice(
+                "info",
+                format!(
+                    "MCP servers not started, because they are not allowed yet and a run another agent started does not stop to ask: {}. Allow one with the rule `mcp_server(NAME)` in settings.json, or start it once from `totem`.",
+                    not_allowed.join(", ")
+                ),
+            );
         }
         if self.totaljs {
             self.docs_search(prompt).await;
@@ -67,10 +102,10 @@ impl Runner {
     }
 
     /// Whether `server` may start: allowed for every project in the user's settings, allowed by a
-    /// rule naming `mcp_server` or by a remembered answer, or allowed by the user now.
-    async fn may_start(&self, server: &ServerConfig) -> bool {
+    /// rule naming `mcp_server` or by a remembered answer, refused by a rule, or to be asked.
+    async fn may_start(&self, server: &ServerConfig) -> Start {
         if server.origin == Origin::User && server.settings.allow_all_projects {
-            return true;
+            return Start::Yes;
         }
         let access = Access::new(AccessKind::Mcp, START_PERMISSION, server.name.clone());
         let (configured, mut verdict) = {
@@ -95,9 +130,9 @@ impl Runner {
                         configured.explain()
                     ),
                 );
-                return false;
+                return Start::No;
             }
-            Decision::Allow if names_start => return true,
+            Decision::Allow if names_start => return Start::Yes,
             _ => {}
         }
         for part in &mut verdict.parts {
@@ -106,6 +141,16 @@ impl Runner {
                 pattern: server.name.clone(),
             });
         }
+        Start::Ask(access, verdict)
+    }
+
+    /// Asks the user whether `server` may start; a refusal holds for the rest of the session.
+    async fn ask_to_start(
+        &self,
+        server: &ServerConfig,
+        access: &Access,
+        verdict: totem_permission::Verdict,
+    ) -> bool {
         let source = match server.origin {
             Origin::User => "your settings",
             Origin::Project => "the project's .totem/mcp.json",
@@ -116,7 +161,7 @@ impl Runner {
             server.describe()
         );
         match self
-            .settle(&access, "", "mcpServer", Some(explanation), verdict, None)
+            .settle(access, "", "mcpServer", Some(explanation), verdict, None)
             .await
         {
             Ok(()) => true,

@@ -90,6 +90,9 @@ pub struct RunRequest {
     pub allow: Vec<String>,
     /// The prompt's attachments, checked, as `attachment` parts.
     pub attachments: Vec<Part>,
+    /// Whether the run may stop to ask the user before starting an MCP server. Runs another agent
+    /// started (`session.ask`) go on with the servers already allowed, and say which were left out.
+    pub ask_to_start_servers: bool,
 }
 
 /// A prompt waiting for its run.
@@ -187,6 +190,15 @@ pub use crate::config::sections::{BUILD, PLAN};
 
 /// `session.prompt`: queues a run for the prompt and starts the session's worker if it is idle.
 pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAccepted, AgentError> {
+    prompt_as(daemon, p, true)
+}
+
+/// [`prompt`], saying whether the run may ask to start MCP servers.
+pub fn prompt_as(
+    daemon: &Arc<Daemon>,
+    p: SessionPromptParams,
+    ask_to_start_servers: bool,
+) -> Result<PromptAccepted, AgentError> {
     let mode = p.mode.clone().unwrap_or_else(|| BUILD.to_string());
     if mode != BUILD && mode != PLAN {
         let settings = settings::load(daemon).map_err(AgentError::Invalid)?;
@@ -223,6 +235,7 @@ pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAcce
             reasoning: p.reasoning,
             allow: p.allow,
             attachments,
+            ask_to_start_servers,
         },
     )
 }

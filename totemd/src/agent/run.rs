@@ -136,7 +136,9 @@ pub(super) async fn execute(
             Ok(mut runner) => {
                 run.model = Some(runner.model.name.clone());
                 used_model = Some(runner.model.name.clone());
-                runner.start_mcp(&request.text).await;
+                runner
+                    .start_mcp(&request.text, request.ask_to_start_servers)
+                    .await;
                 let outcome = runner.go(&mut changes).await;
                 if matches!(outcome, Outcome::Aborted) {
                     runner.kill_jobs();

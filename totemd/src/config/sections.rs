@@ -68,7 +68,7 @@ pub struct TotaljsSettings {
 ///             "role": "docs", "tools": ["search"], "allowAllProjects": true }
 /// }
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServerSettings {
     /// The program to start; it speaks MCP on its stdin and stdout.
@@ -100,6 +100,35 @@ pub struct McpServerSettings {
     /// How long one tool call or prompt may take (default 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// `false` keeps the entry but never starts the server (default `true`).
+    #[serde(default = "enabled", skip_serializing_if = "is_enabled")]
+    pub enabled: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for McpServerSettings {
+    fn default() -> McpServerSettings {
+        McpServerSettings {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            tools: None,
+            role: None,
+            search_tool: None,
+            allow_all_projects: false,
+            timeout_secs: None,
+            enabled: true,
+        }
+    }
+}
+
+fn is_enabled(enabled: &bool) -> bool {
+    *enabled
 }
 
 /// An MCP server's special use.

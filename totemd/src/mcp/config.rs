@@ -93,6 +93,7 @@ pub fn servers(
     }
     let mut out: Vec<ServerConfig> = user
         .iter()
+        .filter(|(_, settings)| settings.enabled)
         .map(|(name, settings)| ServerConfig {
             name: name.clone(),
             settings: settings.clone(),
@@ -114,7 +115,8 @@ pub fn servers(
         Err(_) => BTreeMap::new(),
     };
     for (name, mut settings) in project {
-        if out.iter().any(|s| s.name == name) {
+        // A user's entry wins, even a disabled one: it switches the project's server off.
+        if out.iter().any(|s| s.name == name) || user.contains_key(&name) || !settings.enabled {
             continue;
         }
         if let Err(e) = settings.validate(&name) {

@@ -52,7 +52,7 @@ pub fn lock_home(home: &Path, socket: &Path) -> Result<HomeLock, ListenError> {
         .mode(0o700)
         .create(home)
         .map_err(io(home))?;
-    let path = home.join("totemd.lock");
+    let path = home.join(totem_protocol::socket::LOCK_FILE);
     let file = OpenOptions::new()
         .read(true)
         .write(true)

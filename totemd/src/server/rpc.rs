@@ -223,7 +223,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
 
     register::<method::ProjectOpen, _, _>(&mut m, |p: ProjectOpenParams, d, _| async move {
-        Ok(d.open_project(&p.path)?)
+        Ok(d.open_project(&p.path, p.by_name)?)
     });
 
     register::<method::ProjectList, _, _>(&mut m, |p: ListParams, d, _| async move {

@@ -50,7 +50,8 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
         let live = d.sessions.get(&p.session_id)?;
         let after = d.sessions.snapshot(&p.session_id)?.last_seq;
         let subscription = live.subscribe(d.store(), after)?;
-        let accepted = crate::agent::prompt(
+        // Another agent is waiting: the run does not stop to ask about starting MCP servers.
+        let accepted = crate::agent::prompt_as(
             &d,
             SessionPromptParams {
                 session_id: p.session_id,
@@ -61,6 +62,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
                 allow: Vec::new(),
                 attachments: p.attachments,
             },
+            false,
         )?;
         wait(&d, &accepted.run_id, subscription, p.timeout_ms).await
     });
@@ -79,8 +81,9 @@ fn find_run(d: &Daemon, run_id: &str) -> RpcResult<Run> {
     })
 }
 
-/// Follows the session's events until run `run_id` ends or the wait is over, then answers with
-/// the run as stored.
+/// Follows the session's events until run `run_id` ends, stops on a permission question, or the
+/// wait is over, then answers with the run as stored (and the questions it waits on), so that a
+/// caller who cannot answer a question learns of it at once instead of after the whole wait.
 async fn wait(
     d: &Arc<Daemon>,
     run_id: &str,
@@ -93,13 +96,15 @@ async fn wait(
         | EventKind::RunFailed { run }
         | EventKind::RunAborted { run }
         | EventKind::RunInterrupted { run } => run.id == run_id,
+        EventKind::PermissionAsked { question } => question.run_id == run_id,
         EventKind::SessionDeleted {} => true,
         _ => false,
     };
     let mut live = subscription.live;
     // An end before the subscription began is in the replay or already in the store.
     let ended_before = subscription.replay.iter().any(|e| ended(&e.kind))
-        || find_run(d, run_id)?.status != RunStatus::Running;
+        || find_run(d, run_id)?.status != RunStatus::Running
+        || waits_on_question(d, run_id);
     if !ended_before {
         let _ = tokio::time::timeout(timeout, async {
             loop {
@@ -120,6 +125,15 @@ async fn wait(
     }
     let run = find_run(d, run_id)?;
     outcome(d, run)
+}
+
+/// Whether the run is stopped on a permission question now.
+fn waits_on_question(d: &Arc<Daemon>, run_id: &str) -> bool {
+    find_run(d, run_id).is_ok_and(|run| {
+        d.agents
+            .session(d, &run.session_id)
+            .is_ok_and(|agent| agent.pending_questions().iter().any(|q| q.run_id == run_id))
+    })
 }
 
 /// The run with its last answer's text and the questions it waits on.

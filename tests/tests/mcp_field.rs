@@ -1,0 +1,338 @@
+//! Totem's MCP server the way hosts start it, against the official Python SDK: found from the
+//! trimmed environment an SDK host gives, never opening `/` or the home folder as a project
+//! unless named, a progress token that costs no time; runs another agent starts go on without
+//! questions about MCP servers; and `totem run` exits 0 when only servers were left unstarted.
+
+mod agent_common;
+mod cli_common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_common::{Env, MODEL, text};
+use cli_common::{Cli, assert_exit, binary, stderr, stdout};
+use serde_json::{Value, json};
+use totem_protocol::{ClientCapabilities, EventKind};
+use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+
+fn python() -> PathBuf {
+    totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]).join("python")
+}
+
+/// Runs `field_client.py ARGS` with exactly `env` (nothing inherited) in `cwd`; returns its report.
+fn field_client(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/field_client.py");
+    let mut command = Command::new(python());
+    command
+        .arg(script)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "field_client {args:?} failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("no report ({e}): {stdout}\n{stderr}"))
+}
+
+/// `totem ARGS` with exactly `env` (and PATH) in `cwd`.
+fn totem(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> std::process::Output {
+    let mut command = Command::new(binary("totem"));
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("NO_COLOR", "1")
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("run totem")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totem_mcp_finds_the_users_daemon_from_an_sdk_hosts_environment() {
+    let home = tempfile::tempdir().expect("home");
+    let runtime = tempfile::tempdir().expect("runtime folder");
+    let project = tempfile::tempdir().expect("project");
+    let project_path = std::fs::canonicalize(project.path()).expect("canonical");
+    // The user's daemon, started from a login shell: XDG_RUNTIME_DIR is set there.
+    let login: [(&str, &Path); 2] = [("HOME", home.path()), ("XDG_RUNTIME_DIR", runtime.path())];
+    let started = totem(&["daemon", "start"], &login, project.path());
+    assert_exit(&started, 0);
+    let socket = runtime.path().join("totem/totemd.sock");
+    assert!(socket.exists(), "the daemon listens in the runtime folder");
+    let (client, _) = totem_client::Client::connect(
+        &socket,
+        "totem-tests",
+        ClientCapabilities { permissions: true },
+    )
+    .await
+    .expect("connect");
+    let opened = client
+        .call_raw("project.open", json!({"path": project_path}))
+        .await
+        .expect("open");
+    let session = client
+        .call_raw("session.create", json!({"projectId": opened["id"]}))
+        .await
+        .expect("session");
+
+    // An SDK host starts `totem mcp` with HOME, LOGNAME, PATH, SHELL, TERM and USER only.
+    let totem_path = binary("totem");
+    let report = field_client(
+        &[
+            "sessions",
+            &project_path.display().to_string(),
+            "--",
+            &totem_path.display().to_string(),
+            "mcp",
+        ],
+        &[("HOME", home.path())],
+        project.path(),
+    );
+    assert_eq!(
+        report["sessions"],
+        json!([session["id"]]),
+        "the same daemon answered: {report}"
+    );
+    assert_eq!(report["projects"], json!([project_path]));
+    assert!(
+        !home.path().join(".totem/run/totemd.sock").exists(),
+        "no second daemon started beside the home"
+    );
+
+    let stopped = totem(&["daemon", "stop"], &login, project.path());
+    assert_exit(&stopped, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_and_the_home_folder_are_projects_only_when_named() {
+    let cli = Cli::new();
+    let home = tempfile::tempdir().expect("home");
+    let home_path = std::fs::canonicalize(home.path()).expect("canonical");
+    let parent = home_path.parent().expect("parent").to_path_buf();
+    let env: [(&str, &Path); 2] = [("HOME", &home_path), ("TOTEM_HOME", cli.home())];
+
+    // `totem run` (headless) refuses `/`, a folder holding the home and the home itself.
+    for (cwd, why) in [
+        (Path::new("/"), "is the whole disk"),
+        (parent.as_path(), "holds your home folder"),
+        (home_path.as_path(), "is your home folder"),
+    ] {
+        let out = totem(&["run", "hi"], &env, cwd);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(err.contains(why), "{}: {err}", cwd.display());
+        assert!(err.contains("--project"), "says what to do: {err}");
+    }
+    // The REPL with no terminal to ask on refuses the home folder too.
+    let out = totem(&[], &env, &home_path);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("is your home folder"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Over the socket: refused unless the folder is named on purpose.
+    let (client, _) = totem_client::Client::connect(
+        &cli.socket(),
+        "totem-tests",
+        ClientCapabilities { permissions: true },
+    )
+    .await
+    .expect("connect to the daemon the CLI started");
+    let refused = client
+        .call_raw("project.open", json!({"path": "/"}))
+        .await
+        .expect_err("the whole disk");
+    assert!(refused.to_string().contains("whole disk"), "{refused}");
+    let named = client
+        .call_raw("project.open", json!({"path": "/", "byName": true}))
+        .await
+        .expect("named on purpose");
+    assert_eq!(named["path"], "/");
+
+    // `totem mcp` started by a host in `/` offers no project there, and says why.
+    let fresh = Cli::new();
+    let report = field_client(
+        &[
+            "sessions",
+            "/",
+            "--",
+            &binary("totem").display().to_string(),
+            "mcp",
+        ],
+        &[("HOME", &home_path), ("TOTEM_HOME", fresh.home())],
+        Path::new("/"),
+    );
+    assert_eq!(report["projects"], json!([]), "{report}");
+    // Named with --project, the home folder is opened.
+    let out = totem(&["sessions", "--project", "."], &env, &home_path);
+    assert_exit(&out, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_token_costs_no_time() {
+    let env = Env::start().await;
+    for _ in 0..4 {
+        env.push(vec![text("Hi.")]);
+    }
+    let report = field_client(
+        &[
+            "timing",
+            &env.session,
+            MODEL,
+            "--",
+            &binary("totem").display().to_string(),
+            "--socket",
+            &env.daemon.socket.display().to_string(),
+            "mcp",
+            "--project",
+            &env.root().display().to_string(),
+        ],
+        &[("TOTEM_HOME", &env.daemon.home)],
+        &env.root(),
+    );
+    for name in ["plain", "progress", "plain2", "progress2"] {
+        assert_eq!(report[format!("{name}Status")], "done", "{report}");
+    }
+    assert!(report["progressNotes"].as_u64() > Some(0), "{report}");
+    // It used to wait 2 s for a run end it had already seen.
+    let seconds = |k: &str| report[k].as_f64().unwrap_or(f64::MAX);
+    let extra =
+        seconds("progress").min(seconds("progress2")) - seconds("plain").max(seconds("plain2"));
+    assert!(extra < 1.0, "a progress token added {extra:.2} s: {report}");
+}
+
+/// Adds `servers` as `mcpServers` to the settings in `home`.
+fn configure_servers(home: &Path, servers: Value) {
+    let path = home.join("settings.json");
+    let mut settings: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    settings["mcpServers"] = servers;
+    std::fs::write(&path, serde_json::to_vec_pretty(&settings).expect("encode")).expect("write");
+}
+
+/// Two servers nobody allowed yet (their commands would fail if they were ever started), and one
+/// switched off.
+fn unallowed_servers() -> Value {
+    json!({
+        "alpha": {"command": "false"},
+        "beta": {"command": "false"},
+        "off": {"command": "false", "enabled": false, "allowAllProjects": true}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_another_agent_started_does_not_stop_to_ask_about_servers() {
+    let env = Env::start().await;
+    configure_servers(&env.daemon.home, unallowed_servers());
+    env.push(vec![text("Hi.")]);
+    let asked = Instant::now();
+    let done = env
+        .client
+        .call_raw(
+            "session.ask",
+            json!({"sessionId": env.session, "text": "say hi", "model": MODEL}),
+        )
+        .await
+        .expect("ask");
+    assert!(asked.elapsed() < Duration::from_secs(20));
+    assert_eq!(done["run"]["status"], "done", "{done}");
+    assert_eq!(done["text"], "Hi.");
+    // Every event of the session so far: the run's notices, and no question.
+    let mut stream = env.subscribe().await;
+    let mut events = Vec::new();
+    loop {
+        let event = agent_common::next_event(&mut stream, 10).await;
+        let end = agent_common::is_run_end(&event.kind);
+        events.push(event.kind);
+        if end {
+            break;
+        }
+    }
+    assert!(
+        !events
+            .iter()
+            .any(|k| matches!(k, EventKind::PermissionAsked { .. })),
+        "no question: {events:?}"
+    );
+    let notices: Vec<&String> = events
+        .iter()
+        .filter_map(|k| match k {
+            EventKind::Notice { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    let notice = notices
+        .iter()
+        .find(|n| n.contains("not allowed yet"))
+        .unwrap_or_else(|| panic!("a notice names the servers: {notices:?}"));
+    assert!(
+        notice.contains("`alpha`") && notice.contains("`beta`"),
+        "{notice}"
+    );
+    assert!(
+        !notice.contains("`off`"),
+        "a disabled server is not mentioned: {notice}"
+    );
+}
+
+#[test]
+fn totem_run_exits_0_when_only_servers_were_left_unstarted() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
+    let cli = Cli::new();
+    let out = cli.run([
+        "provider",
+        "add",
+        "sim",
+        "--kind",
+        "ollama",
+        "--url",
+        &sim.url(),
+    ]);
+    assert_exit(&out, 0);
+    configure_servers(cli.home(), unallowed_servers());
+    {
+        let _guard = runtime.enter();
+        sim.push(Reply::Stream(Script::new(vec![SimEvent::text("Hello.")])));
+    }
+    let out = cli.run(["run", "--model", "sim/llama3.2:latest", "say hello"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("Hello."), "{}", stdout(&out));
+    let err = stderr(&out);
+    for name in ["alpha", "beta"] {
+        assert!(
+            err.contains(&format!("MCP server `{name}` not started")),
+            "one line per server: {err}"
+        );
+    }
+    assert!(!err.contains("refused"), "not a refusal: {err}");
+    assert!(
+        !stdout(&out).contains("permission denied"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!err.contains("`off`"), "{err}");
+}
