@@ -108,6 +108,6 @@ pub const ERROR_CODES: &[ErrorCodeInfo] = &[
     ErrorCodeInfo {
         code: ErrorCode::TOO_MANY_CONNECTIONS,
         name: "tooManyConnections",
-        meaning: "the daemon holds all the connections it can; sent with id null, then the connection closes",
+        meaning: "the daemon holds all the connections it can, or has no file descriptor left for another; sent with id null, then the connection closes",
     },
 ];

@@ -383,6 +383,37 @@ async fn a_damaged_journal_opens_keeps_every_whole_batch_and_tells_the_user_once
 
 // ---- 3. out of file descriptors ----
 
+/// Connects to a daemon that cannot take the client: it must be told why at once, in one line.
+async fn refused_at_once(socket: &Path) -> String {
+    let started = Instant::now();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(5),
+        Client::connect(socket, "late", ClientCapabilities::default()),
+    )
+    .await
+    .expect("a refused client is answered, not left hanging");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    match refused {
+        Err(ClientError::Rpc { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::TOO_MANY_CONNECTIONS.0);
+            assert!(message.contains("close some Totem clients"), "{message}");
+            message
+        }
+        Ok(_) => panic!("a client the daemon cannot take was served"),
+        Err(e) => panic!("expected the one-line refusal, got {e}"),
+    }
+}
+
+/// The daemon's log so far (after a moment for it to be written).
+async fn daemon_log(home: &Path) -> String {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::read_dir(home.join("logs"))
+        .expect("logs")
+        .filter_map(|e| e.ok())
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_descriptors_new_clients_are_told_why_at_once_and_served_again_later() {
     let dir = tempfile::tempdir().expect("temp home");
@@ -406,31 +437,11 @@ async fn out_of_descriptors_new_clients_are_told_why_at_once_and_served_again_la
     assert_eq!(now["counts"]["connections"].as_u64(), Some(max), "{now}");
     // Over the limit: each newcomer is told why at once, never left hanging.
     for _ in 0..5 {
-        let started = Instant::now();
-        let refused = tokio::time::timeout(
-            Duration::from_secs(5),
-            Client::connect(&socket, "late", ClientCapabilities::default()),
-        )
-        .await
-        .expect("a refused client is answered, not left hanging");
-        match refused {
-            Err(ClientError::Rpc { code, message, .. }) => {
-                assert_eq!(code, ErrorCode::TOO_MANY_CONNECTIONS.0);
-                assert!(message.contains("close some Totem clients"), "{message}");
-                assert!(message.contains(&format!("limit {max}")), "{message}");
-            }
-            Ok(_) => panic!("a client over the limit was served"),
-            Err(e) => panic!("expected the one-line refusal, got {e}"),
-        }
-        assert!(started.elapsed() < Duration::from_secs(2));
+        let message = refused_at_once(&socket).await;
+        assert!(message.contains(&format!("limit {max}")), "{message}");
     }
     // Logged once for the burst, not once per client.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let log = std::fs::read_dir(dir.path().join("logs"))
-        .expect("logs")
-        .filter_map(|e| e.ok())
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect::<String>();
+    let log = daemon_log(dir.path()).await;
     assert_eq!(log.matches("refusing new connections").count(), 1, "{log}");
     // Clients leave: new ones are served again.
     held.truncate(held.len() - 3);
@@ -442,6 +453,59 @@ async fn out_of_descriptors_new_clients_are_told_why_at_once_and_served_again_la
             .expect("count")
             < max
     );
+}
+
+/// The lowest descriptor number a process has free: a limit of that many leaves it none.
+fn lowest_free_fd(pid: u32) -> usize {
+    let open: std::collections::BTreeSet<usize> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the daemon's descriptors")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    (0..).find(|n| !open.contains(n)).unwrap_or(0)
+}
+
+/// Sets a running process's soft open-file limit (the hard one stays).
+fn set_nofile(pid: u32, soft: usize) {
+    let status = Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg(format!("--nofile={soft}:"))
+        .status()
+        .expect("prlimit");
+    assert!(status.success(), "prlimit --nofile={soft}:");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_descriptor_left_the_spare_one_tells_the_newest_client_why() {
+    let dir = tempfile::tempdir().expect("temp home");
+    let daemon = TestDaemon::start_in(dir.path());
+    let watcher = daemon.client().await;
+    let before = status(&watcher).await["counts"]["connections"]
+        .as_u64()
+        .expect("connections");
+    // Far below the connection limit, the process itself runs out: every descriptor it may have
+    // is in use, so accept fails (EMFILE) until the spare one is let go for the newcomer.
+    let pid = daemon.pid();
+    set_nofile(pid, lowest_free_fd(pid));
+    for _ in 0..3 {
+        let message = refused_at_once(&daemon.socket).await;
+        assert!(message.contains("no file descriptors left"), "{message}");
+        assert!(message.contains("LimitNOFILE"), "{message}");
+    }
+    // The clients already connected are still served.
+    assert_eq!(
+        status(&watcher).await["counts"]["connections"].as_u64(),
+        Some(before)
+    );
+    // Room again: the spare was taken back and new clients are served.
+    set_nofile(pid, 1024);
+    let again = daemon.client().await;
+    assert_eq!(
+        status(&again).await["counts"]["connections"].as_u64(),
+        Some(before + 1)
+    );
+    let log = daemon_log(dir.path()).await;
+    assert_eq!(log.matches("no file descriptors left").count(), 1, "{log}");
 }
 
 // ---- 4. backups ----

@@ -43,11 +43,18 @@ pub fn out_of_descriptors(error: &std::io::Error) -> bool {
     matches!(error.raw_os_error(), Some(code) if code == Errno::EMFILE as i32 || code == Errno::ENFILE as i32)
 }
 
-/// The one line a refused client reads before its connection closes.
-pub fn refusal_line(open: u64, capacity: u64) -> String {
-    let message = format!(
-        "totemd is holding all the connections it can ({open} open, limit {capacity}); close some Totem clients (editors, terminals, scripts) and try again"
-    );
+/// The one line a refused client reads before its connection closes: the daemon holds all the
+/// connections it allows, or (`out_of_descriptors`) the process has no descriptor left for another.
+pub fn refusal_line(open: u64, capacity: u64, out_of_descriptors: bool) -> String {
+    let message = if out_of_descriptors {
+        format!(
+            "totemd has no file descriptors left ({open} connections open); close some Totem clients (editors, terminals, scripts) and try again, or raise its open-file limit (LimitNOFILE in its service unit)"
+        )
+    } else {
+        format!(
+            "totemd is holding all the connections it can ({open} open, limit {capacity}); close some Totem clients (editors, terminals, scripts) and try again"
+        )
+    };
     let line = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -65,27 +72,42 @@ pub fn refuse(stream: UnixStream, line: &str) {
 /// newest waiting connection can be accepted and told why, then taken back.
 pub struct Spare(Option<std::fs::File>);
 
+/// What became of the connection waiting when accept failed for lack of descriptors.
+pub enum Waiting {
+    /// None came (accept can fail before it looks at the queue).
+    Nothing,
+    /// It was told why and closed.
+    Refused,
+    /// There was room after all (descriptors were freed or the limit raised): serve it.
+    Room(UnixStream),
+}
+
+fn spare_file() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
 impl Default for Spare {
     fn default() -> Spare {
-        Spare(std::fs::File::open("/dev/null").ok())
+        Spare(spare_file())
     }
 }
 
 impl Spare {
-    /// Refuses the connection waiting at the head of the queue using the spare descriptor.
-    /// Returns whether one was refused.
-    pub async fn refuse_waiting(&mut self, listener: &UnixListener, line: &str) -> bool {
+    /// Takes the connection waiting at the head of the queue using the spare descriptor, and
+    /// refuses it unless the spare can be taken back beside it.
+    pub async fn take_waiting(&mut self, listener: &UnixListener, line: &str) -> Waiting {
         self.0 = None;
-        let refused = match tokio::time::timeout(Duration::from_millis(50), listener.accept()).await
-        {
+        let waiting = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+        self.0 = spare_file();
+        match waiting {
+            Ok(Ok((stream, _))) if self.0.is_some() => Waiting::Room(stream),
             Ok(Ok((stream, _))) => {
                 refuse(stream, line);
-                true
+                self.0 = spare_file();
+                Waiting::Refused
             }
-            _ => false,
-        };
-        self.0 = std::fs::File::open("/dev/null").ok();
-        refused
+            _ => Waiting::Nothing,
+        }
     }
 }
 

@@ -39,12 +39,18 @@ pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
         let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) if limits::out_of_descriptors(&e) => {
-                refusals.note("no file descriptors left", open, capacity);
-                let line = limits::refusal_line(open, capacity);
-                if !spare.refuse_waiting(&listener, &line).await {
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                let line = limits::refusal_line(open, capacity, true);
+                match spare.take_waiting(&listener, &line).await {
+                    limits::Waiting::Room(stream) => stream,
+                    limits::Waiting::Refused => {
+                        refusals.note("no file descriptors left", open, capacity);
+                        continue;
+                    }
+                    limits::Waiting::Nothing => {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
                 }
-                continue;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -54,7 +60,7 @@ pub async fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
         };
         if open >= capacity {
             refusals.note("connection limit reached", open, capacity);
-            limits::refuse(stream, &limits::refusal_line(open, capacity));
+            limits::refuse(stream, &limits::refusal_line(open, capacity, false));
             continue;
         }
         refusals.settle();
