@@ -5,5 +5,6 @@ pub mod external;
 pub mod harness;
 pub mod hostile;
 pub mod llama;
+pub mod nvim;
 pub mod reliability;
 pub mod sim;

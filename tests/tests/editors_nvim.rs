@@ -9,24 +9,14 @@
 
 mod cli_common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use cli_common::Cli;
 use expectrl::{Eof, Expect, Session};
 use serde_json::json;
+use totem_tests::nvim::{Nvim, NvimSetup};
 use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
-
-const COLS: u16 = 160;
-const ROWS: u16 = 50;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the repository")
-        .to_path_buf()
-}
 
 /// settings.json with the simulator as the only provider and its model as the default.
 fn settings(home: &Path, sim: &Sim) {
@@ -46,125 +36,11 @@ fn edit(id: &str, from: &str, to: &str) -> SimEvent {
     )
 }
 
-/// Neovim on a pseudo-terminal and the screen it draws there.
-struct Nvim {
-    nvim: PathBuf,
-    server: PathBuf,
-    pty: expectrl::session::OsSession,
-    screen: vt100::Parser,
-}
-
-impl Nvim {
-    fn start(nvim: &Path, cli: &Cli, config: &Path) -> Nvim {
-        let server = config.join("nvim.sock");
-        let init = config.join("init.lua");
-        // What a user's init.lua holds after installing the plugin from the repository path.
-        let plugin = repo().join("editors/nvim");
-        std::fs::write(
-            &init,
-            format!(
-                "vim.opt.rtp:prepend({plugin:?})\n\
-                 vim.o.swapfile = false\n\
-                 vim.o.statusline = \"%f %m%=%{{v:lua.require'totem'.statusline()}} \"\n\
-                 require('totem').setup({{ cmd = {cmd:?} }})\n",
-                plugin = plugin.display().to_string(),
-                cmd = cli_common::binary("totem").display().to_string(),
-            ),
-        )
-        .expect("init.lua");
-        let mut command = Command::new(nvim);
-        command
-            .args(["-u"])
-            .arg(&init)
-            .args(["-i", "NONE", "-n", "--listen"])
-            .arg(&server)
-            .arg("math.js")
-            .current_dir(cli.project.path())
-            .env("TERM", "xterm-256color")
-            .env("TOTEM_HOME", cli.home())
-            .env("XDG_CONFIG_HOME", config.join("config"))
-            .env("XDG_DATA_HOME", config.join("data"))
-            .env("XDG_STATE_HOME", config.join("state"))
-            .env("XDG_CACHE_HOME", config.join("cache"))
-            .env_remove("TOTEM_LOG");
-        let mut pty = Session::spawn(command).expect("start nvim in a pty");
-        pty.get_process_mut()
-            .set_window_size(COLS, ROWS)
-            .expect("size the terminal");
-        let mut nvim = Nvim {
-            nvim: nvim.to_path_buf(),
-            server,
-            pty,
-            screen: vt100::Parser::new(
-                std::num::NonZeroU16::new(ROWS).expect("rows"),
-                std::num::NonZeroU16::new(COLS).expect("columns"),
-                0,
-            ),
-        };
-        nvim.wait("Neovim to show math.js", |s| s.contains("const a = 1;"));
-        nvim
-    }
-
-    /// Reads what Neovim drew so far into the screen.
-    fn pump(&mut self) {
-        let mut buf = [0u8; 1 << 16];
-        while let Ok(n) = self.pty.try_read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            self.screen.process(&buf[..n]);
-        }
-    }
-
-    fn text(&mut self) -> String {
-        self.pump();
-        self.screen.screen().contents()
-    }
-
-    /// Waits until the screen satisfies `done`; returns it. Fails with the screen after 30 s.
-    fn wait(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = self.text();
-            if done(&text) {
-                return text;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; the screen:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn wait_for(&mut self, needle: &str) -> String {
-        self.wait(&format!("{needle:?} on the screen"), |s| s.contains(needle))
-    }
-
-    fn keys(&mut self, keys: &str) {
-        self.pty.send(keys).expect("type into nvim");
-    }
-
-    /// An ex command, typed.
-    fn command(&mut self, command: &str) {
-        self.keys(&format!("\x1b:{command}\r"));
-    }
-
-    /// A Lua expression evaluated in this Neovim through its server socket (`nvim --remote-expr`),
-    /// for what the screen cannot show (window options).
-    fn lua(&self, expr: &str) -> String {
-        let out = Command::new(&self.nvim)
-            .arg("--server")
-            .arg(&self.server)
-            .arg("--remote-expr")
-            .arg(format!("luaeval({expr:?})"))
-            .output()
-            .expect("nvim --remote-expr");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-fn count(haystack: &str, needle: &str) -> usize {
-    haystack.matches(needle).count()
+/// The screen shows `text` and, after it, the end of its run.
+fn ended_after(screen: &str, text: &str) -> bool {
+    screen
+        .split_once(text)
+        .is_some_and(|(_, after)| after.contains("✓ done"))
 }
 
 #[test]
@@ -202,11 +78,23 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
         );
         push(vec![edit("c2", "const b = 2;", "const b = 4;")], 0);
         push(vec![SimEvent::text("Done again.")], 0);
+        push(vec![edit("c3", "const b = 4;", "const b = 5;")], 0);
+        push(vec![SimEvent::text("Understood.")], 0);
         push(vec![SimEvent::text("a is one.")], 0);
         push(vec![SimEvent::text("Still one.")], 0);
     }
     let config = tempfile::tempdir().expect("nvim's folders");
-    let mut nvim = Nvim::start(&nvim_bin, &cli, config.path());
+    let mut nvim = Nvim::start(&NvimSetup {
+        nvim: &nvim_bin,
+        totem: &cli_common::binary("totem"),
+        home: cli.home(),
+        project: cli.project.path(),
+        config: config.path(),
+        file: "math.js",
+        options: "",
+    })
+    .expect("start nvim in a pty");
+    nvim.wait_for("const a = 1;");
 
     // :Totem starts the daemon (none answers yet) and opens the chat on a new session.
     nvim.command("Totem");
@@ -236,6 +124,7 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
         assert!(screen.contains(want), "the float lacks {want:?}:\n{screen}");
     }
     nvim.wait_for("Totem: waiting for you");
+    nvim.wait_for("A question waits for you: edit math.js");
     repl.expect("? edit wants to write math.js")
         .expect("the REPL shows the question");
     repl.expect("+const b = 3;").expect("with its diff");
@@ -279,11 +168,16 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
             .any(|l| l.contains("const b = 2;") && l.contains("const b = 3;"))
     });
 
-    // :TotemUndo puts the file back; its window reloads.
+    // :TotemUndo puts the file back, :TotemRedo applies the change again; its window reloads.
+    let undone = |s: &str| s.contains("const b = 2;") && !s.contains("const b = 3;");
     nvim.command("TotemUndo");
-    nvim.wait("math.js to reload after undo", |s| {
-        s.contains("const b = 2;") && !s.contains("const b = 3;")
+    nvim.wait("math.js to reload after undo", undone);
+    nvim.command("TotemRedo");
+    nvim.wait("math.js to reload after redo", |s| {
+        s.contains("const b = 3;") && s.contains("redid the changes of")
     });
+    nvim.command("TotemUndo");
+    nvim.wait("math.js to reload after the second undo", undone);
 
     // 2. The REPL answers the next question: the float in Neovim closes by itself.
     nvim.command("Totem");
@@ -295,13 +189,32 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
         !s.contains("Totem asks")
     });
     nvim.wait("math.js to reload", |s| s.contains("const b = 4;"));
-    nvim.wait("the second run's end", |s| count(s, "✓ done") == 2);
+    nvim.wait("the second run's end", |s| ended_after(s, "Done again."));
+
+    // `d` denies with a note for the model, asked for on the command line; the file stays.
+    nvim.command("Totem");
+    nvim.keys("imake b five\x13");
+    nvim.wait_for("Totem asks");
+    nvim.keys("d");
+    nvim.wait_for("Deny; note for the model (optional):");
+    nvim.keys("keep it at four\r");
+    nvim.wait("the run's end", |s| ended_after(s, "Understood."));
+    nvim.wait("the float to close", |s| !s.contains("Totem asks"));
+    assert!(nvim.text().contains("const b = 4;"));
+    repl.expect("Understood.")
+        .expect("the REPL sees the run go on");
+    let denied = {
+        let _guard = runtime.enter();
+        sim.chat_requests()
+    };
+    let denied = denied.last().expect("requests").body.to_string();
+    assert!(denied.contains("keep it at four"), "{denied}");
 
     // 3. :TotemAsk with a range sends those lines; the REPL shows the prompt and its attachment.
     nvim.keys("\x1b\x17t");
     nvim.command("1TotemAsk what is a");
     nvim.wait_for("📎 math.js (lines 1–1)");
-    nvim.wait("the third run's end", |s| count(s, "✓ done") == 3);
+    nvim.wait("the run's end", |s| ended_after(s, "a is one."));
     repl.expect("› what is a").expect("the prompt from Neovim");
     repl.expect("📎 math.js (lines 1–1)")
         .expect("its attachment");
@@ -313,7 +226,7 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     nvim.command("Totem");
     nvim.keys("iand now?\x13");
     nvim.wait_for("📎 math.js, unsaved");
-    nvim.wait("the fourth run's end", |s| count(s, "✓ done") == 4);
+    nvim.wait("the run's end", |s| ended_after(s, "Still one."));
     let requests = {
         let _guard = runtime.enter();
         sim.chat_requests()
@@ -345,6 +258,23 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
         nvim.lua("require('totem.chat').session_id()"),
         session,
         "the picker opened another session"
+    );
+
+    // The float layout: the chat and its prompt in floats over the editor.
+    nvim.command("lua require('totem').config.layout = 'float'; require('totem.chat').close()");
+    nvim.wait("the chat to close", |s| !s.contains("totem://prompt"));
+    nvim.command("Totem");
+    let screen = nvim.wait_for("╭");
+    assert!(
+        screen.contains(" Totem ")
+            && screen.contains("Still one.")
+            && screen.contains("Prompt · <C-s> sends"),
+        "the float chat:\n{screen}"
+    );
+    assert_eq!(
+        nvim.lua("vim.api.nvim_win_get_config(0).relative"),
+        "editor",
+        "the prompt is a float"
     );
 
     // :checkhealth totem names the daemon, the protocol and the provider.

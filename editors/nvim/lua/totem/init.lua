@@ -221,6 +221,10 @@ function M._daemon_event(event)
   elseif t == "session.status" then
     if event.projectId == (state.project and state.project.id) then
       state.activity[event.sessionId] = event.status
+      -- Every status line and chat bar shows it, not only the window drawn next.
+      vim.schedule(function()
+        vim.cmd.redrawstatus({ bang = true })
+      end)
       if event.status == "idle" then
         vim.defer_fn(function()
           if state.activity[event.sessionId] == "idle" then
@@ -234,7 +238,20 @@ function M._daemon_event(event)
   elseif t == "permission.asked" then
     if ours(event.question.sessionId) then
       require("totem.question").asked(event.question)
-      notify("A question waits for you: " .. event.question.tool .. " " .. event.question.target, vim.log.levels.WARN)
+      local text = "A question waits for you: " .. event.question.tool .. " " .. event.question.target
+      if vim.fn.mode():sub(1, 1) == "i" then
+        -- The float ends insert mode, and leaving it clears the message line: say it after.
+        vim.api.nvim_create_autocmd("InsertLeave", {
+          once = true,
+          callback = function()
+            vim.schedule(function()
+              notify(text, vim.log.levels.WARN)
+            end)
+          end,
+        })
+      else
+        notify(text, vim.log.levels.WARN)
+      end
     end
   elseif t == "permission.resolved" then
     require("totem.question").resolved(event.questionId)
