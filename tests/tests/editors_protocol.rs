@@ -118,6 +118,34 @@ async fn attachments_are_checked_stored_as_parts_and_read_by_the_model() {
         .expect("session.messages");
     assert_eq!(messages["messages"].as_array().map(Vec::len), Some(2));
     assert_eq!(env.sim.chat_requests().len(), before);
+
+    // session.ask takes them too, checked the same way.
+    let e = env
+        .client
+        .call_raw(
+            "session.ask",
+            json!({"sessionId": env.session, "text": "look", "attachments": [{"path": ".env"}]}),
+        )
+        .await
+        .expect_err("a secret refused");
+    assert!(e.to_string().contains("secret"), "{e}");
+    env.push(vec![text("The last line is four.")]);
+    let outcome = env
+        .client
+        .call_raw(
+            "session.ask",
+            json!({"sessionId": env.session, "text": "what is the last line?",
+                   "attachments": [{"path": "app.js", "range": {"startLine": 4, "endLine": 4}}]}),
+        )
+        .await
+        .expect("session.ask");
+    assert_eq!(outcome["text"], "The last line is four.");
+    let sent = env.sim.chat_requests().pop().expect("a chat request");
+    let sent = sent.body.to_string();
+    assert!(
+        sent.contains("Attached file `app.js` (lines 4-4)") && sent.contains("four\\n"),
+        "{sent}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
