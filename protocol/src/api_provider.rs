@@ -183,6 +183,48 @@ pub struct ProviderRef {
     pub name: String,
 }
 
+/// `provider.test`: is the provider reachable, and (with `probe`) what can its models do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderTestParams {
+    pub name: String,
+    /// Also ask each model a tiny scripted question set (a plain answer, one native tool call,
+    /// the same in text form, streaming with tools) and save what it can do as its settings.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe: bool,
+    /// Probe only this model (the provider's model id); otherwise its first eight models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// What a probe found out about one model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelProbe {
+    /// `provider/model`.
+    pub name: String,
+    /// It answered a plain question.
+    pub answers: bool,
+    /// It called a tool through the API's own tool calling.
+    pub native_tools: bool,
+    /// It called a tool by writing the call in its text, in the shape Totem reads.
+    pub text_tools: bool,
+    /// It called a tool in a streamed answer; absent when it has no native tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams_tool_calls: Option<bool>,
+    /// Tokens of context, as the server says (listed, or in its own error for a too-long
+    /// request); absent when it does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Output speed of the plain answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_second: Option<f64>,
+    /// The settings saved for the model (what the probe found, and what the user had set).
+    pub settings: ModelSettings,
+    /// In words: what the model can do and what to do about it.
+    pub message: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderRemoved {
@@ -207,6 +249,9 @@ pub struct ProviderTestResult {
     /// no default model or did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model_listed: Option<bool>,
+    /// With `probe`: one entry per model asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ModelProbe>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -167,7 +167,7 @@ method_table! {
     /// Removes a provider and its stored key.
     ProviderRemove = "provider.remove" (ProviderRef) -> ProviderRemoved { mcp: false, subscription: false };
     /// Asks a provider for its model list and says in plain words whether it answered.
-    ProviderTest = "provider.test" (ProviderRef) -> ProviderTestResult { mcp: false, subscription: false };
+    ProviderTest = "provider.test" (ProviderTestParams) -> ProviderTestResult { mcp: false, subscription: false };
     /// Models of every configured provider (or of one), as `provider/model`, with context
     /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
     ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: false, subscription: false };

@@ -152,7 +152,9 @@ pub struct ModelSettings {
     pub max_output_tokens: Option<u32>,
     pub tools: Option<ToolMode>,
     pub temperature: Option<f32>,
-    /// `false`: never ask this model to stream (the server cannot).
+    /// `false`: never ask this model to stream (the server cannot). `true`: always stream, and
+    /// fail rather than ask again without streaming. Unset: stream, and ask again without
+    /// streaming (once, remembered) when the server cannot.
     pub stream: Option<bool>,
 }
 

@@ -423,6 +423,14 @@ impl Provider for OpenAiProvider {
                 while let Some(item) = events.next().await {
                     match item {
                         // Comes before any output: nothing streamed is repeated below.
+                        // `stream: true` in the model's settings: stream or fail, never ask
+                        // again without streaming (the probe tells servers apart this way).
+                        Err(e @ ProviderError::CannotStream { .. })
+                            if inner.transport.config.model(&request.model).stream == Some(true) =>
+                        {
+                            yield Err(e);
+                            return;
+                        }
                         Err(ProviderError::CannotStream { message, .. }) => {
                             refused = Some(message);
                             break;

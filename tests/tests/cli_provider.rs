@@ -148,6 +148,68 @@ async fn models_shows_the_per_model_settings() {
     assert!(stderr(&out).contains("maxOutputToken"), "{}", stderr(&out));
 }
 
+/// `totem models --probe MODEL` asks the model the scripted questions (here a simulator that
+/// answers, calls natively, cannot stream that call, and writes the call in text too), prints
+/// what it can do and saves it as the model's settings.
+#[tokio::test(flavor = "multi_thread")]
+async fn models_probe_reports_and_saves_what_a_model_can_do() {
+    use totem_tests::sim::{Reply, SimEvent};
+    let sim = Sim::start(SimKind::Openai).await;
+    sim.push(Reply::stream([
+        SimEvent::text("Hello there, friend."),
+        SimEvent::usage(20, 6),
+    ]));
+    sim.push(Reply::stream([SimEvent::tool_call(
+        "c1",
+        "list",
+        serde_json::json!({"path": "."}),
+    )]));
+    sim.push(Reply::error(
+        500,
+        "Automatic streaming tool choice is not supported",
+    ));
+    sim.push(Reply::stream([SimEvent::text(
+        r#"{"name": "list", "arguments": {"path": "."}}"#,
+    )]));
+    let cli = Cli::new();
+    let url = sim.url();
+    assert_exit(
+        &cli.run(["provider", "add", "s", "--kind", "openai", "--url", &url]),
+        0,
+    );
+    let out = cli.run(["models", "--probe", "s/gpt-4o-mini"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("s/gpt-4o-mini: answers yes, native tools yes, not when streamed, text tools yes, window 128000"),
+        "{text}"
+    );
+    assert!(text.contains("saved: tools native, stream false"), "{text}");
+
+    let chats = sim.chat_requests();
+    assert_eq!(chats.len(), 4, "four questions, no retries");
+    assert_eq!(chats[1].body["stream"], false);
+    assert_eq!(chats[1].body["tools"][0]["function"]["name"], "list");
+    assert_eq!(
+        chats[2].body["stream"], true,
+        "the streamed question is not asked again"
+    );
+    assert!(chats[3].body.get("tools").is_none());
+    let system = chats[3].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(system.contains("- list {path: string}"), "{system}");
+
+    // Saved: `totem models` shows it, and runs will not stream to this model.
+    let out = cli.run(["models", "--provider", "s"]);
+    let text = stdout(&out);
+    assert!(text.contains("tools:native"), "{text}");
+    assert!(
+        text.contains("settings: tools native, stream false"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_provider_that_does_not_answer_makes_test_fail_with_advice() {
     let cli = Cli::new();

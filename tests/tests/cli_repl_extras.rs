@@ -298,3 +298,31 @@ fn questions_show_the_diff_coloured_and_folded_and_the_subcommand() {
     assert!(env.cli.project.path().join("made.txt").exists());
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+/// `/model` lists what settings.json (or `totem models --probe`) says about each model's tools
+/// and streaming.
+#[test]
+fn model_shows_the_tools_a_probe_or_the_settings_found() {
+    let env = start();
+    env.runtime.block_on(async {
+        let (client, _) =
+            Client::connect(&env.cli.socket(), "cli-test", ClientCapabilities::default())
+                .await
+                .expect("connect");
+        client
+            .call_raw(
+                "provider.add",
+                json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),
+                       "defaultModel": "llama3.2:latest", "maxRetries": 0, "replace": true,
+                       "models": {"llama3.2:latest": {"tools": "text", "stream": false}}}),
+            )
+            .await
+            .expect("provider.add");
+    });
+    let mut repl = env.repl(false);
+    repl.send("/model\r").expect("/model");
+    repl.expect("sim/llama3.2:latest  131k context  tools in text  not streamed")
+        .expect("the model's tools and streaming");
+    repl.expect("--probe").expect("the hint");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

@@ -79,6 +79,33 @@ impl Local {
         }
     }
 
+    /// `provider.test {probe: true}` for the model; returns its probe.
+    async fn probe(&self) -> Value {
+        let result = self
+            .env
+            .client
+            .call_raw(
+                "provider.test",
+                json!({"name": "local", "probe": true, "model": MODEL}),
+            )
+            .await
+            .expect("provider.test");
+        result["probes"][0].clone()
+    }
+
+    /// The model's settings as settings.json now holds them.
+    fn saved(&self) -> Value {
+        let path = self.env.daemon.home.join("settings.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let file: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        file["providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "local")
+            .map_or(Value::Null, |p| p["models"][MODEL].clone())
+    }
+
     fn chats(&self) -> Vec<Exchange> {
         self.recorder.chats()
     }
@@ -113,11 +140,8 @@ fn done(events: &[totem_protocol::SessionEvent]) -> bool {
 /// the server took with `content: null` as a validation error (HTTP 500) and takes with `""`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_template_answers_capped_and_takes_tool_history() {
-    let local = Local::start(
-        None,
-        json!({"maxOutputTokens": CAP, "temperature": 0.0, "contextWindow": 4096}),
-    )
-    .await;
+    // No window given: the probe below finds it in the server's own error.
+    let local = Local::start(None, json!({"maxOutputTokens": CAP, "temperature": 0.0})).await;
 
     let (events, took) = local.run("Say hello.", LOCAL).await;
     local.assert_all_accepted();
@@ -173,6 +197,37 @@ async fn default_template_answers_capped_and_takes_tool_history() {
         "{messages}"
     );
     eprintln!("tool history accepted: {took:?}");
+
+    // The probe: this template drops `tools`, so no native call; the window comes from the
+    // server's refusal of an oversized request; the findings are saved.
+    let started = Instant::now();
+    let probe = local.probe().await;
+    assert_eq!(probe["answers"], true, "{probe}");
+    assert_eq!(probe["nativeTools"], false, "{probe}");
+    assert_eq!(probe["contextWindow"], 4096, "{probe}");
+    assert!(
+        probe["tokensPerSecond"].as_f64().is_some_and(|t| t > 0.0),
+        "{probe}"
+    );
+    let tools = if probe["textTools"] == true {
+        "text"
+    } else {
+        "none"
+    };
+    assert_eq!(probe["settings"]["tools"], tools, "{probe}");
+    assert_eq!(probe["settings"]["contextWindow"], 4096, "{probe}");
+    assert_eq!(local.saved()["tools"], tools);
+    let text_form = local.chats().iter().any(|e| {
+        e.body.get("tools").is_none()
+            && e.body["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|s| s.contains("- list {path: string}"))
+    });
+    assert!(
+        text_form,
+        "the text-tools question lists the tool in the prompt"
+    );
+    eprintln!("probe: {:?}, {probe}", started.elapsed());
 }
 
 /// `chatml-function-calling`: native tool calls, which this server cannot stream. The model
@@ -265,6 +320,17 @@ async fn function_calling_template_runs_a_native_call_without_streaming() {
         "one streamed request only, every other one answered: {summary:?}"
     );
     eprintln!("native call round trip: {took:?}, {} requests", chats.len());
+
+    // The probe tells the same: native calls, but not streamed; saved so runs do not stream.
+    let started = Instant::now();
+    let probe = local.probe().await;
+    assert_eq!(probe["answers"], true, "{probe}");
+    assert_eq!(probe["nativeTools"], true, "{probe}");
+    assert_eq!(probe["streamsToolCalls"], false, "{probe}");
+    assert_eq!(probe["settings"]["tools"], "native", "{probe}");
+    assert_eq!(probe["settings"]["stream"], false, "{probe}");
+    assert_eq!(local.saved()["stream"], false);
+    eprintln!("probe: {:?}, {probe}", started.elapsed());
 }
 
 fn sent_tool_result(body: &Value) -> bool {

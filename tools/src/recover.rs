@@ -507,6 +507,24 @@ fn call_from_value(value: &Value, known: &[&str]) -> Option<TextCall> {
     })
 }
 
+/// The tools described in a system prompt for a model that is given no native ones: one call
+/// shape, which [`calls_from_text`] reads back, and one line per tool with its arguments.
+/// `tools` are `(name, parameters schema, description)`.
+pub fn text_tools_prompt<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a Value, &'a str)>,
+) -> String {
+    let mut out = String::from(
+        "Tools: call one by writing only a JSON object {\"name\": \"TOOL\", \"arguments\": {…}} in your answer, then wait for the result.\n",
+    );
+    for (name, parameters, description) in tools {
+        out.push_str(&format!(
+            "- {name} {}: {description}\n",
+            crate::schema::signature(parameters)
+        ));
+    }
+    out
+}
+
 /// Notices a model calling the same tool with the same arguments again and again.
 #[derive(Debug, Default)]
 pub struct RepeatGuard {

@@ -289,4 +289,9 @@ pub struct ModelsArgs {
     /// Print the list as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Ask each model (or this one, as provider/model) a tiny scripted question set and say
+    /// whether it calls tools natively or in text, streams tool calls, its window and speed;
+    /// what it finds is saved as the model's settings.
+    #[arg(long, value_name = "MODEL", num_args = 0..=1, default_missing_value = "")]
+    pub probe: Option<String>,
 }

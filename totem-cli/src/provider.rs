@@ -5,8 +5,8 @@
 use std::io::{BufRead, IsTerminal};
 
 use totem_protocol::{
-    ModelListParams, ModelSettings, NoParams, ProviderAddParams, ProviderKind, ProviderRef,
-    ToolMode, method,
+    ModelListParams, ModelProbe, ModelSettings, NoParams, ProviderAddParams, ProviderKind,
+    ProviderRef, ProviderTestParams, ToolMode, method,
 };
 
 use crate::cli::{ModelsArgs, ProviderAddArgs, ProviderCommand};
@@ -95,7 +95,10 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
         }
         ProviderCommand::Test { name } => {
             let result = client
-                .call::<method::ProviderTest>(ProviderRef { name })
+                .call::<method::ProviderTest>(ProviderTestParams {
+                    name,
+                    ..ProviderTestParams::default()
+                })
                 .await?;
             println!(
                 "{} ({}): {} [{} ms]",
@@ -114,6 +117,9 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
 
 pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exit> {
     let connection = daemon::connect_or_start(endpoint).await?;
+    if let Some(model) = args.probe.as_deref() {
+        return probe(&connection.client, args.provider, model, args.json).await;
+    }
     let list = connection
         .client
         .call::<method::ModelList>(ModelListParams {
@@ -183,6 +189,91 @@ pub async fn models(endpoint: &Endpoint, args: ModelsArgs) -> anyhow::Result<Exi
     } else {
         Exit::Failed
     })
+}
+
+/// `totem models --probe [MODEL]`: probes one model, or the models of `--provider`, or of every
+/// provider in use, and prints what each can do.
+async fn probe(
+    client: &totem_client::Client,
+    provider: Option<String>,
+    model: &str,
+    json: bool,
+) -> anyhow::Result<Exit> {
+    let targets: Vec<(String, Option<String>)> = if model.is_empty() {
+        let list = client
+            .call::<method::ModelList>(ModelListParams { provider })
+            .await?;
+        let mut names: Vec<String> = list.models.iter().map(|m| m.provider.clone()).collect();
+        names.dedup();
+        names.into_iter().map(|name| (name, None)).collect()
+    } else {
+        let Some((name, id)) = model.split_once('/') else {
+            anyhow::bail!("name the model as provider/model, e.g. ollama/qwen3:8b");
+        };
+        vec![(name.to_string(), Some(id.to_string()))]
+    };
+    if targets.is_empty() {
+        println!(
+            "No models to probe. Add a provider with `totem provider add NAME --kind … --url …`."
+        );
+        return Ok(Exit::Failed);
+    }
+    let mut results = Vec::new();
+    for (name, model) in targets {
+        if !json {
+            eprintln!("Probing {name} (a few short questions per model)…");
+        }
+        let result = client
+            .call::<method::ProviderTest>(ProviderTestParams {
+                name,
+                probe: true,
+                model,
+            })
+            .await?;
+        if !json {
+            if !result.reachable {
+                println!("{}: {}", result.name, result.message);
+            }
+            for p in &result.probes {
+                print_probe(p);
+            }
+        }
+        results.push(result);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    }
+    let ok = results
+        .iter()
+        .all(|r| r.reachable && r.probes.iter().all(|p| p.answers));
+    Ok(if ok { Exit::Success } else { Exit::Failed })
+}
+
+fn print_probe(p: &ModelProbe) {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let streamed = match p.streams_tool_calls {
+        Some(true) => ", streamed too",
+        Some(false) => ", not when streamed",
+        None => "",
+    };
+    let window = p
+        .context_window
+        .map_or_else(|| "unknown".to_string(), |w| w.to_string());
+    let speed = p
+        .tokens_per_second
+        .map_or_else(String::new, |t| format!(", {t} tokens/s"));
+    println!(
+        "{}: answers {}, native tools {}{streamed}, text tools {}, window {window}{speed}",
+        p.name,
+        yes(p.answers),
+        yes(p.native_tools),
+        yes(p.text_tools)
+    );
+    println!("    {}", p.message);
+    let saved = settings_line(&p.settings);
+    if p.answers && !saved.is_empty() && !p.message.contains("not saved") {
+        println!("    saved: {saved}");
+    }
 }
 
 fn tool_mode_name(mode: ToolMode) -> &'static str {

@@ -308,6 +308,20 @@ impl Repl<'_> {
             if let Some(window) = model.get("contextWindow").and_then(Value::as_u64) {
                 line.push_str(&s.dim(&format!("  {}k context", window / 1000)));
             }
+            // What settings.json (or `totem models --probe`) says about its tools and streaming.
+            let settings = model.get("settings");
+            match settings
+                .and_then(|v| v.get("tools"))
+                .and_then(Value::as_str)
+            {
+                Some("native") => line.push_str(&s.dim("  native tools")),
+                Some("text") => line.push_str(&s.dim("  tools in text")),
+                Some("none") => line.push_str(&s.dim("  no tools")),
+                _ => {}
+            }
+            if settings.and_then(|v| v.get("stream")) == Some(&Value::Bool(false)) {
+                line.push_str(&s.dim("  not streamed"));
+            }
             if default == Some(name) {
                 line.push_str(&s.dim("  (default)"));
             }
@@ -331,7 +345,9 @@ impl Repl<'_> {
         if out.is_empty() {
             out = "No models: add a provider with `totem provider add` (or start Ollama).\n".into();
         }
-        out.push_str(&s.dim("/model NAME uses one for the next prompts.\n"));
+        out.push_str(&s.dim(
+            "/model NAME uses one for the next prompts; `totem models --probe` tells what each can do.\n",
+        ));
         self.print(&out);
         Ok(())
     }

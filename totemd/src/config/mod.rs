@@ -12,6 +12,7 @@
 
 pub mod file;
 mod models;
+mod probe;
 pub mod secrets;
 pub mod sections;
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use totem_protocol::{
-    ModelCapabilities, ModelEntry, ModelList, ModelListError, ModelPrices, ProviderTestResult,
-    ToolMode,
+    ModelCapabilities, ModelEntry, ModelList, ModelListError, ModelPrices, ProviderTestParams,
+    ProviderTestResult, ToolMode,
 };
 use totem_provider::{ModelInfo, ProviderError};
 
@@ -153,12 +153,25 @@ impl Settings {
     }
 
     /// Asks a provider for its model list and says in plain words how that went.
-    pub async fn test_provider(&self, name: &str) -> Result<ProviderTestResult, ConfigError> {
+    /// With `probe`, also asks its models (or `model` alone) what they can do, and saves that
+    /// as their settings (see [`super::probe`]).
+    pub async fn test_provider(
+        &self,
+        params: &ProviderTestParams,
+    ) -> Result<ProviderTestResult, ConfigError> {
+        let name = params.name.as_str();
         let settings = self.current();
         let generation = self.read_state().generation;
-        let (entry, _) = Self::entry(&settings, name)?;
+        let (entry, implicit) = Self::entry(&settings, name)?;
         let started = Instant::now();
         let result = self.fetch_models(&entry, generation).await;
+        let probes = match (&result, params.probe) {
+            (Ok(models), true) => {
+                self.probe_models(&entry, implicit, models, params.model.as_deref())
+                    .await?
+            }
+            _ => Vec::new(),
+        };
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let default_model_listed = match (&result, entry.default_model.as_deref()) {
             (Ok(models), Some(default)) => Some(models.iter().any(|m| m.id == default)),
@@ -195,6 +208,7 @@ impl Settings {
             message,
             elapsed_ms,
             default_model_listed,
+            probes,
         })
     }
 }

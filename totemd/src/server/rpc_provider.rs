@@ -4,7 +4,8 @@
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
-    ErrorCode, ModelListParams, NoParams, ProviderAddParams, ProviderRef, ProviderRemoved, method,
+    ErrorCode, ModelListParams, NoParams, ProviderAddParams, ProviderRef, ProviderRemoved,
+    ProviderTestParams, method,
 };
 
 use super::rpc::{err, register};
@@ -42,8 +43,8 @@ pub fn register_all(m: &mut RpcModule<Daemon>) {
         Ok(ProviderRemoved { name: p.name })
     });
 
-    register::<method::ProviderTest, _, _>(m, |p: ProviderRef, d, _| async move {
-        Ok(d.settings.test_provider(&p.name).await?)
+    register::<method::ProviderTest, _, _>(m, |p: ProviderTestParams, d, _| async move {
+        Ok(d.settings.test_provider(&p).await?)
     });
 
     register::<method::ModelList, _, _>(m, |p: ModelListParams, d, _| async move {
