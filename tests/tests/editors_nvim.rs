@@ -9,24 +9,13 @@
 
 mod cli_common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use cli_common::Cli;
 use expectrl::{Eof, Expect, Session};
 use serde_json::json;
 use totem_tests::nvim::{Nvim, NvimSetup};
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
-
-/// settings.json with the simulator as the only provider and its model as the default.
-fn settings(home: &Path, sim: &Sim) {
-    let settings = json!({
-        "defaultModel": "sim/llama3.2:latest",
-        "providers": [{"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}],
-    });
-    std::fs::write(home.join("settings.json"), settings.to_string()).expect("settings.json");
-}
+use totem_tests::sim::{Reply, Script, SimEvent};
 
 fn edit(id: &str, from: &str, to: &str) -> SimEvent {
     SimEvent::tool_call(
@@ -46,14 +35,8 @@ fn ended_after(screen: &str, text: &str) -> bool {
 #[test]
 fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     let nvim_bin = totem_tests::external::neovim();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
     let cli = Cli::new();
-    settings(cli.home(), &sim);
+    let (runtime, sim) = cli_common::sim_settings(&cli);
     std::fs::write(
         cli.project.path().join("math.js"),
         "const a = 1;\nconst b = 2;\n",

@@ -205,3 +205,23 @@ pub fn json_events(out: &std::process::Output) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// A runtime with the Ollama simulator on it, and `cli`'s settings.json naming the simulator as
+/// the only provider and its model as the default (for clients that start the daemon themselves).
+pub fn sim_settings(cli: &Cli) -> (tokio::runtime::Runtime, totem_tests::sim::Sim) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sim = runtime.block_on(totem_tests::sim::Sim::start(
+        totem_tests::sim::SimKind::Ollama,
+    ));
+    let settings = serde_json::json!({
+        "defaultModel": "sim/llama3.2:latest",
+        "providers": [{"name": "sim", "kind": "ollama", "url": sim.url(),
+                       "defaultModel": "llama3.2:latest", "maxRetries": 0}],
+    });
+    std::fs::write(cli.home().join("settings.json"), settings.to_string()).expect("settings.json");
+    (runtime, sim)
+}
