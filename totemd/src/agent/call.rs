@@ -3,13 +3,16 @@
 //! the project's checks and, in Total.js 5 projects, the conventions check. Nested instruction
 //! files of the folders it touched are added to its result once per run.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use totem_permission::{Access, AccessKind, Decision, Verdict};
+use totem_permission::{Access, AccessKind, Decision, Policy, Verdict};
 use totem_protocol::{EventKind, PermissionQuestion};
 use totem_provider::ToolCall;
+use totem_tools::recover::RepeatGuard;
+use totem_tools::{Registry, ToolContext};
 
 use super::run::{Changes, Runner};
 use super::system::{nested_instructions, root_instructions};
@@ -26,6 +29,22 @@ const ABORT_GRACE: Duration = Duration::from_secs(3);
 const CHECK_OUTPUT: usize = 3000;
 
 const WRITING_TOOLS: &[&str] = &["write", "edit", "patch"];
+
+/// What a run's tool calls use and leave behind.
+pub(super) struct ToolState {
+    pub(super) policy: Policy,
+    pub(super) registry: Registry,
+    pub(super) ctx: ToolContext,
+    /// The same call made again and again is refused after the third time.
+    pub(super) repeats: RepeatGuard,
+    /// Nested instruction files already added to a result in this run.
+    pub(super) seen_instructions: HashSet<PathBuf>,
+    /// Formatter and check commands from AGENTS.md (the settings' ones are read from there).
+    pub(super) format_commands: Vec<String>,
+    pub(super) check_commands: Vec<String>,
+    /// Background jobs started in this run, killed when it is aborted.
+    pub(super) jobs_started: Vec<String>,
+}
 
 fn convert(access: &totem_tools::Access) -> Access {
     let kind = match access.kind {
@@ -55,17 +74,17 @@ impl Runner {
     ) -> (String, bool) {
         // Counted as the model wrote it, before any validation: a model that sends the same
         // invalid call again and again is stopped like one that repeats a valid call.
-        if self.repeats.record(&call.name, &call.arguments) >= 3 {
-            return (self.repeats.message(), true);
+        if self.tools.repeats.record(&call.name, &call.arguments) >= 3 {
+            return (self.tools.repeats.message(), true);
         }
         if let Some(done) = self.call_mcp(call).await {
             return done;
         }
-        let prepared = match self.registry.prepare(
+        let prepared = match self.tools.registry.prepare(
             &call.name,
             call.arguments.clone(),
-            &self.ctx,
-            self.read_only,
+            &self.tools.ctx,
+            self.setup.read_only,
         ) {
             Ok(p) => p,
             Err(e) => return (e.to_string(), true),
@@ -94,7 +113,7 @@ impl Runner {
         // The conventions check reports what an edit changed, so it needs the file as it was.
         let mut before_edit = std::collections::HashMap::new();
         for file in &prepared.plan.writes {
-            if self.totaljs {
+            if self.setup.totaljs {
                 before_edit.insert(file.rel.clone(), std::fs::read_to_string(&file.abs).ok());
             }
             if let Err(e) = changes.record_before(&file.rel) {
@@ -110,18 +129,23 @@ impl Runner {
 
         let mut temp = None;
         let ctx = if confined {
-            let secrets = self.policy.secrets().settings();
-            match confine::confined_spec(&self.daemon, self.ctx.root(), secrets, &self.ctx.shell)
-                .await
+            let secrets = self.tools.policy.secrets().settings();
+            match confine::confined_spec(
+                &self.daemon,
+                self.tools.ctx.root(),
+                secrets,
+                &self.tools.ctx.shell,
+            )
+            .await
             {
                 Ok((spec, folder)) => {
                     temp = Some(folder);
-                    self.ctx.clone().with_shell(spec)
+                    self.tools.ctx.clone().with_shell(spec)
                 }
                 Err(e) => return (e, true),
             }
         } else {
-            self.ctx.clone()
+            self.tools.ctx.clone()
         };
         // Every tool ends when the run is aborted, also one stuck in a blocking call: a tool
         // gets a moment to stop what it started (a command's process group), then is dropped.
@@ -141,7 +165,7 @@ impl Runner {
             folder.keep();
         }
         if let Some(id) = &output.meta.job_id {
-            self.jobs_started.push(id.clone());
+            self.tools.jobs_started.push(id.clone());
         }
         let mut text = output.text;
         if WRITING_TOOLS.contains(&name.as_str()) && !output.meta.files.is_empty() {
@@ -163,9 +187,11 @@ impl Runner {
             }
         }
         for target in touched {
-            for (rel, instructions) in
-                nested_instructions(self.ctx.root(), &target, &mut self.seen_instructions)
-            {
+            for (rel, instructions) in nested_instructions(
+                self.tools.ctx.root(),
+                &target,
+                &mut self.tools.seen_instructions,
+            ) {
                 text.push_str(&format!("\n\nInstructions from {rel}:\n{instructions}"));
             }
         }
@@ -188,7 +214,9 @@ impl Runner {
         diff: Option<&str>,
     ) -> Result<bool, String> {
         let links = match access.kind {
-            AccessKind::Read | AccessKind::Write => hard_links(self.ctx.root(), &access.target),
+            AccessKind::Read | AccessKind::Write => {
+                hard_links(self.tools.ctx.root(), &access.target)
+            }
             _ => 1,
         };
         // Only `bash` and `job` commands can be confined; another tool's command (a terminal)
@@ -197,9 +225,9 @@ impl Runner {
         let verdict = {
             let state = lock(&self.agent.permissions);
             if access.kind == AccessKind::Execute && !confinable {
-                self.policy.evaluate_unconfined(access, &state)
+                self.tools.policy.evaluate_unconfined(access, &state)
             } else {
-                self.policy.evaluate_file(access, links, &state)
+                self.tools.policy.evaluate_file(access, links, &state)
             }
         };
         let built_in = confine::built_in_allow(&verdict);
@@ -279,7 +307,7 @@ impl Runner {
     /// go through the `bash` rules first (see [`Runner::permit_project_command`]). `before` is the
     /// file's text before the edit: the conventions check reports only what the edit did.
     async fn after_edit(&self, rel: &str, call_id: &str, before: Option<&str>) -> String {
-        let root = self.ctx.root().to_path_buf();
+        let root = self.tools.ctx.root().to_path_buf();
         let mut out = String::new();
         let ext = Path::new(rel)
             .extension()
@@ -292,7 +320,8 @@ impl Runner {
             .map(|c| (c.clone(), false))
             .into_iter()
             .chain(
-                self.format_commands
+                self.tools
+                    .format_commands
                     .iter()
                     .filter(|c| c.contains("{file}"))
                     .map(|c| (c.clone(), true)),
@@ -307,7 +336,8 @@ impl Runner {
                 out.push_str(&format!("\n\nFormatter `{command}` was not run: {refused}"));
                 continue;
             }
-            let (ok, output) = run_command(&root, &command, FORMAT_TIMEOUT, &self.ctx.shell).await;
+            let (ok, output) =
+                run_command(&root, &command, FORMAT_TIMEOUT, &self.tools.ctx.shell).await;
             if !ok {
                 out.push_str(&format!("\n\nFormatter `{command}` failed:\n{output}"));
             }
@@ -317,7 +347,7 @@ impl Runner {
             .check
             .iter()
             .map(|c| (c, false))
-            .chain(self.check_commands.iter().map(|c| (c, true)));
+            .chain(self.tools.check_commands.iter().map(|c| (c, true)));
         for (command, from_project) in checks {
             let command = with_file(command, rel);
             if from_project
@@ -328,14 +358,15 @@ impl Runner {
                 out.push_str(&format!("\n\nCheck `{command}` was not run: {refused}"));
                 continue;
             }
-            let (ok, output) = run_command(&root, &command, CHECK_TIMEOUT, &self.ctx.shell).await;
+            let (ok, output) =
+                run_command(&root, &command, CHECK_TIMEOUT, &self.tools.ctx.shell).await;
             if ok {
                 out.push_str(&format!("\n\nCheck `{command}` passed."));
             } else {
                 out.push_str(&format!("\n\nCheck `{command}` failed:\n{output}"));
             }
         }
-        if self.totaljs
+        if self.setup.totaljs
             && let Ok(content) = std::fs::read_to_string(root.join(rel))
         {
             let findings = tokio::task::block_in_place(|| {
@@ -364,13 +395,15 @@ impl Runner {
         label: &str,
         call_id: &str,
     ) -> Result<(), String> {
-        let origin = root_instructions(self.ctx.root())
+        let origin = root_instructions(self.tools.ctx.root())
             .map(|(name, _)| name)
             .unwrap_or_else(|| "AGENTS.md".into());
         let access = Access::execute("bash", command);
         let verdict = {
             let state = lock(&self.agent.permissions);
-            self.policy.evaluate_from_project(&access, &origin, &state)
+            self.tools
+                .policy
+                .evaluate_from_project(&access, &origin, &state)
         };
         let explanation = format!(
             "`{label}:` command from the project's {origin}, to run after an edit; it was written in the repository, not by you ({})",

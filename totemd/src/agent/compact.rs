@@ -19,62 +19,27 @@ const DEFAULT_THRESHOLD: f64 = 0.8;
 /// The run's most recent steps kept as they are after a compaction, as a share of the window.
 const KEEP_SHARE: f64 = 0.3;
 
-impl Runner {
-    /// The request for the next step, after compacting the conversation when the request would
-    /// pass the threshold and there are older turns to summarise. When the summary fails the run
-    /// goes on with the full conversation (and does not ask for a summary again).
-    pub(super) async fn fit_request(&mut self) -> ChatRequest {
-        let request = self.request();
-        if self.compaction_failed || !self.over_threshold(&request) {
-            return request;
-        }
-        let tokens = estimate_tokens(&request);
-        match self.compact(self.keep_budget(), tokens).await {
-            Ok(true) => self.request(),
-            Ok(false) => request,
-            Err(e) => {
-                self.compaction_failed = true;
-                self.notice(
-                    "warning",
-                    format!("{e}; the run goes on with the full conversation"),
-                );
-                request
-            }
-        }
-    }
+/// The conversation a run's requests carry, and what compaction needs to shorten it.
+pub(super) struct Conversation {
+    /// The session before this run (after the compaction point) as model messages.
+    pub(super) prior: Vec<ModelMessage>,
+    /// This run's turns: its prompt, then each answer followed by its tool results.
+    pub(super) current: Vec<ModelMessage>,
+    /// The stored seq of each answer in `current`, in order.
+    pub(super) turn_seqs: Vec<u64>,
+    /// The stored seq of the answer the last step created.
+    pub(super) step_seq: u64,
+    /// The highest seq among the stored messages in `prior`.
+    pub(super) prior_upto: u64,
+    /// Stored messages left out of `prior`: this run's prompt and the prompts queued behind it.
+    pub(super) excluded: Vec<String>,
+    /// The session's summary in force, if any.
+    pub(super) compaction: Option<Compaction>,
+    /// A summary request failed in this run; it is not tried again at every step.
+    pub(super) compaction_failed: bool,
+}
 
-    /// Whether anything could be summarised: turns before this run or steps of this run.
-    pub(super) fn has_older_turns(&self) -> bool {
-        !self.prior.is_empty() || !self.turn_seqs.is_empty()
-    }
-
-    /// After the provider said the request does not fit: summarises everything but the prompt.
-    pub(super) async fn compact_all(&mut self) -> Result<(), String> {
-        let tokens = estimate_tokens(&self.request());
-        match self.compact(0, tokens).await? {
-            true => Ok(()),
-            false => Err("nothing to compact".into()),
-        }
-    }
-
-    fn over_threshold(&self, request: &ChatRequest) -> bool {
-        let Some(window) = self.window() else {
-            return false;
-        };
-        let threshold = self
-            .settings
-            .compaction
-            .as_ref()
-            .and_then(|c| c.threshold)
-            .unwrap_or(DEFAULT_THRESHOLD);
-        f64::from(estimate_tokens(request)) > threshold * window as f64
-    }
-
-    /// Tokens of recent steps kept as they are.
-    fn keep_budget(&self) -> u64 {
-        self.window().map_or(0, |w| (w as f64 * KEEP_SHARE) as u64)
-    }
-
+impl Conversation {
     /// The positions in `current` where this run's steps start (each at its answer).
     fn step_starts(&self) -> Vec<usize> {
         self.current
@@ -111,34 +76,99 @@ impl Runner {
         messages.truncate(messages.len() - appended);
         self.prior = messages;
     }
+}
+
+impl Runner {
+    /// The request for the next step, after compacting the conversation when the request would
+    /// pass the threshold and there are older turns to summarise. When the summary fails the run
+    /// goes on with the full conversation (and does not ask for a summary again).
+    pub(super) async fn fit_request(&mut self) -> ChatRequest {
+        let request = self.request();
+        if self.turns.compaction_failed || !self.over_threshold(&request) {
+            return request;
+        }
+        let tokens = estimate_tokens(&request);
+        match self.compact(self.keep_budget(), tokens).await {
+            Ok(true) => self.request(),
+            Ok(false) => request,
+            Err(e) => {
+                self.turns.compaction_failed = true;
+                self.notice(
+                    "warning",
+                    format!("{e}; the run goes on with the full conversation"),
+                );
+                request
+            }
+        }
+    }
+
+    /// Whether anything could be summarised: turns before this run or steps of this run.
+    pub(super) fn has_older_turns(&self) -> bool {
+        !self.turns.prior.is_empty() || !self.turns.turn_seqs.is_empty()
+    }
+
+    /// After the provider said the request does not fit: summarises everything but the prompt.
+    pub(super) async fn compact_all(&mut self) -> Result<(), String> {
+        let tokens = estimate_tokens(&self.request());
+        match self.compact(0, tokens).await? {
+            true => Ok(()),
+            false => Err("nothing to compact".into()),
+        }
+    }
+
+    fn over_threshold(&self, request: &ChatRequest) -> bool {
+        let Some(window) = self.window() else {
+            return false;
+        };
+        let threshold = self
+            .settings
+            .compaction
+            .as_ref()
+            .and_then(|c| c.threshold)
+            .unwrap_or(DEFAULT_THRESHOLD);
+        f64::from(estimate_tokens(request)) > threshold * window as f64
+    }
+
+    /// Tokens of recent steps kept as they are.
+    fn keep_budget(&self) -> u64 {
+        self.window().map_or(0, |w| (w as f64 * KEEP_SHARE) as u64)
+    }
 
     /// Summarises the turns before this run and this run's steps beyond the newest ones that fit
     /// `keep` tokens. `Ok(false)` when there was nothing to summarise. `tokens` is the size of
     /// the request that called for it, for the notice.
     async fn compact(&mut self, keep: u64, tokens: u32) -> Result<bool, String> {
-        let starts = self.step_starts();
+        let starts = self.turns.step_starts();
         // `turn_seqs` has one seq per answer; they only disagree if a step was recorded without
         // its answer, and then nothing of this run is summarised.
-        let steps = if starts.len() == self.turn_seqs.len() {
-            self.steps_to_summarise(&starts, keep)
+        let steps = if starts.len() == self.turns.turn_seqs.len() {
+            self.turns.steps_to_summarise(&starts, keep)
         } else {
             0
         };
-        if steps == 0 && self.prior.is_empty() {
+        if steps == 0 && self.turns.prior.is_empty() {
             return Ok(false);
         }
-        let cut = starts.get(steps).copied().unwrap_or(self.current.len());
-        let mut messages = std::mem::take(&mut self.prior);
+        let cut = starts
+            .get(steps)
+            .copied()
+            .unwrap_or(self.turns.current.len());
+        let mut messages = std::mem::take(&mut self.turns.prior);
         if steps > 0 {
             // The prompt goes into the summary too, for context; it also stays as itself.
-            messages.extend(self.current[..cut].iter().cloned());
+            messages.extend(self.turns.current[..cut].iter().cloned());
         }
 
-        let model = match &self.compaction_model {
+        let summary_model = self
+            .settings
+            .compaction
+            .as_ref()
+            .and_then(|c| c.model.clone());
+        let model = match &summary_model {
             Some(name) => provider_for(&self.daemon, Some(name)).await,
             None => Ok(self.model.clone()),
         };
-        let previous = self.compaction.as_ref().map(|c| c.summary.clone());
+        let previous = self.turns.compaction.as_ref().map(|c| c.summary.clone());
         let cancel = self.cancel.clone();
         let summary = match model {
             Ok(model) => tokio::select! {
@@ -152,19 +182,20 @@ impl Runner {
         let (summary, model_name) = match summary {
             Ok(Some(done)) => done,
             failed_or_aborted => {
-                self.restore_prior(messages, if steps > 0 { cut } else { 0 });
+                self.turns
+                    .restore_prior(messages, if steps > 0 { cut } else { 0 });
                 return failed_or_aborted.map(|_| false);
             }
         };
 
         let upto_seq = match steps {
-            0 => self.prior_upto,
-            n => self.turn_seqs[n - 1].max(self.prior_upto),
+            0 => self.turns.prior_upto,
+            n => self.turns.turn_seqs[n - 1].max(self.turns.prior_upto),
         };
         // Stored messages at or below `upto_seq` that the summary does not cover: this run's
         // prompt (it stays in requests as itself) and the prompts queued behind this run. A
         // message an earlier summary kept is in `prior` now, so it is covered.
-        let mut keep_ids = self.excluded.clone();
+        let mut keep_ids = self.turns.excluded.clone();
         for id in self.agent.queued_messages() {
             if !keep_ids.contains(&id) {
                 keep_ids.push(id);
@@ -181,14 +212,15 @@ impl Runner {
             .store()
             .put_compaction(&self.agent.session_id, &compaction)
         {
-            self.restore_prior(messages, if steps > 0 { cut } else { 0 });
+            self.turns
+                .restore_prior(messages, if steps > 0 { cut } else { 0 });
             return Err(format!("compaction failed: cannot store the summary: {e}"));
         }
-        self.compaction = Some(compaction);
-        self.prior_upto = upto_seq;
-        self.current.drain(1..cut.max(1));
-        self.turn_seqs.drain(..steps);
-        self.system = self.render_system();
+        self.turns.compaction = Some(compaction);
+        self.turns.prior_upto = upto_seq;
+        self.turns.current.drain(1..cut.max(1));
+        self.turns.turn_seqs.drain(..steps);
+        self.setup.system = self.render_system();
         let window = self
             .window()
             .map_or_else(String::new, |w| format!(" of the model's {w}"));
@@ -200,5 +232,84 @@ impl Runner {
             ),
         );
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use totem_provider::{AssistantPart, ToolResult};
+
+    use super::*;
+
+    fn answer(text: &str) -> ModelMessage {
+        ModelMessage::Assistant {
+            parts: vec![AssistantPart::Text {
+                text: text.into(),
+                signature: None,
+            }],
+        }
+    }
+
+    fn result(content: &str) -> ModelMessage {
+        ModelMessage::ToolResult(ToolResult {
+            call_id: "c".into(),
+            tool_name: "read".into(),
+            content: content.into(),
+            is_error: false,
+        })
+    }
+
+    /// A prompt, then three steps of an answer and a result each; the oldest steps are long.
+    fn conversation() -> Conversation {
+        let long = "x".repeat(4000);
+        Conversation {
+            prior: vec![ModelMessage::user("before")],
+            current: vec![
+                ModelMessage::user("prompt"),
+                answer(&long),
+                result(&long),
+                answer(&long),
+                result("short"),
+                answer("short"),
+                result("short"),
+            ],
+            turn_seqs: vec![5, 7, 9],
+            step_seq: 9,
+            prior_upto: 3,
+            excluded: Vec::new(),
+            compaction: None,
+            compaction_failed: false,
+        }
+    }
+
+    #[test]
+    fn steps_start_at_each_answer() {
+        assert_eq!(conversation().step_starts(), vec![1, 3, 5]);
+    }
+
+    #[test]
+    fn the_newest_steps_that_fit_the_budget_are_kept() {
+        let turns = conversation();
+        let starts = turns.step_starts();
+        assert_eq!(turns.steps_to_summarise(&starts, 0), 3, "nothing fits 0");
+        assert_eq!(
+            turns.steps_to_summarise(&starts, 100),
+            2,
+            "only the short step fits"
+        );
+        assert_eq!(
+            turns.steps_to_summarise(&starts, 1_000_000),
+            0,
+            "everything fits"
+        );
+    }
+
+    #[test]
+    fn a_compaction_that_did_not_happen_restores_prior() {
+        let mut turns = conversation();
+        let mut taken = std::mem::take(&mut turns.prior);
+        taken.extend(turns.current[..3].iter().cloned());
+        turns.restore_prior(taken, 3);
+        assert_eq!(turns.prior, vec![ModelMessage::user("before")]);
     }
 }

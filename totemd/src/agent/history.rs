@@ -197,3 +197,109 @@ pub async fn summarise(
     }
     Ok(text.trim().to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn message(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            id: "m".into(),
+            session_id: "s".into(),
+            seq: 1,
+            role,
+            run_id: None,
+            created_at: 0,
+            parts,
+        }
+    }
+
+    fn call(id: &str) -> Part {
+        Part::ToolCall {
+            call_id: id.into(),
+            tool: "read".into(),
+            input: json!({"path": "a"}),
+        }
+    }
+
+    #[test]
+    fn answers_keep_text_and_calls_and_their_results_follow() {
+        let stored = [
+            message(
+                Role::User,
+                vec![
+                    Part::Text { text: "one".into() },
+                    Part::Text { text: "two".into() },
+                ],
+            ),
+            message(
+                Role::Assistant,
+                vec![
+                    Part::Reasoning {
+                        text: "thinking".into(),
+                    },
+                    Part::Text {
+                        text: "Reading.".into(),
+                    },
+                    call("c1"),
+                    Part::ToolResult {
+                        call_id: "c1".into(),
+                        tool: "read".into(),
+                        output: "content".into(),
+                        is_error: false,
+                    },
+                ],
+            ),
+        ];
+        let out = to_model_messages(&stored);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[0], ModelMessage::user("one\ntwo"));
+        let ModelMessage::Assistant { parts } = &out[1] else {
+            panic!("{out:?}");
+        };
+        assert_eq!(parts.len(), 2, "reasoning of earlier runs is left out");
+        let ModelMessage::ToolResult(result) = &out[2] else {
+            panic!("{out:?}");
+        };
+        assert_eq!(
+            (result.content.as_str(), result.is_error),
+            ("content", false)
+        );
+    }
+
+    #[test]
+    fn a_call_left_without_result_is_answered_and_empty_answers_are_dropped() {
+        let stored = [
+            message(Role::Assistant, vec![call("c1")]),
+            message(
+                Role::Assistant,
+                vec![Part::Reasoning {
+                    text: "only thinking".into(),
+                }],
+            ),
+            message(Role::User, vec![]),
+        ];
+        let out = to_model_messages(&stored);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let ModelMessage::ToolResult(result) = &out[1] else {
+            panic!("{out:?}");
+        };
+        assert_eq!(result.call_id, "c1");
+        assert!(result.is_error && result.content.contains("not run"));
+    }
+
+    #[test]
+    fn a_long_transcript_keeps_its_start_and_end() {
+        let messages = vec![
+            ModelMessage::user(format!("START {}", "é".repeat(2000))),
+            ModelMessage::user(format!("{} END", "ü".repeat(2000))),
+        ];
+        let text = transcript(Some("before"), &messages, 1000);
+        assert!(text.starts_with("Summary of what came before:\nbefore"));
+        assert!(text.contains("START") && text.contains("END"), "{text}");
+        assert!(text.contains("middle of the session cut"));
+        assert!(text.len() < 1100, "{}", text.len());
+    }
+}

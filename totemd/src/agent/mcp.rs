@@ -37,7 +37,7 @@ impl Runner {
         let mut not_allowed = Vec::new();
         for server in servers {
             // The docs server serves Total.js projects only.
-            if server.is_docs() && !self.totaljs {
+            if server.is_docs() && !self.setup.totaljs {
                 continue;
             }
             if self.agent.mcp.get(&server.name).is_some()
@@ -96,7 +96,7 @@ impl Runner {
                 ),
             );
         }
-        if self.totaljs {
+        if self.setup.totaljs {
             self.docs_search(prompt).await;
         }
     }
@@ -113,7 +113,7 @@ impl Runner {
             // Broad rules (`mcp: *`, `*`) allow tool calls, not starting programs: only rules that
             // name `mcp_server` count, else the built-in "ask" with the remembered answers.
             (
-                self.policy.evaluate(&access, &state),
+                self.tools.policy.evaluate(&access, &state),
                 Policy::new().evaluate(&access, &state),
             )
         };
@@ -197,7 +197,7 @@ impl Runner {
                 }
             };
             let context = docs::context(connection.name(), &pages);
-            if let Some(ModelMessage::User { text, .. }) = self.current.first_mut() {
+            if let Some(ModelMessage::User { text, .. }) = self.turns.current.first_mut() {
                 text.push_str("\n\n");
                 text.push_str(&context);
             }
@@ -216,7 +216,7 @@ impl Runner {
             return Some(self.call_prompt(call).await);
         }
         let (connection, tool) = self.agent.mcp.find(&call.name)?;
-        if self.read_only && !tool.read_only {
+        if self.setup.read_only && !tool.read_only {
             return Some((
                 format!(
                     "`{}` is not available in this read-only mode: its server does not mark it read-only. Switch to build mode to use it.",

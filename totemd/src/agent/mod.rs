@@ -6,7 +6,10 @@
 //! (they outlive a run, not the session), its remembered permission answers and its pending
 //! permission questions.
 //!
-//! - [`run`]: the run loop — request, stream, tool calls, compaction, usage;
+//! - [`run`]: the run loop — a queued prompt from start to end, step after step;
+//! - [`prepare`]: a run's state from settings and session, and each step's request;
+//! - [`stream`]: the model's answer as stored parts and live events;
+//! - [`usage`]: tokens and cost per answer, run and session;
 //! - [`call`]: one tool call — repair, permission, snapshot, run, after-edit checks;
 //! - [`ask`]: permission questions across clients;
 //! - [`history`]: stored messages as model messages, and compaction summaries;
@@ -26,11 +29,14 @@ mod compact;
 mod confine;
 mod history;
 mod mcp;
+mod prepare;
 mod repeat;
 mod run;
 pub mod settings;
 pub mod shell;
+mod stream;
 pub mod system;
+mod usage;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

@@ -1,0 +1,424 @@
+//! Request preparation: a run's [`Runner`] made from the settings, the mode and the session
+//! (policy, tool context, instruction files, the stored conversation), and each step's request
+//! (system prompt, messages, tools) built from it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run};
+use totem_provider::{AssistantPart, ChatRequest, Message as ModelMessage, ToolDefinition};
+use totem_snapshot::DirBlobStore;
+use totem_tools::recover::RepeatGuard;
+use totem_tools::{BlobSink, EventSink, ToolContext, ToolEvent};
+
+use super::call::ToolState;
+use super::compact::Conversation;
+use super::history::to_model_messages;
+use super::run::Runner;
+use super::settings::provider_for;
+use super::system::{SystemPrompt, instruction_commands};
+use super::{RunRequest, SessionAgent};
+use crate::daemon::Daemon;
+use crate::session::LiveSession;
+
+/// What every request of a run is made of besides the conversation.
+pub(super) struct Setup {
+    /// Only the read-only tools (Plan mode, or an agent marked `readOnly`).
+    pub(super) read_only: bool,
+    agent_prompt: Option<String>,
+    reasoning: ReasoningLevel,
+    /// A Total.js 5 project: the primer, the reminder and the conventions check apply.
+    pub(super) totaljs: bool,
+    /// Tool calls are written as JSON in the text (the model has no native tool calling).
+    text_tools: bool,
+    /// The system prompt, rendered again after a compaction.
+    pub(super) system: String,
+}
+
+/// Full command outputs and images go to the daemon's blob store.
+struct Blobs(DirBlobStore);
+
+impl BlobSink for Blobs {
+    fn put(&self, bytes: &[u8]) -> String {
+        match totem_snapshot::BlobStore::put(&self.0, bytes) {
+            Ok(id) => id.into(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot store a tool output blob");
+                "unavailable".into()
+            }
+        }
+    }
+}
+
+/// The todo tool's plan goes out as a `todo` event.
+struct TodoEvents {
+    daemon: Arc<Daemon>,
+    live: Arc<LiveSession>,
+    run_id: String,
+}
+
+impl EventSink for TodoEvents {
+    fn emit(&self, event: ToolEvent) {
+        #[allow(unreachable_patterns)]
+        let todos = match event {
+            ToolEvent::Todos { todos } => todos,
+            _ => return,
+        };
+        let todos = todos
+            .into_iter()
+            .map(|t| totem_protocol::TodoItem {
+                status: serde_json::to_value(t.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "pending".into()),
+                content: t.content,
+            })
+            .collect();
+        let kind = EventKind::Todo {
+            run_id: self.run_id.clone(),
+            todos,
+        };
+        if let Err(e) = self.live.emit(self.daemon.store(), kind) {
+            tracing::warn!(error = %e, "cannot announce the todo list");
+        }
+    }
+}
+
+impl Runner {
+    pub(super) async fn prepare(
+        daemon: &Arc<Daemon>,
+        agent: &Arc<SessionAgent>,
+        live: Arc<LiveSession>,
+        run: &Run,
+        request: &RunRequest,
+        message_id: &str,
+        cancel: CancellationToken,
+    ) -> Result<Runner, String> {
+        let settings = super::settings::load(daemon)?;
+        let agent_settings = settings.agent(&request.mode);
+        let read_only = request.mode == super::PLAN || agent_settings.read_only;
+        let wanted = request.model.clone().or(agent_settings.model.clone());
+        let model = provider_for(daemon, wanted.as_deref()).await?;
+
+        let mut policy = settings.policy(&request.mode, &request.allow)?;
+        if !daemon.sandbox.is_sandboxed() {
+            policy.shrink_defaults();
+        }
+        let secrets = policy.secrets().clone();
+        let shell = super::confine::base_spec(policy.environment());
+        let ctx = ToolContext::new(&agent.root)
+            .map_err(|e| {
+                format!(
+                    "cannot open the project folder {}: {e}",
+                    agent.root.display()
+                )
+            })?
+            .with_cancel(cancel.clone())
+            .with_jobs(agent.jobs.clone())
+            .with_blobs(Arc::new(Blobs(daemon.blobs.clone())))
+            .with_events(Arc::new(TodoEvents {
+                daemon: daemon.clone(),
+                live: live.clone(),
+                run_id: run.id.clone(),
+            }))
+            .with_secret_filter(Arc::new(move |path: &str| secrets.is_secret(path)))
+            .with_shell(shell);
+
+        let project = totem_totaljs::detect(&agent.root);
+        if matches!(project, totem_totaljs::Project::Legacy { .. })
+            && let Some(text) = project.message()
+        {
+            let _ = live.emit(
+                daemon.store(),
+                EventKind::Notice {
+                    run_id: Some(run.id.clone()),
+                    level: "info".into(),
+                    text,
+                },
+            );
+        }
+        // Commands from the project's AGENTS.md; settings.json's own run from `settings`.
+        let (format_commands, check_commands) = instruction_commands(&agent.root);
+
+        let store = daemon.store();
+        let compaction = store
+            .compaction(&agent.session_id)
+            .map_err(|e| e.to_string())?;
+        // Everything stored except this run's prompt and the prompts still queued (their seq may
+        // be lower than answers of runs that went before them), minus what a summary covers.
+        let mut excluded = agent.queued_messages();
+        excluded.push(message_id.to_string());
+        let (stored, _) = store
+            .messages_after(&agent.session_id, 0, 1_000_000)
+            .map_err(|e| e.to_string())?;
+        let stored: Vec<Message> = stored
+            .into_iter()
+            .filter(|m| !excluded.contains(&m.id))
+            .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
+            .collect();
+        let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
+        let text_tools = model.info.as_ref().is_some_and(|i| !i.capabilities.tools);
+
+        let mut runner = Runner {
+            daemon: daemon.clone(),
+            agent: agent.clone(),
+            live,
+            run_id: run.id.clone(),
+            cancel,
+            settings,
+            model,
+            setup: Setup {
+                read_only,
+                agent_prompt: agent_settings.prompt,
+                reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
+                totaljs: project.is_totaljs5(),
+                text_tools,
+                system: String::new(),
+            },
+            tools: ToolState {
+                policy,
+                registry: crate::terminal::tool::registry(daemon, &agent.session_id),
+                ctx,
+                repeats: RepeatGuard::default(),
+                seen_instructions: HashSet::new(),
+                format_commands,
+                check_commands,
+                jobs_started: Vec::new(),
+            },
+            turns: Conversation {
+                prior: to_model_messages(&stored),
+                current: vec![ModelMessage::user(super::attach::model_text(
+                    &std::iter::once(Part::Text {
+                        text: request.text.clone(),
+                    })
+                    .chain(request.attachments.iter().cloned())
+                    .collect::<Vec<_>>(),
+                ))],
+                turn_seqs: Vec::new(),
+                step_seq: 0,
+                prior_upto,
+                excluded,
+                compaction,
+                compaction_failed: false,
+            },
+            usage: None,
+        };
+        runner.setup.system = runner.render_system();
+        Ok(runner)
+    }
+
+    pub(super) fn render_system(&self) -> String {
+        let mut system = SystemPrompt {
+            root: &self.agent.root,
+            read_only: self.setup.read_only,
+            agent_prompt: self.setup.agent_prompt.as_deref(),
+            totaljs: self.setup.totaljs,
+            summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
+        }
+        .render();
+        if self.setup.text_tools {
+            system.push_str("\n\nTools: call one by writing only a JSON object {\"name\": \"TOOL\", \"arguments\": {…}} in your answer, then wait for the result.\n");
+            for def in self.tools.registry.definitions(self.setup.read_only) {
+                system.push_str(&format!(
+                    "- {} {}: {}\n",
+                    def.name,
+                    totem_tools::schema::signature(&def.parameters),
+                    def.description
+                ));
+            }
+        }
+        system
+    }
+
+    /// The request for the next step.
+    pub(super) fn request(&self) -> ChatRequest {
+        let tools = if self.setup.text_tools {
+            Vec::new()
+        } else {
+            self.tools
+                .registry
+                .definitions(self.setup.read_only)
+                .into_iter()
+                .map(|d| ToolDefinition {
+                    name: d.name,
+                    description: d.description,
+                    parameters: d.parameters,
+                })
+                .chain(self.agent.mcp.definitions(self.setup.read_only))
+                .collect()
+        };
+        self.setup.request(&self.model.model, &self.turns, tools)
+    }
+}
+
+impl Setup {
+    /// A request to `model` with the conversation so far: the Total.js reminder follows the
+    /// last prompt, and a model without native tool calling gets its calls and their results as
+    /// plain text and no `tools` (they are described in the system prompt instead).
+    fn request(
+        &self,
+        model: &str,
+        turns: &Conversation,
+        tools: Vec<ToolDefinition>,
+    ) -> ChatRequest {
+        let mut messages = turns.prior.clone();
+        messages.extend(turns.current.iter().cloned());
+        if self.totaljs
+            && let Some(ModelMessage::User { text, .. }) = messages
+                .iter_mut()
+                .rev()
+                .find(|m| matches!(m, ModelMessage::User { .. }))
+        {
+            text.push_str("\n\n");
+            text.push_str(totem_totaljs::reminder());
+        }
+        if self.text_tools {
+            messages = as_plain_text(messages);
+        }
+        ChatRequest {
+            model: model.to_string(),
+            system: Some(self.system.clone()),
+            messages,
+            tools: if self.text_tools { Vec::new() } else { tools },
+            reasoning: match self.reasoning {
+                ReasoningLevel::Off => totem_provider::ReasoningLevel::Off,
+                ReasoningLevel::Low => totem_provider::ReasoningLevel::Low,
+                ReasoningLevel::Medium => totem_provider::ReasoningLevel::Medium,
+                ReasoningLevel::High => totem_provider::ReasoningLevel::High,
+            },
+            ..ChatRequest::default()
+        }
+    }
+}
+
+/// The conversation for a model without native tool calling: its calls stay in its own text, and
+/// results come back as user messages, so no chat template meets a tool role it does not know.
+fn as_plain_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
+    messages
+        .into_iter()
+        .filter_map(|message| match message {
+            ModelMessage::Assistant { parts } => {
+                let parts: Vec<AssistantPart> = parts
+                    .into_iter()
+                    .filter(|p| matches!(p, AssistantPart::Text { .. }))
+                    .collect();
+                (!parts.is_empty()).then_some(ModelMessage::Assistant { parts })
+            }
+            ModelMessage::ToolResult(result) => Some(ModelMessage::user(format!(
+                "Result of {}{}:\n{}",
+                result.tool_name,
+                if result.is_error { " (error)" } else { "" },
+                result.content
+            ))),
+            other => Some(other),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use totem_provider::{ToolCall, ToolResult};
+
+    use super::*;
+
+    fn setup(totaljs: bool, text_tools: bool) -> Setup {
+        Setup {
+            read_only: false,
+            agent_prompt: None,
+            reasoning: ReasoningLevel::Medium,
+            totaljs,
+            text_tools,
+            system: "base".into(),
+        }
+    }
+
+    fn turns() -> Conversation {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: serde_json::json!({"path": "a.js"}),
+            signature: None,
+        };
+        Conversation {
+            prior: vec![ModelMessage::user("earlier")],
+            current: vec![
+                ModelMessage::user("fix it"),
+                ModelMessage::Assistant {
+                    parts: vec![
+                        AssistantPart::Text {
+                            text: "Reading.".into(),
+                            signature: None,
+                        },
+                        AssistantPart::ToolCall(call),
+                    ],
+                },
+                ModelMessage::ToolResult(ToolResult {
+                    call_id: "c1".into(),
+                    tool_name: "read".into(),
+                    content: "let a;".into(),
+                    is_error: false,
+                }),
+            ],
+            turn_seqs: vec![4],
+            step_seq: 4,
+            prior_upto: 2,
+            excluded: Vec::new(),
+            compaction: None,
+            compaction_failed: false,
+        }
+    }
+
+    fn tool() -> ToolDefinition {
+        ToolDefinition {
+            name: "read".into(),
+            description: "Reads a file.".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    fn user_text(message: &ModelMessage) -> &str {
+        match message {
+            ModelMessage::User { text, .. } => text,
+            other => panic!("not a user message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn request_carries_prior_then_current_with_tools_and_reasoning() {
+        let request = setup(false, false).request("qwen3:8b", &turns(), vec![tool()]);
+        assert_eq!(request.model, "qwen3:8b");
+        assert_eq!(request.system.as_deref(), Some("base"));
+        assert_eq!(request.messages.len(), 4);
+        assert_eq!(user_text(&request.messages[0]), "earlier");
+        assert_eq!(user_text(&request.messages[1]), "fix it");
+        assert!(matches!(request.messages[3], ModelMessage::ToolResult(_)));
+        assert_eq!(request.tools.len(), 1);
+        assert_eq!(request.reasoning, totem_provider::ReasoningLevel::Medium);
+    }
+
+    #[test]
+    fn totaljs_reminder_follows_the_last_prompt_only() {
+        let request = setup(true, false).request("m", &turns(), vec![tool()]);
+        assert_eq!(user_text(&request.messages[0]), "earlier");
+        let last = user_text(&request.messages[1]);
+        assert!(last.starts_with("fix it\n\n"), "{last}");
+        assert!(last.ends_with(totem_totaljs::reminder()), "{last}");
+    }
+
+    #[test]
+    fn text_tools_get_calls_as_text_results_as_user_messages_and_no_tools() {
+        let request = setup(false, true).request("m", &turns(), vec![tool()]);
+        assert!(request.tools.is_empty());
+        let ModelMessage::Assistant { parts } = &request.messages[2] else {
+            panic!("{:?}", request.messages[2]);
+        };
+        assert!(
+            parts
+                .iter()
+                .all(|p| matches!(p, AssistantPart::Text { .. })),
+            "{parts:?}"
+        );
+        assert_eq!(user_text(&request.messages[3]), "Result of read:\nlet a;");
+    }
+}

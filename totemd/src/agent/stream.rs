@@ -1,0 +1,278 @@
+//! The model's answer as stored parts: deltas go out live but coalesced (about every 50 ms or
+//! 256 bytes) and are never stored; each part is stored when it finishes, with the `part.done`
+//! that announces it.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use totem_protocol::{EventKind, Message, Part, Role};
+use totem_provider::{
+    AssistantPart, ChatRequest, Completion, ProviderError, StreamEvent, ToolCall, TurnBuilder,
+};
+
+use super::run::{Runner, StepError};
+use crate::util::{new_id, now_ms};
+
+/// Coalescing of deltas.
+const DELTA_BYTES: usize = 256;
+const DELTA_INTERVAL: Duration = Duration::from_millis(50);
+/// Streamed text is checked for a loop each time this many bytes have arrived.
+const LOOP_CHECK_BYTES: usize = 256;
+
+impl Runner {
+    /// Streams one answer into a new assistant message. Returns the turn, the message id and
+    /// the next free part index. The message is created with the answer's first part, so a
+    /// request that fails before any output leaves nothing behind.
+    pub(super) async fn step(
+        &mut self,
+        request: ChatRequest,
+    ) -> Result<(Completion, String, u32), StepError> {
+        let message_id = new_id("msg");
+        let mut created = false;
+        let mut stream = self.model.provider.stream(request);
+        let mut turn = TurnBuilder::new();
+        let mut open: Option<OpenPart> = None;
+        let mut index: u32 = 0;
+        let mut cut_at = None;
+        loop {
+            let next = tokio::select! {
+                _ = self.cancel.cancelled() => {
+                    self.close(&message_id, &mut open)?;
+                    return Err(StepError::Aborted);
+                }
+                next = stream.next() => next,
+            };
+            let event = match next {
+                None => break,
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    // What streamed is kept, marked as cut off.
+                    if let Some(part) = open.as_mut() {
+                        part.text.push_str(CUT_MARK);
+                        part.pending.push_str(CUT_MARK);
+                    }
+                    self.close(&message_id, &mut open)?;
+                    if let ProviderError::ContextOverflow { limit, .. } = &e {
+                        return Err(StepError::Overflow {
+                            reason: e.to_string(),
+                            limit: *limit,
+                        });
+                    }
+                    return Err(StepError::Failed(e.to_string()));
+                }
+            };
+            match &event {
+                StreamEvent::TextDelta { text } => {
+                    self.create_message(&message_id, &mut created)?;
+                    self.delta(&message_id, &mut open, &mut index, false, text)?;
+                    if let Some(keep) = open.as_mut().and_then(OpenPart::looping) {
+                        cut_at = Some(keep);
+                        turn.push(event);
+                        break;
+                    }
+                }
+                StreamEvent::ReasoningDelta { text } => {
+                    self.create_message(&message_id, &mut created)?;
+                    self.delta(&message_id, &mut open, &mut index, true, text)?
+                }
+                StreamEvent::PartEnd { .. } => self.close(&message_id, &mut open)?,
+                StreamEvent::ToolCall(call) => {
+                    self.create_message(&message_id, &mut created)?;
+                    self.close(&message_id, &mut open)?;
+                    self.store_call(&message_id, index, call)?;
+                    index += 1;
+                }
+                StreamEvent::Retry(notice) => self.notice("warning", notice.to_string()),
+                _ => {}
+            }
+            turn.push(event);
+        }
+        // An answer with nothing in it is still an answer: recorded, and counted.
+        self.create_message(&message_id, &mut created)?;
+        let mut completion = turn.finish();
+        if let Some(keep) = cut_at {
+            // Dropping the stream closes the connection, which stops the server generating.
+            drop(stream);
+            if let Some(part) = open.as_mut() {
+                part.text.truncate(keep);
+                part.pending.clear();
+            }
+            if let Some(AssistantPart::Text { text, .. }) = completion.parts.last_mut() {
+                text.truncate(keep);
+            }
+            self.notice(
+                "warning",
+                "The model kept repeating the same text, so its answer was cut there.".into(),
+            );
+        }
+        self.close(&message_id, &mut open)?;
+        Ok((completion, message_id, index))
+    }
+
+    /// Creates the step's assistant message, once.
+    fn create_message(&mut self, message_id: &str, created: &mut bool) -> Result<(), StepError> {
+        if *created {
+            return Ok(());
+        }
+        let store = self.daemon.store();
+        let event = self.live.emit_with(store, |seq| {
+            let message = Message {
+                id: message_id.to_owned(),
+                session_id: self.agent.session_id.clone(),
+                seq,
+                role: Role::Assistant,
+                run_id: Some(self.run_id.clone()),
+                created_at: now_ms(),
+                parts: Vec::new(),
+            };
+            store.put_message(&message)?;
+            Ok(EventKind::MessageCreated { message })
+        })?;
+        self.turns.step_seq = event.seq;
+        self.live.update(store, |s| s.message_count += 1)?;
+        *created = true;
+        Ok(())
+    }
+
+    fn delta(
+        &self,
+        message_id: &str,
+        open: &mut Option<OpenPart>,
+        index: &mut u32,
+        reasoning: bool,
+        text: &str,
+    ) -> Result<(), StepError> {
+        if open.as_ref().is_some_and(|p| p.reasoning != reasoning) {
+            self.close(message_id, open)?;
+        }
+        if open.is_none() {
+            self.emit(EventKind::PartStarted {
+                run_id: self.run_id.clone(),
+                message_id: message_id.to_string(),
+                index: *index,
+                part_type: if reasoning { "reasoning" } else { "text" }.into(),
+            })?;
+            *open = Some(OpenPart {
+                index: *index,
+                reasoning,
+                text: String::new(),
+                pending: String::new(),
+                last_flush: Instant::now(),
+                checked: 0,
+            });
+            *index += 1;
+        }
+        if let Some(part) = open.as_mut() {
+            part.text.push_str(text);
+            part.pending.push_str(text);
+            if part.pending.len() >= DELTA_BYTES || part.last_flush.elapsed() >= DELTA_INTERVAL {
+                self.flush(message_id, part)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self, message_id: &str, part: &mut OpenPart) -> Result<(), StepError> {
+        if part.pending.is_empty() {
+            return Ok(());
+        }
+        self.emit(EventKind::PartDelta {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index: part.index,
+            text: std::mem::take(&mut part.pending),
+        })?;
+        part.last_flush = Instant::now();
+        Ok(())
+    }
+
+    /// Finishes the streaming part: last delta, stored, announced.
+    fn close(&self, message_id: &str, open: &mut Option<OpenPart>) -> Result<(), StepError> {
+        let Some(mut part) = open.take() else {
+            return Ok(());
+        };
+        self.flush(message_id, &mut part)?;
+        let stored = if part.reasoning {
+            Part::Reasoning { text: part.text }
+        } else {
+            Part::Text { text: part.text }
+        };
+        self.finish_part(message_id, part.index, stored)
+    }
+
+    /// A tool call the model made, stored as a part of its answer.
+    pub(super) fn store_call(
+        &self,
+        message_id: &str,
+        index: u32,
+        call: &ToolCall,
+    ) -> Result<(), StepError> {
+        let part = Part::ToolCall {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            input: call.arguments.clone(),
+        };
+        self.store_part(message_id, index, "toolCall", part)
+    }
+
+    /// A part that is whole at once (a tool call): started, stored, done.
+    fn store_part(
+        &self,
+        message_id: &str,
+        index: u32,
+        part_type: &str,
+        part: Part,
+    ) -> Result<(), StepError> {
+        self.emit(EventKind::PartStarted {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index,
+            part_type: part_type.into(),
+        })?;
+        self.finish_part(message_id, index, part)
+    }
+
+    pub(super) fn finish_part(
+        &self,
+        message_id: &str,
+        index: u32,
+        part: Part,
+    ) -> Result<(), StepError> {
+        let part = crate::redact::part(part);
+        self.daemon.store().put_part(message_id, index, &part)?;
+        self.emit(EventKind::PartDone {
+            run_id: self.run_id.clone(),
+            message_id: message_id.to_string(),
+            index,
+            part,
+        })
+    }
+}
+
+/// How the text of an answer whose stream broke off ends, so neither the user nor the model
+/// takes it for the whole answer.
+const CUT_MARK: &str = "\n\n[cut off: the stream ended before the answer was complete]";
+
+/// A text or reasoning part still streaming.
+struct OpenPart {
+    index: u32,
+    reasoning: bool,
+    text: String,
+    /// Deltas not sent yet.
+    pending: String,
+    last_flush: Instant,
+    /// The text's length when it was last checked for a loop.
+    checked: usize,
+}
+
+impl OpenPart {
+    /// The length to cut the text to when it ends in a loop (checked every
+    /// [`LOOP_CHECK_BYTES`]).
+    fn looping(&mut self) -> Option<usize> {
+        if self.reasoning || self.text.len() < self.checked + LOOP_CHECK_BYTES {
+            return None;
+        }
+        self.checked = self.text.len();
+        super::repeat::looping_tail(&self.text)
+    }
+}
