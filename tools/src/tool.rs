@@ -107,6 +107,31 @@ pub struct Plan {
     /// path, for the permission question (write, edit, patch; absent when the change cannot be
     /// worked out before it runs — the run then says why).
     pub diffs: std::collections::BTreeMap<String, String>,
+    /// The commands run where the daemon's sandbox cannot confine them (an interactive terminal),
+    /// so a built-in allow does not cover them: they ask unless a rule of the user allows them.
+    pub unconfined: bool,
+    /// Programs run on through the call (a terminal's), so files may change that no access
+    /// names: the daemon scans the project before and after, as for a command.
+    pub programs_run: bool,
+}
+
+impl Plan {
+    /// The call creates, changes or deletes files it names (the daemon runs the formatter and
+    /// checks on them afterwards). Derived from the declared access, so a new tool needs no list.
+    pub fn writes_files(&self) -> bool {
+        self.access.iter().any(|a| a.kind == AccessKind::Write)
+    }
+
+    /// The call runs a shell command.
+    pub fn executes(&self) -> bool {
+        self.access.iter().any(|a| a.kind == AccessKind::Execute)
+    }
+
+    /// The call may change files it does not name (it runs a command, or programs run on
+    /// through it): only a scan of the project before and after can find them.
+    pub fn changes_unnamed_files(&self) -> bool {
+        self.executes() || self.programs_run
+    }
 }
 
 /// A file a call changed, for snapshots, diffs and clients.

@@ -189,6 +189,33 @@ async fn bash_asks_to_execute_the_command() {
         .unwrap();
     assert_eq!(call.plan.access[0].kind, AccessKind::Execute);
     assert_eq!(call.plan.access[0].target, "git status");
+    assert!(call.plan.executes() && !call.plan.writes_files());
+}
+
+#[tokio::test]
+async fn plans_say_whether_a_call_executes_or_writes_files() {
+    let (_dir, ctx) = project();
+    let plan = |tool: &str, args: Value| {
+        Registry::builtin()
+            .prepare(tool, args, &ctx, false)
+            .unwrap()
+            .plan
+    };
+    let start = plan("job", json!({"action": "start", "command": "sleep 1"}));
+    assert!(start.executes(), "starting a job runs a command");
+    let status = plan("job", json!({"action": "list"}));
+    assert!(
+        !status.executes() && !status.changes_unnamed_files(),
+        "listing jobs runs nothing"
+    );
+    assert!(
+        start.changes_unnamed_files(),
+        "a command's changes are found by a scan"
+    );
+    let write = plan("write", json!({"path": "a.txt", "content": "x"}));
+    assert!(write.writes_files() && !write.executes());
+    let glob = plan("glob", json!({"pattern": "*"}));
+    assert!(!glob.writes_files() && !glob.executes());
 }
 
 #[tokio::test]

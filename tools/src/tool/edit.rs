@@ -48,6 +48,7 @@ impl Tool for Edit {
             access: vec![Access::write(Self::NAME, resolved.rel.clone())],
             writes: vec![resolved],
             diffs: crate::tool::patch::preview(&[change], ctx),
+            ..Plan::default()
         })
     }
 

@@ -41,6 +41,7 @@ impl Tool for Write {
             access: vec![Access::write(Self::NAME, resolved.rel.clone())],
             writes: vec![resolved],
             diffs,
+            ..Plan::default()
         })
     }
 

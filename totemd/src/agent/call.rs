@@ -1,5 +1,5 @@
 //! One tool call: repaired and parsed by totem-tools, allowed (or asked, or denied) by the
-//! permission engine, snapshotted, run, and followed — after write/edit/patch — by the formatter,
+//! permission engine, snapshotted, run, and followed — when it wrote files — by the formatter,
 //! the project's checks and, in Total.js 5 projects, the conventions check. Nested instruction
 //! files of the folders it touched are added to its result once per run.
 
@@ -27,8 +27,6 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 const ABORT_GRACE: Duration = Duration::from_secs(3);
 /// Output of a check shown to the model (its tail).
 const CHECK_OUTPUT: usize = 3000;
-
-const WRITING_TOOLS: &[&str] = &["write", "edit", "patch"];
 
 /// What a run's tool calls use and leave behind.
 pub(super) struct ToolState {
@@ -94,7 +92,11 @@ impl Runner {
         let mut confined = false;
         for access in &prepared.plan.access {
             let diff = prepared.plan.diffs.get(&access.target).map(String::as_str);
-            match self.permit_access(&convert(access), &call.id, diff).await {
+            let confinable = !prepared.plan.unconfined;
+            match self
+                .permit_access(&convert(access), &call.id, diff, confinable)
+                .await
+            {
                 Err(text) => return (text, true),
                 Ok(built_in) => {
                     confined |= built_in && access.kind == totem_tools::AccessKind::Execute;
@@ -102,7 +104,8 @@ impl Runner {
             }
         }
 
-        let name = prepared.name.clone();
+        // What the tool declared decides what follows it, not its name.
+        let writes_files = prepared.plan.writes_files();
         let touched: Vec<String> = prepared
             .plan
             .access
@@ -120,7 +123,7 @@ impl Runner {
                 tracing::warn!(path = %file.rel, error = %e, "cannot snapshot a file before a change");
             }
         }
-        if name == "bash" || name == "job" || name == "terminal" {
+        if prepared.plan.changes_unnamed_files() {
             let previous = lock(&self.agent.last_scan).clone();
             if let Err(e) = tokio::task::block_in_place(|| changes.scan_before(previous.as_ref())) {
                 tracing::warn!(error = %e, "cannot scan the project before a command");
@@ -168,7 +171,7 @@ impl Runner {
             self.tools.jobs_started.push(id.clone());
         }
         let mut text = output.text;
-        if WRITING_TOOLS.contains(&name.as_str()) && !output.meta.files.is_empty() {
+        if writes_files && !output.meta.files.is_empty() {
             let mut paths: Vec<String> = output.meta.files.iter().map(|f| f.path.clone()).collect();
             paths.sort();
             let _ = self.emit(EventKind::FilesChanged {
@@ -176,7 +179,7 @@ impl Runner {
                 paths,
             });
         }
-        if WRITING_TOOLS.contains(&name.as_str()) && !output.is_error {
+        if writes_files && !output.is_error {
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
                 let before = before_edit.get(&file.path).cloned().flatten();
                 text.push_str(
@@ -201,17 +204,22 @@ impl Runner {
     /// Decides one access under the run's policy and the session's remembered answers, asking
     /// the clients when the rules say ask. `Err` is the text for the model when it may not go on.
     pub(super) async fn permit(&self, access: &Access, call_id: &str) -> Result<(), String> {
-        self.permit_access(access, call_id, None).await.map(|_| ())
+        self.permit_access(access, call_id, None, true)
+            .await
+            .map(|_| ())
     }
 
     /// [`Runner::permit`], saying whether only a built-in rule allowed it (nobody was asked and
     /// no rule of the user decided). A file with more than one hard link asks like a secret.
-    /// `diff`, the proposed change of a write, goes with the question.
+    /// `diff`, the proposed change of a write, goes with the question. A command that is not
+    /// `confinable` (the tool's plan says it runs outside the sandbox, as a terminal's does) is
+    /// not covered by a built-in allow.
     async fn permit_access(
         &self,
         access: &Access,
         call_id: &str,
         diff: Option<&str>,
+        confinable: bool,
     ) -> Result<bool, String> {
         let links = match access.kind {
             AccessKind::Read | AccessKind::Write => {
@@ -219,9 +227,6 @@ impl Runner {
             }
             _ => 1,
         };
-        // Only `bash` and `job` commands can be confined; another tool's command (a terminal)
-        // is not covered by a built-in allow.
-        let confinable = matches!(access.tool.as_str(), "bash" | "job");
         let verdict = {
             let state = lock(&self.agent.permissions);
             if access.kind == AccessKind::Execute && !confinable {

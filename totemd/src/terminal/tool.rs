@@ -82,7 +82,13 @@ impl Tool for TerminalTool {
     type Input = TerminalInput;
 
     fn plan(&self, input: &TerminalInput, _ctx: &ToolContext) -> Result<Plan, ToolError> {
-        let mut plan = Plan::default();
+        // Its commands run in a terminal the user shares, outside the sandbox, and its programs
+        // go on changing files while a call waits (npm init's package.json).
+        let mut plan = Plan {
+            unconfined: true,
+            programs_run: true,
+            ..Plan::default()
+        };
         match input.action {
             TerminalAction::Start => {
                 let command = input.command.as_deref().unwrap_or("").trim();
