@@ -131,6 +131,21 @@ async fn gone_soon(pid: u32) -> bool {
     false
 }
 
+/// A variable named like a secret in the daemon's environment, and a plain one.
+const SECRET_VAR: (&str, &str) = ("TERMINAL_TEST_TOKEN", "tok-secret-7f3");
+const PLAIN_VAR: (&str, &str) = ("TERMINAL_TEST_PLAIN", "plain-visible-7f3");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_gets_the_environment_without_secret_looking_variables() {
+    let env = env_with(TestDaemon::start_with_env(&[SECRET_VAR, PLAIN_VAR])).await;
+    let t = env
+        .open("env | sort | grep TERMINAL_TEST_; echo env-listed")
+        .await;
+    let text = env.screen_shows(&t.id, "env-listed").await;
+    assert!(text.contains(PLAIN_VAR.1), "{text}");
+    assert!(!text.contains(SECRET_VAR.1), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_is_answered_and_every_watcher_sees_it() {
     let env = env().await;

@@ -80,6 +80,28 @@ async fn the_model_uses_a_python_repl() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_terminal_has_no_secret_looking_variables() {
+    let daemon = totem_tests::harness::TestDaemon::start_with_env(&[
+        ("TERMINAL_TEST_TOKEN", "tok-secret-7f3"),
+        ("TERMINAL_TEST_PLAIN", "plain-visible-7f3"),
+    ]);
+    let project = tempfile::tempdir().expect("project folder");
+    std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
+    let env = Env::start_on(daemon, project).await;
+    env.push(vec![tool(
+        "c1",
+        "terminal",
+        json!({"action": "start", "command": "env | grep TERMINAL_TEST_; echo env-listed",
+               "pattern": "(?m)^env-listed$"}),
+    )]);
+    env.push(vec![text("Listed.")]);
+    let results = run(&env, "Show the environment", json!({"allow": ["bash"]})).await;
+    let screen = &results[0].1;
+    assert!(screen.contains("plain-visible-7f3"), "{screen}");
+    assert!(!screen.contains("tok-secret-7f3"), "{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_answers_npm_init_to_a_valid_package_json() {
     let env = Env::start().await;
     let step = |id: &str, args: serde_json::Value| tool(id, "terminal", args);

@@ -33,8 +33,12 @@ impl Env {
     }
 
     pub async fn start_in(project: tempfile::TempDir) -> Env {
+        Env::start_on(TestDaemon::start(), project).await
+    }
+
+    /// As [`Env::start_in`], on a daemon started by the caller (with its own environment, say).
+    pub async fn start_on(daemon: TestDaemon, project: tempfile::TempDir) -> Env {
         let sim = Sim::start(SimKind::Ollama).await;
-        let daemon = TestDaemon::start();
         let client = daemon.client().await;
         client
             .call_raw(

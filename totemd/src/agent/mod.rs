@@ -26,7 +26,7 @@ pub mod attach;
 mod call;
 pub mod command;
 mod compact;
-mod confine;
+pub(crate) mod confine;
 mod history;
 mod mcp;
 mod prepare;

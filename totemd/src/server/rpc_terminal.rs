@@ -41,6 +41,14 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
             .session(&d, &p.session_id)
             .map_err(|e| err(ErrorCode::NOT_FOUND, e.to_string()))?;
         let settings = terminal_settings(&d);
+        let environment = d
+            .settings
+            .current()
+            .permission
+            .as_ref()
+            .map(|p| p.environment.clone())
+            .unwrap_or_default();
+        let env = crate::agent::confine::base_spec(&environment);
         let terminal = d.terminals.open(OpenRequest {
             session_id: &p.session_id,
             command: &p.command,
@@ -49,6 +57,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
             rows: p.rows.unwrap_or(24),
             opened_by: OpenedBy::User,
             settings,
+            env: &env,
         })?;
         Ok(terminal.info())
     });

@@ -84,6 +84,8 @@ pub struct OpenRequest<'a> {
     pub rows: u16,
     pub opened_by: OpenedBy,
     pub settings: TerminalSettings,
+    /// The environment (`permission.environment`), as commands get it.
+    pub env: &'a totem_tools::ShellSpec,
 }
 
 /// Every terminal of the daemon.
@@ -174,6 +176,7 @@ impl Terminals {
             rows,
             scrollback: req.settings.scrollback_lines,
             opened_by: req.opened_by,
+            env: req.env,
         })?;
         lock(&self.list).push(terminal.clone());
         self.record();

@@ -202,6 +202,8 @@ pub struct Spawn<'a> {
     pub rows: NonZeroU16,
     pub scrollback: usize,
     pub opened_by: OpenedBy,
+    /// The environment the program gets: the daemon's minus secret-looking names, as commands.
+    pub env: &'a totem_tools::ShellSpec,
 }
 
 impl Terminal {
@@ -227,6 +229,12 @@ impl Terminal {
         cmd.arg("-c");
         cmd.arg(spec.command);
         cmd.cwd(spec.cwd);
+        for name in &spec.env.env_remove {
+            cmd.env_remove(name);
+        }
+        for (name, value) in &spec.env.env_set {
+            cmd.env(name, value);
+        }
         cmd.env("TERM", "xterm-256color");
         cmd.env("COLORTERM", "truecolor");
         cmd.env("TOTEM_TERMINAL", &spec.name);

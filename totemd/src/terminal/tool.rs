@@ -148,6 +148,7 @@ impl Tool for TerminalTool {
                     rows: ROWS,
                     opened_by: OpenedBy::Model,
                     settings: self.settings,
+                    env: &ctx.shell,
                 };
                 let terminal = match terminals.open(request) {
                     Ok(t) => t,
