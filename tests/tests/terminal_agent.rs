@@ -318,7 +318,8 @@ async fn a_person_attached_with_totem_types_and_the_model_reads_it() {
     watcher.expect("› ").expect("the prompt");
     watcher.send("/terminals\r").expect("type /terminals");
     watcher
-        .expect("1. t1 [running] python3 -q -i")
+        // (`[running, 1 watching]` while the model's last wait still lets go of its watch.)
+        .expect(expectrl::Regex(r"1\. t1 \[running[^\]]*\] python3 -q -i"))
         .expect("the terminal is listed");
     watcher.expect("› ").expect("the prompt again");
     watcher.send("/terminal 1\r").expect("type /terminal 1");

@@ -60,6 +60,7 @@ impl LineEditor {
                 let printer = editor
                     .create_external_printer()
                     .ok()
+                    .and_then(|p| Queued::start(p).ok())
                     .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>);
                 let _ = printer_tx.send(printer);
                 while let Ok(Some(prompt)) = next_rx.recv() {
@@ -97,6 +98,34 @@ impl LineEditor {
     /// Ends the thread once it is done with the current line.
     pub fn stop(&self) {
         let _ = self.next.send(None);
+    }
+}
+
+/// rustyline's printer holds one message: a second one printed while the editor is in raw mode
+/// but no longer reading (the line was just entered) blocks until the next `readline`, and the
+/// async side, blocked, never asks for it (the REPL froze). So messages go through a thread of
+/// their own that may wait; the async side never does.
+struct Queued(std::sync::mpsc::Sender<String>);
+
+impl Queued {
+    fn start(mut printer: impl ExternalPrinter + Send + 'static) -> std::io::Result<Queued> {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::Builder::new()
+            .name("totem-printer".into())
+            .spawn(move || {
+                for text in rx {
+                    let _ = printer.print(text);
+                }
+            })?;
+        Ok(Queued(tx))
+    }
+}
+
+impl ExternalPrinter for Queued {
+    fn print(&mut self, msg: String) -> rustyline::Result<()> {
+        self.0
+            .send(msg)
+            .map_err(|_| ReadlineError::Io(std::io::Error::other("the printer thread ended")))
     }
 }
 
