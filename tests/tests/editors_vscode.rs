@@ -1,8 +1,9 @@
-//! The VS Code extension's protocol client (`editors/vscode/src/client.ts`): type-checked with
-//! `tsc`, bundled with esbuild (both from npm, installed once into the test tools cache) and run
-//! by `node --test` (`editors/vscode/test/client.test.mjs`) against the real totemd, which the
+//! The VS Code extension's protocol client and view state (`editors/vscode/src/client.ts`,
+//! `state.ts`): type-checked with `tsc`, bundled with esbuild (both from npm, installed once into
+//! the test tools cache) and run by `node --test` (`editors/vscode/test/client.test.mjs`) against the real totemd, which the
 //! client starts itself, and the Ollama simulator: connect, list, prompt, stream, answer a
-//! question, files changed, undo, the daemon stopping and the client following on after it.
+//! question, files changed, undo, the daemon stopping and the client following on after it; the
+//! sessions list, its badge and the chat's blocks built from the same events.
 
 mod cli_common;
 
@@ -11,7 +12,7 @@ use std::process::Command;
 
 use cli_common::Cli;
 use serde_json::json;
-use totem_tests::sim::{Reply, SimEvent};
+use totem_tests::sim::{Reply, Script, SimEvent};
 
 fn vscode_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../editors/vscode")
@@ -43,17 +44,18 @@ fn the_extension_client_against_the_real_daemon() {
         "tsc",
     );
     let out = tempfile::tempdir().expect("bundle folder");
-    let module = out.path().join("client.mjs");
     run(
         Command::new(bin.join("esbuild"))
             .arg(vscode_dir().join("src/client.ts"))
+            .arg(vscode_dir().join("src/state.ts"))
             .args([
                 "--bundle",
                 "--platform=node",
                 "--format=esm",
                 "--log-level=warning",
+                "--out-extension:.js=.mjs",
             ])
-            .arg(format!("--outfile={}", module.display())),
+            .arg(format!("--outdir={}", out.path().display())),
         "esbuild",
     );
 
@@ -66,10 +68,15 @@ fn the_extension_client_against_the_real_daemon() {
     .expect("math.js");
     {
         let _guard = runtime.enter();
-        sim.push(Reply::stream([
-            SimEvent::text("Hello "),
-            SimEvent::text("from the sim."),
-        ]));
+        // Apart, so that the client sees the answer grow.
+        sim.push(Reply::Stream(Script {
+            delay_ms: 300,
+            ..Script::new(vec![
+                SimEvent::text("Hello "),
+                SimEvent::text("from "),
+                SimEvent::text("the sim."),
+            ])
+        }));
         sim.push(Reply::stream([SimEvent::tool_call(
             "c1",
             "edit",
@@ -80,12 +87,13 @@ fn the_extension_client_against_the_real_daemon() {
     }
     run(
         Command::new("node")
-            .arg("--test")
+            // A failed assertion leaves the client's socket open: end the process anyway.
+            .args(["--test", "--test-force-exit", "--test-timeout=60000"])
             .arg(vscode_dir().join("test/client.test.mjs"))
             .env("TOTEM_HOME", cli.home())
             .env("TOTEM_BIN", cli_common::binary("totem"))
             .env("TOTEM_TEST_PROJECT", cli.project.path())
-            .env("TOTEM_CLIENT_MODULE", &module)
+            .env("TOTEM_VSCODE_OUT", out.path())
             .env_remove("TOTEM_LOG")
             .env_remove("XDG_RUNTIME_DIR"),
         "node --test",
