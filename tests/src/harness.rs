@@ -58,6 +58,37 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// `HOST:PORT` of a port on 127.0.0.1 that is bound for this test process's life but never
+/// listens, so a connection to it is refused at once. Every daemon and `totem` a test starts gets
+/// it as `OLLAMA_HOST`: the implicit local Ollama (no provider configured) is never whatever
+/// happens to listen on 127.0.0.1:11434 on the machine running the tests.
+pub fn closed_ollama_host() -> &'static str {
+    static HOST: std::sync::OnceLock<(String, Option<std::os::fd::OwnedFd>)> =
+        std::sync::OnceLock::new();
+    &HOST
+        .get_or_init(|| {
+            use nix::sys::socket::{
+                AddressFamily, SockFlag, SockType, SockaddrIn, bind, getsockname, socket,
+            };
+            let fd = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )
+            .expect("a socket");
+            bind(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                &SockaddrIn::new(127, 0, 0, 1, 0),
+            )
+            .expect("bind a free port");
+            let address: SockaddrIn =
+                getsockname(std::os::fd::AsRawFd::as_raw_fd(&fd)).expect("its port");
+            (format!("127.0.0.1:{}", address.port()), Some(fd))
+        })
+        .0
+}
+
 /// A running daemon in its own temporary home.
 pub struct TestDaemon {
     pub home: PathBuf,
@@ -214,6 +245,7 @@ fn spawn_command_wrapped(wrapper: &[&str], home: &Path, socket: &Path) -> Comman
         .arg("--socket")
         .arg(socket)
         .env_remove("TOTEM_HOME")
+        .env("OLLAMA_HOST", closed_ollama_host())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -126,6 +126,7 @@ fn a_missing_totemd_says_where_it_looked_and_what_to_do() {
         .args(["run", "hi"])
         .current_dir(cli.project.path())
         .env("TOTEM_HOME", cli.home())
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("PATH", alone.path())
         .output()
         .expect("run totem");

@@ -19,6 +19,12 @@ fn a_failed_run_exits_1_and_says_why() {
         err.trim().len() > "totem: run failed: ".len(),
         "the reason is given: {err}"
     );
+    // The implicit local Ollama is where OLLAMA_HOST says: the tests' closed port, never
+    // whatever listens on 127.0.0.1:11434.
+    assert!(
+        err.contains(totem_tests::harness::closed_ollama_host()),
+        "{err}"
+    );
 }
 
 #[test]

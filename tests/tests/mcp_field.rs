@@ -29,6 +29,7 @@ fn field_client(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> Value {
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .current_dir(cwd)
         .stdin(Stdio::null());
     for (key, value) in env {
@@ -53,6 +54,7 @@ fn totem(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> std::process::Outp
         .args(args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("NO_COLOR", "1")
         .current_dir(cwd)
         .stdin(Stdio::null());

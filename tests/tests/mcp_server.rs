@@ -60,6 +60,7 @@ async fn run_script(name: &str, args: &[String], home: &Path) -> Value {
             .arg(script(name))
             .args(args)
             .env("TOTEM_HOME", home)
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
             .kill_on_drop(true)
             .output(),
     )

@@ -207,6 +207,7 @@ async fn doctor(home: &Path, socket: &Path) -> (Output, String) {
         .arg("doctor")
         .env("TOTEM_HOME", home)
         .env("HOME", home)
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env_remove("XDG_CONFIG_HOME")
         .stdin(Stdio::null());
     let output = tokio::task::spawn_blocking(move || command.output())
@@ -503,6 +504,7 @@ fn daemon_install_writes_units_that_systemd_accepts() {
     let output = Command::new(binary("totem"))
         .args(["daemon", "install"])
         .env("HOME", &home)
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("PATH", &no_tools)
         .env("XDG_RUNTIME_DIR", dir.path().join("runtime"))
         .env_remove("XDG_CONFIG_HOME")

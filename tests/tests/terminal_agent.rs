@@ -21,6 +21,7 @@ fn totem(env: &Env, args: &[&str]) -> expectrl::session::OsSession {
         .args(args)
         .current_dir(env.project.path())
         .env("TOTEM_HOME", &env.daemon.home)
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("TERM", "xterm")
         .env("NO_COLOR", "1");
     let mut session = Session::spawn(command).expect("totem in a pty");

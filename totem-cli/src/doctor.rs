@@ -521,7 +521,7 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         checks.push(check(
             Status::Warn,
             "providers",
-            "none configured: Totem uses an Ollama answering on 127.0.0.1:11434 if there is one; add a provider with `totem provider add`",
+            "none configured: Totem uses an Ollama answering on 127.0.0.1:11434 (or where OLLAMA_HOST says) if there is one; add a provider with `totem provider add`",
         ));
         return checks;
     }

@@ -62,7 +62,7 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
             }
             if list.providers.is_empty() {
                 println!(
-                    "No provider configured; a local Ollama on 127.0.0.1:11434 is used when it answers."
+                    "No provider configured; a local Ollama (127.0.0.1:11434, or where OLLAMA_HOST says) is used when it answers."
                 );
                 println!(
                     "Add one with `totem provider add NAME --kind ollama|openai|anthropic|gemini --url URL`."

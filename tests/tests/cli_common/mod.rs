@@ -45,6 +45,7 @@ impl Cli {
             .args(args)
             .current_dir(self.project.path())
             .env("TOTEM_HOME", self.home())
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
             .env("NO_COLOR", "1")
             .env_remove("TOTEM_LOG");
         command

@@ -44,7 +44,14 @@ pub async fn provider_for(
     let name = match model_ref {
         Some(name) => name.to_string(),
         None => daemon.settings.default_model().await.ok_or_else(|| {
-            "no model to run: no provider is configured (and no local Ollama answered) or none of its models supports tools; add one with `totem provider add`, or pass a model as provider/model".to_string()
+            if daemon.settings.current().providers.is_empty() {
+                format!(
+                    "no model to run: no provider is configured and no local Ollama with a tool-capable model answered at {}; start Ollama (or set OLLAMA_HOST), add a provider with `totem provider add`, or pass a model as provider/model",
+                    crate::config::implicit_ollama_url()
+                )
+            } else {
+                "no model to run: no configured provider lists a model that supports tools; set `defaultModel`, or pass a model as provider/model".to_string()
+            }
         })?,
     };
     let resolved = daemon

@@ -450,14 +450,13 @@ impl Settings {
     }
 }
 
-/// A local Ollama on its default port, used while no provider is configured.
+/// A local Ollama, used while no provider is configured: where `OLLAMA_HOST` says, as for the
+/// `ollama` command itself, else on its default port.
 fn implicit_ollama() -> ProviderSettings {
     ProviderSettings {
         name: IMPLICIT_PROVIDER.to_string(),
         kind: ProviderKind::Ollama,
-        url: totem_provider::ProviderKind::Ollama
-            .default_base_url()
-            .to_string(),
+        url: implicit_ollama_url(),
         default_model: None,
         ollama: None,
         temperature: None,
@@ -469,6 +468,44 @@ fn implicit_ollama() -> ProviderSettings {
         max_retries: None,
         models: Default::default(),
     }
+}
+
+/// Where the implicit local Ollama is looked for.
+pub fn implicit_ollama_url() -> String {
+    std::env::var("OLLAMA_HOST")
+        .ok()
+        .and_then(|host| ollama_host_url(&host))
+        .unwrap_or_else(|| {
+            totem_provider::ProviderKind::Ollama
+                .default_base_url()
+                .to_string()
+        })
+}
+
+/// The base URL an `OLLAMA_HOST` value means, read as the `ollama` command reads it: `HOST`,
+/// `HOST:PORT` or a URL; without a port, 11434 (80 or 443 for a URL); `0.0.0.0` (where a server listens) is
+/// reached on 127.0.0.1. `None` for an empty or unusable value.
+fn ollama_host_url(value: &str) -> Option<String> {
+    let value = value.trim().trim_end_matches('/');
+    if value.is_empty() {
+        return None;
+    }
+    let (scheme, rest, default_port) = match value.split_once("://") {
+        Some(("https", rest)) => ("https", rest, "443"),
+        Some((scheme, rest)) => (scheme, rest, "80"),
+        None => ("http", value, "11434"),
+    };
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, port.parse::<u16>().ok()?.to_string()),
+        _ => (rest, default_port.to_string()),
+    };
+    let host = match host {
+        "" | "0.0.0.0" => "127.0.0.1",
+        "[::]" => "[::1]",
+        host => host,
+    };
+    let url = format!("{scheme}://{host}:{port}");
+    reqwest::Url::parse(&url).ok().map(|_| url)
 }
 
 /// The protocol's kind as the provider crate knows it.
@@ -587,6 +624,28 @@ mod tests {
                 .unwrap()
                 .contains("[}")
         );
+    }
+
+    #[test]
+    fn ollama_host_is_read_as_ollama_reads_it() {
+        let url = |v: &str| ollama_host_url(v);
+        assert_eq!(
+            url("127.0.0.1:11500").as_deref(),
+            Some("http://127.0.0.1:11500")
+        );
+        assert_eq!(url("0.0.0.0").as_deref(), Some("http://127.0.0.1:11434"));
+        assert_eq!(url("gpu-box").as_deref(), Some("http://gpu-box:11434"));
+        assert_eq!(
+            url("https://ollama.lan/").as_deref(),
+            Some("https://ollama.lan:443")
+        );
+        assert_eq!(url("[::1]").as_deref(), Some("http://[::1]:11434"));
+        assert_eq!(
+            url("http://[::1]:9000").as_deref(),
+            Some("http://[::1]:9000")
+        );
+        assert_eq!(url(""), None);
+        assert_eq!(url("host:notaport"), None);
     }
 
     #[test]
