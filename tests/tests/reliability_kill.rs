@@ -1,12 +1,14 @@
 //! `kill -9` of totemd at random moments during streaming runs, then a restart: every message
 //! acknowledged or seen finished before the kill is still there, word for word; the run the kill
-//! caught is marked interrupted (or done, when it finished unseen); the store opens every time.
+//! caught is marked interrupted (or done, when it finished unseen); `session.messages` and the
+//! replay of the stored events tell the same conversation; the store opens every time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use totem_protocol::EventKind;
+use totem_client::Client;
+use totem_protocol::{EventKind, Message, Part};
 use totem_tests::harness::TestDaemon;
 use totem_tests::reliability;
 use totem_tests::reliability::{Echo, Rng, echo_answer, prompt, prompt_text, text_of};
@@ -132,6 +134,7 @@ async fn kill_9_during_streaming_runs_loses_no_finished_message() {
             .await
             .expect("session.get");
         assert_eq!(status["status"], "idle", "seed {seed}, run {i}: {status}");
+        assert_replay_agrees(&client, &session, &format!("seed {seed}, run {i}")).await;
     }
     eprintln!(
         "{RUNS} kills (seed {seed}): {done} runs had finished, {interrupted} were interrupted"
@@ -144,4 +147,68 @@ async fn kill_9_during_streaming_runs_loses_no_finished_message() {
         daemon.terminate(),
         "totemd stops cleanly after {RUNS} crashes"
     );
+}
+
+/// The messages the replay of every stored event builds (`message.created`, then each
+/// `part.done`) are the ones `session.messages` returns, part for part.
+async fn assert_replay_agrees(client: &Client, session: &str, context: &str) {
+    let stored = reliability::all_messages(client, session)
+        .await
+        .expect("session.messages");
+    let mut events = client.subscribe(session, 0).await.expect("subscribe");
+    // A rename after the subscription: its `session.updated` comes after the whole replay.
+    let sentinel = format!("replayed {context}");
+    client
+        .call_raw(
+            "session.rename",
+            json!({"sessionId": session, "title": sentinel}),
+        )
+        .await
+        .expect("session.rename");
+    let mut order: Vec<String> = Vec::new();
+    let mut replayed: BTreeMap<String, (Message, BTreeMap<u32, Part>)> = BTreeMap::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .unwrap_or_else(|_| panic!("{context}: the replay did not end"))
+            .expect("subscription open")
+            .expect("event decodes");
+        match event.kind {
+            EventKind::MessageCreated { message } => {
+                let parts = message.parts.iter().cloned().enumerate();
+                let parts = parts.map(|(i, p)| (i as u32, p)).collect();
+                order.push(message.id.clone());
+                replayed.insert(message.id.clone(), (message, parts));
+            }
+            EventKind::PartDone {
+                message_id,
+                index,
+                part,
+                ..
+            } => {
+                let (_, parts) = replayed.get_mut(&message_id).unwrap_or_else(|| {
+                    panic!("{context}: part.done of {message_id} before its message.created")
+                });
+                parts.insert(index, part);
+            }
+            EventKind::SessionUpdated { session } if session.title == sentinel => break,
+            _ => {}
+        }
+    }
+    let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, order, "{context}: the same messages in the same order");
+    for message in &stored {
+        let (created, parts) = &replayed[&message.id];
+        assert_eq!(
+            (created.seq, created.role),
+            (message.seq, message.role),
+            "{context}"
+        );
+        let parts: Vec<Part> = parts.values().cloned().collect();
+        assert_eq!(
+            parts, message.parts,
+            "{context}: message {} has other parts in session.messages than in the replay",
+            message.id
+        );
+    }
 }

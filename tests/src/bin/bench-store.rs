@@ -1,8 +1,8 @@
 //! The store: parts appended per second, opening a session of 10,000 messages, listing 1,000
 //! sessions.
 //!
-//! Parts are appended with totemd's own `Store` (the code a run calls), alone and together with
-//! the `part.done` event a run stores with each part. The big session and the 1,000 sessions are
+//! Parts are appended with totemd's own `Store` (the code a run calls): each finished part is
+//! stored with its `part.done` event in one batch, as a run stores it. The big session and the 1,000 sessions are
 //! written the same way, then a real `totemd` is started on that home and timed over its socket:
 //! - opening the session as the REPL does (`session.get`, then a subscription replaying its last
 //!   200 events), on a daemon that has not loaded it yet (a new daemon each time) and again once
@@ -57,9 +57,9 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-/// Appends `parts` parts to one message; with `events`, each part also stores its `part.done`.
-fn append_parts(store: &Store, session_id: &str, parts: u32, events: bool) -> f64 {
-    let message_id = format!("msg_parts_{events}");
+/// Appends `parts` parts to one message, each with its `part.done` event (one write each).
+fn append_parts(store: &Store, session_id: &str, parts: u32) -> f64 {
+    let message_id = "msg_parts".to_string();
     let message = Message {
         id: message_id.clone(),
         session_id: session_id.to_string(),
@@ -69,33 +69,37 @@ fn append_parts(store: &Store, session_id: &str, parts: u32, events: bool) -> f6
         created_at: 1,
         parts: Vec::new(),
     };
-    store.put_message(&message).expect("put_message");
+    store
+        .append_event(&SessionEvent {
+            session_id: session_id.to_string(),
+            seq: 1,
+            at: 1,
+            kind: EventKind::MessageCreated { message },
+        })
+        .expect("message.created");
     let started = Instant::now();
     for index in 0..parts {
         let part = Part::Text {
             text: text(u64::from(index)),
         };
-        store.put_part(&message_id, index, &part).expect("put_part");
-        if events {
-            let event = SessionEvent {
-                session_id: session_id.to_string(),
-                seq: u64::from(index) + 2,
-                at: 1,
-                kind: EventKind::PartDone {
-                    run_id: "run_bench".to_string(),
-                    message_id: message_id.clone(),
-                    index,
-                    part,
-                },
-            };
-            store.append_event(&event).expect("append_event");
-        }
+        let event = SessionEvent {
+            session_id: session_id.to_string(),
+            seq: u64::from(index) + 2,
+            at: 1,
+            kind: EventKind::PartDone {
+                run_id: "run_bench".to_string(),
+                message_id: message_id.clone(),
+                index,
+                part,
+            },
+        };
+        store.append_event(&event).expect("part.done");
     }
     f64::from(parts) / started.elapsed().as_secs_f64()
 }
 
 /// A session of `MESSAGES` messages stored as runs store them: `message.created`, then one
-/// `part.done` per part, with the message and its parts in the message tables.
+/// `part.done` per part (each event writes what it announces to the message tables).
 fn big_session(store: &Store, project_id: &str) -> String {
     let mut record = SessionRecord {
         session: session(project_id, "ses_big".to_string(), 2),
@@ -108,7 +112,7 @@ fn big_session(store: &Store, project_id: &str) -> String {
         let message_seq = seq;
         let id = format!("msg_big_{i:05}");
         let part = Part::Text { text: text(i) };
-        let mut message = Message {
+        let message = Message {
             id: id.clone(),
             session_id: "ses_big".to_string(),
             seq: message_seq,
@@ -141,12 +145,10 @@ fn big_session(store: &Store, project_id: &str) -> String {
                     run_id: format!("run_{}", i / 2),
                     message_id: id,
                     index: 0,
-                    part: part.clone(),
+                    part,
                 },
             })
             .expect("part.done");
-        message.parts.push(part);
-        store.put_message(&message).expect("put_message");
     }
     let previous = record.clone();
     record.session.last_seq = seq;
@@ -174,10 +176,8 @@ fn fill(home: &Path, parts: u32) -> (String, String) {
     };
     store.put_session(&scratch, None).expect("put_session");
 
-    let alone = append_parts(&store, "ses_parts", parts, false);
-    let with_events = append_parts(&store, "ses_parts", parts, true);
-    println!("parts appended, store alone          {alone:>10.0} parts/s  ({parts} parts)");
-    println!("parts appended, with part.done event {with_events:>10.0} parts/s  ({parts} parts)");
+    let rate = append_parts(&store, "ses_parts", parts);
+    println!("parts appended with part.done (one batch) {rate:>10.0} parts/s  ({parts} parts)");
 
     let started = Instant::now();
     let big = big_session(&store, &project.id);

@@ -286,7 +286,6 @@ pub fn queue_run(
             .chain(request.attachments.iter().cloned())
             .collect(),
         };
-        store.put_message(&message)?;
         Ok(EventKind::MessageCreated { message })
     })?;
     live.update(store, |s| s.message_count += 1)?;

@@ -125,7 +125,6 @@ impl Runner {
                 created_at: now_ms(),
                 parts: Vec::new(),
             };
-            store.put_message(&message)?;
             Ok(EventKind::MessageCreated { message })
         })?;
         self.turns.step_seq = event.seq;
@@ -232,6 +231,7 @@ impl Runner {
         self.finish_part(message_id, index, part)
     }
 
+    /// Announces a finished part; the store writes the part with its `part.done` in one batch.
     pub(super) fn finish_part(
         &self,
         message_id: &str,
@@ -239,7 +239,6 @@ impl Runner {
         part: Part,
     ) -> Result<(), StepError> {
         let part = crate::redact::part(part);
-        self.daemon.store().put_part(message_id, index, &part)?;
         self.emit(EventKind::PartDone {
             run_id: self.run_id.clone(),
             message_id: message_id.to_string(),

@@ -40,7 +40,6 @@ pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
                 created_at: original.created_at,
                 parts: original.parts.clone(),
             };
-            store.put_message(&message)?;
             Ok(EventKind::MessageCreated { message })
         })?;
     }

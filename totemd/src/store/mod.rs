@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fjall::PersistMode;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use totem_protocol::{Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent};
+use totem_protocol::{EventKind, Message, Project, Role, Run, RunStatus, Session, SessionEvent};
 
 use handle::{Batch, Handle};
 use keys::{Cursor, recency, seq_key, session_key};
@@ -413,9 +413,12 @@ impl Store {
     }
 
     // ---- messages and parts ----
+    //
+    // Messages and parts are written only with the event that announces them (see
+    // [`Store::append_event`]), so the message tables and the replay never disagree.
 
-    /// Stores a message and all its parts at once.
-    pub fn put_message(&self, message: &Message) -> Result<()> {
+    /// Adds a message and all its parts to `batch`.
+    fn batch_message(&self, batch: &mut Batch, message: &Message) -> Result<()> {
         let record = MessageRecord {
             id: message.id.clone(),
             session_id: message.session_id.clone(),
@@ -424,30 +427,18 @@ impl Store {
             run_id: message.run_id.clone(),
             created_at: message.created_at,
         };
-        let mut batch = self.batch()?;
         self.messages.batch_insert(
-            &mut batch,
+            batch,
             seq_key(&message.session_id, message.seq),
             encode(&record)?,
         );
         self.message_ids
-            .batch_insert(&mut batch, message.id.as_str(), message.session_id.as_str());
+            .batch_insert(batch, message.id.as_str(), message.session_id.as_str());
         for (index, part) in message.parts.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
-            self.parts.batch_insert(
-                &mut batch,
-                keys::part_key(&message.id, index),
-                encode(part)?,
-            );
+            self.parts
+                .batch_insert(batch, keys::part_key(&message.id, index), encode(part)?);
         }
-        self.commit(batch)?;
-        Ok(())
-    }
-
-    /// Stores one finished part of a message that is already stored.
-    pub fn put_part(&self, message_id: &str, index: u32, part: &Part) -> Result<()> {
-        self.parts
-            .insert(keys::part_key(message_id, index), encode(part)?)?;
         Ok(())
     }
 
@@ -487,9 +478,31 @@ impl Store {
 
     // ---- events ----
 
+    /// Stores an event. An event that announces something now stored — the message of
+    /// `message.created`, the finished part of `part.done` — writes it in the same batch, so a
+    /// crash keeps both or neither and `session.messages` never disagrees with the replay.
     pub fn append_event(&self, event: &SessionEvent) -> Result<()> {
-        self.events
-            .insert(seq_key(&event.session_id, event.seq), encode(event)?)?;
+        let mut batch = self.batch()?;
+        match &event.kind {
+            EventKind::MessageCreated { message } => self.batch_message(&mut batch, message)?,
+            EventKind::PartDone {
+                message_id,
+                index,
+                part,
+                ..
+            } => self.parts.batch_insert(
+                &mut batch,
+                keys::part_key(message_id, *index),
+                encode(part)?,
+            ),
+            _ => {}
+        }
+        self.events.batch_insert(
+            &mut batch,
+            seq_key(&event.session_id, event.seq),
+            encode(event)?,
+        );
+        self.commit(batch)?;
         Ok(())
     }
 

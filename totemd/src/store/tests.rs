@@ -1,5 +1,5 @@
 use super::*;
-use totem_protocol::{EventKind, SessionStatus};
+use totem_protocol::{EventKind, Part, SessionStatus};
 
 fn session(id: &str, project: &str, updated_at: u64) -> SessionRecord {
     SessionRecord {
@@ -101,7 +101,6 @@ fn delete_removes_messages_parts_and_events() {
         created_at: 1,
         parts: vec![Part::Text { text: "hi".into() }],
     };
-    store.put_message(&message).unwrap();
     store
         .append_event(&SessionEvent {
             session_id: "s".into(),
@@ -159,4 +158,55 @@ fn events_after_and_last_seq() {
     assert_eq!(seqs, [5, 300]);
     assert_eq!(store.last_event_seq("s").unwrap(), 300);
     assert_eq!(store.last_event_seq("t").unwrap(), 0);
+}
+
+#[test]
+fn an_event_stores_the_message_and_part_it_announces() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.put_session(&session("s", "p", 1), None).unwrap();
+    let mut message = Message {
+        id: "m1".into(),
+        session_id: "s".into(),
+        seq: 1,
+        role: Role::Assistant,
+        run_id: Some("r".into()),
+        created_at: 1,
+        parts: Vec::new(),
+    };
+    let event = |seq, kind| SessionEvent {
+        session_id: "s".into(),
+        seq,
+        at: 1,
+        kind,
+    };
+    store
+        .append_event(&event(
+            1,
+            EventKind::MessageCreated {
+                message: message.clone(),
+            },
+        ))
+        .unwrap();
+    assert_eq!(
+        store.messages_after("s", 0, 10).unwrap().0,
+        vec![message.clone()]
+    );
+    let part = Part::Text {
+        text: "done".into(),
+    };
+    store
+        .append_event(&event(
+            2,
+            EventKind::PartDone {
+                run_id: "r".into(),
+                message_id: "m1".into(),
+                index: 0,
+                part: part.clone(),
+            },
+        ))
+        .unwrap();
+    message.parts.push(part);
+    assert_eq!(store.messages_after("s", 0, 10).unwrap().0, vec![message]);
+    assert_eq!(store.events_after("s", 0).unwrap().len(), 2);
 }
