@@ -121,15 +121,31 @@ fn a_missing_totemd_says_where_it_looked_and_what_to_do() {
     let cli = Cli::new();
     let alone = tempfile::tempdir().expect("bin dir");
     let totem = alone.path().join("totem");
-    std::fs::copy(cli_common::binary("totem"), &totem).expect("copy totem");
-    let out = std::process::Command::new(&totem)
-        .args(["run", "hi"])
-        .current_dir(cli.project.path())
-        .env("TOTEM_HOME", cli.home())
-        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
-        .env("PATH", alone.path())
-        .output()
-        .expect("run totem");
+    // A hard link, not a copy: a copy's write descriptor, inherited by a process another test
+    // forks meanwhile, makes exec fail with "Text file busy".
+    if std::fs::hard_link(cli_common::binary("totem"), &totem).is_err() {
+        std::fs::copy(cli_common::binary("totem"), &totem).expect("copy totem");
+    }
+    let run = || {
+        std::process::Command::new(&totem)
+            .args(["run", "hi"])
+            .current_dir(cli.project.path())
+            .env("TOTEM_HOME", cli.home())
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+            .env("PATH", alone.path())
+            .output()
+    };
+    let mut out = run();
+    for _ in 0..50 {
+        match &out {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                out = run();
+            }
+            _ => break,
+        }
+    }
+    let out = out.expect("run totem");
     assert_exit(&out, 3);
     let err = stderr(&out);
     assert!(err.contains("cannot find totemd"), "{err}");
