@@ -229,3 +229,56 @@ async fn a_key_the_provider_echoes_is_not_shown_stored_or_logged() {
         assert!(!text.contains(KEY), "the log holds the key");
     }
 }
+
+/// `python3` connecting to the Unix socket at `socket`, run as is or through `launcher`.
+fn connect_to(socket: &std::path::Path, launcher: &[std::ffi::OsString]) -> std::process::Output {
+    let script = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\nprint('connected')";
+    let mut command = match launcher.split_first() {
+        Some((program, args)) => {
+            let mut command = std::process::Command::new(program);
+            command.args(args).arg("python3");
+            command
+        }
+        None => std::process::Command::new("python3"),
+    };
+    command
+        .args(["-c", script])
+        .arg(socket)
+        .output()
+        .expect("python3")
+}
+
+#[test]
+fn a_confined_command_cannot_reach_a_unix_socket() {
+    // Landlock confines Unix sockets from ABI 9 on; below, the launcher's seccomp filter does.
+    let dir = tempfile::tempdir().expect("temp");
+    let project = dir.path().join("proj");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&project).expect("project");
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    // A daemon's socket outside the project (an SSH agent, Docker, totemd) and one inside.
+    let outside = dir.path().join("agent.sock");
+    let inside = project.join("app.sock");
+    let _listeners = [&outside, &inside]
+        .map(|path| std::os::unix::net::UnixListener::bind(path).expect("listen on a Unix socket"));
+    let launcher: Vec<std::ffi::OsString> = vec![
+        totem_tests::harness::binary("totemd").into(),
+        "__sandbox".into(),
+        "--project".into(),
+        project.clone().into(),
+        "--tmp".into(),
+        tmp.into(),
+        "--secrets".into(),
+        "{}".into(),
+        "--".into(),
+    ];
+    for socket in [&outside, &inside] {
+        let free = connect_to(socket, &[]);
+        assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "connected");
+        let confined = connect_to(socket, &launcher);
+        let stderr = String::from_utf8_lossy(&confined.stderr);
+        assert!(!confined.status.success(), "{stderr}");
+        assert!(confined.stdout.is_empty(), "{stderr}");
+        assert!(stderr.contains("Permission denied"), "{stderr}");
+    }
+}

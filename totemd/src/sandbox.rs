@@ -12,7 +12,10 @@
 //!   kernel and the file they lead to must itself be readable here;
 //! - the project and the call's temp folder can be written (`TMPDIR` points at the latter);
 //! - nothing else: not the home folder, not `/proc` (other processes' environments), not
-//!   `/tmp`; no TCP connections, no signals to processes outside the sandbox.
+//!   `/tmp`; no TCP connections, no signals to processes outside the sandbox;
+//! - no Unix sockets: Landlock confines connecting to one by its path only from ABI 9 on, so a
+//!   seccomp filter refuses `socket(AF_UNIX, …)` (and io_uring, which makes sockets without that
+//!   call); a confined command cannot talk to the Docker daemon, an SSH agent or totemd itself.
 //!
 //! A command the user approved (a rule they wrote, an answer) runs as the user, unsandboxed. The
 //! workspace denies unsafe code, so there is no `pre_exec` hook: the launcher is a separate
@@ -58,7 +61,7 @@ impl Mode {
     pub fn describe(&self) -> String {
         match self {
             Mode::Landlock { abi } => format!(
-                "Landlock (ABI {abi}): commands run without asking can read system folders and the project (not its secret files) and write only the project and a temp folder"
+                "Landlock (ABI {abi}): commands run without asking can read system folders and the project (not its secret files) and write only the project and a temp folder; they open no Unix socket (seccomp)"
             ),
             Mode::Unavailable { reason } => format!(
                 "no kernel sandbox ({reason}): only commands that read no files run without asking; the rest ask first"
@@ -200,10 +203,46 @@ fn restrict_and_exec(args: Vec<OsString>) -> Result<Never, String> {
         return Err("no command after `--`".into());
     };
     restrict(&project, &tmp, &patterns)?;
+    refuse_unix_sockets()?;
     let error = std::process::Command::new(program)
         .args(program_args)
         .exec();
     Err(format!("cannot run {}: {error}", program.to_string_lossy()))
+}
+
+/// Installs a seccomp filter on this process (inherited by the command): `socket(AF_UNIX, …)` and
+/// `io_uring_setup` fail with EACCES. Landlock has set no_new_privs, which lets an unprivileged
+/// process install it.
+fn refuse_unix_sockets() -> Result<(), String> {
+    use nix::libc;
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let failed = |e: &dyn std::fmt::Display| format!("cannot refuse Unix sockets: {e}");
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| failed(&e))?;
+    let unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )
+    .and_then(|domain| SeccompRule::new(vec![domain]))
+    .map_err(|e| failed(&e))?;
+    let rules = [
+        (libc::SYS_socket, vec![unix]),
+        // No rule: refused whatever its arguments.
+        (libc::SYS_io_uring_setup, vec![]),
+    ];
+    let filter = SeccompFilter::new(
+        rules.into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .map_err(|e| failed(&e))?;
+    let program: BpfProgram = filter.try_into().map_err(|e| failed(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| failed(&e))
 }
 
 /// Rights on the project's folders that hold nothing unsafe.
