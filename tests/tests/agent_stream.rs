@@ -1,4 +1,4 @@
-//! What a run streams: deltas coalesced (never one event per token), reasoning as its own part,
+//! What a run streams: deltas coalesced (never one event per token) yet each sent within 50 ms, reasoning as its own part,
 //! the todo list as an event, usage with cost from the model list's prices, and a stream cut
 //! mid-way keeping what arrived while the run fails with the reason.
 
@@ -37,6 +37,28 @@ async fn deltas_are_coalesced_and_add_up_to_the_part() {
         }]
     );
     assert_eq!(whole, totem_tests::sim::bench_text(5000));
+}
+
+/// A slow model (a word a second): each word goes out on its own, not held until the next one
+/// arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_stream_sends_each_word_before_the_next_arrives() {
+    let env = Env::start().await;
+    env.sim.push(Reply::Stream(Script {
+        delay_ms: 1000,
+        ..Script::new(vec![text("Hello "), text("slow "), text("world.")])
+    }));
+    let mut events = env.subscribe().await;
+    let run = env.prompt("talk", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PartDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["Hello ", "slow ", "world."]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
-//! The model's answer as stored parts: deltas go out live but coalesced (about every 50 ms or
-//! 256 bytes) and are never stored; each part is stored when it finishes, with the `part.done`
+//! The model's answer as stored parts: deltas go out live but coalesced (at most 50 ms after they
+//! arrived, sooner once 256 bytes wait) and are never stored; each part is stored when it finishes, with the `part.done`
 //! that announces it.
 
 use std::time::{Duration, Instant};
@@ -35,10 +35,28 @@ impl Runner {
         let mut index: u32 = 0;
         let mut cut_at = None;
         loop {
+            // Text waiting to go out leaves at the end of its interval even when the model is
+            // slow to send more: a few tokens a second still show word by word.
+            let flush_at = open
+                .as_ref()
+                .filter(|p| !p.pending.is_empty())
+                .map(|p| tokio::time::Instant::from_std(p.last_flush + DELTA_INTERVAL));
+            let due = async move {
+                match flush_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let next = tokio::select! {
                 _ = self.cancel.cancelled() => {
                     self.close(&message_id, &mut open)?;
                     return Err(StepError::Aborted);
+                }
+                () = due => {
+                    if let Some(part) = open.as_mut() {
+                        self.flush(&message_id, part)?;
+                    }
+                    continue;
                 }
                 next = stream.next() => next,
             };
