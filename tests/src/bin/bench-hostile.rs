@@ -3,8 +3,65 @@
 //!
 //! `cargo run -p totem-tests --bin bench-hostile` (add `-- -v` for each attack's details, and
 //! `-- --no-sandbox` to run the daemon as on a machine without Landlock).
+//!
+//! Then the sandbox's start-up cost: `bash -c true` as is and through the launcher
+//! (`totemd __sandbox … -- bash -c true`: Landlock rules for the hostile project, the seccomp
+//! filter, one more exec), 100 runs each, p50/p99.
+
+use std::time::{Duration, Instant};
 
 use totem_tests::hostile::{Suite, attacks};
+
+/// p50 and p99 of `runs` runs of `program args`.
+fn timed(
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+    runs: usize,
+) -> (Duration, Duration) {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let started = Instant::now();
+            let status = std::process::Command::new(program)
+                .args(args)
+                .status()
+                .expect("run");
+            assert!(status.success(), "{program:?} {args:?}");
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let at = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+fn sandbox_start_up(project: &std::path::Path) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let shell: Vec<std::ffi::OsString> = vec!["-c".into(), "true".into()];
+    let mut launcher: Vec<std::ffi::OsString> = vec![
+        "__sandbox".into(),
+        "--project".into(),
+        project.into(),
+        "--tmp".into(),
+        tmp.path().into(),
+        "--secrets".into(),
+        "{}".into(),
+        "--".into(),
+        "bash".into(),
+    ];
+    launcher.extend(shell.iter().cloned());
+    let totemd = totem_tests::harness::binary("totemd");
+    let (plain50, plain99) = timed("bash".as_ref(), &shell, 100);
+    let (boxed50, boxed99) = timed(totemd.as_os_str(), &launcher, 100);
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "sandbox start-up: bash -c true p50 {:.2} ms p99 {:.2} ms; through the launcher p50 {:.2} ms p99 {:.2} ms (+{:.2} ms at p50)",
+        ms(plain50),
+        ms(plain99),
+        ms(boxed50),
+        ms(boxed99),
+        ms(boxed50) - ms(plain50)
+    );
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -30,4 +87,5 @@ async fn main() {
     }
     let mode = if no_sandbox { "without" } else { "with" };
     println!("\nhostile tree, {mode} the sandbox: {tried} attacks tried, {held} held");
+    sandbox_start_up(&suite.tree.project);
 }
