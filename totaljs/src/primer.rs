@@ -79,7 +79,7 @@ Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), 
 Tabs, semicolons, single quotes, var, lowercase file names.
 "#;
 
-const REMINDER: &str = "Total.js 5: require('total5') + Total.run(); handlers take $ (not this); ROUTE('VERB /url/ --> Ns|action') with flags in the string; NEWACTION('Ns|name') / NEWSCHEMA + schema.action; $.success/$.invalid/$.callback; no Express or v4 APIs (TABLE, schema.define, *Schema -->); tabs.";
+const REMINDER: &str = "Total.js 5: require('total5'); handlers take $; ROUTE('GET /x/ --> Ns|action'); NEWACTION/NEWSCHEMA; $.success/$.invalid; no Express or v4 APIs; tabs.";
 
 /// The Total.js 5 primer for the system prompt of sessions in Total.js 5 projects (and empty
 /// folders). At most 1,200 tokens of cl100k_base (checked by a test, printed by bench-prompt).

@@ -307,3 +307,12 @@ fn project_settings_switch_rules_off() {
     assert_eq!(report.files.len(), 1);
     assert!(report.problems[0].contains("handler-thus"), "{report:?}");
 }
+
+/// The reminder follows every prompt in a Total.js 5 project, so it stays within 60 tokens of
+/// cl100k_base: a small window pays for it at every step.
+#[test]
+fn the_reminder_is_within_60_tokens() {
+    let bpe = tiktoken_rs::cl100k_base().unwrap();
+    let tokens = bpe.encode_ordinary(totem_totaljs::reminder()).len();
+    assert!(tokens <= 60, "the reminder is {tokens} tokens");
+}
