@@ -203,3 +203,84 @@ async fn a_model_without_native_tools_calls_them_in_its_text() {
     assert!(!second.contains("\"tool\""), "{second}");
     assert!(second.contains("Result of read"), "{second}");
 }
+
+/// Gives the simulator's llama3.2 (listed with native tools and a 128k window) these settings.
+async fn set_model(env: &Env, settings: serde_json::Value) {
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),
+                   "defaultModel": "llama3.2:latest", "maxRetries": 0, "replace": true,
+                   "models": {"llama3.2:latest": settings}}),
+        )
+        .await
+        .expect("provider.add");
+}
+
+/// The first request of a one-answer run.
+async fn first_request(env: &Env, mode: &str) -> serde_json::Value {
+    env.push(vec![text("ok")]);
+    let before = env.sim.chat_requests().len();
+    let mut events = env.subscribe().await;
+    let run = env.prompt("hi", json!({"mode": mode})).await;
+    let events = follow(env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    // The run's own request (a session title may be asked for after it).
+    env.sim.chat_requests()[before].body.clone()
+}
+
+fn tool_names(body: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `tools: text` in a model's settings (or saved by the probe) wins over the native tool calling
+/// its server lists: the tools are described in the prompt and none are sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_set_to_text_tools_gets_them_in_its_prompt() {
+    let env = Env::start().await;
+    set_model(&env, json!({"tools": "text"})).await;
+    let body = first_request(&env, "build").await;
+    assert!(body.get("tools").is_none(), "{body}");
+    let system = body["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        system.contains("- read {limit?: integer, offset?: integer, path: string}"),
+        "{system}"
+    );
+}
+
+/// `tools: none`: the model only answers; no tools are sent or described.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_set_to_no_tools_gets_none() {
+    let env = Env::start().await;
+    set_model(&env, json!({"tools": "none"})).await;
+    let body = first_request(&env, "build").await;
+    assert!(body.get("tools").is_none(), "{body}");
+    let system = body["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(!system.contains("Tools: call one"), "{system}");
+}
+
+/// A window of 8k tokens or less gets the reduced tool set: read, list, edit, write, bash (the
+/// read-only ones in Plan mode), so the first request leaves room for the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_gets_the_reduced_tool_set() {
+    let env = Env::start().await;
+    let full = first_request(&env, "build").await;
+    assert!(tool_names(&full).len() > 5, "{:?}", tool_names(&full));
+    set_model(&env, json!({"contextWindow": 8192})).await;
+    let small = first_request(&env, "build").await;
+    assert_eq!(
+        tool_names(&small),
+        ["bash", "edit", "list", "read", "write"]
+    );
+    let plan = first_request(&env, "plan").await;
+    assert_eq!(tool_names(&plan), ["list", "read"]);
+    let saved = full["tools"].to_string().len() - small["tools"].to_string().len();
+    assert!(saved > 1000, "only {saved} B saved");
+}

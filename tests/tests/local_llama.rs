@@ -37,20 +37,13 @@ impl Local {
             .await
             .expect("server start");
         let recorder = Recorder::start(&server.root()).await;
-        let env = Env::start().await;
-        env.client
-            .call_raw(
-                "provider.add",
-                json!({"name": "local", "kind": "openai", "url": recorder.url(),
-                       "maxRetries": 0, "models": {MODEL: settings}}),
-            )
-            .await
-            .expect("provider.add local");
-        Local {
-            env,
+        let local = Local {
+            env: Env::start().await,
             recorder,
             server,
-        }
+        };
+        local.set(settings).await;
+        local
     }
 
     /// Runs `text` with `model` to its end; returns the events and how long it took.
@@ -77,6 +70,36 @@ impl Local {
                 return (out, started.elapsed());
             }
         }
+    }
+
+    /// A new session in the same project.
+    async fn new_session(&self) -> String {
+        let session = self
+            .env
+            .client
+            .call_raw("session.get", json!({"sessionId": self.env.session}))
+            .await
+            .expect("session.get");
+        let created = self
+            .env
+            .client
+            .call_raw("session.create", json!({"projectId": session["projectId"]}))
+            .await
+            .expect("session.create");
+        created["id"].as_str().expect("session id").to_string()
+    }
+
+    /// Gives the model these settings (replacing the provider, behind the same recorder).
+    async fn set(&self, settings: Value) {
+        self.env
+            .client
+            .call_raw(
+                "provider.add",
+                json!({"name": "local", "kind": "openai", "url": self.recorder.url(),
+                       "maxRetries": 0, "replace": true, "models": {MODEL: settings}}),
+            )
+            .await
+            .expect("provider.add local");
     }
 
     /// `provider.test {probe: true}` for the model; returns its probe.
@@ -141,7 +164,7 @@ fn done(events: &[totem_protocol::SessionEvent]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_template_answers_capped_and_takes_tool_history() {
     // No window given: the probe below finds it in the server's own error.
-    let local = Local::start(None, json!({"maxOutputTokens": CAP, "temperature": 0.0})).await;
+    let mut local = Local::start(None, json!({"maxOutputTokens": CAP, "temperature": 0.0})).await;
 
     let (events, took) = local.run("Say hello.", LOCAL).await;
     local.assert_all_accepted();
@@ -197,6 +220,53 @@ async fn default_template_answers_capped_and_takes_tool_history() {
         "{messages}"
     );
     eprintln!("tool history accepted: {took:?}");
+
+    // Text tools (this template drops `tools`): the request carries the text form and no
+    // `tools`, and a call the model writes in that shape is executed.
+    // A new session, so the earlier answers do not lead the model; room for a call written
+    // with spaces and newlines.
+    local
+        .set(json!({"maxOutputTokens": 2 * CAP, "temperature": 0.0, "tools": "text"}))
+        .await;
+    local.env.session = local.new_session().await;
+    let (events, took) = local
+        .run(
+            r#"Reply with only this JSON and nothing else: {"name": "list", "arguments": {"path": "."}}"#,
+            LOCAL,
+        )
+        .await;
+    local.assert_all_accepted();
+    let sent = &local.chats().last().expect("a request").body.clone();
+    let first = local
+        .chats()
+        .into_iter()
+        .rev()
+        .find(|e| {
+            e.body["messages"]
+                .to_string()
+                .contains("Reply with only this JSON")
+        })
+        .expect("the text-tools request");
+    assert!(first.body.get("tools").is_none(), "{}", first.body);
+    let system = first.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        system.contains("Tools: call one by writing only a JSON object"),
+        "{system}"
+    );
+    let ran = results(&events);
+    assert!(
+        ran.iter()
+            .any(|(tool, _, is_error)| tool == "list" && !is_error),
+        "the call written in text ran: {:?}; answer {:?}; last request {sent}",
+        ran,
+        parts_text(&events)
+    );
+    eprintln!("text tools: {took:?}, {} steps", ran.len() + 1);
+    local
+        .set(json!({"maxOutputTokens": CAP, "temperature": 0.0}))
+        .await;
 
     // The probe: this template drops `tools`, so no native call; the window comes from the
     // server's refusal of an oversized request; the findings are saved.

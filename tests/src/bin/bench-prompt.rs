@@ -1,6 +1,7 @@
 //! Prompt size: bytes (and estimated tokens, bytes / 4) of the fixed part of the first request —
 //! system prompt plus tool definitions, plus the conventions reminder appended to each request in
-//! Total.js 5 projects — in Build and Plan mode, for a plain project and a Total.js 5 project. Measured on the real request: totemd runs one prompt against the Ollama simulator,
+//! Total.js 5 projects — in Build and Plan mode, for a plain project and a Total.js 5 project, with
+//! a large window and with an 8k one (where the reduced tool set applies). Measured on the real request: totemd runs one prompt against the Ollama simulator,
 //! which records the body it received.
 //!
 //! Targets for a plain project: Build ≤ 8,000 B, Plan ≤ 5,000 B. Reference: OpenCode 1.18 sends
@@ -23,6 +24,9 @@ const PROMPT: &str = "hi";
 struct Figure {
     project: &'static str,
     mode: &'static str,
+    /// The model's window: the simulator's 128k, or 8k given in its settings (a small local
+    /// model, offered the reduced tool set).
+    window: &'static str,
     system: usize,
     tools: usize,
     tool_count: usize,
@@ -35,6 +39,7 @@ async fn measure(
     sim: &Sim,
     project: &std::path::Path,
     mode: &str,
+    model: &str,
 ) -> anyhow::Result<(usize, usize, usize, usize)> {
     let project_id = client
         .call_raw("project.open", json!({"path": project}))
@@ -52,7 +57,7 @@ async fn measure(
     client
         .call_raw(
             "session.prompt",
-            json!({"sessionId": session, "text": PROMPT, "mode": mode, "model": "sim/llama3.2:latest"}),
+            json!({"sessionId": session, "text": PROMPT, "mode": mode, "model": model}),
         )
         .await?;
     loop {
@@ -103,6 +108,14 @@ async fn main() -> anyhow::Result<()> {
             json!({"name": "sim", "kind": "ollama", "url": sim.url(), "maxRetries": 0}),
         )
         .await?;
+    // The same simulator as a server whose model has an 8k window (given in its settings).
+    client
+        .call_raw(
+            "provider.add",
+            json!({"name": "small", "kind": "ollama", "url": sim.url(), "maxRetries": 0,
+                   "models": {"llama3.2:latest": {"contextWindow": 8192}}}),
+        )
+        .await?;
 
     let plain = tempfile::tempdir()?;
     std::fs::write(plain.path().join("README.md"), "# demo\n")?;
@@ -117,17 +130,24 @@ async fn main() -> anyhow::Result<()> {
     )?;
 
     let mut figures = Vec::new();
-    for (project, path) in [("plain", plain.path()), ("Total.js 5", totaljs.path())] {
-        for mode in ["build", "plan"] {
-            let (system, tools, tool_count, reminder) = measure(&client, &sim, path, mode).await?;
-            figures.push(Figure {
-                project,
-                mode,
-                system,
-                tools,
-                tool_count,
-                reminder,
-            });
+    for (window, model) in [
+        ("128k", "sim/llama3.2:latest"),
+        ("8k", "small/llama3.2:latest"),
+    ] {
+        for (project, path) in [("plain", plain.path()), ("Total.js 5", totaljs.path())] {
+            for mode in ["build", "plan"] {
+                let (system, tools, tool_count, reminder) =
+                    measure(&client, &sim, path, mode, model).await?;
+                figures.push(Figure {
+                    project,
+                    mode,
+                    window,
+                    system,
+                    tools,
+                    tool_count,
+                    reminder,
+                });
+            }
         }
     }
 
@@ -135,20 +155,29 @@ async fn main() -> anyhow::Result<()> {
         "Fixed part of the first request (system prompt + tool definitions + the reminder added to each request), as sent to Ollama:\n"
     );
     println!(
-        "{:<11} {:<6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  target",
-        "project", "mode", "system B", "tools B", "tools", "reminder B", "total B", "≈tokens"
+        "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  target",
+        "project",
+        "mode",
+        "window",
+        "system B",
+        "tools B",
+        "tools",
+        "reminder B",
+        "total B",
+        "≈tokens"
     );
     for f in &figures {
         let total = f.system + f.tools + f.reminder;
-        let target = match (f.project, f.mode) {
-            ("plain", "build") => format!("≤ 8,000 B {}", verdict(total <= 8000)),
-            ("plain", "plan") => format!("≤ 5,000 B {}", verdict(total <= 5000)),
+        let target = match (f.project, f.mode, f.window) {
+            ("plain", "build", "128k") => format!("≤ 8,000 B {}", verdict(total <= 8000)),
+            ("plain", "plan", "128k") => format!("≤ 5,000 B {}", verdict(total <= 5000)),
             _ => "-".to_string(),
         };
         println!(
-            "{:<11} {:<6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  {target}",
+            "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  {target}",
             f.project,
             f.mode,
+            f.window,
             f.system,
             f.tools,
             f.tool_count,
@@ -171,6 +200,13 @@ async fn main() -> anyhow::Result<()> {
         "Total.js 5 primer: {} B, {tokens} tokens (cl100k_base, a real BPE tokenizer); budget 1,200 {}.",
         primer.len(),
         verdict(tokens <= 1200)
+    );
+    let reminder = totem_totaljs::reminder();
+    let tokens = bpe.encode_ordinary(reminder).len();
+    println!(
+        "Total.js 5 reminder after each prompt: {} B, {tokens} tokens (cl100k_base); budget 60 {}.",
+        reminder.len(),
+        verdict(tokens <= 60)
     );
     Ok(())
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run};
-use totem_provider::{AssistantPart, ChatRequest, Message as ModelMessage, ToolDefinition};
+use totem_provider::{
+    AssistantPart, ChatRequest, Message as ModelMessage, ToolDefinition, ToolMode,
+};
 use totem_snapshot::DirBlobStore;
 use totem_tools::recover::RepeatGuard;
 use totem_tools::{BlobSink, EventSink, ToolContext, ToolEvent};
@@ -16,7 +18,7 @@ use super::call::ToolState;
 use super::compact::Conversation;
 use super::history::to_model_messages;
 use super::run::Runner;
-use super::settings::provider_for;
+use super::settings::{ToolOffer, provider_for};
 use super::system::{SystemPrompt, instruction_commands};
 use super::{RunRequest, SessionAgent};
 use crate::daemon::Daemon;
@@ -30,8 +32,9 @@ pub(super) struct Setup {
     reasoning: ReasoningLevel,
     /// A Total.js 5 project: the primer, the reminder and the conventions check apply.
     pub(super) totaljs: bool,
-    /// Tool calls are written as JSON in the text (the model has no native tool calling).
-    text_tools: bool,
+    /// Which tools the model is offered, natively or in its text (written as JSON there when
+    /// the model has no native tool calling, or its settings say so).
+    tool_offer: ToolOffer,
     /// The system prompt, rendered again after a compaction.
     pub(super) system: String,
 }
@@ -158,7 +161,7 @@ impl Runner {
             .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
-        let text_tools = model.info.as_ref().is_some_and(|i| !i.capabilities.tools);
+        let tool_offer = model.tool_offer();
 
         let mut runner = Runner {
             daemon: daemon.clone(),
@@ -173,7 +176,7 @@ impl Runner {
                 agent_prompt: agent_settings.prompt,
                 reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
                 totaljs: project.is_totaljs5(),
-                text_tools,
+                tool_offer,
                 system: String::new(),
             },
             tools: ToolState {
@@ -217,23 +220,22 @@ impl Runner {
             summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
         }
         .render();
-        if self.setup.text_tools {
-            system.push_str("\n\nTools: call one by writing only a JSON object {\"name\": \"TOOL\", \"arguments\": {…}} in your answer, then wait for the result.\n");
-            for def in self.tools.registry.definitions(self.setup.read_only) {
-                system.push_str(&format!(
-                    "- {} {}: {}\n",
-                    def.name,
-                    totem_tools::schema::signature(&def.parameters),
-                    def.description
-                ));
-            }
+        if self.setup.tool_offer.in_text() {
+            system.push_str("\n\n");
+            let definitions = self.tools.registry.definitions(self.setup.read_only);
+            system.push_str(&totem_tools::recover::text_tools_prompt(
+                definitions
+                    .iter()
+                    .filter(|d| self.setup.tool_offer.offers(&d.name))
+                    .map(|d| (d.name.as_str(), &d.parameters, d.description.as_str())),
+            ));
         }
         system
     }
 
     /// The request for the next step.
     pub(super) fn request(&self) -> ChatRequest {
-        let tools = if self.setup.text_tools {
+        let tools = if self.setup.tool_offer.mode != ToolMode::Native {
             Vec::new()
         } else {
             self.tools
@@ -246,6 +248,7 @@ impl Runner {
                     parameters: d.parameters,
                 })
                 .chain(self.agent.mcp.definitions(self.setup.read_only))
+                .filter(|d| self.setup.tool_offer.offers(&d.name))
                 .collect()
         };
         self.setup.request(&self.model.model, &self.turns, tools)
@@ -273,14 +276,17 @@ impl Setup {
             text.push_str("\n\n");
             text.push_str(totem_totaljs::reminder());
         }
-        if self.text_tools {
+        // Without native tools (in text, or none at all), earlier calls and results go as text:
+        // no chat template meets a tool role it does not know.
+        let native = self.tool_offer.mode == ToolMode::Native;
+        if !native {
             messages = as_plain_text(messages);
         }
         ChatRequest {
             model: model.to_string(),
             system: Some(self.system.clone()),
             messages,
-            tools: if self.text_tools { Vec::new() } else { tools },
+            tools: if native { tools } else { Vec::new() },
             reasoning: match self.reasoning {
                 ReasoningLevel::Off => totem_provider::ReasoningLevel::Off,
                 ReasoningLevel::Low => totem_provider::ReasoningLevel::Low,
@@ -323,12 +329,20 @@ mod tests {
     use super::*;
 
     fn setup(totaljs: bool, text_tools: bool) -> Setup {
+        let mode = if text_tools {
+            ToolMode::Text
+        } else {
+            ToolMode::Native
+        };
         Setup {
             read_only: false,
             agent_prompt: None,
             reasoning: ReasoningLevel::Medium,
             totaljs,
-            text_tools,
+            tool_offer: ToolOffer {
+                mode,
+                reduced: false,
+            },
             system: "base".into(),
         }
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use totem_provider::{Capabilities, ModelInfo, Prices, Provider};
+use totem_provider::{Capabilities, ModelInfo, Prices, Provider, ToolMode};
 
 use crate::config::SettingsFile;
 use crate::daemon::Daemon;
@@ -33,6 +33,59 @@ pub struct ResolvedModel {
     pub name: String,
     /// What the provider lists about the model (window, prices), when it lists it.
     pub info: Option<ModelInfo>,
+}
+
+/// Windows of this many tokens or fewer are offered the reduced tool set.
+pub const SMALL_WINDOW: u64 = 8192;
+
+/// The tools a small window is offered: enough to read, change and run things, in a fraction of
+/// the bytes of them all.
+pub const SMALL_WINDOW_TOOLS: &[&str] = &["read", "list", "edit", "write", "bash"];
+
+/// How a run offers the model its tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolOffer {
+    pub mode: ToolMode,
+    /// Only [`SMALL_WINDOW_TOOLS`] (and no MCP tools).
+    pub reduced: bool,
+}
+
+impl ToolOffer {
+    /// The tools are described in the system prompt and the calls read from the text.
+    pub fn in_text(&self) -> bool {
+        self.mode == ToolMode::Text
+    }
+
+    /// Whether the tool `name` is offered at all.
+    pub fn offers(&self, name: &str) -> bool {
+        self.mode != ToolMode::None && (!self.reduced || SMALL_WINDOW_TOOLS.contains(&name))
+    }
+}
+
+impl ResolvedModel {
+    /// As the model's settings say (set by the user, or saved by `totem models --probe`);
+    /// otherwise natively, or in text when its server lists it without tool calling. A window of
+    /// [`SMALL_WINDOW`] tokens or less gets the reduced set.
+    pub fn tool_offer(&self) -> ToolOffer {
+        let listed = if self.info.as_ref().is_some_and(|i| !i.capabilities.tools) {
+            ToolMode::Text
+        } else {
+            ToolMode::Native
+        };
+        ToolOffer {
+            mode: self
+                .provider
+                .config()
+                .model(&self.model)
+                .tools
+                .unwrap_or(listed),
+            reduced: self
+                .info
+                .as_ref()
+                .and_then(|i| i.context_window)
+                .is_some_and(|w| w <= SMALL_WINDOW),
+        }
+    }
 }
 
 /// Turns a model name (or none: the settings' default, else the first listed model with tools)
