@@ -206,13 +206,7 @@ impl TotemMcp {
 
 /// The run an event ends, if it ends one.
 fn ended_run(kind: &EventKind) -> Option<&str> {
-    match kind {
-        EventKind::RunDone { run }
-        | EventKind::RunFailed { run }
-        | EventKind::RunAborted { run }
-        | EventKind::RunInterrupted { run } => Some(&run.id),
-        _ => None,
-    }
+    kind.ended_run().map(|run| run.id.as_str())
 }
 
 /// One line about an event worth telling the waiting client, if it is one.

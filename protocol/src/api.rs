@@ -23,9 +23,10 @@ pub struct Implementation {
     pub version: String,
 }
 
-/// What a client can do.
+/// What a client can do. Unlike every other params object, unknown keys are accepted and
+/// ignored (as LSP and MCP do), so a newer client can still initialize with an older daemon.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClientCapabilities {
     /// The client can show permission questions to a person and send `permission.reply`.
     #[serde(default)]

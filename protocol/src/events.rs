@@ -5,8 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    Message, Part, PermissionQuestion, PermissionReply, Run, Session, SessionActivity, TodoItem,
-    Usage,
+    Message, NoticeLevel, Part, PartType, PermissionQuestion, PermissionReply, Run, Session,
+    SessionActivity, TodoItem, Usage, WithdrawnReason,
 };
 
 /// One numbered event of a session, as sent in `session.event` notifications.
@@ -37,8 +37,7 @@ pub enum EventKind {
         run_id: String,
         message_id: String,
         index: u32,
-        /// `text`, `reasoning`, `toolCall` or `toolResult`.
-        part_type: String,
+        part_type: PartType,
     },
     /// More text for a streaming part. Not stored: `part.done` carries the whole part.
     #[serde(rename = "part.delta")]
@@ -61,8 +60,7 @@ pub enum EventKind {
     Notice {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<String>,
-        /// `info`, `warning` or `error`.
-        level: String,
+        level: NoticeLevel,
         text: String,
     },
     /// The docs MCP server (`role: "docs"`) found pages for the prompt; their text went to the
@@ -115,10 +113,9 @@ pub enum EventKind {
         /// Absent when the question was withdrawn without an answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<PermissionReply>,
-        /// Why a question was withdrawn without an answer: `aborted` (its run was stopped) or
-        /// `interrupted` (the daemon stopped while it waited; found when it started again).
+        /// Why a question was withdrawn without an answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
+        reason: Option<WithdrawnReason>,
     },
     /// A run's file changes were taken back (`session.undo`).
     #[serde(rename = "changes.undone")]
@@ -150,6 +147,18 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The run this event ends (`run.done`, `run.failed`, `run.aborted`, `run.interrupted`):
+    /// the one place clients and the daemon decide that a run is over.
+    pub fn ended_run(&self) -> Option<&Run> {
+        match self {
+            EventKind::RunDone { run }
+            | EventKind::RunFailed { run }
+            | EventKind::RunAborted { run }
+            | EventKind::RunInterrupted { run } => Some(run),
+            _ => None,
+        }
+    }
+
     /// Deltas are sent live but not stored; the finished part replaces them.
     pub fn is_transient(&self) -> bool {
         matches!(
@@ -203,7 +212,7 @@ pub enum DaemonEventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<PermissionReply>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
+        reason: Option<WithdrawnReason>,
     },
     /// A run ended (`status` says how).
     #[serde(rename = "run.ended")]

@@ -216,8 +216,62 @@ impl Usage {
 #[serde(rename_all = "camelCase")]
 pub struct TodoItem {
     pub content: String,
-    /// `pending`, `in_progress` or `done`.
-    pub status: String,
+    pub status: TodoStatus,
+}
+
+/// Where a step of the model's plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Done,
+}
+
+/// The kind of a part that began streaming (`part.started`); the finished [`Part`] has the same
+/// `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PartType {
+    Text,
+    Reasoning,
+    ToolCall,
+    ToolResult,
+}
+
+/// How much a `notice` matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+/// What a permission question asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum QuestionKind {
+    /// Reading a file.
+    Read,
+    /// Creating, changing or deleting a file.
+    Write,
+    /// Running a command.
+    Execute,
+    /// Calling a tool of an MCP server.
+    Mcp,
+    /// Starting a configured MCP server (`callId` is then empty).
+    McpServer,
+}
+
+/// Why a permission question was withdrawn without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum WithdrawnReason {
+    /// Its run was stopped.
+    Aborted,
+    /// The daemon stopped while it waited; found when it started again.
+    Interrupted,
 }
 
 /// A permission question waiting for a person: shown by every client that answers permissions,
@@ -231,9 +285,7 @@ pub struct PermissionQuestion {
     /// The tool call that waits for the answer.
     pub call_id: String,
     pub tool: String,
-    /// `read`, `write`, `execute`, `mcp` (an MCP tool) or `mcpServer` (starting a configured MCP
-    /// server; `callId` is then empty).
-    pub kind: String,
+    pub kind: QuestionKind,
     /// The project-relative path, the command line, the MCP tool (`server/tool`) or server name.
     pub target: String,
     /// One line for a person: what is asked and why.

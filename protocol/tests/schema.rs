@@ -40,6 +40,36 @@ fn params_reject_unknown_fields() {
     assert!(err.to_string().contains("unknown field"), "{err}");
 }
 
+/// Which variant an event is. The match has no wildcard: a new kind of event does not compile
+/// until it is added here, and then the test fails until it is in the list below.
+fn variant(kind: &totem_protocol::EventKind) -> usize {
+    use totem_protocol::EventKind as E;
+    match kind {
+        E::MessageCreated { .. } => 0,
+        E::RunStarted { .. } => 1,
+        E::PartStarted { .. } => 2,
+        E::PartDelta { .. } => 3,
+        E::PartDone { .. } => 4,
+        E::Notice { .. } => 5,
+        E::DocsFound { .. } => 6,
+        E::SessionUpdated { .. } => 7,
+        E::RunDone { .. } => 8,
+        E::RunFailed { .. } => 9,
+        E::RunAborted { .. } => 10,
+        E::Usage { .. } => 11,
+        E::Todo { .. } => 12,
+        E::PermissionAsked { .. } => 13,
+        E::PermissionResolved { .. } => 14,
+        E::ChangesUndone { .. } => 15,
+        E::ChangesRedone { .. } => 16,
+        E::RunInterrupted { .. } => 17,
+        E::SessionDeleted {} => 18,
+        E::Lagged {} => 19,
+        E::FilesChanged { .. } => 20,
+    }
+}
+const VARIANTS: usize = 21;
+
 #[test]
 fn every_event_kind_round_trips() {
     use totem_protocol::*;
@@ -59,133 +89,236 @@ fn every_event_kind_round_trips() {
             ..Usage::default()
         }),
     };
+    let session = Session {
+        id: "ses_1".into(),
+        project_id: "prj_1".into(),
+        title: "t".into(),
+        created_at: 1,
+        updated_at: 2,
+        last_seq: 3,
+        status: SessionStatus::Idle,
+        message_count: 1,
+        parent_id: None,
+        usage: None,
+    };
+    let message = Message {
+        id: "msg_1".into(),
+        session_id: "ses_1".into(),
+        seq: 1,
+        role: Role::User,
+        run_id: Some("run_1".into()),
+        created_at: 1,
+        parts: vec![Part::Text { text: "hi".into() }],
+    };
+    // Each event, and a piece of its JSON: the closed-set fields keep their wire strings.
     let kinds = vec![
-        EventKind::RunStarted { run: run.clone() },
-        EventKind::PartStarted {
-            run_id: "run_1".into(),
-            message_id: "msg_1".into(),
-            index: 0,
-            part_type: "text".into(),
-        },
-        EventKind::PartDelta {
-            run_id: "run_1".into(),
-            message_id: "msg_1".into(),
-            index: 0,
-            text: "hi".into(),
-        },
-        EventKind::PartDone {
-            run_id: "run_1".into(),
-            message_id: "msg_1".into(),
-            index: 0,
-            part: Part::Text { text: "hi".into() },
-        },
-        EventKind::Notice {
-            run_id: None,
-            level: "info".into(),
-            text: "x".into(),
-        },
-        EventKind::RunDone { run: run.clone() },
-        EventKind::RunFailed { run: run.clone() },
-        EventKind::Usage {
-            run_id: "run_1".into(),
-            message_id: "msg_1".into(),
-            usage: Usage::default(),
-            run: Usage::default(),
-            session: Usage::default(),
-            context_tokens: Some(100),
-            context_window: None,
-        },
-        EventKind::Todo {
-            run_id: "run_1".into(),
-            todos: vec![TodoItem {
-                content: "x".into(),
-                status: "pending".into(),
-            }],
-        },
-        EventKind::PermissionAsked {
-            question: PermissionQuestion {
-                id: "perm_1".into(),
-                session_id: "ses_1".into(),
+        (EventKind::MessageCreated { message }, r#""role":"user""#),
+        (
+            EventKind::RunStarted { run: run.clone() },
+            r#""type":"run.started""#,
+        ),
+        (
+            EventKind::PartStarted {
                 run_id: "run_1".into(),
-                call_id: "c1".into(),
-                tool: "bash".into(),
-                kind: "execute".into(),
-                target: "ls".into(),
-                explanation: "ask".into(),
-                always: serde_json::json!({"bash": {"ls *": "allow"}}),
-                asked_at: 3,
-                diff: None,
-                truncated: false,
-                subcommand: Some("ls".into()),
+                message_id: "msg_1".into(),
+                index: 0,
+                part_type: PartType::ToolResult,
             },
-        },
-        EventKind::PermissionAsked {
-            question: PermissionQuestion {
-                id: "perm_3".into(),
-                session_id: "ses_1".into(),
+            r#""partType":"toolResult""#,
+        ),
+        (
+            EventKind::PartDelta {
                 run_id: "run_1".into(),
-                call_id: "c2".into(),
-                tool: "edit".into(),
-                kind: "write".into(),
-                target: "a.txt".into(),
-                explanation: "ask".into(),
-                always: serde_json::json!({}),
-                asked_at: 3,
-                diff: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
-                truncated: true,
-                subcommand: None,
+                message_id: "msg_1".into(),
+                index: 0,
+                text: "hi".into(),
             },
-        },
-        EventKind::FilesChanged {
-            run_id: Some("run_1".into()),
-            paths: vec!["a.txt".into()],
-        },
-        EventKind::MessageCreated {
-            message: Message {
-                id: "msg_2".into(),
-                session_id: "ses_1".into(),
-                seq: 1,
-                role: Role::User,
+            r#""text":"hi""#,
+        ),
+        (
+            EventKind::PartDone {
+                run_id: "run_1".into(),
+                message_id: "msg_1".into(),
+                index: 0,
+                part: Part::Text { text: "hi".into() },
+            },
+            r#""part":{"type":"text""#,
+        ),
+        (
+            EventKind::Notice {
                 run_id: None,
-                created_at: 1,
-                parts: vec![
-                    Part::Text { text: "see".into() },
-                    Part::Attachment {
-                        path: "a.js".into(),
-                        range: Some(LineRange {
-                            start_line: 2,
-                            end_line: 4,
-                        }),
-                        text: "x\n".into(),
-                        unsaved: true,
-                    },
-                ],
+                level: NoticeLevel::Warning,
+                text: "x".into(),
             },
-        },
-        EventKind::PermissionResolved {
-            question_id: "perm_1".into(),
-            reply: Some(PermissionReply::Deny {
-                note: Some("no".into()),
-            }),
-            reason: None,
-        },
-        EventKind::PermissionResolved {
-            question_id: "perm_2".into(),
-            reply: None,
-            reason: Some("interrupted".into()),
-        },
-        EventKind::ChangesUndone {
-            run_id: "run_1".into(),
-            files: vec!["a.txt".into()],
-        },
-        EventKind::ChangesRedone {
-            run_id: "run_1".into(),
-            files: vec!["a.txt".into()],
-        },
-        EventKind::RunAborted { run },
-        EventKind::Lagged {},
+            r#""level":"warning""#,
+        ),
+        (
+            EventKind::DocsFound {
+                run_id: "run_1".into(),
+                server: "docs".into(),
+                titles: vec!["Routing".into()],
+            },
+            r#""titles":["Routing"]"#,
+        ),
+        (EventKind::SessionUpdated { session }, r#""status":"idle""#),
+        (
+            EventKind::RunDone { run: run.clone() },
+            r#""type":"run.done""#,
+        ),
+        (
+            EventKind::RunFailed { run: run.clone() },
+            r#""type":"run.failed""#,
+        ),
+        (
+            EventKind::RunAborted { run: run.clone() },
+            r#""type":"run.aborted""#,
+        ),
+        (
+            EventKind::Usage {
+                run_id: "run_1".into(),
+                message_id: "msg_1".into(),
+                usage: Usage::default(),
+                run: Usage::default(),
+                session: Usage::default(),
+                context_tokens: Some(100),
+                context_window: None,
+            },
+            r#""contextTokens":100"#,
+        ),
+        (
+            EventKind::Todo {
+                run_id: "run_1".into(),
+                todos: vec![TodoItem {
+                    content: "x".into(),
+                    status: TodoStatus::InProgress,
+                }],
+            },
+            r#""status":"in_progress""#,
+        ),
+        (
+            EventKind::PermissionAsked {
+                question: PermissionQuestion {
+                    id: "perm_1".into(),
+                    session_id: "ses_1".into(),
+                    run_id: "run_1".into(),
+                    call_id: String::new(),
+                    tool: "mcp_server".into(),
+                    kind: QuestionKind::McpServer,
+                    target: "docs".into(),
+                    explanation: "ask".into(),
+                    always: serde_json::json!({"mcp_server": {"docs": "allow"}}),
+                    asked_at: 3,
+                    diff: None,
+                    truncated: false,
+                    subcommand: None,
+                },
+            },
+            r#""kind":"mcpServer""#,
+        ),
+        (
+            EventKind::PermissionAsked {
+                question: PermissionQuestion {
+                    id: "perm_3".into(),
+                    session_id: "ses_1".into(),
+                    run_id: "run_1".into(),
+                    call_id: "c2".into(),
+                    tool: "edit".into(),
+                    kind: QuestionKind::Write,
+                    target: "a.txt".into(),
+                    explanation: "ask".into(),
+                    always: serde_json::json!({}),
+                    asked_at: 3,
+                    diff: Some("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
+                    truncated: true,
+                    subcommand: None,
+                },
+            },
+            r#""truncated":true"#,
+        ),
+        (
+            EventKind::PermissionAsked {
+                question: PermissionQuestion {
+                    id: "perm_4".into(),
+                    session_id: "ses_1".into(),
+                    run_id: "run_1".into(),
+                    call_id: "c1".into(),
+                    tool: "bash".into(),
+                    kind: QuestionKind::Execute,
+                    target: "ls".into(),
+                    explanation: "ask".into(),
+                    always: serde_json::json!({"bash": {"ls *": "allow"}}),
+                    asked_at: 3,
+                    diff: None,
+                    truncated: false,
+                    subcommand: Some("ls".into()),
+                },
+            },
+            r#""kind":"execute""#,
+        ),
+        (
+            EventKind::FilesChanged {
+                run_id: Some("run_1".into()),
+                paths: vec!["a.txt".into()],
+            },
+            r#""type":"files.changed""#,
+        ),
+        (
+            EventKind::MessageCreated {
+                message: Message {
+                    id: "msg_2".into(),
+                    session_id: "ses_1".into(),
+                    seq: 1,
+                    role: Role::User,
+                    run_id: None,
+                    created_at: 1,
+                    parts: vec![
+                        Part::Text { text: "see".into() },
+                        Part::Attachment {
+                            path: "a.js".into(),
+                            range: Some(LineRange {
+                                start_line: 2,
+                                end_line: 4,
+                            }),
+                            text: "x\n".into(),
+                            unsaved: true,
+                        },
+                    ],
+                },
+            },
+            r#""type":"attachment""#,
+        ),
+        (
+            EventKind::PermissionResolved {
+                question_id: "perm_2".into(),
+                reply: None,
+                reason: Some(WithdrawnReason::Interrupted),
+            },
+            r#""reason":"interrupted""#,
+        ),
+        (
+            EventKind::ChangesUndone {
+                run_id: "run_1".into(),
+                files: vec!["a.txt".into()],
+            },
+            r#""type":"changes.undone""#,
+        ),
+        (
+            EventKind::ChangesRedone {
+                run_id: "run_1".into(),
+                files: vec!["a.txt".into()],
+            },
+            r#""type":"changes.redone""#,
+        ),
+        (
+            EventKind::RunInterrupted { run },
+            r#""type":"run.interrupted""#,
+        ),
+        (EventKind::SessionDeleted {}, r#""type":"session.deleted""#),
+        (EventKind::Lagged {}, r#""type":"lagged""#),
     ];
-    for kind in kinds {
+    let mut seen = [false; VARIANTS];
+    for (kind, wire) in kinds {
+        seen[variant(&kind)] = true;
         let ev = SessionEvent {
             session_id: "ses_1".into(),
             seq: 7,
@@ -193,9 +326,41 @@ fn every_event_kind_round_trips() {
             kind,
         };
         let text = serde_json::to_string(&ev).unwrap();
+        assert!(text.contains(wire), "{text} lacks {wire}");
         let back: SessionEvent = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ev, "{text}");
     }
+    let missing: Vec<usize> = (0..VARIANTS).filter(|i| !seen[*i]).collect();
+    assert!(
+        missing.is_empty(),
+        "event variants not round-tripped: {missing:?}"
+    );
+}
+
+#[test]
+fn ended_run_is_the_four_ends_of_a_run() {
+    use totem_protocol::*;
+    let run = Run {
+        id: "run_1".into(),
+        session_id: "ses_1".into(),
+        status: RunStatus::Done,
+        started_at: 1,
+        ended_at: None,
+        error: None,
+        model: None,
+        mode: None,
+        usage: None,
+    };
+    for kind in [
+        EventKind::RunDone { run: run.clone() },
+        EventKind::RunFailed { run: run.clone() },
+        EventKind::RunAborted { run: run.clone() },
+        EventKind::RunInterrupted { run: run.clone() },
+    ] {
+        assert_eq!(kind.ended_run().map(|r| r.id.as_str()), Some("run_1"));
+    }
+    assert!(EventKind::RunStarted { run }.ended_run().is_none());
+    assert!(EventKind::Lagged {}.ended_run().is_none());
 }
 
 #[test]

@@ -147,7 +147,7 @@ async fn abort_while_a_question_waits_withdraws_it() {
     assert!(matches!(last(&events), EventKind::RunAborted { .. }));
     assert!(events.iter().any(|e| matches!(
         &e.kind,
-        EventKind::PermissionResolved { question_id, reply: None, reason } if *question_id == question.id && reason.as_deref() == Some("aborted")
+        EventKind::PermissionResolved { question_id, reply: None, reason } if *question_id == question.id && *reason == Some(totem_protocol::WithdrawnReason::Aborted)
     )));
     let open = env
         .client

@@ -363,7 +363,7 @@ async fn a_question_pending_when_the_daemon_is_killed_is_withdrawn_on_restart() 
         .iter()
         .position(|k| {
             matches!(k, EventKind::PermissionResolved { question_id, reply: None, reason }
-                if *question_id == question.id && reason.as_deref() == Some("interrupted"))
+                if *question_id == question.id && *reason == Some(totem_protocol::WithdrawnReason::Interrupted))
         })
         .expect("the question was withdrawn with the reason `interrupted`");
     assert!(asked < withdrawn && withdrawn < replayed.len() - 1);

@@ -101,8 +101,8 @@ async fn reasoning_is_a_part_of_its_own_and_todo_goes_out_as_an_event() {
         .expect("a todo event");
     assert_eq!(todos.len(), 2);
     assert_eq!(
-        (todos[0].content.as_str(), todos[0].status.as_str()),
-        ("read the code", "in_progress")
+        (todos[0].content.as_str(), todos[0].status),
+        ("read the code", totem_protocol::TodoStatus::InProgress)
     );
     // Thinking was asked of the model.
     assert_eq!(env.sim.chat_requests()[0].body["think"], json!(true));

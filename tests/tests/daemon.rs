@@ -418,6 +418,34 @@ async fn bad_input_is_answered_and_the_daemon_keeps_serving() {
 }
 
 #[tokio::test]
+async fn initialize_ignores_capabilities_it_does_not_know_and_other_params_stay_strict() {
+    let daemon = TestDaemon::start();
+    // A newer client with a capability this daemon has never heard of is still served.
+    let mut raw = Raw::connect(&daemon).await;
+    let r = raw
+        .send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"client":{"name":"newer","version":"9"},"capabilities":{"approvals":true,"permissions":true}}}"#)
+        .await;
+    assert_eq!(r["result"]["protocolVersion"], 1, "{r}");
+    let ok = raw
+        .send(br#"{"jsonrpc":"2.0","id":2,"method":"daemon.status"}"#)
+        .await;
+    assert!(ok["result"]["pid"].is_number(), "{ok}");
+    // Anywhere else an unknown field is still a mistake.
+    let mut raw = Raw::connect(&daemon).await;
+    let r = raw
+        .send(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"client":{"name":"x","version":"0"},"capabilites":{}}}"#)
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("capabilites"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
 async fn a_line_over_16_mib_is_refused_and_the_connection_stays_usable() {
     let daemon = TestDaemon::start();
     let mut raw = Raw::connect(&daemon).await;

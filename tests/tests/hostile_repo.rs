@@ -77,7 +77,7 @@ async fn a_hostile_agents_md_check_asks_and_does_not_run_when_denied() {
     let (events, questions) = edit_run(&env, "a.txt", deny()).await;
     assert_eq!(questions.len(), 2, "both commands ask: {questions:#?}");
     for q in &questions {
-        assert_eq!(q.kind, "execute");
+        assert_eq!(q.kind, totem_protocol::QuestionKind::Execute);
         assert!(q.explanation.contains("AGENTS.md"), "{}", q.explanation);
     }
     assert!(questions[0].target.contains("touch pwned-format"));

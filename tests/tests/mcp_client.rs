@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use agent_common::{Env, follow, is_run_end, last, next_event, results, text, tool};
 use serde_json::{Value, json};
-use totem_protocol::EventKind;
+use totem_protocol::{EventKind, QuestionKind};
 
 /// The reference server's version this test was written against.
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
@@ -92,8 +92,8 @@ async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server()
     let events = loop {
         let e = next_event(&mut stream, 60).await;
         if let EventKind::PermissionAsked { question } = &e.kind {
-            kinds.push((question.kind.clone(), question.target.clone()));
-            let answer = if question.kind == "mcpServer" {
+            kinds.push((question.kind, question.target.clone()));
+            let answer = if question.kind == QuestionKind::McpServer {
                 json!({"type": "alwaysProject"})
             } else {
                 json!({"type": "once"})
@@ -111,8 +111,8 @@ async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server()
     assert_eq!(
         kinds,
         vec![
-            ("mcpServer".to_string(), "everything".to_string()),
-            ("mcp".to_string(), "everything/echo".to_string())
+            (QuestionKind::McpServer, "everything".to_string()),
+            (QuestionKind::Mcp, "everything/echo".to_string())
         ]
     );
     let requests = env.sim.chat_requests();
@@ -268,7 +268,7 @@ async fn a_server_killed_mid_call_is_a_clear_error_and_a_notice() {
     loop {
         let e = next_event(&mut stream, 60).await;
         if let EventKind::PartStarted { part_type, .. } = &e.kind
-            && part_type == "toolResult"
+            && *part_type == totem_protocol::PartType::ToolResult
         {
             break;
         }
@@ -297,7 +297,7 @@ async fn a_server_killed_mid_call_is_a_clear_error_and_a_notice() {
         "{got:?}"
     );
     assert!(events.iter().any(|e| matches!(&e.kind,
-        EventKind::Notice { level, text, .. } if level == "error" && text.contains("`everything` stopped"))));
+        EventKind::Notice { level, text, .. } if *level == totem_protocol::NoticeLevel::Error && text.contains("`everything` stopped"))));
     // The model's next request no longer offers the dead server's tools.
     let requests = env.sim.chat_requests();
     assert!(
@@ -338,7 +338,7 @@ async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
         "{got:?}"
     );
     assert!(events.iter().any(|e| matches!(&e.kind,
-        EventKind::Notice { level, text, .. } if level == "warning" && text.contains("within 1 s"))));
+        EventKind::Notice { level, text, .. } if *level == totem_protocol::NoticeLevel::Warning && text.contains("within 1 s"))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,7 +351,7 @@ async fn a_declined_server_does_not_start_and_the_run_goes_on() {
     let events = loop {
         let e = next_event(&mut stream, 60).await;
         if let EventKind::PermissionAsked { question } = &e.kind {
-            assert_eq!(question.kind, "mcpServer");
+            assert_eq!(question.kind, QuestionKind::McpServer);
             assert_eq!(question.call_id, "");
             assert_eq!(
                 question.always,

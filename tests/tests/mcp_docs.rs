@@ -116,7 +116,7 @@ async fn a_failing_search_falls_back_silently_to_the_primer() {
     assert!(
         !events
             .iter()
-            .any(|e| matches!(&e.kind, EventKind::Notice { level, .. } if level != "info")),
+            .any(|e| matches!(&e.kind, EventKind::Notice { level, .. } if *level != totem_protocol::NoticeLevel::Info)),
         "{events:?}"
     );
     let prompt = first_request(&env).to_string();

@@ -277,18 +277,21 @@ async fn starting_a_program_is_checked_and_plan_mode_has_no_terminal() {
     let mut events = env.subscribe().await;
     let run_id = env.prompt("Start python", json!({})).await;
     let events = follow(&env, &mut events, &run_id, Answer::Once).await;
-    let asked: Vec<(String, String)> = events
+    let asked: Vec<(totem_protocol::QuestionKind, String)> = events
         .iter()
         .filter_map(|e| match &e.kind {
             EventKind::PermissionAsked { question } => {
-                Some((question.kind.clone(), question.target.clone()))
+                Some((question.kind, question.target.clone()))
             }
             _ => None,
         })
         .collect();
     assert_eq!(
         asked,
-        [("execute".to_string(), "python3 -q -i".to_string())]
+        [(
+            totem_protocol::QuestionKind::Execute,
+            "python3 -q -i".to_string()
+        )]
     );
     let requests = env.sim.chat_requests();
     let tools = requests[requests.len() - 2].body["tools"].to_string();

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use tokio::sync::watch;
-use totem_protocol::{EventKind, Project, RunStatus, SessionStatus};
+use totem_protocol::{EventKind, Project, RunStatus, SessionStatus, WithdrawnReason};
 
 use crate::session::SessionHub;
 use crate::store::{Store, StoreError};
@@ -213,7 +213,7 @@ impl Daemon {
                             EventKind::PermissionResolved {
                                 question_id: question.id,
                                 reply: None,
-                                reason: Some("interrupted".into()),
+                                reason: Some(WithdrawnReason::Interrupted),
                             },
                         )?;
                     }

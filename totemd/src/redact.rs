@@ -113,7 +113,7 @@ mod tests {
         );
         let notice = event(totem_protocol::EventKind::Notice {
             run_id: None,
-            level: "error".into(),
+            level: totem_protocol::NoticeLevel::Error,
             text: "echo: sk-test-redact-0123456789".into(),
         });
         assert!(

@@ -123,10 +123,7 @@ pub async fn next_event(stream: &mut EventStream, secs: u64) -> SessionEvent {
 }
 
 pub fn is_run_end(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::RunDone { .. } | EventKind::RunFailed { .. } | EventKind::RunAborted { .. }
-    )
+    kind.ended_run().is_some()
 }
 
 /// Events until the end of run `run_id`, answering questions as told.

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 
 use serde_json::Value;
-use totem_protocol::{EventKind, Message, Part, Role, Run, SessionEvent};
+use totem_protocol::{EventKind, Message, NoticeLevel, Part, PartType, Role, Run, SessionEvent};
 
 use crate::format::one_line;
 
@@ -114,12 +114,22 @@ pub enum Chunk {
 }
 
 /// A part being streamed: its type and the text not yet drawn.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Streaming {
-    part_type: String,
+    part_type: PartType,
     text: String,
     /// Bytes of `text` already drawn.
     drawn: usize,
+}
+
+impl Default for Streaming {
+    fn default() -> Self {
+        Streaming {
+            part_type: PartType::Text,
+            text: String::new(),
+            drawn: 0,
+        }
+    }
 }
 
 /// Turns a session's events into terminal output, keeping the state of streaming parts.
@@ -191,10 +201,10 @@ impl Renderer {
                 self.part_done(&part, streamed)
             }
             EventKind::Notice { level, text, .. } => {
-                let line = match level.as_str() {
-                    "error" => s.red(&format!("✗ {text}")),
-                    "warning" => s.yellow(&format!("! {text}")),
-                    _ => s.dim(&format!("· {text}")),
+                let line = match level {
+                    NoticeLevel::Error => s.red(&format!("✗ {text}")),
+                    NoticeLevel::Warning => s.yellow(&format!("! {text}")),
+                    NoticeLevel::Info => s.dim(&format!("· {text}")),
                 };
                 vec![Chunk::Aside(format!("{line}\n"))]
             }
@@ -346,11 +356,10 @@ impl Renderer {
             .parts
             .entry((message_id, index))
             .or_insert_with(|| Streaming {
-                part_type: "text".into(),
                 ..Streaming::default()
             });
         part.text.push_str(text);
-        if part.part_type != "text" {
+        if part.part_type != PartType::Text {
             // Reasoning and tool input are shown whole, when done.
             return vec![];
         }

@@ -83,7 +83,7 @@ impl SessionAgent {
                         EventKind::PermissionResolved {
                             question_id: id,
                             reply: None,
-                            reason: Some("aborted".into()),
+                            reason: Some(totem_protocol::WithdrawnReason::Aborted),
                         },
                     )?;
                 }

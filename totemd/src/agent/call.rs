@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use totem_permission::{Access, AccessKind, Decision, Policy, Verdict};
-use totem_protocol::{EventKind, PermissionQuestion};
+use totem_protocol::{EventKind, PermissionQuestion, QuestionKind};
 use totem_provider::ToolCall;
 use totem_tools::recover::RepeatGuard;
 use totem_tools::{Registry, ToolContext};
@@ -53,12 +53,12 @@ fn convert(access: &totem_tools::Access) -> Access {
     Access::new(kind, access.tool, access.target.clone())
 }
 
-fn kind_name(kind: AccessKind) -> &'static str {
+fn question_kind(kind: AccessKind) -> QuestionKind {
     match kind {
-        AccessKind::Read => "read",
-        AccessKind::Write => "write",
-        AccessKind::Execute => "execute",
-        AccessKind::Mcp => "mcp",
+        AccessKind::Read => QuestionKind::Read,
+        AccessKind::Write => QuestionKind::Write,
+        AccessKind::Execute => QuestionKind::Execute,
+        AccessKind::Mcp => QuestionKind::Mcp,
     }
 }
 
@@ -236,8 +236,15 @@ impl Runner {
             }
         };
         let built_in = confine::built_in_allow(&verdict);
-        self.settle(access, call_id, kind_name(access.kind), None, verdict, diff)
-            .await?;
+        self.settle(
+            access,
+            call_id,
+            question_kind(access.kind),
+            None,
+            verdict,
+            diff,
+        )
+        .await?;
         Ok(built_in)
     }
 
@@ -247,7 +254,7 @@ impl Runner {
         &self,
         access: &Access,
         call_id: &str,
-        kind: &str,
+        kind: QuestionKind,
         explanation: Option<String>,
         verdict: Verdict,
         diff: Option<&str>,
@@ -272,7 +279,7 @@ impl Runner {
                     run_id: self.run_id.clone(),
                     call_id: call_id.to_string(),
                     tool: access.tool.clone(),
-                    kind: kind.into(),
+                    kind,
                     target: access.target.clone(),
                     explanation: explanation.unwrap_or_else(|| verdict.explain()),
                     always: serde_json::to_value(verdict.always_rules())
@@ -417,7 +424,7 @@ impl Runner {
         self.settle(
             &access,
             call_id,
-            "execute",
+            QuestionKind::Execute,
             Some(explanation),
             verdict,
             None,

@@ -105,7 +105,7 @@ async fn compact(
         store,
         EventKind::Notice {
             run_id: None,
-            level: "info".into(),
+            level: totem_protocol::NoticeLevel::Info,
             text: text.clone(),
         },
     )?;
@@ -145,7 +145,7 @@ fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult,
         daemon.store(),
         EventKind::Notice {
             run_id: None,
-            level: "info".into(),
+            level: totem_protocol::NoticeLevel::Info,
             text: text.clone(),
         },
     )?;

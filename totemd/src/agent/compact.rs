@@ -94,7 +94,7 @@ impl Runner {
             Err(e) => {
                 self.turns.compaction_failed = true;
                 self.notice(
-                    "warning",
+                    totem_protocol::NoticeLevel::Warning,
                     format!("{e}; the run goes on with the full conversation"),
                 );
                 request
@@ -225,7 +225,7 @@ impl Runner {
             .window()
             .map_or_else(String::new, |w| format!(" of the model's {w}"));
         self.notice(
-            "info",
+            totem_protocol::NoticeLevel::Info,
             format!(
                 "Compacted the conversation (about {tokens}{window} tokens): {} earlier messages were summarised by {model_name}; the run goes on with the summary.",
                 messages.len()

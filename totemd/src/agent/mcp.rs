@@ -31,7 +31,7 @@ impl Runner {
         let (servers, problems) =
             crate::mcp::config::servers(&settings.mcp_servers, &self.agent.root);
         for problem in problems {
-            self.mcp_notice("warning", problem);
+            self.mcp_notice(totem_protocol::NoticeLevel::Warning, problem);
         }
         self.agent.mcp.drop_stopped();
         let mut not_allowed = Vec::new();
@@ -78,7 +78,7 @@ impl Runner {
                 Err(e) => {
                     self.agent.mcp.decline(&server.name);
                     self.mcp_notice(
-                        "warning",
+                        totem_protocol::NoticeLevel::Warning,
                         format!(
                             "MCP server `{}` did not start: {e}. Its tools are not available in this session; `totem doctor` checks the configuration.",
                             server.name
@@ -89,7 +89,7 @@ impl Runner {
         }
         if !not_allowed.is_empty() {
             self.mcp_notice(
-                "info",
+                totem_protocol::NoticeLevel::Info,
                 format!(
                     "MCP servers not started, because they are not allowed yet and a run another agent started does not stop to ask: {}. Allow one with the rule `mcp_server(NAME)` in settings.json, or start it once from `totem`.",
                     not_allowed.join(", ")
@@ -123,7 +123,7 @@ impl Runner {
         match configured.decision {
             Decision::Deny => {
                 self.mcp_notice(
-                    "info",
+                    totem_protocol::NoticeLevel::Info,
                     format!(
                         "MCP server `{}` is not started: {}.",
                         server.name,
@@ -161,7 +161,14 @@ impl Runner {
             server.describe()
         );
         match self
-            .settle(access, "", "mcpServer", Some(explanation), verdict, None)
+            .settle(
+                access,
+                "",
+                totem_protocol::QuestionKind::McpServer,
+                Some(explanation),
+                verdict,
+                None,
+            )
             .await
         {
             Ok(()) => true,
@@ -169,7 +176,7 @@ impl Runner {
             Err(_) => {
                 self.agent.mcp.decline(&server.name);
                 self.mcp_notice(
-                    "info",
+                    totem_protocol::NoticeLevel::Info,
                     format!(
                         "MCP server `{}` is not started in this session; its tools are not available.",
                         server.name
@@ -307,7 +314,10 @@ impl Runner {
     fn call_failed(&self, error: CallError) -> (String, bool) {
         match &error {
             CallError::Timeout { .. } => {
-                self.mcp_notice("warning", format!("{error}; the call was given up."));
+                self.mcp_notice(
+                    totem_protocol::NoticeLevel::Warning,
+                    format!("{error}; the call was given up."),
+                );
                 (
                     format!(
                         "{error}; the call was given up. Try again later or another way, or go on without it."
@@ -317,7 +327,7 @@ impl Runner {
             }
             CallError::Stopped { server, .. } => {
                 self.mcp_notice(
-                    "error",
+                    totem_protocol::NoticeLevel::Error,
                     format!(
                         "{error}. Its tools are gone for this run; the next run starts it again."
                     ),
@@ -333,10 +343,10 @@ impl Runner {
         }
     }
 
-    fn mcp_notice(&self, level: &str, text: String) {
+    fn mcp_notice(&self, level: totem_protocol::NoticeLevel, text: String) {
         let _ = self.emit(EventKind::Notice {
             run_id: Some(self.run_id.clone()),
-            level: level.into(),
+            level,
             text,
         });
     }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run};
+use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run, TodoStatus};
 use totem_provider::{
     AssistantPart, ChatRequest, Message as ModelMessage, ToolDefinition, ToolMode,
 };
@@ -71,10 +71,11 @@ impl EventSink for TodoEvents {
         let todos = todos
             .into_iter()
             .map(|t| totem_protocol::TodoItem {
-                status: serde_json::to_value(t.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "pending".into()),
+                status: match t.status {
+                    totem_tools::tool::todo::TodoStatus::Pending => TodoStatus::Pending,
+                    totem_tools::tool::todo::TodoStatus::InProgress => TodoStatus::InProgress,
+                    totem_tools::tool::todo::TodoStatus::Done => TodoStatus::Done,
+                },
                 content: t.content,
             })
             .collect();
@@ -136,7 +137,7 @@ impl Runner {
                 daemon.store(),
                 EventKind::Notice {
                     run_id: Some(run.id.clone()),
-                    level: "info".into(),
+                    level: totem_protocol::NoticeLevel::Info,
                     text,
                 },
             );

@@ -172,7 +172,7 @@ pub(super) async fn execute(
                 store,
                 EventKind::Notice {
                     run_id: Some(run.id.clone()),
-                    level: "warning".into(),
+                    level: totem_protocol::NoticeLevel::Warning,
                     text: format!(
                         "The changes of this run could not be recorded, so undo cannot revert them: {}",
                         crate::disk::explain(&e, daemon.blobs.dir())
@@ -261,10 +261,10 @@ impl Runner {
         Ok(())
     }
 
-    pub(super) fn notice(&self, level: &str, text: String) {
+    pub(super) fn notice(&self, level: totem_protocol::NoticeLevel, text: String) {
         let _ = self.emit(EventKind::Notice {
             run_id: Some(self.run_id.clone()),
-            level: level.into(),
+            level,
             text,
         });
     }
@@ -292,7 +292,7 @@ impl Runner {
                             .window()
                             .map_or_else(String::new, |w| format!(" of {w} tokens"));
                         self.notice(
-                            "warning",
+                            totem_protocol::NoticeLevel::Warning,
                             format!(
                                 "The conversation does not fit the model's context{window} ({reason}); compacting it and trying again."
                             ),
@@ -341,7 +341,10 @@ impl Runner {
             }
             if calls.is_empty() {
                 if completion.parts.is_empty() {
-                    self.notice("warning", "The model returned an empty answer.".into());
+                    self.notice(
+                        totem_protocol::NoticeLevel::Warning,
+                        "The model returned an empty answer.".into(),
+                    );
                 }
                 return Outcome::Done;
             }
@@ -353,7 +356,7 @@ impl Runner {
                     run_id: self.run_id.clone(),
                     message_id: message_id.clone(),
                     index,
-                    part_type: "toolResult".into(),
+                    part_type: totem_protocol::PartType::ToolResult,
                 }) {
                     return step_failed(e);
                 }

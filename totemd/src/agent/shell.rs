@@ -95,7 +95,7 @@ async fn ask(
         run_id: id.clone(),
         call_id: id,
         tool: access.tool.clone(),
-        kind: "execute".into(),
+        kind: totem_protocol::QuestionKind::Execute,
         target: access.target.clone(),
         explanation: verdict.explain(),
         always: serde_json::to_value(verdict.always_rules()).unwrap_or(serde_json::Value::Null),

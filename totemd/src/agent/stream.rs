@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use totem_protocol::{EventKind, Message, Part, Role};
+use totem_protocol::{EventKind, Message, Part, PartType, Role};
 use totem_provider::{
     AssistantPart, ChatRequest, Completion, ProviderError, StreamEvent, ToolCall, TurnBuilder,
 };
@@ -100,7 +100,9 @@ impl Runner {
                     self.store_call(&message_id, index, call)?;
                     index += 1;
                 }
-                StreamEvent::Retry(notice) => self.notice("warning", notice.to_string()),
+                StreamEvent::Retry(notice) => {
+                    self.notice(totem_protocol::NoticeLevel::Warning, notice.to_string())
+                }
                 _ => {}
             }
             turn.push(event);
@@ -119,7 +121,7 @@ impl Runner {
                 text.truncate(keep);
             }
             self.notice(
-                "warning",
+                totem_protocol::NoticeLevel::Warning,
                 "The model kept repeating the same text, so its answer was cut there.".into(),
             );
         }
@@ -167,7 +169,11 @@ impl Runner {
                 run_id: self.run_id.clone(),
                 message_id: message_id.to_string(),
                 index: *index,
-                part_type: if reasoning { "reasoning" } else { "text" }.into(),
+                part_type: if reasoning {
+                    PartType::Reasoning
+                } else {
+                    PartType::Text
+                },
             })?;
             *open = Some(OpenPart {
                 index: *index,
@@ -229,7 +235,7 @@ impl Runner {
             tool: call.name.clone(),
             input: call.arguments.clone(),
         };
-        self.store_part(message_id, index, "toolCall", part)
+        self.store_part(message_id, index, PartType::ToolCall, part)
     }
 
     /// A part that is whole at once (a tool call): started, stored, done.
@@ -237,14 +243,14 @@ impl Runner {
         &self,
         message_id: &str,
         index: u32,
-        part_type: &str,
+        part_type: PartType,
         part: Part,
     ) -> Result<(), StepError> {
         self.emit(EventKind::PartStarted {
             run_id: self.run_id.clone(),
             message_id: message_id.to_string(),
             index,
-            part_type: part_type.into(),
+            part_type,
         })?;
         self.finish_part(message_id, index, part)
     }

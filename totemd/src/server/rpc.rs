@@ -507,3 +507,20 @@ async fn send_last(
         _ = sink.send(SubscriptionMessage::from(raw)) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_daemon_registers_exactly_the_methods_the_table_declares() {
+        let home = tempfile::tempdir().unwrap();
+        let daemon = Daemon::open(home.path(), &home.path().join("totemd.sock")).unwrap();
+        let module = module(Arc::new(daemon));
+        let registered: BTreeSet<&str> = module.method_names().collect();
+        let declared: BTreeSet<&str> = totem_protocol::METHODS.iter().map(|m| m.name).collect();
+        assert_eq!(registered, declared);
+    }
+}

@@ -92,13 +92,9 @@ async fn wait(
 ) -> RpcResult<RunOutcome> {
     let timeout = Duration::from_millis(timeout_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
     let ended = |kind: &EventKind| match kind {
-        EventKind::RunDone { run }
-        | EventKind::RunFailed { run }
-        | EventKind::RunAborted { run }
-        | EventKind::RunInterrupted { run } => run.id == run_id,
         EventKind::PermissionAsked { question } => question.run_id == run_id,
         EventKind::SessionDeleted {} => true,
-        _ => false,
+        _ => kind.ended_run().is_some_and(|run| run.id == run_id),
     };
     let mut live = subscription.live;
     // An end before the subscription began is in the replay or already in the store.

@@ -330,14 +330,13 @@ impl LiveSession {
                     session_id: self.id.clone(),
                     question_id: question_id.clone(),
                     reply: reply.clone(),
-                    reason: reason.clone(),
+                    reason: *reason,
                 }
             }
-            EventKind::RunDone { run }
-            | EventKind::RunFailed { run }
-            | EventKind::RunAborted { run }
-            | EventKind::RunInterrupted { run } => DaemonEventKind::RunEnded { run: run.clone() },
-            _ => return,
+            other => match other.ended_run() {
+                Some(run) => DaemonEventKind::RunEnded { run: run.clone() },
+                None => return,
+            },
         };
         let _ = self.daemon_events.send(daemon_event(kind));
         self.announce_activity(state);

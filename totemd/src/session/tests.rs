@@ -12,7 +12,7 @@ fn delta(text: &str) -> EventKind {
 fn notice(text: &str) -> EventKind {
     EventKind::Notice {
         run_id: None,
-        level: "info".into(),
+        level: totem_protocol::NoticeLevel::Info,
         text: text.into(),
     }
 }
