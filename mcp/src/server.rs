@@ -66,7 +66,7 @@ impl Connector {
             .map_err(|e| format!("cannot reach totemd: {e:#}"))?;
         match client.call_raw(method, params).await {
             Ok(value) => Ok(value),
-            Err(e @ ClientError::Rpc { .. }) => Err(e.to_string()),
+            Err(ClientError::Rpc { message, .. }) => Err(tools::in_tool_words(&message)),
             Err(e) => {
                 self.closed().await;
                 Err(format!("{e}; call the tool again"))

@@ -170,7 +170,7 @@ method_table! {
     ProviderTest = "provider.test" (ProviderTestParams) -> ProviderTestResult { mcp: false, subscription: false };
     /// Models of every configured provider (or of one), as `provider/model`, with context
     /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
-    ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: false, subscription: false };
+    ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: true, subscription: false };
     /// Creates or replaces the bearer token of the MCP server's HTTP listener and returns it,
     /// once; it is stored encrypted.
     McpTokenRotate = "mcpToken.rotate" (NoParams) -> McpToken { mcp: false, subscription: false };

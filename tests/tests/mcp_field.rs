@@ -338,3 +338,47 @@ fn totem_run_exits_0_when_only_servers_were_left_unstarted() {
     );
     assert!(!err.contains("`off`"), "{err}");
 }
+
+/// The MCP Inspector's CLI from npm (its `--strict` mode checks tool-schema portability).
+const INSPECTOR: &str = "@modelcontextprotocol/inspector@2.12.0";
+
+#[test]
+fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
+    let dir = totem_tests::external::npm_install("mcp-inspector", &[INSPECTOR]);
+    let cli = Cli::new();
+    let project = std::fs::canonicalize(cli.project.path()).expect("project");
+    let output = Command::new(dir.join("node_modules/.bin/mcp-inspector"))
+        .arg("--cli")
+        .arg("--strict")
+        .arg(binary("totem"))
+        .args(["mcp", "--project"])
+        .arg(&project)
+        .args(["--method", "tools/list"])
+        .env("TOTEM_HOME", cli.home())
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the Inspector");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}: {err}", output.status);
+    assert!(
+        !err.contains("Warning") && !err.contains("Error"),
+        "nothing to report: {err}"
+    );
+    let listed: Value = serde_json::from_str(&out).expect("the tool list");
+    let tools = listed["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"model_list"), "{names:?}");
+    for tool in tools {
+        assert!(
+            tool["annotations"]["readOnlyHint"].is_boolean(),
+            "annotated: {tool}"
+        );
+    }
+    // Half of what it was (42.6 KB as compact JSON for one tool fewer).
+    let size = serde_json::to_string(&listed["tools"])
+        .expect("encode")
+        .len();
+    assert!(size < 25_000, "tools/list is {size} bytes");
+}
