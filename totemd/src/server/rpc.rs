@@ -350,10 +350,12 @@ async fn subscribe_daemon(
     if let Err(e) = parse::<NoParams>(&params) {
         return pending.reject(e).await;
     }
+    // Listen before accepting: once the client has its subscription id it may act (create a
+    // session, say), and the event of that must not slip past between the two.
+    let (current, mut live) = d.sessions.subscribe_daemon();
     let Ok(mut sink) = pending.accept().await else {
         return;
     };
-    let (current, mut live) = d.sessions.subscribe_daemon();
     for event in current {
         let Ok(raw) = serde_json::value::to_raw_value(&*event) else {
             continue;
