@@ -231,7 +231,9 @@ async fn endless_output_keeps_the_daemon_serving_with_bounded_memory() {
             redraws += 1;
         }
     }
-    assert!(events <= 80, "{events} events in a second");
+    // One event per write would be tens of thousands a second; batches every ~16 ms give about
+    // 60, and a loaded machine delivering a backlog late gives a few more (93 seen in CI).
+    assert!(events <= 300, "{events} events in a second");
     assert!(events > 0);
     let _ = redraws;
     env.screen_shows(&t.id, "endless output").await;

@@ -244,7 +244,10 @@ impl Runner {
             _ = self.cancel.cancelled() => return Some(("cancelled: the run was aborted".into(), true)),
             result = connection.call_tool(&tool.tool, arguments) => result,
         };
-        connection.refresh_stale_tools().await;
+        // A server that failed or timed out is not asked for its list as well.
+        if result.is_ok() {
+            connection.refresh_stale_tools().await;
+        }
         Some(match result {
             Ok(outcome) => (result_text(&outcome), outcome.is_error),
             Err(e) => self.call_failed(e),

@@ -245,12 +245,12 @@ impl Connection {
         lock(&self.lists).tools.clone()
     }
 
-    /// Lists the tools again if the server said they changed and the new list is not in yet, so
-    /// the model's next request offers what the server offers now.
+    /// Lists the tools again after a call, so the model's next request offers what the server
+    /// offers now. Not only when a `list_changed` notification came: the notification of a change
+    /// the call made may reach us after the call's answer (and servers send it without declaring
+    /// `tools.listChanged`, as the Python SDK's FastMCP does), and the next request must not go out
+    /// with the old list. One `tools/list` per call is cheap next to the call.
     pub async fn refresh_stale_tools(&self) {
-        if !lock(&self.lists).tools_stale {
-            return;
-        }
         if let Ok(Ok(tools)) =
             tokio::time::timeout(self.config.timeout(), self.peer.list_all_tools()).await
         {
