@@ -14,7 +14,7 @@ use agent_common::{Env, MODEL, text};
 use cli_common::{Cli, assert_exit, binary, stderr, stdout};
 use serde_json::{Value, json};
 use totem_protocol::{ClientCapabilities, EventKind};
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, Script, SimEvent};
 
 fn python() -> PathBuf {
     totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]).join("python")
@@ -298,23 +298,8 @@ async fn a_run_another_agent_started_does_not_stop_to_ask_about_servers() {
 
 #[test]
 fn totem_run_exits_0_when_only_servers_were_left_unstarted() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
     let cli = Cli::new();
-    let out = cli.run([
-        "provider",
-        "add",
-        "sim",
-        "--kind",
-        "ollama",
-        "--url",
-        &sim.url(),
-    ]);
-    assert_exit(&out, 0);
+    let (runtime, sim) = cli_common::sim_settings(&cli);
     configure_servers(cli.home(), unallowed_servers());
     {
         let _guard = runtime.enter();

@@ -85,7 +85,13 @@ async fn confirm_home(path: &Path) -> bool {
         "{} is your home folder: the model could read and change anything in it.\nOpen it as a project anyway? [y/N] ",
         path.display()
     );
-    let line = tokio::task::spawn_blocking(move || {
+    let line = ask_line(prompt).await;
+    matches!(line.trim(), "y" | "Y" | "yes" | "Yes")
+}
+
+/// Asks on the terminal (the question on stderr) and returns the line typed, empty if none.
+pub async fn ask_line(prompt: String) -> String {
+    tokio::task::spawn_blocking(move || {
         eprint!("{prompt}");
         let _ = std::io::stderr().flush();
         let mut line = String::new();
@@ -93,8 +99,7 @@ async fn confirm_home(path: &Path) -> bool {
         line
     })
     .await
-    .unwrap_or_default();
-    matches!(line.trim(), "y" | "Y" | "yes" | "Yes")
+    .unwrap_or_default()
 }
 
 /// The project a session belongs to.

@@ -209,15 +209,7 @@ async fn answer_question(
         let prompt = format!(
             "\n{explanation}\nAllow? [o]nce, for this [s]ession, for this [p]roject, [d]eny: "
         );
-        let line = tokio::task::spawn_blocking(move || {
-            eprint!("{prompt}");
-            let _ = std::io::stderr().flush();
-            let mut line = String::new();
-            let _ = std::io::stdin().read_line(&mut line);
-            line
-        })
-        .await
-        .unwrap_or_default();
+        let line = crate::project::ask_line(prompt).await;
         match line.trim().chars().next() {
             Some('o' | 'O' | 'y' | 'Y') => json!({"type": "once"}),
             Some('s' | 'S') => json!({"type": "alwaysSession"}),
