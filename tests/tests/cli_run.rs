@@ -127,3 +127,28 @@ fn stdout_holds_only_the_answer_when_piped() {
         "a failed run without an answer prints nothing to stdout"
     );
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_commands_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let cli = Cli::new();
+    assert_exit(&cli.run(["run", "one"]), 1);
+    for args in [vec!["man"], vec!["sessions"], vec!["completions", "bash"]] {
+        // `totem … | head -1`, with head already gone: every write meets a closed pipe.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = cli
+            .command(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run totem");
+        assert_eq!(stderr(&out), "", "{args:?} said nothing");
+        assert!(
+            out.status.success() || out.status.signal() == Some(13),
+            "{args:?} ended quietly: {}",
+            out.status
+        );
+    }
+}

@@ -28,6 +28,7 @@ use crate::daemon::Endpoint;
 use crate::exit::Exit;
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     if let Some(Command::Completions { shell }) = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "totem", &mut std::io::stdout());
@@ -83,4 +84,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     // (after Ctrl-C, say).
     runtime.shutdown_background();
     result
+}
+
+/// `totem sessions | head -1`: when the reader goes away, end quietly as other command-line
+/// programs do (killed by SIGPIPE), not with a panic about a broken pipe or an error message. The
+/// Rust runtime ignores SIGPIPE; this puts the default back before anything is written.
+#[allow(unsafe_code)]
+fn quiet_on_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: called first thing in main, before any thread starts; the default action replaces
+    // the runtime's "ignore", and no handler of ours is installed.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
