@@ -30,7 +30,8 @@ pub enum ClientError {
     Io(#[from] std::io::Error),
     #[error("totemd closed the connection")]
     Closed,
-    #[error("{message} (error {code})")]
+    /// The daemon's sentence is for people; the code is for programs (`ClientError::code`).
+    #[error("{message}")]
     Rpc {
         code: i32,
         message: String,

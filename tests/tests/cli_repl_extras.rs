@@ -326,3 +326,24 @@ fn model_shows_the_tools_a_probe_or_the_settings_found() {
     repl.expect("--probe").expect("the hint");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn compact_and_init_say_what_they_did_in_words() {
+    let env = start();
+    env.push(vec![SimEvent::text("Hello.\n")], 0);
+    // The summary the compaction asks for.
+    env.push(vec![SimEvent::text("The user said hi.")], 0);
+    let mut repl = env.repl(false);
+    repl.send("hi\r").expect("a prompt");
+    repl.expect("✓ done").expect("run done");
+    repl.send("/compact\r").expect("/compact");
+    let seen = repl
+        .expect("Compacted the conversation")
+        .expect("the compaction is told");
+    repl.send("/init\r").expect("/init");
+    let init = repl.expect("AGENTS.md").expect("init is told");
+    let shown = format!("{}{}", text(&seen), text(&init));
+    assert!(!shown.contains("\"text\""), "no raw JSON: {shown:?}");
+    assert!(!shown.contains('{'), "no raw JSON: {shown:?}");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

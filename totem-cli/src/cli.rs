@@ -142,7 +142,7 @@ pub struct RunArgs {
     /// Without it, Ctrl-C (or SIGTERM) stops the run.
     #[arg(long, conflicts_with = "json")]
     pub detach: bool,
-    /// The model, as `provider/model` (e.g. `ollama/qwen3:8b`; see `model.list`).
+    /// The model, as `provider/model` (e.g. `ollama/qwen3:8b`; `totem models` lists them).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// The mode: `build` (all tools), `plan` (read-only tools) or an agent from settings.

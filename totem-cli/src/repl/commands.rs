@@ -158,7 +158,7 @@ impl Repl<'_> {
             "/new" => self.new_session().await,
             "/sessions" => self.list_sessions().await,
             "/rename" => self.rename(arg).await,
-            "/abort" => self.call_and_show("session.abort", json!({})).await,
+            "/abort" => self.call_quietly("session.abort", json!({})).await,
             "/mode" => {
                 self.set_mode(arg);
                 Ok(())
@@ -178,12 +178,13 @@ impl Repl<'_> {
                     .await
             }
             "/diff" => self.diff(arg == "git").await,
+            // Their outcome comes as a notice every client of the session sees.
             "/compact" => {
-                self.call_and_show("session.command", json!({"command": "compact"}))
+                self.call_quietly("session.command", json!({"command": "compact"}))
                     .await
             }
             "/init" => {
-                self.call_and_show("session.command", json!({"command": "init"}))
+                self.call_quietly("session.command", json!({"command": "init"}))
                     .await
             }
             "/fork" => self.fork().await,
@@ -494,17 +495,6 @@ impl Repl<'_> {
             let names: Vec<&str> = files.iter().filter_map(Value::as_str).collect();
             self.note(&format!("Overwritten: {}", names.join(", ")));
         }
-        Ok(())
-    }
-
-    /// Calls `method` with `{sessionId}` plus `extra`, and shows the answer.
-    async fn call_and_show(&mut self, method: &str, extra: Value) -> anyhow::Result<()> {
-        let mut params = json!({"sessionId": self.session.id});
-        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-            params.extend(extra);
-        }
-        let value = self.connection.client.call_raw(method, params).await?;
-        self.show(&value);
         Ok(())
     }
 

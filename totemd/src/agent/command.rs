@@ -74,10 +74,16 @@ async fn compact(
         .filter(|m| previous.as_ref().is_none_or(|c| c.keeps(m)))
         .collect();
     let Some(last) = messages.last().map(|m| m.seq) else {
-        return Ok(CommandResult {
-            text: "Nothing to compact: no messages since the last summary.".into(),
-            run_id: None,
-        });
+        let text = "Nothing to compact: no messages since the last summary.".to_string();
+        daemon.sessions.get(session_id)?.emit(
+            store,
+            EventKind::Notice {
+                run_id: None,
+                level: totem_protocol::NoticeLevel::Info,
+                text: text.clone(),
+            },
+        )?;
+        return Ok(CommandResult { text, run_id: None });
     };
     let summary = summarise(
         &model,
