@@ -104,12 +104,15 @@ fn a_spinner_shows_until_the_first_token_and_is_erased() {
     );
     let mut repl = env.repl(false);
     repl.send("take your time\r").expect("type a prompt");
-    repl.expect("waiting for the model")
-        .expect("the spinner shows while nothing came");
+    // Everything drawn up to the answer: the spinner (however many frames a loaded machine
+    // manages), then the answer written over the spinner's line, erased (up one line, cleared)
+    // first.
     let before = repl.expect("First words.").expect("the answer");
-    // The answer is written over the spinner's line: erased (up one line, cleared) first.
     let drawn = text(&before);
-    let tail = &drawn[drawn.rfind("waiting for the model").expect("a frame")..];
+    let last_frame = drawn
+        .rfind("waiting for the model")
+        .unwrap_or_else(|| panic!("the spinner showed while nothing came: {drawn:?}"));
+    let tail = &drawn[last_frame..];
     assert!(tail.contains("\x1b[1A\r\x1b[2K"), "{tail:?}");
     repl.expect("✓ done").expect("run done");
     cli_common::ctrl_d_until(&mut repl, Eof);
