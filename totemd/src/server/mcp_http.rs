@@ -124,6 +124,7 @@ async fn guard(State(daemon): State<Arc<Daemon>>, request: Request, next: Next) 
     {
         return (
             StatusCode::FORBIDDEN,
+            [(header::CONNECTION, "close")],
             "Origin not allowed: only pages served from localhost may call Totem's MCP server\n",
         )
             .into_response();
@@ -131,7 +132,12 @@ async fn guard(State(daemon): State<Arc<Daemon>>, request: Request, next: Next) 
     if let Err(message) = check_token(&daemon, request.headers()) {
         return (
             StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer realm=\"totem\"")],
+            // The body is left unread, so the connection cannot be used again: say so, or a
+            // client sends its next request on it and finds it closed.
+            [
+                (header::WWW_AUTHENTICATE, "Bearer realm=\"totem\""),
+                (header::CONNECTION, "close"),
+            ],
             message,
         )
             .into_response();
