@@ -8,8 +8,8 @@ use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use tokio::sync::broadcast::error::RecvError;
 use totem_protocol::{
-    ErrorCode, EventKind, NoParams, Part, Role, Run, RunOutcome, RunRef, RunStatus, RunWaitParams,
-    SessionAskParams, SessionPromptParams, method,
+    ErrorCode, EventKind, NoParams, Part, PermissionQuestion, Role, Run, RunOutcome, RunRef,
+    RunStatus, RunWaitParams, SessionAskParams, SessionPromptParams, method,
 };
 
 use super::rpc::{err, register};
@@ -98,9 +98,10 @@ async fn wait(
     };
     let mut live = subscription.live;
     // An end before the subscription began is in the replay or already in the store.
+    let run = find_run(d, run_id)?;
     let ended_before = subscription.replay.iter().any(|e| ended(&e.kind))
-        || find_run(d, run_id)?.status != RunStatus::Running
-        || waits_on_question(d, run_id);
+        || run.status != RunStatus::Running
+        || !questions_of(d, &run).is_empty();
     if !ended_before {
         let _ = tokio::time::timeout(timeout, async {
             loop {
@@ -123,27 +124,22 @@ async fn wait(
     outcome(d, run)
 }
 
-/// Whether the run is stopped on a permission question now.
-fn waits_on_question(d: &Arc<Daemon>, run_id: &str) -> bool {
-    find_run(d, run_id).is_ok_and(|run| {
-        d.agents
-            .session(d, &run.session_id)
-            .is_ok_and(|agent| agent.pending_questions().iter().any(|q| q.run_id == run_id))
-    })
+/// The permission questions the run waits on now.
+fn questions_of(d: &Arc<Daemon>, run: &Run) -> Vec<PermissionQuestion> {
+    match d.agents.session(d, &run.session_id) {
+        Ok(agent) => agent
+            .pending_questions()
+            .into_iter()
+            .filter(|q| q.run_id == run.id)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The run with its last answer's text and the questions it waits on.
 fn outcome(d: &Arc<Daemon>, run: Run) -> RpcResult<RunOutcome> {
     let (text, questions) = if run.status == RunStatus::Running {
-        let questions = match d.agents.session(d, &run.session_id) {
-            Ok(agent) => agent
-                .pending_questions()
-                .into_iter()
-                .filter(|q| q.run_id == run.id)
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        (None, questions)
+        (None, questions_of(d, &run))
     } else {
         (last_answer(d, &run)?, Vec::new())
     };
