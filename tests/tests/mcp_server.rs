@@ -157,12 +157,21 @@ async fn session_ask_returns_at_a_question_and_waits_for_the_answer() {
     )
     .await;
     assert_eq!(aborted["runId"], run_id.as_str());
-    let ended = call(
-        &env.client,
-        "run.wait",
-        json!({"runId": run_id, "timeoutMs": 10000}),
-    )
-    .await;
+    // The abort withdraws the question as the run ends; until then run.wait rightly still
+    // answers with the question, so wait for the end.
+    let mut ended = Value::Null;
+    for _ in 0..100 {
+        ended = call(
+            &env.client,
+            "run.wait",
+            json!({"runId": run_id, "timeoutMs": 10000}),
+        )
+        .await;
+        if ended["run"]["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(ended["run"]["status"], "aborted", "{ended}");
     assert!(ended.get("questions").is_none(), "{ended}");
 
