@@ -25,6 +25,7 @@ fn the_corpus_has_the_patterns_of_real_apps() {
         "v5/plugins",
         "v5/views",
         "v5/shared-state",
+        "v5/flowstream",
         "v4/boot",
         "v4/controllers",
         "v4/schemas",
