@@ -6,7 +6,7 @@ pub mod changes;
 pub mod config;
 pub mod daemon;
 pub mod disk;
-pub mod mcp;
+pub mod mcp_client;
 pub mod redact;
 pub mod sandbox;
 pub mod server;

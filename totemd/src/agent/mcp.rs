@@ -1,4 +1,4 @@
-//! The run's side of MCP (the client is `crate::mcp`): before the first step, the configured
+//! The run's side of MCP (the client is `crate::mcp_client`): before the first step, the configured
 //! servers start once the user allowed it, and in Total.js projects the docs server is searched
 //! with the prompt; during the run, calls of MCP tools and of `mcp_prompt` go through the
 //! permission rules and come back as text, a timeout or a stopped server as a clear error.
@@ -10,10 +10,10 @@ use totem_provider::{Message as ModelMessage, ToolCall};
 
 use super::lock;
 use super::run::Runner;
-use crate::mcp::client::{CallError, Connection};
-use crate::mcp::config::{Origin, ServerConfig};
-use crate::mcp::tools::{PROMPT_TOOL, prompt_text, result_text};
-use crate::mcp::{START_PERMISSION, docs};
+use crate::mcp_client::client::{CallError, Connection};
+use crate::mcp_client::server_config::{Origin, ServerConfig};
+use crate::mcp_client::tools::{PROMPT_TOOL, prompt_text, result_text};
+use crate::mcp_client::{START_PERMISSION, docs};
 
 /// What the rules say about starting a server.
 enum Start {
@@ -29,7 +29,7 @@ impl Runner {
     pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) {
         let settings = self.daemon.settings.current();
         let (servers, problems) =
-            crate::mcp::config::servers(&settings.mcp_servers, &self.agent.root);
+            crate::mcp_client::server_config::servers(&settings.mcp_servers, &self.agent.root);
         for problem in problems {
             self.mcp_notice(totem_protocol::NoticeLevel::Warning, problem);
         }

@@ -19,7 +19,7 @@
 //! - [`shell`]: `session.shell` (the user's own commands) and `job.list`;
 //! - [`settings`]: what the run reads from settings, and [`settings::provider_for`];
 //! - [`mcp`]: the run's side of MCP servers — asking to start them, calling their tools, the
-//!   docs search before the first step (the client itself is `crate::mcp`).
+//!   docs search before the first step (the client itself is `crate::mcp_client`).
 
 mod ask;
 pub mod attach;
@@ -133,7 +133,7 @@ pub struct SessionAgent {
     /// The last tree scan, so the next one skips unchanged files.
     last_scan: Mutex<Option<totem_snapshot::TreeScan>>,
     /// MCP servers started for this session; they stop with it.
-    pub mcp: crate::mcp::SessionServers,
+    pub mcp: crate::mcp_client::SessionServers,
 }
 
 impl Agents {
@@ -167,7 +167,7 @@ impl Agents {
             permissions: Mutex::new(state),
             questions: Mutex::new(Vec::new()),
             last_scan: Mutex::new(None),
-            mcp: crate::mcp::SessionServers::default(),
+            mcp: crate::mcp_client::SessionServers::default(),
         });
         Ok(lock(&self.sessions)
             .entry(session_id.to_string())

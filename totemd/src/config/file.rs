@@ -45,7 +45,7 @@ pub struct SettingsFile {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agents: BTreeMap<String, AgentSettings>,
     /// MCP servers whose tools the model may use; each starts inside a run once the user allowed
-    /// it (see `crate::mcp`).
+    /// it (see `crate::mcp_client`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
     /// Totem's own MCP server: its streamable HTTP listener (`totem mcp` serves stdio without

@@ -1,7 +1,7 @@
 //! Totem as an MCP client: the servers a user configured (settings `mcpServers`, the project's
 //! `.totem/mcp.json`) whose tools and prompts the model may use.
 //!
-//! - [`config`]: the configuration and how the two sources merge;
+//! - [`server_config`]: the configuration and how the two sources merge;
 //! - [`client`]: one connected server (stdio child process or streamable HTTP);
 //! - [`session`]: a session's servers and what they offer the model now;
 //! - [`tools`]: namespaced names, `mcp_prompt`, results as text;
@@ -13,12 +13,12 @@
 //! asking. Servers stop with their session or the daemon.
 
 pub mod client;
-pub mod config;
 pub mod docs;
+pub mod server_config;
 pub mod session;
 pub mod tools;
 
-pub use config::{McpServerSettings, ServerConfig, ServerRole};
+pub use server_config::{McpServerSettings, ServerConfig, ServerRole};
 pub use session::SessionServers;
 
 /// The tool name of the permission to start a server (rules `mcp_server: {"name": "allow"}`,

@@ -17,7 +17,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::config::ServerConfig;
+use super::server_config::ServerConfig;
 
 /// How much of a server's stderr is kept to explain why it stopped.
 const STDERR_KEEP: usize = 2000;
