@@ -63,6 +63,7 @@ impl Nvim {
             .current_dir(setup.project)
             .env("TERM", "xterm-256color")
             .env("TOTEM_HOME", setup.home)
+            .env("OLLAMA_HOST", crate::harness::closed_ollama_host())
             .env("XDG_CONFIG_HOME", setup.config.join("config"))
             .env("XDG_DATA_HOME", setup.config.join("data"))
             .env("XDG_STATE_HOME", setup.config.join("state"))

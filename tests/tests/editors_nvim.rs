@@ -276,3 +276,266 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     );
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+fn edit_in(id: &str, path: &str, from: &str, to: &str) -> SimEvent {
+    SimEvent::tool_call(
+        id,
+        "edit",
+        json!({"path": path, "oldString": from, "newString": to}),
+    )
+}
+
+/// How often `needle` occurs in the chat buffer (the whole buffer, not only what the window shows).
+fn in_chat(nvim: &Nvim, needle: &str) -> usize {
+    nvim.lua("require('totem.chat').text()")
+        .matches(needle)
+        .count()
+}
+
+#[test]
+fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
+    let nvim_bin = totem_tests::external::neovim();
+    let cli = Cli::new();
+    let (runtime, sim) = cli_common::sim_settings(&cli);
+    let project = cli.project.path();
+    std::fs::write(project.join("math.js"), "const b = 2;\n").expect("math.js");
+    std::fs::write(project.join("other.js"), "let c = 1;\n").expect("other.js");
+    {
+        let _guard = runtime.enter();
+        let push = |events: Vec<SimEvent>, delay_ms: u64| {
+            sim.push(Reply::Stream(Script {
+                delay_ms,
+                ..Script::new(events)
+            }))
+        };
+        // Session 1: `s` for math.js, so its second edit does not ask; `p` for other.js.
+        push(
+            vec![edit_in("a1", "math.js", "const b = 2;", "const b = 3;")],
+            0,
+        );
+        push(
+            vec![edit_in("a2", "math.js", "const b = 3;", "const b = 4;")],
+            0,
+        );
+        push(
+            vec![edit_in("a3", "other.js", "let c = 1;", "let c = 2;")],
+            0,
+        );
+        push(vec![SimEvent::text("Both edited.")], 0);
+        // Session 2: other.js is allowed for the project; math.js asks again (put aside, then
+        // shown again with :TotemAnswer).
+        push(
+            vec![edit_in("b1", "other.js", "let c = 2;", "let c = 3;")],
+            0,
+        );
+        push(
+            vec![edit_in("b2", "math.js", "const b = 4;", "const b = 5;")],
+            0,
+        );
+        push(vec![SimEvent::text("Second session done.")], 0);
+        // A slow answer, stopped with :TotemAbort.
+        push(
+            vec![
+                SimEvent::text("Slow start. "),
+                SimEvent::text("Slow middle. "),
+                SimEvent::text("Slow end."),
+            ],
+            2000,
+        );
+        // A question open when the daemon stops; after the restart, a streamed answer.
+        push(
+            vec![edit_in("d1", "math.js", "const b = 5;", "const b = 6;")],
+            0,
+        );
+        push(
+            vec![
+                SimEvent::text("Back after "),
+                SimEvent::text("the restart."),
+            ],
+            300,
+        );
+        push(vec![SimEvent::text("Float answer.")], 0);
+    }
+    let config = tempfile::tempdir().expect("nvim's folders");
+    let mut nvim = Nvim::start(&NvimSetup {
+        nvim: &nvim_bin,
+        totem: &cli_common::binary("totem"),
+        home: cli.home(),
+        project,
+        config: config.path(),
+        file: "math.js",
+        options: "layout = \"below\"",
+    })
+    .expect("start nvim in a pty");
+    nvim.wait_for("const b = 2;");
+
+    // The "below" layout: the chat spans the editor's width under the file, the prompt under it.
+    nvim.command("Totem");
+    nvim.wait_for("totem://prompt");
+    assert_eq!(
+        nvim.lua(
+            "(function() local c = require('totem.chat').state; \
+             local cp, pp = vim.fn.win_screenpos(c.win), vim.fn.win_screenpos(c.pwin); \
+             return (cp[1] > 1 and cp[2] == 1 and vim.api.nvim_win_get_width(c.win) == vim.o.columns \
+             and pp[1] > cp[1]) and 'below' or vim.inspect({cp, pp}) end)()"
+        ),
+        "below"
+    );
+
+    // `s` allows math.js for this session: its second edit asks nothing; `p` allows other.js for
+    // the project.
+    nvim.keys("iedit both\x13");
+    nvim.wait_for("edit wants to write math.js");
+    nvim.keys("s");
+    let screen = nvim.wait_for("edit wants to write other.js");
+    assert!(screen.contains("+let c = 2;"), "{screen}");
+    nvim.keys("p");
+    nvim.wait("the run's end", |s| ended_after(s, "Both edited."));
+    assert_eq!(in_chat(&nvim, "? edit wants to"), 2, "{}", nvim.text());
+    assert_eq!(
+        std::fs::read_to_string(project.join("math.js")).expect("math.js"),
+        "const b = 4;\n"
+    );
+
+    // :TotemDiff over two files: ]f and [f go from one to the other, round the ends.
+    nvim.command("TotemDiff");
+    let first = nvim.wait_for("Totem diff 1/2: ");
+    let name = |screen: &str, at: &str| {
+        screen
+            .split_once(at)
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no {at:?} on the screen:\n{screen}"))
+    };
+    let file1 = name(&first, "Totem diff 1/2: ");
+    nvim.keys("]f");
+    let file2 = name(&nvim.wait_for("Totem diff 2/2: "), "Totem diff 2/2: ");
+    assert_ne!(file1, file2);
+    let mut names = [file1.clone(), file2.clone()];
+    names.sort();
+    assert_eq!(names, ["math.js", "other.js"]);
+    nvim.keys("]f");
+    nvim.wait_for(&format!("Totem diff 1/2: {file1}"));
+    nvim.keys("[f");
+    let screen = nvim.wait_for(&format!("Totem diff 2/2: {file2}"));
+    assert!(
+        screen.contains("let c = 1;") && screen.contains("let c = 2;")
+            || screen.contains("const b = 2;") && screen.contains("const b = 4;"),
+        "both sides of {file2}:\n{screen}"
+    );
+    nvim.keys("q");
+    nvim.wait("the diff tab to close", |s| !s.contains("Totem diff"));
+    // The view's keys are gone from the user's own buffers: `q` records macros there again.
+    assert_eq!(
+        nvim.lua(
+            "#vim.tbl_filter(function(m) return m.lhs == 'q' or m.lhs == ']f' end, \
+             vim.api.nvim_buf_get_keymap(vim.fn.bufnr('math.js'), 'n'))"
+        ),
+        "0"
+    );
+
+    // Session 2: other.js goes through (remembered for the project), math.js asks again; `q`
+    // puts the question aside and :TotemAnswer brings it back.
+    nvim.command("Totem new");
+    nvim.wait("an empty chat", |s| !s.contains("Both edited."));
+    nvim.keys("iedit again\x13");
+    let screen = nvim.wait_for("Totem asks");
+    assert!(
+        screen.contains("edit wants to write math.js"),
+        "only math.js asks:\n{screen}"
+    );
+    nvim.keys("q");
+    let screen = nvim.wait("the float to be put aside", |s| !s.contains("Totem asks"));
+    assert!(screen.contains("Totem: waiting for you"), "{screen}");
+    nvim.command("TotemAnswer");
+    let screen = nvim.wait_for("Totem asks");
+    assert!(screen.contains("+const b = 5;"), "{screen}");
+    nvim.keys("o");
+    nvim.wait("the run's end", |s| ended_after(s, "Second session done."));
+    assert_eq!(in_chat(&nvim, "? edit wants to"), 1, "{}", nvim.text());
+    assert_eq!(
+        std::fs::read_to_string(project.join("other.js")).expect("other.js"),
+        "let c = 3;\n"
+    );
+
+    // :TotemAbort stops a run while it streams.
+    nvim.command("Totem");
+    nvim.keys("iwrite slowly\x13");
+    nvim.wait_for("Slow start.");
+    nvim.command("TotemAbort");
+    nvim.wait_for("■ run aborted");
+    nvim.wait_for("Run aborted");
+    std::thread::sleep(Duration::from_millis(4500));
+    assert!(!nvim.text().contains("Slow end."), "{}", nvim.text());
+
+    // The daemon stops while a question waits: the float goes, the plugin starts the daemon
+    // again, follows the session from where it was (the run was interrupted, its question
+    // withdrawn: both shown once), says so once, and the next prompt streams.
+    nvim.command("Totem");
+    nvim.keys("ione more\x13");
+    nvim.wait_for("Totem asks");
+    let stopped = cli.run(["daemon", "stop"]);
+    assert!(stopped.status.success(), "{stopped:?}");
+    nvim.wait("the float to close", |s| !s.contains("Totem asks"));
+    nvim.wait_for("reconnecting…");
+    nvim.wait_for("■ run interrupted");
+    nvim.wait_for("· question withdrawn");
+    let messages = nvim.lua("vim.fn.execute('messages')");
+    assert_eq!(
+        messages.matches("Reconnected to totemd").count(),
+        1,
+        "{messages}"
+    );
+    for once in [
+        "Second session done.",
+        "Slow start.",
+        "■ run aborted",
+        "■ run interrupted",
+    ] {
+        assert_eq!(in_chat(&nvim, once), 1, "{once:?} in\n{}", nvim.text());
+    }
+    nvim.command("Totem");
+    nvim.keys("iare you back\x13");
+    let screen = nvim.wait_for("Back after");
+    assert!(
+        !screen.contains("the restart."),
+        "the answer was drawn at once, not as it streamed:\n{screen}"
+    );
+    nvim.wait("the run's end", |s| {
+        ended_after(s, "Back after the restart.")
+    });
+    assert!(nvim.text().contains("Totem: llama3.2:latest"));
+
+    // The "left" layout, then the float one: a prompt sent from the float streams into it, and
+    // closing the prompt closes the chat too.
+    nvim.command("lua require('totem').config.layout = 'left'; require('totem.chat').close()");
+    nvim.wait("the chat to close", |s| !s.contains("totem://prompt"));
+    nvim.command("Totem");
+    nvim.wait_for("totem://prompt");
+    assert_eq!(
+        nvim.lua(
+            "(function() local c = require('totem.chat').state; \
+             local cp = vim.fn.win_screenpos(c.win); \
+             local fp = vim.fn.win_screenpos(vim.fn.bufwinid('math.js')); \
+             return (cp[2] == 1 and fp[2] > 1) and 'left' or vim.inspect({cp, fp}) end)()"
+        ),
+        "left"
+    );
+    nvim.command("lua require('totem').config.layout = 'float'; require('totem.chat').close()");
+    nvim.wait("the chat to close", |s| !s.contains("totem://prompt"));
+    nvim.command("Totem");
+    nvim.wait_for("Prompt · <C-s> sends");
+    nvim.keys("iin a float\x13");
+    nvim.wait("the run's end", |s| ended_after(s, "Float answer."));
+    assert_eq!(
+        nvim.lua("vim.api.nvim_win_get_config(require('totem.chat').state.win).relative"),
+        "editor"
+    );
+    nvim.keys("\x1b:q\r");
+    nvim.wait("both floats to close", |s| !s.contains("Float answer."));
+    assert_eq!(
+        nvim.lua("#vim.tbl_filter(function(w) return vim.api.nvim_win_get_config(w).relative ~= '' end, vim.api.nvim_list_wins())"),
+        "0"
+    );
+    nvim.command("qall!");
+}

@@ -218,6 +218,7 @@ local function render(event)
   elseif t == "session.deleted" then
     append({ "", "This session was deleted; :Totem new starts another." })
     chat.sub = nil
+    chat.gone = true
   elseif t == "lagged" then
     chat.sub = nil
     M.follow(event.seq)
@@ -276,6 +277,7 @@ local function switch(session)
     conn:unsubscribe("session.unsubscribe", chat.sub)
   end
   chat.sub = nil
+  chat.gone = false
   chat.session = session
   chat.streams = {}
   chat.open_stream = nil
@@ -358,6 +360,22 @@ local function make_windows()
     vim.api.nvim_win_set_height(chat.pwin, cfg.prompt_height)
     vim.wo[chat.pwin].winfixheight = true
   end
+  -- The chat and its prompt go together: closing one (`:q`, <C-w>c) closes the other.
+  local group = vim.api.nvim_create_augroup("totem_chat_windows", {})
+  for _, pair in ipairs({ { chat.win, chat.pwin }, { chat.pwin, chat.win } }) do
+    vim.api.nvim_create_autocmd("WinClosed", {
+      group = group,
+      pattern = tostring(pair[1]),
+      once = true,
+      callback = function()
+        vim.schedule(function()
+          if win_ok(pair[2]) and #vim.api.nvim_list_wins() > 1 then
+            vim.api.nvim_win_close(pair[2], true)
+          end
+        end)
+      end,
+    })
+  end
   set_chat_options(chat.win)
   vim.wo[chat.pwin].wrap = true
   vim.wo[chat.pwin].number = false
@@ -397,6 +415,7 @@ function M.open(session, opts)
 end
 
 function M.close()
+  vim.api.nvim_create_augroup("totem_chat_windows", {})
   for _, win in ipairs({ chat.pwin, chat.win }) do
     if win_ok(win) and #vim.api.nvim_list_wins() > 1 then
       vim.api.nvim_win_close(win, true)
@@ -469,10 +488,22 @@ function M.session_changed(session)
   end
 end
 
-function M.disconnected()
+--- The connection dropped; `again`: the plugin reconnects by itself.
+function M.disconnected(again)
   chat.sub = nil
-  if valid(chat.buf) then
-    append({ "", "> ⚠ The connection to totemd closed; :Totem connects again." })
+  if valid(chat.buf) and chat.session then
+    if again then
+      append({ "", "> ⚠ The connection to totemd closed; reconnecting…" })
+    else
+      append({ "", "> ⚠ The connection to totemd closed; :Totem connects again." })
+    end
+  end
+end
+
+--- The connection is back: follow the session again from the last event shown.
+function M.reconnected()
+  if chat.session and not chat.sub and not chat.gone then
+    M.follow(chat.last_seq)
   end
 end
 

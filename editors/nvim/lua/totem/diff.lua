@@ -68,7 +68,24 @@ local function scratch(name, lines, filetype)
   return buf
 end
 
+local KEYS = { "]f", "[f", "q" }
+
+-- The keys are mapped on the user's own file buffers too: take them off when the view moves on,
+-- so `q` records macros again in those buffers.
+local function unkey()
+  for buf in pairs(view.keyed or {}) do
+    if vim.api.nvim_buf_is_valid(buf) then
+      for _, key in ipairs(KEYS) do
+        pcall(vim.keymap.del, "n", key, { buffer = buf })
+      end
+    end
+  end
+  view.keyed = {}
+end
+
 local function keys(buf)
+  view.keyed = view.keyed or {}
+  view.keyed[buf] = true
   local map = function(key, fn, desc)
     vim.keymap.set("n", key, fn, { buffer = buf, nowait = true, desc = desc })
   end
@@ -91,6 +108,7 @@ function M.show(index)
   view.index = index
   local file = view.files[index]
   vim.api.nvim_set_current_tabpage(view.tab)
+  unkey()
   vim.cmd("diffoff!")
   vim.cmd("silent! only")
   local root = totem().state.project.path
@@ -158,6 +176,7 @@ function M.open(run_id)
 end
 
 function M.close()
+  unkey()
   if view.tab and vim.api.nvim_tabpage_is_valid(view.tab) then
     local nr = vim.api.nvim_tabpage_get_number(view.tab)
     vim.cmd("diffoff!")

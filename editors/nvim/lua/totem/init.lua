@@ -34,6 +34,13 @@ local defaults = {
 
 M.config = vim.deepcopy(defaults)
 
+vim.api.nvim_create_autocmd("VimLeavePre", {
+  group = vim.api.nvim_create_augroup("totem_leave", {}),
+  callback = function()
+    M.state.leaving = true
+  end,
+})
+
 -- Connection-wide state.
 local state = {
   conn = nil,
@@ -43,6 +50,9 @@ local state = {
   sessions = {}, -- id -> Session of this project, as last seen
   activity = {}, -- session id -> "idle" | "running" | "waiting"
   watchers = {}, -- session id -> subscription (files.changed of sessions without a chat)
+  watch_seq = {}, -- session id -> the last event seen by its watcher
+  rewatch = nil, -- sessions watched when the connection dropped
+  leaving = false, -- Neovim is quitting: no reconnecting
   model = nil, -- the model of the last run, else the settings' default
 }
 M.state = state
@@ -76,13 +86,170 @@ function M.relative(abs)
   return nil
 end
 
-local function on_close()
+-- Reconnecting after the connection drops (the daemon restarted or stopped): attempts with a
+-- growing pause, `totem daemon start` when none answers, then everything followed before is
+-- followed again from the last event seen, so the chat misses nothing.
+local BACKOFF_MS = { 200, 500, 1000, 2000, 4000, 8000, 8000, 8000, 8000, 8000 }
+local recon = { active = false, attempt = 0, timer = nil, err = nil }
+
+local on_close
+
+-- What the connection needs before it is used: the protocol agreed, the project, its sessions,
+-- the default model and the daemon's stream. Returns the connection, or nil and a message.
+local function handshake(conn)
+  local init, ierr = conn:call("initialize", {
+    protocolVersion = 1,
+    client = { name = "totem.nvim", version = M.version },
+    capabilities = { permissions = true },
+  })
+  if ierr then
+    conn:close()
+    return nil, "totemd refused the connection: " .. ierr.message
+  end
+  local project, perr = conn:call("project.open", { path = M.root() })
+  if perr then
+    conn:close()
+    return nil, "cannot open the project: " .. perr.message
+  end
+  state.conn = conn
+  state.init = init
+  state.project = project
+  local page = conn:call("session.list", { projectId = project.id, limit = 500 })
+  state.sessions = {}
+  for _, s in ipairs(page and page.items or {}) do
+    state.sessions[s.id] = s
+  end
+  local providers = conn:call("provider.list", vim.empty_dict())
+  state.model = M.config.model or (providers and providers.defaultModel)
+  state.daemon_sub = conn:subscribe("daemon.subscribe", vim.empty_dict(), M._daemon_event)
+  local rewatch = state.rewatch or {}
+  state.rewatch = nil
+  for _, id in ipairs(rewatch) do
+    if state.sessions[id] then
+      M._watch(id)
+    end
+  end
+  require("totem.chat").reconnected()
+  if recon.active then
+    recon.active = false
+    if recon.timer then
+      recon.timer:stop()
+      recon.timer:close()
+      recon.timer = nil
+    end
+    notify("Reconnected to totemd")
+  end
+  vim.cmd("redrawstatus!")
+  return conn
+end
+
+local function schedule_attempt(ms)
+  if recon.timer then
+    recon.timer:stop()
+    recon.timer:close()
+  end
+  recon.timer = vim.uv.new_timer()
+  recon.timer:start(ms, 0, vim.schedule_wrap(function()
+    if recon.timer then
+      recon.timer:close()
+      recon.timer = nil
+    end
+    M._reconnect_attempt()
+  end))
+end
+
+local function give_up()
+  recon.active = false
+  vim.notify(
+    ("Cannot reach totemd (%s); :Totem connects again."):format(tostring(recon.err)),
+    vim.log.levels.ERROR,
+    { title = "Totem" }
+  )
+  vim.cmd("redrawstatus!")
+end
+
+local function retry_later()
+  if not recon.active or state.conn then
+    return
+  end
+  local pause = BACKOFF_MS[recon.attempt]
+  if not pause then
+    return give_up()
+  end
+  schedule_attempt(pause)
+end
+
+--- One reconnection attempt: connect; when nothing answers, start the daemon and connect again.
+function M._reconnect_attempt()
+  if not recon.active or state.conn then
+    return
+  end
+  recon.attempt = recon.attempt + 1
+  local path = rpc.socket_path(M.config.socket)
+  local function connect_then(on_fail)
+    rpc.connect(path, on_close, function(err, conn)
+      if not recon.active or state.conn then
+        if conn then
+          conn:close()
+        end
+        return
+      end
+      if conn then
+        local ok, herr = handshake(conn)
+        if ok then
+          return
+        end
+        recon.err = herr
+        return retry_later()
+      end
+      recon.err = err
+      on_fail()
+    end)
+  end
+  connect_then(function()
+    if not M.config.start_daemon then
+      return retry_later()
+    end
+    local ok = pcall(vim.system, { M.config.cmd, "daemon", "start" }, { text = true }, function(out)
+      vim.schedule(function()
+        if out.code ~= 0 then
+          recon.err = vim.trim((out.stderr or "") .. (out.stdout or ""))
+          return retry_later()
+        end
+        connect_then(retry_later)
+      end)
+    end)
+    if not ok then
+      recon.err = ("cannot run `%s daemon start`"):format(M.config.cmd)
+      retry_later()
+    end
+  end)
+end
+
+--- True while the plugin tries to get the connection back.
+function M.reconnecting()
+  return recon.active
+end
+
+on_close = function(reason, conn)
+  if state.conn ~= conn then
+    return -- a connection that never became ours
+  end
   state.conn = nil
   state.daemon_sub = nil
+  state.rewatch = vim.tbl_keys(state.watchers)
   state.watchers = {}
   state.activity = {}
   require("totem.question").clear()
-  require("totem.chat").disconnected()
+  local again = reason ~= "closed" and not state.leaving
+  require("totem.chat").disconnected(again)
+  if again and not recon.active then
+    recon.active = true
+    recon.attempt = 0
+    recon.err = reason
+    schedule_attempt(0)
+  end
+  vim.cmd("redrawstatus!")
 end
 
 -- Connects to the socket, waiting up to `ms` for it.
@@ -129,32 +296,7 @@ function M.connect()
   if not conn then
     return nil, ("cannot reach totemd at %s (%s); start it with `totem daemon start`"):format(path, tostring(err))
   end
-  local init, ierr = conn:call("initialize", {
-    protocolVersion = 1,
-    client = { name = "totem.nvim", version = M.version },
-    capabilities = { permissions = true },
-  })
-  if ierr then
-    conn:close()
-    return nil, "totemd refused the connection: " .. ierr.message
-  end
-  state.conn = conn
-  state.init = init
-  local project, perr = conn:call("project.open", { path = M.root() })
-  if perr then
-    conn:close()
-    return nil, "cannot open the project: " .. perr.message
-  end
-  state.project = project
-  local page = conn:call("session.list", { projectId = project.id, limit = 500 })
-  state.sessions = {}
-  for _, s in ipairs(page and page.items or {}) do
-    state.sessions[s.id] = s
-  end
-  local providers = conn:call("provider.list", vim.empty_dict())
-  state.model = M.config.model or (providers and providers.defaultModel)
-  state.daemon_sub = conn:subscribe("daemon.subscribe", vim.empty_dict(), M._daemon_event)
-  return conn
+  return handshake(conn)
 end
 
 --- A call on the connection; on failure the message is shown and nil returned.
@@ -183,6 +325,7 @@ local function ours(session_id)
 end
 
 -- Sessions of this project that run without a chat open are followed for `files.changed`.
+-- Each followed from the last event seen, so a reconnection misses none of their writes.
 local function watch(session_id)
   if state.watchers[session_id] or require("totem.chat").session_id() == session_id then
     return
@@ -190,14 +333,18 @@ local function watch(session_id)
   local session = state.sessions[session_id]
   local sub = state.conn:subscribe("session.subscribe", {
     sessionId = session_id,
-    afterSeq = session and session.lastSeq or 0,
+    afterSeq = state.watch_seq[session_id] or (session and session.lastSeq) or 0,
   }, function(event)
+    if event.seq then
+      state.watch_seq[session_id] = event.seq
+    end
     if event.type == "files.changed" then
       M.reload(event.paths)
     end
   end)
   state.watchers[session_id] = sub
 end
+M._watch = watch
 
 local function unwatch(session_id)
   local sub = state.watchers[session_id]
@@ -304,7 +451,7 @@ end
 --- For a status line: "" when not connected, else the model and what the project's sessions do.
 function M.statusline()
   if not state.conn then
-    return ""
+    return recon.active and "Totem: reconnecting…" or ""
   end
   local waiting, running = false, false
   for _, activity in pairs(state.activity) do
@@ -439,8 +586,14 @@ end
 
 function M.abort()
   local session = require("totem.chat").session_id()
-  if session then
-    M.call("session.abort", { sessionId = session })
+  if not session then
+    return notify("No session yet; :Totem opens one", vim.log.levels.WARN)
+  end
+  local result = M.call("session.abort", { sessionId = session })
+  if result and not result.runId then
+    notify("No run is going in this session")
+  elseif result and (result.droppedQueued or 0) > 0 then
+    notify(("Stopped the run and dropped %d queued prompt(s)"):format(result.droppedQueued))
   end
 end
 

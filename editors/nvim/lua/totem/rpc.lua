@@ -29,8 +29,8 @@ Conn.__index = Conn
 
 local decode_opts = { luanil = { object = true, array = true } }
 
---- Connects to `path`; `cb(err, conn)` runs on the main loop. `on_close(reason)` runs once when
---- the connection ends.
+--- Connects to `path`; `cb(err, conn)` runs on the main loop. `on_close(reason, conn)` runs once
+--- when the connection ends (`reason` is "closed" when `conn:close()` ended it).
 function M.connect(path, on_close, cb)
   local pipe = uv.new_pipe(false)
   if not pipe then
@@ -140,7 +140,7 @@ function Conn:_close(reason)
     cb({ code = -1, message = "the connection to totemd closed" }, nil)
   end
   if self.on_close then
-    self.on_close(reason)
+    self.on_close(reason, self)
   end
 end
 
