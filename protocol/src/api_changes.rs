@@ -96,3 +96,28 @@ pub struct SessionForkParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
 }
+
+/// `session.import`: a new session in a project from messages written elsewhere (`totem export
+/// --format json` writes them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionImportParams {
+    pub project_id: String,
+    /// Default: "Imported session".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Oldest first.
+    pub messages: Vec<ImportedMessage>,
+}
+
+/// One message of an imported session: what `session.messages` returns, without the ids and
+/// sequence numbers the daemon gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportedMessage {
+    pub role: crate::types::Role,
+    /// Unix milliseconds; default: the time of the import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<u64>,
+    pub parts: Vec<crate::types::Part>,
+}

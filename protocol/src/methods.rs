@@ -130,6 +130,8 @@ method_table! {
     SessionRedo = "session.redo" (SessionUndoParams) -> ChangesApplied { mcp: false, subscription: false };
     /// A new session with the history up to a message, linked to its parent by `parentId`.
     SessionFork = "session.fork" (SessionForkParams) -> Session { mcp: false, subscription: false };
+    /// A new session in a project from exported messages (`totem import`).
+    SessionImport = "session.import" (SessionImportParams) -> Session { mcp: false, subscription: false };
     /// Runs a shell command in the project folder for the user (the REPL's `!command`), asking
     /// first as the `bash` tool would; the command's output is the result, not an event.
     SessionShell = "session.shell" (SessionShellParams) -> ShellResult { mcp: false, subscription: false };

@@ -36,6 +36,10 @@ pub enum Command {
     Run(RunArgs),
     /// List sessions, newest activity first.
     Sessions(SessionsArgs),
+    /// Write a session as Markdown (to read or share) or JSON (to keep, or `totem import` elsewhere).
+    Export(ExportArgs),
+    /// Read a session written by `totem export --format json` back as a new session of a project.
+    Import(ImportArgs),
     /// Write AGENTS.md for a project (in an empty or new folder, a Total.js 5 project first), as
     /// `/init` does in the prompt.
     Init {
@@ -155,6 +159,12 @@ pub struct RunArgs {
     /// (`bash(cargo test*)`). Repeatable. Without a terminal to ask on, anything else is refused.
     #[arg(long, value_name = "RULE")]
     pub allow: Vec<String>,
+    /// Attach a file of the project to the prompt, as `@path` does in the prompt. Repeatable.
+    #[arg(long = "file", short = 'f', value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// The new session's title (default: the prompt's first words).
+    #[arg(long, value_name = "TITLE", conflicts_with_all = ["session", "continue_latest"])]
+    pub title: Option<String>,
     /// The project folder (default: the current folder).
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -171,6 +181,44 @@ pub struct SessionsArgs {
     /// At most this many sessions (the daemon caps it at 500).
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
+    /// Only sessions whose title or messages contain this text (case does not matter).
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The session (see `totem sessions`).
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// `md` to read, `json` to keep or import.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
+    pub format: ExportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// The form `totem export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Markdown: a heading per message, tool calls and results in code blocks.
+    Md,
+    /// JSON: the session and its messages, as `totem import` reads them.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A file written by `totem export --format json`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The new session's title (default: the exported one).
+    #[arg(long, value_name = "TITLE")]
+    pub title: Option<String>,
+    /// The project folder the session joins (default: the current folder).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

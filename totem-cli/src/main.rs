@@ -18,6 +18,7 @@ mod run;
 mod sessions;
 mod store;
 mod terminal;
+mod transfer;
 
 use std::process::ExitCode;
 
@@ -62,6 +63,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Attach(args)) => repl::attach(&endpoint, args).await,
             Some(Command::Run(args)) => run::run(&endpoint, &args).await,
             Some(Command::Sessions(args)) => sessions::list(&endpoint, &args).await,
+            Some(Command::Export(args)) => transfer::export(&endpoint, &args).await,
+            Some(Command::Import(args)) => transfer::import(&endpoint, &args).await,
             Some(Command::Init { dir }) => init::init(&endpoint, dir.as_deref()).await,
             Some(Command::Check(args)) => check::check(&endpoint, &args).await,
             Some(Command::Daemon(DaemonCommand::Start)) => daemon::start_command(&endpoint).await,

@@ -134,6 +134,7 @@ pub async fn latest_session(
             project_id: Some(project.id.clone()),
             cursor: None,
             limit: Some(1),
+            search: None,
         })
         .await?;
     Ok(page.items.into_iter().next())

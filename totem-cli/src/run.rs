@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use totem_client::{ClientError, EventStream};
 use totem_protocol::Method;
-use totem_protocol::{ErrorCode, PromptAccepted, Session, method};
+use totem_protocol::{Attachment, ErrorCode, PromptAccepted, Session, method};
 
 use crate::cli::RunArgs;
 use crate::daemon::{self, Connection, Endpoint};
@@ -88,7 +88,8 @@ async fn pick_session(
                 .into()
             });
     }
-    crate::project::create_session(connection, &project, Some(one_line(prompt, 60))).await
+    let title = args.title.clone().unwrap_or_else(|| one_line(prompt, 60));
+    crate::project::create_session(connection, &project, Some(title)).await
 }
 
 /// Sends the prompt with the run options the user gave. They go to the daemon as they are; a
@@ -117,6 +118,9 @@ async fn send_prompt(
         params["allow"] = json!(args.allow);
         extras.push("--allow");
     }
+    if !args.files.is_empty() {
+        params["attachments"] = json!(attachments(&args.files)?);
+    }
     match connection
         .client
         .call_raw(method::SessionPrompt::NAME, params)
@@ -138,6 +142,30 @@ async fn send_prompt(
             session.id
         ))),
     }
+}
+
+/// `--file` paths as attachments: absolute, so that they mean what they meant in the user's
+/// folder; totemd checks that each is inside the project and not a secret, as for `@path`.
+fn attachments(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Attachment>> {
+    files
+        .iter()
+        .map(|file| {
+            let path = std::fs::canonicalize(file)
+                .map_err(|e| Usage(format!("cannot attach {}: {e}", file.display())))?;
+            if !path.is_file() {
+                return Err(Usage(format!(
+                    "cannot attach {}: it is not a file",
+                    file.display()
+                ))
+                .into());
+            }
+            Ok(Attachment {
+                path: path.to_string_lossy().into_owned(),
+                range: None,
+                text: None,
+            })
+        })
+        .collect()
 }
 
 /// Where the rendered output goes: the answer to stdout; the rest too on a terminal, to stderr

@@ -24,10 +24,17 @@ pub async fn list(endpoint: &Endpoint, args: &SessionsArgs) -> anyhow::Result<Ex
             project_id,
             cursor: None,
             limit: Some(args.limit),
+            search: args.search.clone(),
         })
         .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(Exit::Success);
+    }
+    if page.items.is_empty()
+        && let Some(search) = &args.search
+    {
+        println!("No sessions match \"{search}\".");
         return Ok(Exit::Success);
     }
     if page.items.is_empty() {

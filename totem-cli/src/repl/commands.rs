@@ -230,6 +230,7 @@ impl Repl<'_> {
                 project_id: Some(self.project.id.clone()),
                 cursor: None,
                 limit: Some(20),
+                search: None,
             })
             .await?;
         let s = self.style();

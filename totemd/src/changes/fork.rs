@@ -1,4 +1,5 @@
-//! `session.fork`: a new session that starts from a copy of another's history.
+//! `session.fork`: a new session that starts from a copy of another's history; and
+//! `session.import`, which does the same with messages exported elsewhere (`totem export`).
 //!
 //! The fork gets copies of the messages up to and including the chosen one, with new ids, each
 //! announced as its own `message.created` event so a client replaying the fork sees the same
@@ -7,11 +8,15 @@
 
 use std::sync::Arc;
 
-use totem_protocol::{EventKind, Message, Session, SessionForkParams};
+use totem_protocol::{
+    EventKind, ImportedMessage, Message, Part, Session, SessionForkParams, SessionImportParams,
+};
 
 use super::{ChangesError, Result};
 use crate::daemon::Daemon;
-use crate::util::new_id;
+use crate::session::LiveSession;
+use crate::store::Store;
+use crate::util::{new_id, now_ms};
 
 /// Messages read per store page while looking for the fork point.
 const PAGE: usize = 500;
@@ -28,22 +33,97 @@ pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
     )?;
     let live = daemon.sessions.get(&created.id)?;
     live.update(store, |s| s.parent_id = Some(parent.id.clone()))?;
-    for original in &history {
+    let copies = history.into_iter().map(|m| ImportedMessage {
+        role: m.role,
+        created_at: Some(m.created_at),
+        parts: m.parts,
+    });
+    append(&live, store, copies)
+}
+
+/// Messages at most in one import.
+const MAX_IMPORTED: usize = 100_000;
+
+/// `session.import`.
+pub fn import(daemon: &Arc<Daemon>, p: SessionImportParams) -> Result<Session> {
+    let store = daemon.store();
+    if store.get_project(&p.project_id)?.is_none() {
+        return Err(ChangesError::NotFound(format!(
+            "no project {}; open one first",
+            p.project_id
+        )));
+    }
+    check_importable(&p.messages)?;
+    let title = p
+        .title
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| "Imported session".to_string());
+    let created = daemon.sessions.create(&p.project_id, Some(title))?;
+    let live = daemon.sessions.get(&created.id)?;
+    append(&live, store, p.messages.into_iter())
+}
+
+/// Refuses what would give the model a history it cannot read: no messages, too many, or a
+/// tool result without the call it answers.
+fn check_importable(messages: &[ImportedMessage]) -> Result<()> {
+    if messages.is_empty() {
+        return Err(ChangesError::Invalid(
+            "the file holds no messages; export a session with `totem export SESSION --format json`"
+                .into(),
+        ));
+    }
+    if messages.len() > MAX_IMPORTED {
+        return Err(ChangesError::Invalid(format!(
+            "the file holds {} messages, more than the {MAX_IMPORTED} one session can take",
+            messages.len()
+        )));
+    }
+    let mut calls = std::collections::HashSet::new();
+    for (index, message) in messages.iter().enumerate() {
+        for part in &message.parts {
+            match part {
+                Part::ToolCall { call_id, .. } => {
+                    calls.insert(call_id.as_str());
+                }
+                Part::ToolResult { call_id, .. } if !calls.contains(call_id.as_str()) => {
+                    return Err(ChangesError::Invalid(format!(
+                        "message {} has the result of tool call {call_id}, which no earlier \
+                         message makes",
+                        index + 1
+                    )));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends copies of `messages` to a new session, each announced as its own `message.created`
+/// event, and sets the session's message count.
+fn append(
+    live: &LiveSession,
+    store: &Store,
+    messages: impl Iterator<Item = ImportedMessage>,
+) -> Result<Session> {
+    let mut count = 0;
+    for original in messages {
         live.emit_with(store, |seq| {
             let message = Message {
                 id: new_id("msg"),
-                session_id: created.id.clone(),
+                session_id: live.id().to_string(),
                 seq,
                 role: original.role,
-                // The runs are the parent's; the fork has none of its own yet.
+                // Runs stay where they ran: the new session has none of its own yet.
                 run_id: None,
-                created_at: original.created_at,
-                parts: original.parts.clone(),
+                created_at: original.created_at.unwrap_or_else(now_ms),
+                parts: original.parts,
             };
             Ok(EventKind::MessageCreated { message })
         })?;
+        count += 1;
     }
-    let count = history.len() as u64;
     Ok(live.update(store, |s| s.message_count = count)?)
 }
 

@@ -247,10 +247,20 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
 
     register::<method::SessionList, _, _>(&mut m, |p: SessionListParams, d, _| async move {
-        let (records, next_cursor) = d.store().list_sessions(
+        let needle = p
+            .search
+            .as_deref()
+            .map(|s| s.trim().to_lowercase())
+            .filter(|s| !s.is_empty());
+        let store = d.store();
+        let (records, next_cursor) = store.list_sessions_where(
             p.project_id.as_deref(),
             p.cursor.as_deref(),
             page_limit(p.limit, 50, 500),
+            |record| match &needle {
+                Some(needle) => store.session_mentions(record, needle),
+                None => Ok(true),
+            },
         )?;
         let items = records.into_iter().map(|r| d.sessions.refresh(r)).collect();
         Ok(Page { items, next_cursor })

@@ -3,7 +3,9 @@
 
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::{ErrorObject, ErrorObjectOwned};
-use totem_protocol::{ErrorCode, SessionDiffParams, SessionForkParams, SessionUndoParams, method};
+use totem_protocol::{
+    ErrorCode, SessionDiffParams, SessionForkParams, SessionImportParams, SessionUndoParams, method,
+};
 
 use super::rpc::{err, register};
 use crate::changes::{self, ChangesError};
@@ -42,5 +44,9 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
 
     register::<method::SessionFork, _, _>(m, |p: SessionForkParams, d, _| async move {
         Ok(changes::fork::fork(&d, p)?)
+    });
+
+    register::<method::SessionImport, _, _>(m, |p: SessionImportParams, d, _| async move {
+        Ok(changes::fork::import(&d, p)?)
     });
 }

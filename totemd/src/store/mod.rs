@@ -35,7 +35,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fjall::PersistMode;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use totem_protocol::{EventKind, Message, Project, Role, Run, RunStatus, Session, SessionEvent};
+use totem_protocol::{
+    EventKind, Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent,
+};
 
 use handle::{Batch, Handle};
 use keys::{Cursor, recency, seq_key, session_key};
@@ -338,6 +340,18 @@ impl Store {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<SessionRecord>, Option<String>)> {
+        self.list_sessions_where(project_id, cursor, limit, |_| Ok(true))
+    }
+
+    /// [`Store::list_sessions`], keeping only the sessions `keep` accepts; the cursor is that of
+    /// the last session looked at, so a page can hold fewer than `limit` only at the end.
+    pub fn list_sessions_where(
+        &self,
+        project_id: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+        mut keep: impl FnMut(&SessionRecord) -> Result<bool>,
+    ) -> Result<(Vec<SessionRecord>, Option<String>)> {
         let (keyspace, prefix) = match project_id {
             Some(p) => (&self.sessions_by_project, keys::id_prefix(p)),
             None => (&self.sessions_by_recency, Vec::new()),
@@ -363,12 +377,40 @@ impl Store {
                 return Ok((items, last_key.map(|k| Cursor::encode(&k))));
             }
             let id = keys::last_component(&key);
-            if let Some(record) = self.get_session(&id)? {
+            if let Some(record) = self.get_session(&id)?
+                && keep(&record)?
+            {
                 items.push(record);
             }
             last_key = Some(key);
         }
         Ok((items, None))
+    }
+
+    /// Whether a session's title, or the text of one of its messages, contains `needle`, which
+    /// must be lower case already (`session.list {search}`).
+    pub fn session_mentions(&self, record: &SessionRecord, needle: &str) -> Result<bool> {
+        if record.session.title.to_lowercase().contains(needle) {
+            return Ok(true);
+        }
+        let mut after = 0;
+        loop {
+            let (page, more) = self.messages_after(&record.session.id, after, 500)?;
+            for message in &page {
+                let found = message.parts.iter().any(|part| match part {
+                    Part::Text { text } => text.to_lowercase().contains(needle),
+                    Part::Attachment { path, .. } => path.to_lowercase().contains(needle),
+                    _ => false,
+                });
+                if found {
+                    return Ok(true);
+                }
+            }
+            match page.last() {
+                Some(last) if more => after = last.seq,
+                _ => return Ok(false),
+            }
+        }
     }
 
     pub fn count_sessions(&self) -> u64 {

@@ -1,0 +1,257 @@
+//! `totem export` and `totem import`: a session written out as Markdown (to read or share) or as
+//! JSON (to keep, move to another machine, and read back as a new session).
+//!
+//! The JSON form is `{format: "totem-session", version: 1, session, messages}`, where `session`
+//! and `messages` are what `session.get` and `session.messages` return; `totem import` sends the
+//! messages' roles, times and parts to `session.import` and leaves the ids to the daemon.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use totem_protocol::{
+    ImportedMessage, Message, Part, Role, Session, SessionImportParams, SessionMessagesParams,
+    method,
+};
+
+use crate::cli::{ExportArgs, ExportFormat, ImportArgs};
+use crate::daemon::{self, Connection, Endpoint};
+use crate::exit::{Exit, Usage};
+use crate::project::HomeFolder;
+
+/// The `format` field of the JSON form, so that another file is refused with a clear sentence.
+const FORMAT: &str = "totem-session";
+const VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Exported {
+    format: String,
+    version: u32,
+    session: serde_json::Value,
+    messages: Vec<serde_json::Value>,
+}
+
+/// `totem export SESSION`.
+pub async fn export(endpoint: &Endpoint, args: &ExportArgs) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let session = crate::project::get_session(&connection, &args.session).await?;
+    let messages = all_messages(&connection, &session.id).await?;
+    let text = match args.format {
+        ExportFormat::Json => {
+            let exported = Exported {
+                format: FORMAT.into(),
+                version: VERSION,
+                session: serde_json::to_value(&session)?,
+                messages: messages
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()?,
+            };
+            serde_json::to_string_pretty(&exported)? + "\n"
+        }
+        ExportFormat::Md => markdown(&session, &messages),
+    };
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "Wrote session {} ({} messages) to {}.",
+                session.id,
+                messages.len(),
+                path.display()
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(Exit::Success)
+}
+
+/// `totem import FILE`.
+pub async fn import(endpoint: &Endpoint, args: &ImportArgs) -> anyhow::Result<Exit> {
+    let exported = read_export(&args.file)?;
+    let title = args.title.clone().or_else(|| {
+        exported
+            .session
+            .get("title")
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+    });
+    let messages = exported
+        .messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::from_value::<ImportedMessage>(m).map_err(|e| {
+                Usage(format!(
+                    "message {} of {} is not a Totem message: {e}",
+                    i + 1,
+                    args.file.display()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let project =
+        crate::project::open(&connection, args.dir.as_deref(), HomeFolder::Refuse).await?;
+    let session = connection
+        .client
+        .call::<method::SessionImport>(SessionImportParams {
+            project_id: project.id.clone(),
+            title,
+            messages,
+        })
+        .await?;
+    println!(
+        "Imported {} messages into session {} (\"{}\") in {}. Continue it with `totem attach --session {}`.",
+        session.message_count, session.id, session.title, project.path, session.id
+    );
+    Ok(Exit::Success)
+}
+
+fn read_export(file: &Path) -> anyhow::Result<Exported> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Usage(format!("cannot read {}: {e}", file.display())))?;
+    let exported: Exported = serde_json::from_str(&text).map_err(|e| {
+        Usage(format!(
+            "{} is not a session written by `totem export --format json`: {e}",
+            file.display()
+        ))
+    })?;
+    if exported.format != FORMAT {
+        return Err(Usage(format!(
+            "{} is not a Totem session (its format is \"{}\")",
+            file.display(),
+            exported.format
+        ))
+        .into());
+    }
+    if exported.version > VERSION {
+        return Err(Usage(format!(
+            "{} was written by a newer Totem (format version {}); update totem to import it",
+            file.display(),
+            exported.version
+        ))
+        .into());
+    }
+    Ok(exported)
+}
+
+/// Every stored message of a session, oldest first.
+async fn all_messages(connection: &Connection, session_id: &str) -> anyhow::Result<Vec<Message>> {
+    let mut out = Vec::new();
+    let mut after_seq = 0;
+    loop {
+        let page = connection
+            .client
+            .call::<method::SessionMessages>(SessionMessagesParams {
+                session_id: session_id.to_string(),
+                after_seq,
+                limit: Some(1000),
+            })
+            .await?;
+        out.extend(page.messages);
+        match page.next_after_seq {
+            Some(next) => after_seq = next,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The session as a Markdown document: a heading per message, tool calls and results in fenced
+/// blocks, reasoning quoted.
+fn markdown(session: &Session, messages: &[Message]) -> String {
+    let mut out = format!(
+        "# {}\n\nSession `{}`, {} messages, started {}.\n",
+        session.title,
+        session.id,
+        messages.len(),
+        date_time(session.created_at)
+    );
+    for message in messages {
+        let who = match message.role {
+            Role::User => "User",
+            Role::Assistant => "Assistant",
+        };
+        out.push_str(&format!("\n## {who} · {}\n", date_time(message.created_at)));
+        for part in &message.parts {
+            out.push('\n');
+            match part {
+                Part::Text { text } => out.push_str(text.trim_end()),
+                Part::Reasoning { text } => {
+                    for line in text.trim_end().lines() {
+                        out.push_str(&format!("> {line}\n"));
+                    }
+                    out.pop();
+                }
+                Part::ToolCall { tool, input, .. } => {
+                    let input = serde_json::to_string_pretty(input).unwrap_or_default();
+                    out.push_str(&format!(
+                        "Tool call `{tool}`:\n\n{}",
+                        fenced("json", &input)
+                    ));
+                }
+                Part::ToolResult {
+                    tool,
+                    output,
+                    is_error,
+                    ..
+                } => {
+                    let what = if *is_error { "failed" } else { "result" };
+                    out.push_str(&format!("`{tool}` {what}:\n\n{}", fenced("", output)));
+                }
+                Part::Attachment {
+                    path, range, text, ..
+                } => {
+                    let lines = range
+                        .map(|r| format!(" (lines {}–{})", r.start_line, r.end_line))
+                        .unwrap_or_default();
+                    out.push_str(&format!(
+                        "Attached `{path}`{lines}:\n\n{}",
+                        fenced("", text)
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `text` in a fenced block whose fence is longer than any backtick run inside it.
+fn fenced(language: &str, text: &str) -> String {
+    let longest = text
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0)
+        .max(2);
+    let fence = "`".repeat(longest + 1);
+    format!("{fence}{language}\n{}\n{fence}", text.trim_end())
+}
+
+/// Unix milliseconds as `2026-12-01 18:30 UTC`.
+fn date_time(ms: u64) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    i64::try_from(ms / 1000)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_inside() {
+        assert_eq!(fenced("", "a"), "```\na\n```");
+        assert_eq!(fenced("js", "```x```"), "````js\n```x```\n````");
+    }
+
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(date_time(1_764_612_600_000), "2025-12-01 18:10 UTC");
+    }
+}
