@@ -397,8 +397,16 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
         "const b = 4;\n"
     );
 
-    // :TotemDiff over two files: ]f and [f go from one to the other, round the ends.
-    nvim.command("TotemDiff");
+    // `gd` in the chat shows the changes of the run under the cursor (:TotemDiff completes its
+    // id); ]f and [f go from one file to the other, round the ends.
+    let run = nvim.lua("require('totem.chat').state.runs[1].id");
+    assert!(run.starts_with("run_"), "{run:?}");
+    assert_eq!(
+        nvim.lua("vim.fn.getcompletion('TotemDiff ', 'cmdline')[1]"),
+        run
+    );
+    nvim.keys("\x1b\x17k");
+    nvim.keys("gd");
     let first = nvim.wait_for("Totem diff 1/2: ");
     let name = |screen: &str, at: &str| {
         screen
@@ -434,10 +442,23 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
         "0"
     );
 
+    // :TotemModel picks the model of the next prompts from the providers' lists.
+    nvim.command("TotemModel");
+    let screen = nvim.wait_for("Type number and <Enter>");
+    let qwen = screen
+        .lines()
+        .find_map(|l| l.split_once(": sim/qwen3:8b"))
+        .map(|(number, _)| number.trim().to_string())
+        .unwrap_or_else(|| panic!("qwen3:8b in the model picker:\n{screen}"));
+    nvim.keys(&format!("{qwen}\r"));
+    nvim.wait_for("Totem: qwen3:8b");
+
     // Session 2: other.js goes through (remembered for the project), math.js asks again; `q`
     // puts the question aside and :TotemAnswer brings it back.
     nvim.command("Totem new");
     nvim.wait("an empty chat", |s| !s.contains("Both edited."));
+    nvim.command("TotemRename Second chat");
+    nvim.wait_for("Totem · Second chat");
     nvim.keys("iedit again\x13");
     let screen = nvim.wait_for("Totem asks");
     assert!(
@@ -452,21 +473,34 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
     assert!(screen.contains("+const b = 5;"), "{screen}");
     nvim.keys("o");
     nvim.wait("the run's end", |s| ended_after(s, "Second session done."));
+    assert!(nvim.text().contains("✓ done in "), "{}", nvim.text());
+    assert_eq!(in_chat(&nvim, " s · qwen3:8b"), 1, "{}", nvim.text());
+    let requests = {
+        let _guard = runtime.enter();
+        sim.chat_requests()
+    };
+    assert_eq!(requests.last().expect("requests").body["model"], "qwen3:8b");
     assert_eq!(in_chat(&nvim, "? edit wants to"), 1, "{}", nvim.text());
     assert_eq!(
         std::fs::read_to_string(project.join("other.js")).expect("other.js"),
         "let c = 3;\n"
     );
 
-    // :TotemAbort stops a run while it streams.
+    // :TotemAbort stops a run while it streams (in plan mode, picked with :TotemMode).
+    nvim.command("TotemMode plan");
+    nvim.wait_for("Totem · Second chat [plan]");
     nvim.command("Totem");
     nvim.keys("iwrite slowly\x13");
+    nvim.wait_for("## Totem (plan)");
     nvim.wait_for("Slow start.");
     nvim.command("TotemAbort");
     nvim.wait_for("■ run aborted");
     nvim.wait_for("Run aborted");
     std::thread::sleep(Duration::from_millis(4500));
     assert!(!nvim.text().contains("Slow end."), "{}", nvim.text());
+
+    nvim.command("TotemMode build");
+    nvim.wait("the mode off the bar", |s| !s.contains("[plan]"));
 
     // The daemon stops while a question waits: the float goes, the plugin starts the daemon
     // again, follows the session from where it was (the run was interrupted, its question
@@ -504,7 +538,7 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
     nvim.wait("the run's end", |s| {
         ended_after(s, "Back after the restart.")
     });
-    assert!(nvim.text().contains("Totem: llama3.2:latest"));
+    assert!(nvim.text().contains("Totem: qwen3:8b"));
 
     // The "left" layout, then the float one: a prompt sent from the float streams into it, and
     // closing the prompt closes the chat too.

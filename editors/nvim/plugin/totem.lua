@@ -39,7 +39,34 @@ command("TotemAdd", function(o)
 end, { range = true, desc = "Attach the selection (or the file) to the next Totem prompt" })
 command("TotemDiff", function(o)
   totem().diff(o.args)
-end, { nargs = "?", desc = "Show what the session (or a run) changed, in diff mode" })
+end, {
+  nargs = "?",
+  complete = function()
+    return totem().run_ids()
+  end,
+  desc = "Show what the session (or a run) changed, in diff mode",
+})
+command("TotemModel", function(o)
+  totem().model(o.args)
+end, {
+  nargs = "?",
+  complete = function()
+    return totem().models()
+  end,
+  desc = "Pick the model for the next Totem prompts",
+})
+command("TotemMode", function(o)
+  totem().mode(o.args)
+end, {
+  nargs = "?",
+  complete = function()
+    return totem().modes
+  end,
+  desc = "Pick the mode (build, plan or an agent) for the next Totem prompts",
+})
+command("TotemRename", function(o)
+  totem().rename(o.args)
+end, { nargs = "+", desc = "Rename the Totem session of the chat" })
 command("TotemUndo", function()
   totem().undo()
 end, { desc = "Take back the newest Totem run's file changes" })

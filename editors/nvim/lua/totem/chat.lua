@@ -24,6 +24,7 @@ local chat = {
   open_stream = nil, -- the part whose text ends the buffer, still streaming
   started = {}, -- run id -> its start (ms)
   pending = {}, -- attachments for the next prompt
+  runs = {}, -- {line, id} of each run's header in the chat buffer, in order
 }
 M.state = chat
 
@@ -135,12 +136,17 @@ local function attachment_line(part)
   return ("📎 %s%s%s"):format(part.path, lines, unsaved)
 end
 
+-- How long a run took and with which model (" in 2.1 s · qwen3:8b").
 local function took(run)
   local started = chat.started[run.id] or run.startedAt
+  local text = ""
   if run.endedAt and started then
-    return (" in %.1f s"):format((run.endedAt - started) / 1000)
+    text = (" in %.1f s"):format((run.endedAt - started) / 1000)
   end
-  return ""
+  if run.model then
+    text = text .. " · " .. run.model:gsub("^[^/]*/", "")
+  end
+  return text
 end
 
 local function render(event)
@@ -160,8 +166,11 @@ local function render(event)
     end
     append(lines)
   elseif t == "run.started" then
-    chat.started[event.run.id] = event.run.startedAt
-    append({ "", "## Totem", "" })
+    local run = event.run
+    chat.started[run.id] = run.startedAt
+    local header = run.mode and run.mode ~= "build" and ("## Totem (%s)"):format(run.mode) or "## Totem"
+    append({ "", header, "" })
+    chat.runs[#chat.runs + 1] = { line = vim.api.nvim_buf_line_count(chat.buf) - 1, id = run.id }
   elseif t == "part.started" then
     chat.streams[event.messageId .. ":" .. event.index] = { type = event.partType, drawn = 0 }
   elseif t == "part.delta" then
@@ -251,7 +260,9 @@ end
 local function winbar()
   if win_ok(chat.win) and chat.session then
     local title = chat.session.title:gsub("%%", "%%%%")
-    vim.wo[chat.win].winbar = "%#Title#Totem%* · " .. title .. " %= %{v:lua.require'totem'.statusline()}"
+    local mode = totem().config.mode
+    local shown = mode and mode ~= "build" and (" [%s]"):format(mode) or ""
+    vim.wo[chat.win].winbar = "%#Title#Totem%* · " .. title .. shown .. " %= %{v:lua.require'totem'.statusline()}"
   end
   if win_ok(chat.pwin) then
     local attached = {}
@@ -280,6 +291,7 @@ local function switch(session)
   chat.gone = false
   chat.session = session
   chat.streams = {}
+  chat.runs = {}
   chat.open_stream = nil
   chat.last_seq = 0
   edit(function(buf)
@@ -303,6 +315,7 @@ local function make_buffers()
     for _, key in ipairs({ "i", "a", "o" }) do
       vim.keymap.set("n", key, M.focus_prompt, { buffer = chat.buf, desc = "Write a prompt" })
     end
+    vim.keymap.set("n", "gd", M.diff_here, { buffer = chat.buf, desc = "Show the changes of the run under the cursor" })
   end
   if not valid(chat.pbuf) then
     chat.pbuf = vim.api.nvim_create_buf(false, true)
@@ -414,6 +427,27 @@ function M.open(session, opts)
   end
 end
 
+--- The run whose part of the chat the cursor is in.
+function M.run_here()
+  local row = vim.api.nvim_win_get_cursor(0)[1]
+  local found
+  for _, run in ipairs(chat.runs) do
+    if run.line <= row then
+      found = run.id
+    end
+  end
+  return found
+end
+
+--- `gd` in the chat: the changes of the run under the cursor, in diff mode.
+function M.diff_here()
+  local run = M.run_here()
+  if not run then
+    return totem().notify("Put the cursor on a run's answer to see its changes", vim.log.levels.WARN)
+  end
+  require("totem.diff").open(run)
+end
+
 function M.close()
   vim.api.nvim_create_augroup("totem_chat_windows", {})
   for _, win in ipairs({ chat.pwin, chat.win }) do
@@ -479,6 +513,11 @@ function M.add(item)
   end
   winbar()
   totem().notify("Attached " .. item.path .. " to the next prompt")
+end
+
+--- Draws the bars again (the mode or the attachments changed).
+function M.refresh()
+  winbar()
 end
 
 function M.session_changed(session)

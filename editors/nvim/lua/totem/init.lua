@@ -601,4 +601,86 @@ function M.diff(run_id)
   require("totem.diff").open(run_id)
 end
 
+--- The runs of the chat's session that changed files, oldest first (`:TotemDiff` completion).
+function M.run_ids()
+  local session = require("totem.chat").session_id()
+  if not session or not state.conn then
+    return {}
+  end
+  local result = state.conn:call("session.diff", { sessionId = session }, 3000)
+  return result and result.runIds or {}
+end
+
+local function use_model(name)
+  M.config.model = name
+  state.model = name
+  notify("Totem uses " .. name .. " from the next prompt")
+  vim.cmd("redrawstatus!")
+end
+
+--- The models the daemon's providers offer, as "provider/model".
+function M.models()
+  local result = M.call("model.list", vim.empty_dict())
+  local names = {}
+  for _, m in ipairs(result and result.models or {}) do
+    names[#names + 1] = m.name
+  end
+  for _, e in ipairs(result and result.errors or {}) do
+    notify(("%s: %s"):format(e.provider, e.message), vim.log.levels.WARN)
+  end
+  return names
+end
+
+--- `:TotemModel [provider/model]`: the model for the next prompts (a picker without a name).
+function M.model(name)
+  if name and name ~= "" then
+    return use_model(name)
+  end
+  local names = M.models()
+  if #names == 0 then
+    return notify("No models: add a provider with `totem provider add`", vim.log.levels.WARN)
+  end
+  vim.ui.select(names, { prompt = "Totem model (now " .. (state.model or "the default") .. ")" }, function(choice)
+    if choice then
+      use_model(choice)
+    end
+  end)
+end
+
+M.modes = { "build", "plan" }
+
+--- `:TotemMode [mode]`: "build" (the default), "plan" (reads and plans, changes nothing) or an
+--- agent of settings.json, for the next prompts.
+function M.mode(name)
+  local function use(mode)
+    M.config.mode = mode
+    notify("Totem works in " .. mode .. " mode from the next prompt")
+    require("totem.chat").refresh()
+  end
+  if name and name ~= "" then
+    return use(name)
+  end
+  vim.ui.select(M.modes, { prompt = "Totem mode (now " .. (M.config.mode or "build") .. ")" }, function(choice)
+    if choice then
+      use(choice)
+    end
+  end)
+end
+
+--- `:TotemRename {title}`: renames the chat's session.
+function M.rename(title)
+  local session = require("totem.chat").session_id()
+  if not session then
+    return notify("No session yet; :Totem opens one", vim.log.levels.WARN)
+  end
+  if vim.trim(title or "") == "" then
+    return notify("Give the new title: :TotemRename {title}", vim.log.levels.WARN)
+  end
+  local renamed = M.call("session.rename", { sessionId = session, title = vim.trim(title) })
+  if renamed then
+    state.sessions[renamed.id] = renamed
+    require("totem.chat").session_changed(renamed)
+  end
+end
+
 return M
