@@ -7,7 +7,7 @@
 
 mod cli_common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cli_common::Cli;
@@ -28,12 +28,96 @@ fn run(command: &mut Command, what: &str) {
     );
 }
 
+/// The extension's build tools (its package.json's devDependencies), installed once.
+fn build_tools() -> PathBuf {
+    totem_tests::external::npm_install(
+        "vscode-ext",
+        &[
+            "esbuild@0.28.2",
+            "typescript@5.9.3",
+            "@types/node@20",
+            "@types/vscode@1.96.0",
+            "@vscode/vsce@3.9.2",
+        ],
+    )
+}
+
+/// The extension's sources copied into `dir` with the build tools as its `node_modules`, as a
+/// checkout after `npm install` looks.
+fn checkout(dir: &Path, tools: &Path) {
+    for name in [
+        "package.json",
+        "tsconfig.json",
+        "README.md",
+        "LICENSE",
+        ".vscodeignore",
+    ] {
+        std::fs::copy(vscode_dir().join(name), dir.join(name)).expect(name);
+    }
+    for folder in ["src", "media"] {
+        std::fs::create_dir_all(dir.join(folder)).expect(folder);
+        for entry in std::fs::read_dir(vscode_dir().join(folder)).expect(folder) {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), dir.join(folder).join(entry.file_name())).expect("copy");
+        }
+    }
+    std::os::unix::fs::symlink(tools.join("node_modules"), dir.join("node_modules"))
+        .expect("node_modules");
+}
+
+#[test]
+fn the_extension_type_checks_and_packages_into_a_vsix() {
+    let tools = build_tools();
+    let dir = tempfile::tempdir().expect("checkout");
+    checkout(dir.path(), &tools);
+    // What a user runs: `npm run package` type-checks (tsc), bundles (esbuild) and packages (vsce).
+    run(
+        Command::new("npm")
+            .args(["run", "package", "--silent"])
+            .current_dir(dir.path()),
+        "npm run package",
+    );
+    let listing = Command::new("python3")
+        .args(["-m", "zipfile", "-l"])
+        .arg(dir.path().join("totem.vsix"))
+        .output()
+        .expect("python3 -m zipfile");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for want in [
+        "extension/package.json",
+        "extension/out/extension.js",
+        "extension/media/totem.svg",
+        "extension/readme.md",
+        "extension.vsixmanifest",
+    ] {
+        assert!(listing.contains(want), "{want} not in the vsix:\n{listing}");
+    }
+    assert!(
+        !listing.contains("extension/src/") && !listing.contains("node_modules"),
+        "sources or node_modules packed:\n{listing}"
+    );
+    // The bundle needs nothing at run time but VS Code's API and Node's own modules.
+    let bundle = std::fs::read_to_string(dir.path().join("out/extension.js")).expect("bundle");
+    let mut required: Vec<&str> = bundle
+        .split("require(\"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name))
+        .collect();
+    required.sort();
+    required.dedup();
+    for name in &required {
+        assert!(
+            *name == "vscode"
+                || name.starts_with("node:")
+                || ["net", "fs", "path", "os", "child_process"].contains(name),
+            "the bundle requires {name} at run time: {required:?}"
+        );
+    }
+}
+
 #[test]
 fn the_extension_client_against_the_real_daemon() {
-    let tools = totem_tests::external::npm_install(
-        "vscode-build",
-        &["esbuild@0.28.2", "typescript@5.9.3", "@types/node@20"],
-    );
+    let tools = build_tools();
     let bin = tools.join("node_modules/.bin");
     run(
         Command::new(bin.join("tsc"))
@@ -48,6 +132,7 @@ fn the_extension_client_against_the_real_daemon() {
         Command::new(bin.join("esbuild"))
             .arg(vscode_dir().join("src/client.ts"))
             .arg(vscode_dir().join("src/state.ts"))
+            .arg(vscode_dir().join("src/patch.ts"))
             .args([
                 "--bundle",
                 "--platform=node",

@@ -95,6 +95,7 @@ export class TotemClient {
   private partial = "";
   private subscriptions = new Set<Subscription<never>>();
   private listeners = new Set<(state: ConnectionState) => void>();
+  private reconnected = new Set<() => void>();
   private closing = false;
   /** The answer to `initialize` on the current connection. */
   server: { protocolVersion: number; server: { name: string; version: string }; capabilities: { methods: string[] }; notices?: string[] } | undefined;
@@ -117,6 +118,13 @@ export class TotemClient {
   onState(listener: (state: ConnectionState) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** Called after a reconnection, once `initialize` is answered and every subscription follows
+   * again: the moment to reload what is not replayed (session lists, open questions). */
+  onReconnected(listener: () => void): () => void {
+    this.reconnected.add(listener);
+    return () => this.reconnected.delete(listener);
   }
 
   /** One JSON-RPC call; rejects with a [TotemError]. */
@@ -176,7 +184,7 @@ export class TotemClient {
     return sub;
   }
 
-  async unsubscribe(sub: Subscription<unknown>): Promise<void> {
+  async unsubscribe<E>(sub: Subscription<E>): Promise<void> {
     sub.ended = true;
     this.subscriptions.delete(sub as Subscription<never>);
     if (sub.id) {
@@ -342,6 +350,9 @@ export class TotemClient {
         await this.open((this.options.startDaemon ?? true) && tries >= 3);
         for (const sub of this.subscriptions) {
           await this.attach(sub);
+        }
+        for (const listener of this.reconnected) {
+          listener();
         }
         return;
       } catch (e) {

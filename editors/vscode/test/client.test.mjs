@@ -171,3 +171,16 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   client.close();
   assert.equal(client.state, "closed");
 });
+
+test("a question's diff gives the proposed file, a run's diff the file before it", async () => {
+  const { applyForward, applyBackward } = await import(join(out, "patch.mjs"));
+  const before = "const a = 1;\nconst b = 2;\nconst c = 3;\n";
+  const diff = "--- a/m.js\n+++ b/m.js\n@@ -1,3 +1,4 @@\n const a = 1;\n-const b = 2;\n+const b = 3;\n+const d = 4;\n const c = 3;\n";
+  const after = "const a = 1;\nconst b = 3;\nconst d = 4;\nconst c = 3;\n";
+  assert.equal(applyForward(before, diff), after);
+  assert.equal(applyBackward(after, diff), before);
+  // A file that changed since does not match: no made-up text.
+  assert.equal(applyForward("something else\n", diff), undefined);
+  // A new file.
+  assert.equal(applyForward("", "--- /dev/null\n+++ b/n.js\n@@ -0,0 +1,2 @@\n+x\n+y\n"), "x\ny\n");
+});

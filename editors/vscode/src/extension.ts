@@ -1,0 +1,895 @@
+// Totem in VS Code: the project's sessions in the side bar, a chat that streams the selected
+// session, prompts with the selection or files attached, permission questions as notifications
+// with VS Code's diff editor on the proposed change, the session's changes as a tree, undo and
+// redo, a status bar item. Everything goes through totemd's socket (`client.ts`); what the views
+// show is built by `state.ts` from the daemon's events.
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as vscode from "vscode";
+
+import { ChatView, type ChatState } from "./chat.js";
+import { type DaemonEvent, type SessionEvent, type Subscription, TotemClient, TotemError } from "./client.js";
+import { applyBackward, applyForward } from "./patch.js";
+import { type Session, type SessionItem, SessionsState, Transcript, attachmentLabel } from "./state.js";
+
+const VERSION = "0.1.0";
+const CONFLICT = -32009;
+
+export interface Question {
+  id: string;
+  sessionId: string;
+  runId: string;
+  tool: string;
+  kind: string;
+  target: string;
+  explanation?: string;
+  diff?: string;
+  truncated?: boolean;
+  subcommand?: string;
+}
+
+export interface Attachment {
+  path: string;
+  range?: { startLine: number; endLine: number };
+  text?: string;
+}
+
+interface ChangedFile {
+  path: string;
+  status: "added" | "modified" | "deleted";
+  diff?: string;
+  binary?: boolean;
+  notKept?: boolean;
+}
+
+type Reply = { type: "once" | "alwaysSession" | "alwaysProject" } | { type: "deny"; note?: string };
+
+const ANSWERS: [string, Reply["type"]][] = [
+  ["Allow once", "once"],
+  ["Always for this session", "alwaysSession"],
+  ["Always for project", "alwaysProject"],
+  ["Deny", "deny"],
+];
+
+let totem: Totem | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  totem = new Totem(context);
+  await totem.start();
+}
+
+export function deactivate(): void {
+  totem?.dispose();
+  totem = undefined;
+}
+
+/** Texts shown by the diff editor under the `totem` scheme (proposed and earlier versions). */
+class Texts implements vscode.TextDocumentContentProvider {
+  private texts = new Map<string, string>();
+  private changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+
+  put(key: string, name: string, text: string): vscode.Uri {
+    const uri = vscode.Uri.from({ scheme: "totem", path: `/${name}`, query: key });
+    this.texts.set(uri.toString(), text);
+    this.changed.fire(uri);
+    return uri;
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.texts.get(uri.toString()) ?? "";
+  }
+}
+
+class SessionsTree implements vscode.TreeDataProvider<SessionItem> {
+  private changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeTreeData = this.changed.event;
+
+  constructor(private readonly totem: Totem) {}
+
+  refresh(): void {
+    this.changed.fire();
+  }
+
+  getChildren(): SessionItem[] {
+    return this.totem.sessions?.sorted() ?? [];
+  }
+
+  getTreeItem(s: SessionItem): vscode.TreeItem {
+    const item = new vscode.TreeItem(s.title);
+    const open = this.totem.current?.id === s.id;
+    const waiting = s.questions.length > 0 ? ` · ${s.questions.length} waiting` : "";
+    item.description = `${open ? "open · " : ""}${s.activity}${waiting}`;
+    item.iconPath = new vscode.ThemeIcon(
+      s.questions.length > 0 ? "bell-dot" : s.activity === "running" ? "sync~spin" : "comment-discussion",
+    );
+    item.tooltip = `${s.title}\n${s.activity}, ${s.messageCount ?? 0} messages, ${new Date(s.updatedAt).toLocaleString()}`;
+    item.contextValue = "session";
+    item.id = s.id;
+    item.command = { command: "totem.openSession", title: "Open", arguments: [s.id] };
+    return item;
+  }
+}
+
+class ChangesTree implements vscode.TreeDataProvider<ChangedFile> {
+  private changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeTreeData = this.changed.event;
+  files: ChangedFile[] = [];
+
+  constructor(private readonly totem: Totem) {}
+
+  async refresh(): Promise<void> {
+    const session = this.totem.current?.id;
+    const client = this.totem.client;
+    this.files = [];
+    if (session && client?.state === "connected") {
+      const result = await client
+        .request<{ files: ChangedFile[] }>("session.diff", { sessionId: session })
+        .catch(() => ({ files: [] }));
+      this.files = result.files;
+    }
+    this.changed.fire();
+  }
+
+  getChildren(): ChangedFile[] {
+    return this.files;
+  }
+
+  getTreeItem(file: ChangedFile): vscode.TreeItem {
+    const item = new vscode.TreeItem(path.basename(file.path));
+    item.description = `${path.dirname(file.path) === "." ? "" : path.dirname(file.path) + " · "}${file.status}`;
+    item.resourceUri = this.totem.uri(file.path);
+    item.iconPath = new vscode.ThemeIcon(
+      file.status === "added" ? "diff-added" : file.status === "deleted" ? "diff-removed" : "diff-modified",
+    );
+    item.command = { command: "totem.showChange", title: "Show Change", arguments: [file] };
+    return item;
+  }
+}
+
+export class Totem {
+  readonly log = vscode.window.createOutputChannel("Totem", { log: true });
+  client: TotemClient | undefined;
+  project: { id: string; path: string } | undefined;
+  sessions: SessionsState | undefined;
+  current: { id: string; title: string; transcript: Transcript; sub?: Subscription<SessionEvent> } | undefined;
+  private questions = new Map<string, Question>();
+  private asking = new Set<string>();
+  private pending: Attachment[] = [];
+  private models: string[] = [];
+  private defaultModel: string | undefined;
+  private lastModel: string | undefined;
+  private readonly status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  private readonly sessionsTree = new SessionsTree(this);
+  private readonly changesTree = new ChangesTree(this);
+  private readonly texts = new Texts();
+  private readonly chat: ChatView;
+  private sessionsView: vscode.TreeView<SessionItem>;
+  private disposables: vscode.Disposable[] = [];
+  private connecting: Promise<TotemClient | undefined> | undefined;
+  private drawTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.chat = new ChatView(context.extensionUri, (message) => this.fromChat(message));
+    this.sessionsView = vscode.window.createTreeView("totem.sessions", { treeDataProvider: this.sessionsTree });
+    const d = this.disposables;
+    d.push(
+      this.log,
+      this.status,
+      this.sessionsView,
+      vscode.window.createTreeView("totem.changes", { treeDataProvider: this.changesTree }),
+      vscode.window.registerWebviewViewProvider("totem.chat", this.chat, {
+        webviewOptions: { retainContextWhenHidden: true },
+      }),
+      vscode.workspace.registerTextDocumentContentProvider("totem", this.texts),
+    );
+    const command = (name: string, fn: (...args: never[]) => unknown) =>
+      d.push(
+        vscode.commands.registerCommand(name, async (...args: never[]) => {
+          try {
+            await fn(...args);
+          } catch (e) {
+            void vscode.window.showErrorMessage(`Totem: ${message(e)}`);
+          }
+        }),
+      );
+    command("totem.openChat", () => this.openChat());
+    command("totem.newSession", () => this.newSession());
+    command("totem.openSession", (id: string) => this.openSession(id));
+    command("totem.renameSession", (item?: SessionItem) => this.rename(item));
+    command("totem.deleteSession", (item?: SessionItem) => this.remove(item));
+    command("totem.askSelection", () => this.askSelection());
+    command("totem.addFile", (uri?: vscode.Uri) => this.addFile(uri));
+    command("totem.abort", () => this.abort());
+    command("totem.undo", () => this.changes("session.undo"));
+    command("totem.redo", () => this.changes("session.redo"));
+    command("totem.showQuestion", () => this.showQuestion());
+    command("totem.pickModel", () => this.pickModel());
+    command("totem.pickMode", () => this.pickMode());
+    command("totem.pickReasoning", () => this.pickReasoning());
+    command("totem.showChange", (file: ChangedFile) => this.showChange(file));
+    command("totem.refreshChanges", () => this.changesTree.refresh());
+    command("totem.showLog", () => this.log.show());
+    this.status.command = "totem.openChat";
+    this.status.name = "Totem";
+    this.status.show();
+    this.drawStatus();
+  }
+
+  dispose(): void {
+    this.client?.close();
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+
+  private get config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration("totem");
+  }
+
+  get mode(): string {
+    return this.context.workspaceState.get<string>("mode") ?? (this.config.get<string>("defaultMode") || "build");
+  }
+
+  get model(): string | undefined {
+    return this.context.workspaceState.get<string>("model") ?? (this.config.get<string>("defaultModel") || undefined);
+  }
+
+  get reasoning(): string | undefined {
+    return this.context.workspaceState.get<string>("reasoning");
+  }
+
+  /** A project file's URI. */
+  uri(relative: string): vscode.Uri {
+    return vscode.Uri.file(path.join(this.project?.path ?? this.root() ?? "/", relative));
+  }
+
+  private root(): string | undefined {
+    return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  }
+
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  /** The connection (made, and the daemon started, when there is none). */
+  async connect(): Promise<TotemClient | undefined> {
+    if (this.client && this.client.state !== "closed") {
+      return this.client;
+    }
+    this.connecting ??= this.dial().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  private async dial(): Promise<TotemClient | undefined> {
+    const root = this.root();
+    if (!root) {
+      this.drawStatus("Totem: open a folder");
+      return undefined;
+    }
+    let client: TotemClient;
+    try {
+      client = await TotemClient.connect({
+        socket: this.config.get<string>("socketPath") || undefined,
+        totem: this.config.get<string>("command") || "totem",
+        client: { name: "totem-vscode", version: VERSION },
+        log: (line) => this.log.debug(line),
+        reconnectMs: 60_000,
+      });
+    } catch (e) {
+      this.drawStatus("Totem: not connected");
+      void vscode.window.showErrorMessage(
+        `Totem cannot reach totemd: ${message(e)}. Check the "totem.command" setting, or run \`totem daemon start\` in a terminal.`,
+      );
+      return undefined;
+    }
+    this.client = client;
+    this.log.info(`connected to totemd ${client.server?.server.version ?? ""} on ${client.socketPath}`);
+    for (const notice of client.server?.notices ?? []) {
+      void vscode.window.showWarningMessage(`Totem: ${notice}`);
+    }
+    client.onState((state) => {
+      this.log.info(`connection ${state}`);
+      if (state === "closed") {
+        void vscode.window.showErrorMessage("Totem lost totemd and could not reach it again; run Totem: Open Chat to try again.");
+      }
+      this.drawStatus();
+      this.draw();
+    });
+    client.onReconnected(() => {
+      void vscode.window.showInformationMessage("Totem: reconnected to totemd");
+      void this.afterConnect(client, true);
+    });
+    await this.afterConnect(client, false);
+    await client.subscribeDaemon((event) => this.onDaemon(event));
+    await this.openLatest();
+    return client;
+  }
+
+  /** What is not replayed by the subscriptions: the project, its sessions, the models. */
+  private async afterConnect(client: TotemClient, again: boolean): Promise<void> {
+    this.project = await client.request<{ id: string; path: string }>("project.open", { path: this.root() });
+    const page = await client.request<{ items: Session[] }>("session.list", { projectId: this.project.id, limit: 500 });
+    this.sessions ??= new SessionsState(this.project.id);
+    if (again) {
+      this.questions.clear();
+    }
+    this.sessions.load(page.items);
+    const models = await client
+      .request<{ models: { name: string }[]; defaultModel?: string }>("model.list", {})
+      .catch(() => ({ models: [], defaultModel: undefined }));
+    this.models = models.models.map((m) => m.name);
+    this.defaultModel = models.defaultModel;
+    this.redraw();
+    void this.changesTree.refresh();
+  }
+
+  private async openLatest(): Promise<void> {
+    const latest = this.sessions?.sorted()[0];
+    if (latest && !this.current) {
+      await this.openSession(latest.id);
+    }
+  }
+
+  private redraw(): void {
+    this.sessionsTree.refresh();
+    const n = this.sessions?.badge() ?? 0;
+    this.sessionsView.badge = n > 0 ? { value: n, tooltip: `${n} question${n > 1 ? "s" : ""} wait for you` } : undefined;
+    this.drawStatus();
+    this.draw();
+  }
+
+  private onDaemon(event: DaemonEvent): void {
+    const changed = this.sessions?.apply(event) ?? false;
+    switch (event.type) {
+      case "permission.asked": {
+        const q = event.question as Question;
+        if (this.sessions?.get(q.sessionId) && !this.questions.has(q.id)) {
+          this.questions.set(q.id, q);
+          void this.ask(q);
+        }
+        break;
+      }
+      case "permission.resolved":
+        this.questions.delete(event.questionId as string);
+        break;
+      case "session.deleted":
+        if (this.current?.id === event.sessionId) {
+          void this.closeSession();
+        }
+        break;
+      case "run.ended": {
+        const run = event.run as { sessionId: string; status: string; model?: string; error?: string };
+        const session = this.sessions?.get(run.sessionId);
+        if (!session) {
+          break;
+        }
+        this.lastModel = run.model ?? this.lastModel;
+        if (run.sessionId === this.current?.id) {
+          void this.changesTree.refresh();
+        }
+        if (!vscode.window.state.focused && this.config.get<boolean>("notifyWhenUnfocused")) {
+          const how = run.status === "failed" ? `failed: ${run.error ?? "no reason given"}` : run.status;
+          void vscode.window.showInformationMessage(`Totem: the run in "${session.title}" ${how}.`);
+        }
+        break;
+      }
+    }
+    if (changed || event.type.startsWith("permission.") || event.type === "run.ended") {
+      this.redraw();
+    }
+  }
+
+  // The chat ---------------------------------------------------------------------------------
+
+  async openChat(): Promise<void> {
+    await this.connect();
+    await vscode.commands.executeCommand("totem.chat.focus");
+  }
+
+  async openSession(id: string): Promise<void> {
+    const client = await this.connect();
+    if (!client) {
+      return;
+    }
+    if (this.current?.id === id) {
+      return;
+    }
+    await this.closeSession();
+    const session = this.sessions?.get(id) ?? (await client.request<Session>("session.get", { sessionId: id }));
+    const current: NonNullable<Totem["current"]> = { id, title: session.title, transcript: new Transcript() };
+    this.current = current;
+    current.sub = await client.subscribeSession(id, 0, (event) => this.onSession(current, event));
+    this.redraw();
+    void this.changesTree.refresh();
+  }
+
+  private async closeSession(): Promise<void> {
+    const current = this.current;
+    this.current = undefined;
+    if (current?.sub) {
+      await this.client?.unsubscribe(current.sub);
+    }
+    this.redraw();
+    void this.changesTree.refresh();
+  }
+
+  private onSession(current: NonNullable<Totem["current"]>, event: SessionEvent): void {
+    if (this.current !== current) {
+      return;
+    }
+    current.transcript.apply(event);
+    switch (event.type) {
+      case "files.changed":
+        this.filesChanged(event.paths as string[]);
+        void this.changesTree.refresh();
+        break;
+      case "changes.undone":
+      case "changes.redone":
+        void this.changesTree.refresh();
+        break;
+      case "session.updated":
+        current.title = (event.session as Session).title;
+        break;
+    }
+    this.draw();
+  }
+
+  /** VS Code reloads open files that have no unsaved changes when they change on disk; one that
+   * has unsaved changes is left as it is, and the person is told. */
+  private filesChanged(paths: string[]): void {
+    for (const p of paths) {
+      const uri = this.uri(p);
+      const doc = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === uri.fsPath);
+      if (doc?.isDirty) {
+        void vscode.window.showWarningMessage(
+          `Totem changed ${p} on disk, but it has unsaved changes here; it was not reloaded.`,
+        );
+      }
+    }
+  }
+
+  /** Draws the chat soon (streamed text comes in many small events). */
+  private draw(): void {
+    if (this.drawTimer) {
+      return;
+    }
+    this.drawTimer = setTimeout(() => {
+      this.drawTimer = undefined;
+      this.chat.show(this.chatState());
+    }, 30);
+  }
+
+  private chatState(): ChatState {
+    const item = this.current ? this.sessions?.get(this.current.id) : undefined;
+    return {
+      connection: this.client?.state ?? "closed",
+      session: this.current ? { id: this.current.id, title: item?.title ?? this.current.title } : undefined,
+      activity: item?.activity ?? "idle",
+      blocks: this.current?.transcript.blocks ?? [],
+      open: [...this.questions.values()].filter((q) => q.sessionId === this.current?.id).map((q) => q.id),
+      attachments: this.pending.map((a) => attachmentLabel(a)),
+      mode: this.mode,
+      model: this.model ?? "",
+      reasoning: this.reasoning ?? "",
+      models: this.models,
+      defaultModel: this.defaultModel ?? "",
+    };
+  }
+
+  private async fromChat(m: { type: string; [field: string]: unknown }): Promise<void> {
+    try {
+      switch (m.type) {
+        case "ready":
+          this.draw();
+          return;
+        case "send":
+          return await this.send(m.text as string, this.takePending());
+        case "answer":
+          return await this.answer(m.id as string, m.reply as Reply);
+        case "showDiff": {
+          const q = this.questions.get(m.id as string);
+          return q ? await this.showProposed(q) : undefined;
+        }
+        case "mode":
+          await this.context.workspaceState.update("mode", m.value || undefined);
+          break;
+        case "model":
+          await this.context.workspaceState.update("model", m.value || undefined);
+          break;
+        case "reasoning":
+          await this.context.workspaceState.update("reasoning", m.value || undefined);
+          break;
+        case "unattach":
+          this.pending.splice(m.index as number, 1);
+          break;
+        case "abort":
+          return await this.abort();
+        case "newSession":
+          return await this.newSession();
+      }
+      this.drawStatus();
+      this.draw();
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Totem: ${message(e)}`);
+    }
+  }
+
+  private takePending(): Attachment[] {
+    const taken = this.pending;
+    this.pending = [];
+    return taken;
+  }
+
+  async newSession(): Promise<void> {
+    const client = await this.connect();
+    if (!client || !this.project) {
+      return;
+    }
+    const session = await client.request<Session>("session.create", { projectId: this.project.id });
+    this.sessions?.apply({ at: Date.now(), type: "session.created", session });
+    await this.openSession(session.id);
+    await vscode.commands.executeCommand("totem.chat.focus");
+  }
+
+  /** Sends a prompt to the open session (a new one when none is open). */
+  async send(text: string, attachments: Attachment[]): Promise<void> {
+    const client = await this.connect();
+    if (!client) {
+      return;
+    }
+    if (!this.current) {
+      await this.newSession();
+    }
+    const current = this.current;
+    if (!current) {
+      return;
+    }
+    try {
+      await client.request("session.prompt", {
+        sessionId: current.id,
+        text,
+        mode: this.mode,
+        ...(this.model ? { model: this.model } : {}),
+        ...(this.reasoning ? { reasoning: this.reasoning } : {}),
+        ...(attachments.length > 0 ? { attachments } : {}),
+      });
+    } catch (e) {
+      this.pending = [...attachments, ...this.pending];
+      this.chat.restorePrompt(text);
+      throw e;
+    }
+  }
+
+  private async rename(item?: SessionItem): Promise<void> {
+    const id = item?.id ?? this.current?.id;
+    const client = await this.connect();
+    if (!id || !client) {
+      return;
+    }
+    const title = await vscode.window.showInputBox({
+      prompt: "The session's new title",
+      value: item?.title ?? this.current?.title,
+    });
+    if (title?.trim()) {
+      await client.request("session.rename", { sessionId: id, title: title.trim() });
+    }
+  }
+
+  private async remove(item?: SessionItem): Promise<void> {
+    const id = item?.id ?? this.current?.id;
+    const client = await this.connect();
+    if (!id || !client) {
+      return;
+    }
+    const title = this.sessions?.get(id)?.title ?? id;
+    const sure = await vscode.window.showWarningMessage(`Delete the session "${title}"?`, { modal: true }, "Delete");
+    if (sure === "Delete") {
+      await client.request("session.delete", { sessionId: id });
+    }
+  }
+
+  // Attachments ------------------------------------------------------------------------------
+
+  /** The selection (or the whole file) of an editor as an attachment. */
+  private attachment(editor: vscode.TextEditor, whole = false): Attachment | undefined {
+    const doc = editor.document;
+    if (doc.uri.scheme !== "file" && doc.uri.scheme !== "untitled") {
+      void vscode.window.showWarningMessage("Totem can attach files of the project only.");
+      return undefined;
+    }
+    const rel = this.project ? path.relative(this.project.path, doc.uri.fsPath) : doc.uri.fsPath;
+    const item: Attachment = { path: rel };
+    const sel = editor.selection;
+    if (!whole && !sel.isEmpty) {
+      const last = sel.end.character === 0 && sel.end.line > sel.start.line ? sel.end.line - 1 : sel.end.line;
+      item.range = { startLine: sel.start.line + 1, endLine: last + 1 };
+      if (doc.isDirty) {
+        item.text = doc.getText(new vscode.Range(sel.start.line, 0, last + 1, 0));
+      }
+    } else if (doc.isDirty) {
+      item.text = doc.getText();
+    }
+    return item;
+  }
+
+  private async askSelection(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showWarningMessage("Open a file and select what to ask about.");
+      return;
+    }
+    await this.connect();
+    const item = this.attachment(editor);
+    if (!item) {
+      return;
+    }
+    const text = await vscode.window.showInputBox({
+      prompt: `Ask Totem about ${attachmentLabel(item)}`,
+      placeHolder: "What should Totem do with it?",
+    });
+    if (!text?.trim()) {
+      return;
+    }
+    await this.send(text.trim(), [...this.takePending(), item]);
+    await vscode.commands.executeCommand("totem.chat.focus");
+  }
+
+  private async addFile(uri?: vscode.Uri): Promise<void> {
+    await this.connect();
+    let item: Attachment | undefined;
+    const editor = vscode.window.activeTextEditor;
+    if (uri && (!editor || editor.document.uri.toString() !== uri.toString())) {
+      const open = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+      item = { path: this.project ? path.relative(this.project.path, uri.fsPath) : uri.fsPath };
+      if (open?.isDirty) {
+        item.text = open.getText();
+      }
+    } else if (editor) {
+      item = this.attachment(editor);
+    }
+    if (!item) {
+      void vscode.window.showWarningMessage("Open a file (or pick one in the explorer) to add it to the prompt.");
+      return;
+    }
+    this.pending.push(item);
+    this.draw();
+    void vscode.window.showInformationMessage(`Totem: attached ${attachmentLabel(item)} to the next prompt.`);
+  }
+
+  // Questions --------------------------------------------------------------------------------
+
+  /** A question as a notification; "Show diff" opens the proposed change and asks again. */
+  private async ask(q: Question): Promise<void> {
+    if (this.asking.has(q.id)) {
+      return;
+    }
+    this.asking.add(q.id);
+    try {
+      const verb = q.kind === "execute" ? "run" : q.kind;
+      const title = this.sessions?.get(q.sessionId)?.title;
+      const explanation = q.explanation ? ` — ${q.explanation}` : "";
+      const text = `Totem${title ? ` (${title})` : ""}: ${q.tool} wants to ${verb} ${q.target}${explanation}`;
+      const buttons = ANSWERS.map(([label]) => label);
+      if (q.diff) {
+        buttons.push("Show diff");
+      }
+      for (;;) {
+        const choice = await vscode.window.showWarningMessage(text, ...buttons);
+        if (!this.questions.has(q.id)) {
+          return; // answered elsewhere meanwhile
+        }
+        if (choice === "Show diff") {
+          await this.showProposed(q);
+          continue;
+        }
+        const answer = ANSWERS.find(([label]) => label === choice)?.[1];
+        if (!answer) {
+          return; // put aside: the status bar and the chat still show it
+        }
+        if (answer === "deny") {
+          const note = await vscode.window.showInputBox({ prompt: "Deny. A note for the model (optional)" });
+          if (note === undefined) {
+            continue;
+          }
+          return await this.answer(q.id, note.trim() ? { type: "deny", note: note.trim() } : { type: "deny" });
+        }
+        return await this.answer(q.id, { type: answer } as Reply);
+      }
+    } finally {
+      this.asking.delete(q.id);
+    }
+  }
+
+  private async answer(id: string, reply: Reply): Promise<void> {
+    const q = this.questions.get(id);
+    const client = this.client;
+    if (!q || !client) {
+      void vscode.window.showInformationMessage("Totem: that question was already answered.");
+      return;
+    }
+    try {
+      await client.request("permission.reply", { sessionId: q.sessionId, questionId: q.id, reply });
+    } catch (e) {
+      if (e instanceof TotemError && e.code === CONFLICT) {
+        void vscode.window.showInformationMessage("Totem: that question was already answered elsewhere.");
+      } else {
+        throw e;
+      }
+    }
+    this.questions.delete(id);
+    this.redraw();
+  }
+
+  private async showQuestion(): Promise<void> {
+    const q = [...this.questions.values()][0];
+    if (!q) {
+      void vscode.window.showInformationMessage("Totem: no question waits for you.");
+      return;
+    }
+    if (this.sessions?.get(q.sessionId) && this.current?.id !== q.sessionId) {
+      await this.openSession(q.sessionId);
+    }
+    await this.ask(q);
+  }
+
+  /** VS Code's diff editor: the file as it is, and as the question proposes it. */
+  private async showProposed(q: Question): Promise<void> {
+    if (!q.diff) {
+      return;
+    }
+    const uri = this.uri(q.target);
+    const open = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === uri.fsPath);
+    const exists = fs.existsSync(uri.fsPath);
+    const before = open ? open.getText() : exists ? fs.readFileSync(uri.fsPath, "utf8") : "";
+    const after = applyForward(before, q.diff);
+    const name = path.basename(q.target);
+    if (after === undefined || q.truncated) {
+      const doc = await vscode.workspace.openTextDocument({ content: q.diff, language: "diff" });
+      await vscode.window.showTextDocument(doc, { preview: true });
+      return;
+    }
+    const left = exists ? uri : this.texts.put(`empty-${q.id}`, name, "");
+    const right = this.texts.put(`proposed-${q.id}`, name, after);
+    await vscode.commands.executeCommand("vscode.diff", left, right, `${name} ↔ proposed by Totem`, { preview: true });
+  }
+
+  // Changes ----------------------------------------------------------------------------------
+
+  private async showChange(file: ChangedFile): Promise<void> {
+    const uri = this.uri(file.path);
+    const name = path.basename(file.path);
+    if (file.binary || file.notKept || !file.diff) {
+      void vscode.window.showInformationMessage(`Totem: no text diff for ${file.path} (binary or too large).`);
+      return;
+    }
+    const now = file.status === "deleted" ? "" : fs.existsSync(uri.fsPath) ? fs.readFileSync(uri.fsPath, "utf8") : "";
+    const before = file.status === "added" ? "" : applyBackward(now, file.diff);
+    if (before === undefined) {
+      const doc = await vscode.workspace.openTextDocument({ content: file.diff, language: "diff" });
+      await vscode.window.showTextDocument(doc, { preview: true });
+      return;
+    }
+    const left = this.texts.put(`before-${file.path}-${Date.now()}`, name, before);
+    const right = file.status === "deleted" ? this.texts.put(`deleted-${file.path}`, name, "") : uri;
+    await vscode.commands.executeCommand("vscode.diff", left, right, `${name} (before Totem ↔ now)`, { preview: true });
+  }
+
+  private async changes(method: "session.undo" | "session.redo"): Promise<void> {
+    const client = await this.connect();
+    const session = this.current?.id;
+    if (!client || !session) {
+      void vscode.window.showWarningMessage("Totem: open a session first.");
+      return;
+    }
+    type Result = { runId: string; files: string[] };
+    let result: Result;
+    try {
+      result = await client.request<Result>(method, { sessionId: session });
+    } catch (e) {
+      const files = e instanceof TotemError && e.code === CONFLICT ? (e.data as { files?: string[] })?.files : undefined;
+      if (!files) {
+        throw e;
+      }
+      const sure = await vscode.window.showWarningMessage(
+        `These files changed since: ${files.join(", ")}. Overwrite them?`,
+        { modal: true },
+        "Overwrite",
+      );
+      if (sure !== "Overwrite") {
+        return;
+      }
+      result = await client.request<Result>(method, { sessionId: session, force: true });
+    }
+    const verb = method === "session.undo" ? "Undid" : "Redid";
+    void vscode.window.showInformationMessage(`Totem: ${verb} the changes to ${result.files.join(", ")}.`);
+    void this.changesTree.refresh();
+  }
+
+  private async abort(): Promise<void> {
+    const client = await this.connect();
+    const session = this.current?.id;
+    if (!client || !session) {
+      return;
+    }
+    const result = await client.request<{ runId?: string }>("session.abort", { sessionId: session });
+    if (!result.runId) {
+      void vscode.window.showInformationMessage("Totem: no run is going in this session.");
+    }
+  }
+
+  // Pickers ----------------------------------------------------------------------------------
+
+  private async pickModel(): Promise<void> {
+    await this.connect();
+    const items = [{ label: "Default", description: this.defaultModel ?? "", value: "" }].concat(
+      this.models.map((m) => ({ label: m, description: "", value: m })),
+    );
+    const choice = await vscode.window.showQuickPick(items, { placeHolder: `Model (now ${this.model ?? "the default"})` });
+    if (choice) {
+      await this.context.workspaceState.update("model", choice.value || undefined);
+      this.drawStatus();
+      this.draw();
+    }
+  }
+
+  private async pickMode(): Promise<void> {
+    const choice = await vscode.window.showQuickPick(
+      [
+        { label: "build", description: "all tools" },
+        { label: "plan", description: "reads and plans, changes nothing" },
+      ],
+      { placeHolder: `Mode (now ${this.mode}); an agent of settings.json can be typed in the chat` },
+    );
+    if (choice) {
+      await this.context.workspaceState.update("mode", choice.label);
+      this.draw();
+    }
+  }
+
+  private async pickReasoning(): Promise<void> {
+    const choice = await vscode.window.showQuickPick(["default", "off", "low", "medium", "high"], {
+      placeHolder: `Reasoning (now ${this.reasoning ?? "default"})`,
+    });
+    if (choice) {
+      await this.context.workspaceState.update("reasoning", choice === "default" ? undefined : choice);
+      this.draw();
+    }
+  }
+
+  // Status bar -------------------------------------------------------------------------------
+
+  private drawStatus(override?: string): void {
+    const s = this.status;
+    s.backgroundColor = undefined;
+    s.command = "totem.openChat";
+    const model = (this.model ?? this.lastModel ?? this.defaultModel ?? "no model").replace(/^[^/]*\//, "");
+    const items = this.sessions?.sorted() ?? [];
+    if (override) {
+      s.text = `$(circle-slash) ${override}`;
+      s.tooltip = "Totem: not connected to totemd";
+    } else if (!this.client || this.client.state === "closed") {
+      s.text = "$(circle-slash) Totem";
+      s.tooltip = "Totem: not connected; click to connect";
+    } else if (this.client.state === "reconnecting") {
+      s.text = "$(sync~spin) Totem: reconnecting…";
+      s.tooltip = "Totem: totemd went away; connecting again";
+    } else if (this.questions.size > 0 || items.some((i) => i.activity === "waiting")) {
+      s.text = "$(bell-dot) Totem: waiting for you";
+      s.tooltip = "A question waits for your answer; click to see it";
+      s.backgroundColor = new vscode.ThemeColor("statusBarItem.warningBackground");
+      s.command = "totem.showQuestion";
+    } else if (items.some((i) => i.activity === "running")) {
+      s.text = `$(sync~spin) Totem: ${model} · running`;
+      s.tooltip = "Totem: a run is going";
+    } else {
+      s.text = `$(hubot) Totem: ${model}`;
+      s.tooltip = "Totem: open the chat";
+    }
+  }
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
