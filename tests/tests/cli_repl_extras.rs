@@ -350,3 +350,65 @@ fn compact_and_init_say_what_they_did_in_words() {
     assert!(!shown.contains('{'), "no raw JSON: {shown:?}");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn a_fork_shows_the_assistants_answers_not_only_the_prompts() {
+    let env = start();
+    env.push(vec![SimEvent::text("The answer is forty-two.\n")], 0);
+    let mut repl = env.repl(false);
+    repl.send("what is the answer?\r").expect("type a prompt");
+    repl.expect("✓ done").expect("run done");
+    repl.send("/fork\r").expect("fork");
+    // The fork's header, then its copied history: the prompt and the model's answer.
+    repl.expect("Fork of").expect("the fork's header");
+    let replayed = repl.expect("forty-two").expect("the answer in the fork");
+    assert!(
+        text(&replayed).contains("what is the answer?"),
+        "the prompt comes first: {:?}",
+        text(&replayed)
+    );
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
+
+#[test]
+fn help_lists_bang_and_at_and_a_missing_model_is_said_before_typing() {
+    let env = start();
+    let mut repl = env.repl(false);
+    repl.send("/help\r").expect("help");
+    repl.expect("!command").expect("!command listed");
+    repl.expect("@path").expect("@path listed");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+
+    // No provider and no local Ollama (the tests point it at a closed port): one line says so
+    // before the person types.
+    let cli = Cli::new();
+    let mut command = cli.command(["attach", "--new"]);
+    command.env("TERM", "xterm");
+    let mut session = Session::spawn(command).expect("spawn totem in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(30)));
+    session.expect("Type a prompt").expect("greeting");
+    session
+        .expect("No model answers yet: ollama cannot be reached")
+        .expect("the missing model is named at start");
+    session.expect("totem provider add").expect("what to do");
+    cli_common::ctrl_d_until(&mut session, Eof);
+}
+
+#[test]
+fn totem_run_on_a_terminal_puts_the_usage_line_on_its_own_line() {
+    let env = start();
+    env.push(vec![SimEvent::text("No newline at the end")], 0);
+    let mut command = env.cli.command(["run", "--model", MODEL, "hi"]);
+    command.env("TERM", "xterm");
+    let mut session = Session::spawn(command).expect("spawn totem run in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(30)));
+    let seen = session.expect(" in · ").expect("the usage line");
+    let drawn = text(&seen);
+    let answer = drawn.find("No newline at the end").expect("the answer");
+    let between = &drawn[answer + "No newline at the end".len()..];
+    assert!(
+        between.starts_with("\r\n") || between.starts_with('\n'),
+        "the usage line starts a line of its own: {drawn:?}"
+    );
+    session.expect(Eof).expect("totem run ends");
+}

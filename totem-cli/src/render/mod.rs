@@ -310,8 +310,16 @@ impl Renderer {
         vec![Chunk::Aside(format!("{out}\n"))]
     }
 
-    /// A user's prompt (not one sent from here) with its attachments under it.
+    /// A user's prompt (not one sent from here) with its attachments under it; or an assistant
+    /// message that arrives whole (a fork's or an import's copy: no part events follow it).
     fn message_created(&mut self, message: &Message) -> Vec<Chunk> {
+        if message.role == Role::Assistant {
+            return message
+                .parts
+                .iter()
+                .flat_map(|part| self.part_done(part, None))
+                .collect();
+        }
         let mut chunks = self.user_prompt(message);
         let s = self.options.style;
         if let Some(Chunk::Aside(text)) = chunks.last_mut() {

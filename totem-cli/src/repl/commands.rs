@@ -211,6 +211,14 @@ impl Repl<'_> {
             };
             out.push_str(&format!("  {:<22} {help}\n", usage.trim_end()));
         }
+        out.push_str(&format!(
+            "  {:<22} run a shell command in the project (asked first, as the model's would be); its output goes with your next prompt\n",
+            "!command"
+        ));
+        out.push_str(&format!(
+            "  {:<22} attach a file of the project to the prompt (Tab completes)\n",
+            "@path"
+        ));
         out.push_str(&s.dim(
             "  Enter sends; end a line with \\ (or press Alt-Enter) to go on on the next one.\n  Ctrl-C aborts a run (twice within a second leaves); Ctrl-D leaves. Runs go on after you leave.\n",
         ));

@@ -204,8 +204,15 @@ impl Repl<'_> {
     async fn run(&mut self) -> anyhow::Result<Exit> {
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         self.editor.read(PROMPT);
+        let mut model_check = Some(Box::pin(no_model_line(self.connection.client.clone())));
         loop {
             tokio::select! {
+                line = once(&mut model_check) => {
+                    model_check = None;
+                    if let Some(line) = line {
+                        self.error(&line);
+                    }
+                }
                 input = self.editor.lines.recv() => {
                     let Some(input) = input else { return Ok(Exit::Success) };
                     match self.on_input(input).await {
@@ -721,6 +728,37 @@ fn notice(text: &str, setting: &str) -> String {
 }
 
 /// Resolves when the spinner's next frame is due; never without a spinner.
+/// One line, said as the prompt first shows, when no model answers: a first prompt would fail
+/// for a reason known now. None when one does, or when the providers take long to say.
+async fn no_model_line(client: totem_client::Client) -> Option<String> {
+    let call = client.call::<totem_protocol::method::ModelList>(totem_protocol::ModelListParams {
+        provider: None,
+    });
+    let list = tokio::time::timeout(Duration::from_secs(3), call)
+        .await
+        .ok()?
+        .ok()?;
+    if !list.models.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = list.errors.iter().map(|e| e.provider.as_str()).collect();
+    let why = match names.as_slice() {
+        [] => "the providers list none".to_string(),
+        many => format!("{} cannot be reached", many.join(", ")),
+    };
+    Some(format!(
+        "No model answers yet: {why}. Start the server, or add one with `totem provider add`; `totem doctor` says more."
+    ))
+}
+
+/// The output of a future that runs once; pending for ever after (or when there is none).
+async fn once<F: std::future::Future + Unpin>(future: &mut Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn spinner_due(spinner: &Option<Spinner>) {
     match spinner {
         Some(spinner) => tokio::time::sleep_until(spinner.next_frame()).await,
