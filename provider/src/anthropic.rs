@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 
 use crate::Provider;
 use crate::body::Decoder;
-use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
@@ -23,6 +22,7 @@ use crate::ollama::preview;
 use crate::request::{
     AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Message, ReasoningLevel, ToolCall,
 };
+use crate::settings::ProviderConfig;
 use crate::wire::{Scanner, parse_event, parse_raw};
 
 /// The `anthropic-version` header every request carries.

@@ -6,7 +6,6 @@ use bytes::Bytes;
 use futures::stream::{Stream, StreamExt};
 
 use crate::anthropic::AnthropicDecoder;
-use crate::config::ProviderKind;
 use crate::error::ProviderError;
 use crate::event::StreamEvent;
 use crate::frame::{Framing, Splitter};
@@ -14,6 +13,7 @@ use crate::gemini::GeminiDecoder;
 use crate::http::EventStream;
 use crate::ollama::OllamaDecoder;
 use crate::openai::OpenAiDecoder;
+use crate::settings::ProviderKind;
 
 /// Turns one NDJSON line or SSE event into normalized events.
 pub(crate) trait Decoder: Send {

@@ -12,7 +12,6 @@ use serde_json::{Map, Value, json};
 
 use crate::Provider;
 use crate::body::Decoder;
-use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
@@ -20,6 +19,7 @@ use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
+use crate::settings::ProviderConfig;
 use crate::wire::{Few, Scanner, parse_event, parse_raw};
 
 /// Ids Totem makes up for calls that came without one; they are not echoed back to Gemini.

@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, Stream, StreamExt};
 
 use crate::body::{Decoder, decode_body};
-use crate::config::ProviderConfig;
 use crate::error::{ProviderError, TimeoutPhase, from_status, with_context_counts};
 use crate::event::{RetryNotice, StreamEvent};
+use crate::settings::ProviderConfig;
 
 /// The stream every provider returns.
 pub type EventStream = BoxStream<'static, Result<StreamEvent, ProviderError>>;

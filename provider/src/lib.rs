@@ -7,7 +7,6 @@
 
 mod anthropic;
 mod body;
-mod config;
 mod error;
 mod event;
 mod frame;
@@ -18,6 +17,7 @@ mod ollama;
 mod openai;
 pub mod redact;
 mod request;
+mod settings;
 mod wire;
 
 use std::sync::Arc;
@@ -27,10 +27,6 @@ use futures::future::BoxFuture;
 
 pub use anthropic::{AnthropicProvider, anthropic_thinking_budget};
 pub use body::parse_stream;
-pub use config::{
-    ModelRef, ModelSettings, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings, ToolMode,
-    default_output_cap,
-};
 pub use error::{ProviderError, TimeoutPhase};
 pub use event::{Completion, FinishReason, RetryNotice, StreamEvent, TurnBuilder, Usage};
 pub use gemini::{GeminiProvider, gemini_schema};
@@ -41,6 +37,10 @@ pub use openai::OpenAiProvider;
 pub use request::{
     AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Image, Message, ReasoningLevel,
     ToolCall, ToolDefinition, ToolResult, estimate_tokens,
+};
+pub use settings::{
+    ModelRef, ModelSettings, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings, ToolMode,
+    default_output_cap,
 };
 
 /// A model provider. Cheap to clone behind an `Arc<dyn Provider>`; every call is independent.

@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 
 use crate::Provider;
 use crate::body::Decoder;
-use crate::config::ProviderConfig;
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
@@ -22,6 +21,7 @@ use crate::model::{Capabilities, MODEL_CACHE_TTL, ModelInfo};
 use crate::request::{
     AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall, estimate_tokens,
 };
+use crate::settings::ProviderConfig;
 
 /// `num_ctx` grows in steps of this many tokens (DESIGN §4).
 pub const CTX_STEP: u32 = 4096;

@@ -12,7 +12,6 @@ use serde_json::{Map, Value, json};
 
 use crate::Provider;
 use crate::body::Decoder;
-use crate::config::{ProviderConfig, default_output_cap};
 use crate::error::{ProviderError, looks_like_context_overflow};
 use crate::event::{FinishReason, StreamEvent, Usage};
 use crate::frame::Framing;
@@ -20,6 +19,7 @@ use crate::http::{EventStream, Transport, run_stream};
 use crate::model::{Capabilities, ModelCache, ModelInfo, Prices, per_token_to_per_million};
 use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
+use crate::settings::{ProviderConfig, default_output_cap};
 use crate::wire::{Few, Scanner, parse_event, parse_raw};
 
 /// A server speaking OpenAI chat completions. The base URL includes the version path.

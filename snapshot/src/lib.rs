@@ -25,13 +25,13 @@ mod changes;
 mod diff;
 mod error;
 mod record;
+mod restore;
 pub mod scan;
-mod undo;
 
 pub use blob::{BlobId, BlobStore, DirBlobStore};
 pub use changes::{RecordOptions, RunChanges};
 pub use diff::{FileDiff, diff, unified_diff};
 pub use error::{Conflict, ConflictReason, SnapshotError};
 pub use record::{FileChange, FileState, RunRecord};
+pub use restore::{Restored, redo, undo};
 pub use scan::{ScanOptions, TreeScan};
-pub use undo::{Restored, redo, undo};

@@ -9,7 +9,7 @@ use totem_protocol::{ProjectCheckParams, method};
 
 use crate::cli::CheckArgs;
 use crate::daemon::{self, Endpoint};
-use crate::exit::{Exit, Usage};
+use crate::exit::{Exit, UsageError};
 
 /// The project folder a path belongs to: the nearest folder up from it with a package.json,
 /// index.js or config (a plugin's `plugins/<id>/` does not count), else the path's own folder.
@@ -44,7 +44,7 @@ fn resolve(paths: &[PathBuf]) -> anyhow::Result<(PathBuf, Vec<String>)> {
         .iter()
         .map(|p| {
             std::fs::canonicalize(p).map_err(|e| {
-                Usage(format!(
+                UsageError(format!(
                     "cannot check {}: {e}. Pass existing files or folders",
                     p.display()
                 ))
@@ -55,7 +55,7 @@ fn resolve(paths: &[PathBuf]) -> anyhow::Result<(PathBuf, Vec<String>)> {
     let mut files = Vec::new();
     for path in &paths {
         let Ok(rel) = path.strip_prefix(&root) else {
-            return Err(Usage(format!(
+            return Err(UsageError(format!(
                 "{} is not in the project {}: check one project at a time",
                 path.display(),
                 root.display()

@@ -10,7 +10,7 @@ use anyhow::Context;
 use totem_client::{Client, ClientError};
 use totem_protocol::{ClientCapabilities, NoParams, method};
 
-use crate::exit::{Exit, Unreachable, Usage};
+use crate::exit::{Exit, Unreachable, UsageError};
 
 /// How long `daemon start` waits for the socket to answer, and `daemon stop` for it to go away.
 const WAIT: Duration = Duration::from_secs(10);
@@ -39,7 +39,7 @@ fn running_socket(home: &Path, default_socket: &Path) -> Option<PathBuf> {
 impl Endpoint {
     pub fn resolve(socket_flag: Option<PathBuf>) -> anyhow::Result<Endpoint> {
         let (home, default_socket) = totem_protocol::socket::from_env().ok_or_else(|| {
-            Usage("cannot find Totem's home: set TOTEM_HOME (or HOME) and try again".into())
+            UsageError("cannot find Totem's home: set TOTEM_HOME (or HOME) and try again".into())
         })?;
         Ok(match socket_flag {
             Some(socket) => Endpoint {

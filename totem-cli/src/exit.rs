@@ -1,5 +1,6 @@
 //! Exit codes and the errors that choose them. Commands return `anyhow::Result<Exit>`; an error
-//! carrying [`Unreachable`] or [`Usage`] somewhere in its chain picks that code, any other error 1.
+//! carrying [`Unreachable`] or [`UsageError`] somewhere in its chain picks that code, any other
+//! error 1.
 
 use std::fmt;
 
@@ -33,15 +34,15 @@ impl std::error::Error for Unreachable {}
 
 /// The command line asked for something that cannot be done as asked.
 #[derive(Debug)]
-pub struct Usage(pub String);
+pub struct UsageError(pub String);
 
-impl fmt::Display for Usage {
+impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for Usage {}
+impl std::error::Error for UsageError {}
 
 /// The exit code an error stands for.
 pub fn exit_for(error: &anyhow::Error) -> Exit {
@@ -49,7 +50,7 @@ pub fn exit_for(error: &anyhow::Error) -> Exit {
         if cause.is::<Unreachable>() {
             return Exit::Unreachable;
         }
-        if cause.is::<Usage>() {
+        if cause.is::<UsageError>() {
             return Exit::Usage;
         }
     }

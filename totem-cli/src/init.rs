@@ -7,7 +7,7 @@ use std::path::Path;
 use totem_protocol::{CommandResult, Method, SessionCommandParams, method};
 
 use crate::daemon::{self, Endpoint};
-use crate::exit::{Exit, Usage};
+use crate::exit::{Exit, UsageError};
 use crate::project::HomeFolder;
 
 pub async fn init(endpoint: &Endpoint, dir: Option<&Path>) -> anyhow::Result<Exit> {
@@ -16,7 +16,7 @@ pub async fn init(endpoint: &Endpoint, dir: Option<&Path>) -> anyhow::Result<Exi
         && !dir.exists()
     {
         std::fs::create_dir_all(dir).map_err(|e| {
-            Usage(format!(
+            UsageError(format!(
                 "cannot create the folder {}: {e}. Pass a folder you can write to",
                 dir.display()
             ))

@@ -11,7 +11,7 @@ use totem_protocol::{
 };
 
 use crate::daemon::Connection;
-use crate::exit::Usage;
+use crate::exit::UsageError;
 
 /// The absolute, canonical form of `dir` (default: the current folder).
 pub fn folder(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -20,7 +20,7 @@ pub fn folder(dir: Option<&Path>) -> anyhow::Result<PathBuf> {
         None => std::env::current_dir().context("cannot read the current folder")?,
     };
     std::fs::canonicalize(&dir).map_err(|e| {
-        Usage(format!(
+        UsageError(format!(
             "cannot open folder {}: {e}. Pass an existing folder",
             dir.display()
         ))
@@ -55,7 +55,7 @@ pub async fn open(
     if !by_name && is_home && home == HomeFolder::Ask && std::io::stdin().is_terminal() {
         by_name = confirm_home(&path).await;
         if !by_name {
-            return Err(Usage(
+            return Err(UsageError(
                 "not opened. Start Totem in your project's folder, or pass --project DIR".into(),
             )
             .into());
@@ -72,7 +72,7 @@ pub async fn open(
         Ok(project) => Ok(project),
         // Too broad a folder: the daemon's sentence says what to do.
         Err(ClientError::Rpc { message, .. }) if message.contains("--project") => {
-            Err(Usage(message).into())
+            Err(UsageError(message).into())
         }
         Err(e) => Err(anyhow::Error::from(e))
             .with_context(|| format!("totemd cannot open the project {}", path.display())),
@@ -165,7 +165,7 @@ pub async fn get_session(connection: &Connection, id: &str) -> anyhow::Result<Se
     {
         Ok(session) => Ok(session),
         Err(ClientError::Rpc { code, .. }) if code == ErrorCode::NOT_FOUND.0 => {
-            Err(Usage(format!("no session {id}. List them with `totem sessions`")).into())
+            Err(UsageError(format!("no session {id}. List them with `totem sessions`")).into())
         }
         Err(e) => Err(e.into()),
     }

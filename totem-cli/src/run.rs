@@ -11,7 +11,7 @@ use totem_protocol::{Attachment, ErrorCode, PromptAccepted, Session, method};
 
 use crate::cli::RunArgs;
 use crate::daemon::{self, Connection, Endpoint};
-use crate::exit::{Exit, Unreachable, Usage};
+use crate::exit::{Exit, Unreachable, UsageError};
 use crate::format::one_line;
 use crate::project::HomeFolder;
 use crate::render::{Chunk, Options, Renderer, Style, TextMode};
@@ -59,7 +59,7 @@ fn read_prompt(arg: &str) -> anyhow::Result<String> {
         text => text.to_string(),
     };
     if prompt.trim().is_empty() {
-        return Err(Usage(
+        return Err(UsageError(
             "the prompt is empty. Pass it as an argument, or `-` to read it from standard input"
                 .into(),
         )
@@ -81,7 +81,7 @@ async fn pick_session(
         return crate::project::latest_session(connection, &project)
             .await?
             .ok_or_else(|| {
-                Usage(format!(
+                UsageError(format!(
                     "no session to continue in {}. Drop --continue to start one",
                     project.path
                 ))
@@ -130,7 +130,7 @@ async fn send_prompt(
         Err(ClientError::Rpc { code, message, .. })
             if code == ErrorCode::INVALID_PARAMS.0 && !extras.is_empty() =>
         {
-            Err(Usage(format!(
+            Err(UsageError(format!(
                 "this totemd does not support {} yet ({message}). Run again without {}",
                 extras.join(", "),
                 if extras.len() == 1 { "it" } else { "them" }

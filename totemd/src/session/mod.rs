@@ -5,10 +5,8 @@
 //! recent events and goes out on a broadcast channel. A subscriber takes its replay and its live
 //! receiver under the same lock, so it sees every event exactly once, in order.
 
-mod prompt;
-
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 use totem_protocol::{
@@ -17,7 +15,7 @@ use totem_protocol::{
 };
 
 use crate::store::{SessionRecord, Store, StoreError};
-use crate::util::now_ms;
+use crate::util::{lock, now_ms};
 
 /// Events kept in memory per session for replay (deltas included).
 const RECENT_EVENTS: usize = 4096;
@@ -84,11 +82,6 @@ fn daemon_event(kind: DaemonEventKind) -> Arc<DaemonEvent> {
 pub struct Subscription {
     pub replay: Vec<Arc<SessionEvent>>,
     pub live: broadcast::Receiver<Arc<SessionEvent>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain data behind; keep serving.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl SessionHub {

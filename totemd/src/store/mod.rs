@@ -22,12 +22,12 @@ mod keys;
 mod permissions;
 pub mod repair_notice;
 mod table;
-mod undo;
+mod undo_state;
 
 pub use backup::{Summary as BackupSummary, restore};
 pub use compaction::Compaction;
 pub use handle::Health;
-pub use undo::{Redo, UndoState};
+pub use undo_state::{Redo, UndoState};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -447,7 +447,7 @@ impl Store {
         self.sessions_by_recency
             .batch_remove(&mut batch, recency_key(s.updated_at, &s.id));
         self.sessions.batch_remove(&mut batch, s.id.as_str());
-        self.meta.batch_remove(&mut batch, undo::key(&s.id));
+        self.meta.batch_remove(&mut batch, undo_state::key(&s.id));
         self.meta.batch_remove(&mut batch, compaction::key(&s.id));
         self.commit(batch)?;
         self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
