@@ -154,11 +154,7 @@ impl Body {
 
 /// Halves of a string cut on a char boundary.
 fn halves(text: &str) -> (&str, &str) {
-    let mut mid = text.len() / 2;
-    while !text.is_char_boundary(mid) {
-        mid += 1;
-    }
-    text.split_at(mid)
+    text.split_at(text.ceil_char_boundary(text.len() / 2))
 }
 
 fn render(kind: ProviderKind, answer: &Answer, layout: Layout) -> Vec<u8> {

@@ -180,26 +180,12 @@ pub(crate) fn describe_status(status: &std::process::ExitStatus) -> (Option<i32>
 
 /// `text` cut to at most `max` bytes on a character boundary.
 pub(crate) fn truncate_bytes(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// The last `max` bytes of `text`, starting on a character boundary.
 pub(crate) fn tail_bytes(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
+    &text[text.ceil_char_boundary(text.len().saturating_sub(max))..]
 }
 
 /// Terminal output as a model should read it: colour and cursor escape sequences removed, and a

@@ -278,14 +278,11 @@ fn invalid_json(text: &str) -> String {
         .take(error.line().saturating_sub(1))
         .map(str::len)
         .sum();
-    let mut at = if error.classify() == serde_json::error::Category::Eof {
+    let at = if error.classify() == serde_json::error::Category::Eof {
         text.len()
     } else {
-        (offset + error.column().saturating_sub(1)).min(text.len())
+        text.floor_char_boundary(offset + error.column().saturating_sub(1))
     };
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
     let before: String = {
         let chars: Vec<char> = text[..at].chars().collect();
         let from = chars.len().saturating_sub(40);

@@ -17,7 +17,7 @@ pub fn register(secret: &str) {
     if secret.len() < totem_provider::redact::MIN_SECRET_LEN {
         return;
     }
-    let mut secrets = SECRETS.write().unwrap_or_else(|p| p.into_inner());
+    let mut secrets = crate::util::write_lock(&SECRETS);
     if !secrets.iter().any(|s| s == secret) {
         secrets.push(secret.to_string());
     }
@@ -25,7 +25,7 @@ pub fn register(secret: &str) {
 
 /// `text` without any registered secret.
 pub fn text(text: &str) -> Cow<'_, str> {
-    let secrets = SECRETS.read().unwrap_or_else(|p| p.into_inner());
+    let secrets = crate::util::read_lock(&SECRETS);
     if secrets.is_empty() {
         return Cow::Borrowed(text);
     }

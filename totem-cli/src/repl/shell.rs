@@ -98,10 +98,7 @@ impl Repl<'_> {
 fn for_prompt(command: &str, output: &str, exit_code: Option<&Value>) -> String {
     let mut output = output.trim_end().to_string();
     if output.len() > OUTPUT_IN_PROMPT {
-        let mut cut = output.len() - OUTPUT_IN_PROMPT;
-        while !output.is_char_boundary(cut) {
-            cut += 1;
-        }
+        let cut = output.ceil_char_boundary(output.len() - OUTPUT_IN_PROMPT);
         output = format!("… ({cut} bytes cut)\n{}", &output[cut..]);
     }
     let code = exit_code

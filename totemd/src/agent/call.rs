@@ -517,9 +517,6 @@ fn tail(text: &str) -> String {
     if text.len() <= CHECK_OUTPUT {
         return text.to_string();
     }
-    let mut start = text.len() - CHECK_OUTPUT;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
+    let start = text.ceil_char_boundary(text.len() - CHECK_OUTPUT);
     format!("…{}", &text[start..])
 }

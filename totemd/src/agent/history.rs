@@ -93,14 +93,7 @@ const MAX_RESULT: usize = 1500;
 const SUMMARY_PROMPT: &str = "You summarise a coding session so the work can continue without the full history. Write concise bullet points: what the user wants, decisions made, files created or changed and their state, commands run and their outcome, open problems, and the next steps. Keep file paths, names and exact error messages. Do not invent anything.";
 
 fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// A plain-text transcript of model messages for the summariser.
@@ -146,14 +139,8 @@ fn transcript(previous: Option<&str>, messages: &[ModelMessage], max: usize) -> 
     if out.len() > max {
         // Keep the beginning (what the user asked for) and most of the end (where the work
         // stands); cut the middle.
-        let mut head = max / 4;
-        while !out.is_char_boundary(head) {
-            head -= 1;
-        }
-        let mut tail = out.len() - (max - head);
-        while !out.is_char_boundary(tail) {
-            tail += 1;
-        }
+        let head = out.floor_char_boundary(max / 4);
+        let tail = out.ceil_char_boundary(out.len() - (max - head));
         out = format!(
             "{}\n[… middle of the session cut …]\n{}",
             &out[..head],

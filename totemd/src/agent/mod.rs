@@ -40,7 +40,7 @@ mod usage;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 use totem_permission::PermissionState;
@@ -53,7 +53,7 @@ use totem_tools::JobManager;
 use crate::daemon::Daemon;
 use crate::session::SessionError;
 use crate::store::StoreError;
-use crate::util::{new_id, now_ms};
+use crate::util::{lock, new_id, now_ms};
 
 pub use ask::Pending;
 
@@ -73,10 +73,6 @@ pub enum AgentError {
     /// A path outside the project, or one that does not exist.
     #[error("{0}")]
     Path(String),
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The agents of the sessions that ran something since the daemon started.

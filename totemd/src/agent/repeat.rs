@@ -30,11 +30,7 @@ pub(super) fn looping_tail(text: &str) -> Option<usize> {
         let copies = covered / span;
         if copies >= MIN_COPIES && covered >= MIN_LOOP_BYTES {
             // Whole copies counted from the end go, but the first.
-            let mut keep = len - (copies - 1) * span;
-            while !text.is_char_boundary(keep) {
-                keep += 1;
-            }
-            return Some(keep);
+            return Some(text.ceil_char_boundary(len - (copies - 1) * span));
         }
     }
     None

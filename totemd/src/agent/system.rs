@@ -101,11 +101,7 @@ fn folder_instructions(root: &Path, dir: &Path) -> Option<(String, String)> {
             continue;
         };
         if text.len() > MAX_INSTRUCTIONS {
-            let mut cut = MAX_INSTRUCTIONS;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
+            text.truncate(text.floor_char_boundary(MAX_INSTRUCTIONS));
             text.push_str("\n[cut]");
         }
         let rel = candidate

@@ -187,11 +187,11 @@ impl Settings {
     }
 
     fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+        crate::util::read_lock(&self.state)
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        crate::util::write_lock(&self.state)
     }
 
     fn reload_if_changed(&self) {
@@ -251,7 +251,7 @@ impl Settings {
     /// Adds (or with `replace`, replaces) a provider and stores its key encrypted. A provider
     /// added without a key has none, even if an earlier one of that name had.
     pub fn add_provider(&self, params: ProviderAddParams) -> Result<ProviderInfo, ConfigError> {
-        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let _writing = crate::util::lock(&self.writing);
         let key = params
             .key
             .as_deref()
@@ -309,7 +309,7 @@ impl Settings {
 
     /// Removes a provider and its key.
     pub fn remove_provider(&self, name: &str) -> Result<(), ConfigError> {
-        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let _writing = crate::util::lock(&self.writing);
         self.update(|settings| {
             let before = settings.providers.len();
             settings.providers.retain(|p| p.name != name);
@@ -407,7 +407,7 @@ impl Settings {
     pub fn provider(&self, name: &str) -> Result<Arc<dyn Provider>, ConfigError> {
         let settings = self.current();
         let generation = self.read_state().generation;
-        let mut built = self.providers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut built = crate::util::lock(&self.providers);
         if let Some((g, provider)) = built.get(name)
             && *g == generation
         {

@@ -36,7 +36,7 @@ pub(super) struct ModelCache {
 
 impl ModelCache {
     fn get(&self, provider: &str, generation: u64) -> Option<Vec<ModelInfo>> {
-        let lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let lists = crate::util::lock(&self.lists);
         match lists.get(provider) {
             Some(list) if list.generation == generation && list.at.elapsed() < MODEL_LIST_TTL => {
                 Some(list.models.clone())
@@ -46,7 +46,7 @@ impl ModelCache {
     }
 
     fn put(&self, provider: &str, generation: u64, models: Vec<ModelInfo>) {
-        let mut lists = self.lists.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lists = crate::util::lock(&self.lists);
         let list = CachedList {
             generation,
             at: Instant::now(),

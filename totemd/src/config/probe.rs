@@ -330,7 +330,7 @@ impl Settings {
         model: &str,
         settings: ModelSettings,
     ) -> Result<(), ConfigError> {
-        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let _writing = crate::util::lock(&self.writing);
         self.update(|file| {
             let entry = file
                 .providers

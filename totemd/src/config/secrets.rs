@@ -136,7 +136,7 @@ impl Secrets {
 
     /// Encrypts and stores `key` for `provider`, replacing any previous one.
     pub fn set(&self, provider: &str, key: &ApiKey) -> Result<(), ConfigError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = crate::util::lock(&self.lock);
         let cipher = self.cipher(true)?;
         let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
         let ciphertext = cipher
@@ -161,7 +161,7 @@ impl Secrets {
 
     /// Forgets the key of `provider`. Returns whether there was one.
     pub fn remove(&self, provider: &str) -> Result<bool, ConfigError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = crate::util::lock(&self.lock);
         let mut file = self.read_file()?;
         if file.keys.remove(provider).is_none() {
             return Ok(false);

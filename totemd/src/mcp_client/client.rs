@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::server_config::ServerConfig;
+use crate::util::lock;
 
 /// How much of a server's stderr is kept to explain why it stopped.
 const STDERR_KEEP: usize = 2000;
@@ -56,10 +57,6 @@ struct Lists {
 #[derive(Clone)]
 struct Handler {
     lists: Arc<Mutex<Lists>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ClientHandler for Handler {
@@ -156,7 +153,7 @@ impl Connection {
                         let mut kept = lock(&keep);
                         kept.push_str(&String::from_utf8_lossy(&buf[..n]));
                         if kept.len() > STDERR_KEEP * 2 {
-                            let cut = floor_boundary(&kept, kept.len() - STDERR_KEEP);
+                            let cut = kept.floor_char_boundary(kept.len() - STDERR_KEEP);
                             kept.replace_range(..cut, "");
                         }
                     }
@@ -326,7 +323,7 @@ impl Connection {
         if tail.is_empty() {
             String::new()
         } else {
-            let start = floor_boundary(tail, tail.len().saturating_sub(300));
+            let start = tail.floor_char_boundary(tail.len().saturating_sub(300));
             format!(" (its last output: {})", &tail[start..])
         }
     }
@@ -360,14 +357,6 @@ fn with_stderr(message: String, stderr: &Mutex<String>) -> String {
     if tail.is_empty() {
         return message;
     }
-    let start = floor_boundary(tail, tail.len().saturating_sub(300));
+    let start = tail.floor_char_boundary(tail.len().saturating_sub(300));
     format!("{message}; it said: {}", &tail[start..])
-}
-
-fn floor_boundary(s: &str, mut at: usize) -> usize {
-    at = at.min(s.len());
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
 }

@@ -9,6 +9,7 @@ use totem_provider::ToolDefinition;
 
 use super::client::Connection;
 use super::tools::{OfferedTool, PROMPT_TOOL, offered, prompt_tool};
+use crate::util::lock;
 
 #[derive(Default)]
 struct State {
@@ -21,10 +22,6 @@ struct State {
 #[derive(Default)]
 pub struct SessionServers {
     state: Mutex<State>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SessionServers {

@@ -251,10 +251,7 @@ pub fn cap(text: String) -> String {
     if text.len() <= MAX_TEXT {
         return text;
     }
-    let mut end = MAX_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(MAX_TEXT);
     format!(
         "{}\n… [output cut at {MAX_TEXT} characters of {}]",
         &text[..end],

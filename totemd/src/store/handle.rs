@@ -87,7 +87,7 @@ impl Handle {
 
     /// The database as open now, for reading.
     pub fn current(&self) -> Result<Open> {
-        let slot = self.0.open.read().unwrap_or_else(|p| p.into_inner());
+        let slot = crate::util::read_lock(&self.0.open);
         match slot.as_ref() {
             Some(open) => Ok(open.clone()),
             None => Err(self.closed_error()),
@@ -184,7 +184,7 @@ impl Handle {
     }
 
     fn reopen(&self) -> Result<()> {
-        let mut slot = self.0.open.write().unwrap_or_else(|p| p.into_inner());
+        let mut slot = crate::util::write_lock(&self.0.open);
         if self.health() == Health::Ok {
             // Another write reopened it while this one waited.
             return Ok(());

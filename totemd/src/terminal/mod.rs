@@ -18,9 +18,10 @@ pub mod watch;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::util::lock;
 use serde::{Deserialize, Serialize};
 
 pub use term::{OpenedBy, Status, TermError, Terminal};
@@ -69,10 +70,6 @@ impl TerminalSettings {
         s.idle_timeout_secs = s.idle_timeout_secs.max(1);
         s
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What a new terminal is.

@@ -462,10 +462,7 @@ fn render(terminal: &Terminal) -> String {
     }
     let mut body = lines.join("\n");
     if body.len() > MAX_CHARS {
-        let mut start = body.len() - MAX_CHARS;
-        while !body.is_char_boundary(start) {
-            start += 1;
-        }
+        let start = body.ceil_char_boundary(body.len() - MAX_CHARS);
         cut += body[..start].lines().count();
         body = body[start..].to_string();
     }
