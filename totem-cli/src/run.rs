@@ -151,9 +151,9 @@ fn attachments(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Attachment>> 
         .iter()
         .map(|file| {
             let path = std::fs::canonicalize(file)
-                .map_err(|e| Usage(format!("cannot attach {}: {e}", file.display())))?;
+                .map_err(|e| UsageError(format!("cannot attach {}: {e}", file.display())))?;
             if !path.is_file() {
-                return Err(Usage(format!(
+                return Err(UsageError(format!(
                     "cannot attach {}: it is not a file",
                     file.display()
                 ))

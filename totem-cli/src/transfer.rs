@@ -16,7 +16,7 @@ use totem_protocol::{
 
 use crate::cli::{ExportArgs, ExportFormat, ImportArgs};
 use crate::daemon::{self, Connection, Endpoint};
-use crate::exit::{Exit, Usage};
+use crate::exit::{Exit, UsageError};
 use crate::project::HomeFolder;
 
 /// The `format` field of the JSON form, so that another file is refused with a clear sentence.
@@ -83,7 +83,7 @@ pub async fn import(endpoint: &Endpoint, args: &ImportArgs) -> anyhow::Result<Ex
         .enumerate()
         .map(|(i, m)| {
             serde_json::from_value::<ImportedMessage>(m).map_err(|e| {
-                Usage(format!(
+                UsageError(format!(
                     "message {} of {} is not a Totem message: {e}",
                     i + 1,
                     args.file.display()
@@ -111,15 +111,15 @@ pub async fn import(endpoint: &Endpoint, args: &ImportArgs) -> anyhow::Result<Ex
 
 fn read_export(file: &Path) -> anyhow::Result<Exported> {
     let text = std::fs::read_to_string(file)
-        .map_err(|e| Usage(format!("cannot read {}: {e}", file.display())))?;
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?;
     let exported: Exported = serde_json::from_str(&text).map_err(|e| {
-        Usage(format!(
+        UsageError(format!(
             "{} is not a session written by `totem export --format json`: {e}",
             file.display()
         ))
     })?;
     if exported.format != FORMAT {
-        return Err(Usage(format!(
+        return Err(UsageError(format!(
             "{} is not a Totem session (its format is \"{}\")",
             file.display(),
             exported.format
@@ -127,7 +127,7 @@ fn read_export(file: &Path) -> anyhow::Result<Exported> {
         .into());
     }
     if exported.version > VERSION {
-        return Err(Usage(format!(
+        return Err(UsageError(format!(
             "{} was written by a newer Totem (format version {}); update totem to import it",
             file.display(),
             exported.version
