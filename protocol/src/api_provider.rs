@@ -84,6 +84,10 @@ pub struct ModelSettings {
     /// streaming when the server cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    /// `false`: offer every tool even in a small window; `true`: only read, list, edit, write
+    /// and bash whatever the window. Unset: the reduced set for windows of 8,192 tokens or less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduced_tools: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -156,6 +156,9 @@ pub struct ModelSettings {
     /// fail rather than ask again without streaming. Unset: stream, and ask again without
     /// streaming (once, remembered) when the server cannot.
     pub stream: Option<bool>,
+    /// `false`: every tool even in a small window; `true`: the reduced set whatever the window.
+    /// Unset: the reduced set for small windows (the daemon decides what small is).
+    pub reduced_tools: Option<bool>,
 }
 
 /// The output cap sent when nothing better is known: a quarter of the window, at most 4096

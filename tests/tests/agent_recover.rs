@@ -255,15 +255,39 @@ async fn a_model_set_to_text_tools_gets_them_in_its_prompt() {
     );
 }
 
-/// `tools: none`: the model only answers; no tools are sent or described.
+/// `tools: none`: the model only answers; no tools are sent or described, and a call it writes
+/// as JSON in its text is not run: the text stays the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_set_to_no_tools_gets_none() {
+async fn a_model_set_to_no_tools_gets_none_and_its_text_calls_stay_text() {
     let env = Env::start().await;
     set_model(&env, json!({"tools": "none"})).await;
     let body = first_request(&env, "build").await;
     assert!(body.get("tools").is_none(), "{body}");
     let system = body["messages"][0]["content"].as_str().unwrap_or("");
     assert!(!system.contains("Tools: call one"), "{system}");
+
+    let written = r#"{"name": "write", "arguments": {"path": "x.txt", "content": "hi"}}"#;
+    env.push(vec![text(written)]);
+    let before = env.sim.chat_requests().len();
+    let mut events = env.subscribe().await;
+    let run = env.prompt("make x.txt", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&events)
+    );
+    assert!(results(&events).is_empty(), "{:?}", results(&events));
+    // (The subscription replays the earlier run's "ok" first.)
+    let said = agent_common::parts_text(&events);
+    assert!(said.ends_with(written), "{said}");
+    assert!(!env.project.path().join("x.txt").exists());
+    // One step: nothing was sent back to the model.
+    let steps = env.sim.chat_requests()[before..]
+        .iter()
+        .filter(|r| r.body["messages"].to_string().contains("make x.txt"))
+        .count();
+    assert_eq!(steps, 1);
 }
 
 /// A window of 8k tokens or less gets the reduced tool set: read, list, edit, write, bash (the
@@ -283,4 +307,17 @@ async fn a_small_window_gets_the_reduced_tool_set() {
     assert_eq!(tool_names(&plan), ["list", "read"]);
     let saved = full["tools"].to_string().len() - small["tools"].to_string().len();
     assert!(saved > 1000, "only {saved} B saved");
+
+    // `reducedTools: false`: a capable small-window model gets every tool; `true`: a large
+    // window gets the reduced set.
+    set_model(&env, json!({"contextWindow": 8192, "reducedTools": false})).await;
+    assert_eq!(
+        tool_names(&first_request(&env, "build").await),
+        tool_names(&full)
+    );
+    set_model(&env, json!({"reducedTools": true})).await;
+    assert_eq!(
+        tool_names(&first_request(&env, "build").await),
+        ["bash", "edit", "list", "read", "write"]
+    );
 }

@@ -320,3 +320,45 @@ async fn a_rule_switched_off_in_settings_is_not_reported_and_a_misspelt_one_is_a
         "{error}"
     );
 }
+
+/// A window of 8k tokens or less: the first request stays small. The primer (~1,200 tokens) is
+/// left out of the system prompt; the reminder after the prompt, within 60 tokens, stands in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_window_gets_the_reminder_instead_of_the_primer() {
+    let env = Env::start_in(totaljs_project()).await;
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),
+                   "defaultModel": "llama3.2:latest", "maxRetries": 0, "replace": true,
+                   "models": {"llama3.2:latest": {"contextWindow": 8192}}}),
+        )
+        .await
+        .expect("provider.add");
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("add a home route", json!({})).await;
+    let events = follow(&env, &mut events, &run, Answer::None).await;
+    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+
+    let request = &env.sim.chat_requests()[0].body;
+    let system = request["messages"][0]["content"].as_str().unwrap_or("");
+    assert!(
+        !system.contains(totem_totaljs::primer().trim()) && !system.contains("## Actions"),
+        "the primer was sent: {system}"
+    );
+    let last_user = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    let reminder = last_user
+        .strip_prefix("add a home route\n\n")
+        .unwrap_or_else(|| panic!("{last_user}"));
+    assert_eq!(reminder, totem_totaljs::reminder());
+    let tokens = tiktoken_rs::cl100k_base()
+        .expect("tokenizer")
+        .encode_ordinary(reminder)
+        .len();
+    assert!(tokens <= 60, "the reminder is {tokens} tokens");
+}

@@ -110,7 +110,7 @@ async fn models_shows_the_per_model_settings() {
     let cli = Cli::new();
     let settings = serde_json::json!({"providers": [{"name": "local", "kind": "ollama",
         "url": sim.url(), "models": {"qwen3:8b": {"contextWindow": 8192, "maxOutputTokens": 512,
-        "tools": "text", "stream": false}}}]});
+        "tools": "text", "stream": false, "reducedTools": false}}}]});
     std::fs::write(cli.home().join("settings.json"), settings.to_string()).unwrap();
     let out = cli.run(["models", "--provider", "local"]);
     assert_exit(&out, 0);
@@ -125,7 +125,7 @@ async fn models_shows_the_per_model_settings() {
     );
     assert!(
         text.contains(
-            "settings: contextWindow 8192, maxOutputTokens 512, tools text, stream false"
+            "settings: contextWindow 8192, maxOutputTokens 512, tools text, stream false, reducedTools false"
         ),
         "{text}"
     );
@@ -138,6 +138,7 @@ async fn models_shows_the_per_model_settings() {
     );
     assert_eq!(qwen["maxOutputTokens"], 512);
     assert_eq!(qwen["settings"]["tools"], "text");
+    assert_eq!(qwen["settings"]["reducedTools"], false);
 
     // A typo in a model's settings is reported with its name, and the daemon keeps serving.
     let bad = settings

@@ -302,6 +302,9 @@ fn settings_line(s: &ModelSettings) -> String {
     if let Some(stream) = s.stream {
         out.push(format!("stream {stream}"));
     }
+    if let Some(reduced) = s.reduced_tools {
+        out.push(format!("reducedTools {reduced}"));
+    }
     out.join(", ")
 }
 

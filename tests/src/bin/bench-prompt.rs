@@ -1,10 +1,12 @@
-//! Prompt size: bytes (and estimated tokens, bytes / 4) of the fixed part of the first request —
-//! system prompt plus tool definitions, plus the conventions reminder appended to each request in
+//! Prompt size: bytes and tokens (cl100k_base) of the fixed part of the first request — system
+//! prompt plus tool definitions, plus the conventions reminder appended to each request in
 //! Total.js 5 projects — in Build and Plan mode, for a plain project and a Total.js 5 project, with
-//! a large window and with an 8k one (where the reduced tool set applies). Measured on the real request: totemd runs one prompt against the Ollama simulator,
-//! which records the body it received.
+//! a large window and with an 8k one (where the reduced tool set applies and the reminder stands
+//! in for the Total.js primer). Measured on the real request: totemd runs one prompt against the
+//! Ollama simulator, which records the body it received.
 //!
-//! Targets for a plain project: Build ≤ 8,000 B, Plan ≤ 5,000 B. Reference: OpenCode 1.18 sends
+//! Targets for a plain project: Build ≤ 8,000 B, Plan ≤ 5,000 B; in an 8k window, what a
+//! Total.js 5 project adds to the first request ≤ 60 tokens. Reference: OpenCode 1.18 sends
 //! 30,729 B (10 tools) before the user's first words.
 //!
 //! Run: `cargo run -p totem-tests --bin bench-prompt` (builds totemd first if it is missing).
@@ -27,11 +29,25 @@ struct Figure {
     /// The model's window: the simulator's 128k, or 8k given in its settings (a small local
     /// model, offered the reduced tool set).
     window: &'static str,
-    system: usize,
-    tools: usize,
+    system: String,
+    /// The `tools` field as sent (JSON).
+    tools: String,
     tool_count: usize,
-    /// Bytes added to the user's message of every request (the Total.js 5 reminder).
-    reminder: usize,
+    /// What is added to the user's message of every request (the Total.js 5 reminder).
+    reminder: String,
+}
+
+impl Figure {
+    fn bytes(&self) -> usize {
+        self.system.len() + self.tools.len() + self.reminder.len()
+    }
+
+    fn tokens(&self, bpe: &tiktoken_rs::CoreBPE) -> usize {
+        [&self.system, &self.tools, &self.reminder]
+            .iter()
+            .map(|t| bpe.encode_ordinary(t).len())
+            .sum()
+    }
 }
 
 async fn measure(
@@ -40,7 +56,7 @@ async fn measure(
     project: &std::path::Path,
     mode: &str,
     model: &str,
-) -> anyhow::Result<(usize, usize, usize, usize)> {
+) -> anyhow::Result<(String, String, usize, String)> {
     let project_id = client
         .call_raw("project.open", json!({"path": project}))
         .await?["id"]
@@ -81,19 +97,24 @@ async fn measure(
         .as_array()
         .and_then(|m| m.iter().find(|m| m["role"] == "system"))
         .and_then(|m| m["content"].as_str())
-        .map_or(0, str::len);
+        .unwrap_or_default();
     let user = body["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
         .and_then(|m| m["content"].as_str())
-        .map_or(0, str::len);
+        .unwrap_or_default();
     let tools = body.get("tools").cloned().unwrap_or(Value::Null);
     let tool_count = tools.as_array().map_or(0, Vec::len);
+    let tools = if tools.is_null() {
+        String::new()
+    } else {
+        serde_json::to_string(&tools)?
+    };
     Ok((
-        system,
-        serde_json::to_vec(&tools)?.len(),
+        system.to_string(),
+        tools,
         tool_count,
-        user.saturating_sub(PROMPT.len()),
+        user.strip_prefix(PROMPT).unwrap_or(user).to_string(),
     ))
 }
 
@@ -151,11 +172,12 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
+    let bpe = tiktoken_rs::cl100k_base()?;
     println!(
-        "Fixed part of the first request (system prompt + tool definitions + the reminder added to each request), as sent to Ollama:\n"
+        "Fixed part of the first request (system prompt + tool definitions + the reminder added to each request), as sent to Ollama; tokens by cl100k_base:\n"
     );
     println!(
-        "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  target",
+        "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>7}  target",
         "project",
         "mode",
         "window",
@@ -164,36 +186,55 @@ async fn main() -> anyhow::Result<()> {
         "tools",
         "reminder B",
         "total B",
-        "≈tokens"
+        "tokens"
     );
     for f in &figures {
-        let total = f.system + f.tools + f.reminder;
+        let total = f.bytes();
         let target = match (f.project, f.mode, f.window) {
             ("plain", "build", "128k") => format!("≤ 8,000 B {}", verdict(total <= 8000)),
             ("plain", "plan", "128k") => format!("≤ 5,000 B {}", verdict(total <= 5000)),
             _ => "-".to_string(),
         };
         println!(
-            "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>8}  {target}",
+            "{:<11} {:<6} {:>6} {:>9} {:>8} {:>6} {:>11} {:>9} {:>7}  {target}",
             f.project,
             f.mode,
             f.window,
-            f.system,
-            f.tools,
+            f.system.len(),
+            f.tools.len(),
             f.tool_count,
-            f.reminder,
+            f.reminder.len(),
             total,
-            total.div_ceil(4)
+            f.tokens(&bpe)
         );
     }
     if let Some(build) = figures.first() {
-        let total = build.system + build.tools + build.reminder;
         println!(
             "\nReference: OpenCode 1.18 sends {OPENCODE_BYTES} B before the user's first words; plain Build is {:.1} × smaller.",
-            OPENCODE_BYTES as f64 / total.max(1) as f64
+            OPENCODE_BYTES as f64 / build.bytes().max(1) as f64
         );
     }
-    let bpe = tiktoken_rs::cl100k_base()?;
+    // What a Total.js 5 project adds to the first request, per window and mode.
+    for window in ["128k", "8k"] {
+        for mode in ["build", "plan"] {
+            let find = |project: &str| {
+                figures
+                    .iter()
+                    .find(|f| f.project == project && f.mode == mode && f.window == window)
+            };
+            if let (Some(plain), Some(totaljs)) = (find("plain"), find("Total.js 5")) {
+                let added = totaljs.tokens(&bpe).saturating_sub(plain.tokens(&bpe));
+                let budget = if window == "8k" {
+                    format!("; budget 60 {}", verdict(added <= 60))
+                } else {
+                    String::new()
+                };
+                println!(
+                    "Total.js 5 adds to the first request, {window} window, {mode}: {added} tokens{budget}."
+                );
+            }
+        }
+    }
     let primer = totem_totaljs::primer();
     let tokens = bpe.encode_ordinary(primer).len();
     println!(

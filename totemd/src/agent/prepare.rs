@@ -30,11 +30,14 @@ pub(super) struct Setup {
     pub(super) read_only: bool,
     agent_prompt: Option<String>,
     reasoning: ReasoningLevel,
-    /// A Total.js 5 project: the primer, the reminder and the conventions check apply.
+    /// A Total.js 5 project: the reminder and the conventions check apply.
     pub(super) totaljs: bool,
+    /// The Total.js 5 primer goes in the system prompt: a Total.js 5 project and a window that
+    /// is not small (there, the reminder after each prompt stands in for it).
+    primer: bool,
     /// Which tools the model is offered, natively or in its text (written as JSON there when
     /// the model has no native tool calling, or its settings say so).
-    tool_offer: ToolOffer,
+    pub(super) tool_offer: ToolOffer,
     /// The system prompt, rendered again after a compaction.
     pub(super) system: String,
 }
@@ -163,6 +166,8 @@ impl Runner {
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
         let tool_offer = model.tool_offer();
+        let totaljs = project.is_totaljs5();
+        let primer = totaljs && !model.small_window();
 
         let mut runner = Runner {
             daemon: daemon.clone(),
@@ -176,7 +181,8 @@ impl Runner {
                 read_only,
                 agent_prompt: agent_settings.prompt,
                 reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
-                totaljs: project.is_totaljs5(),
+                totaljs,
+                primer,
                 tool_offer,
                 system: String::new(),
             },
@@ -217,7 +223,7 @@ impl Runner {
             root: &self.agent.root,
             read_only: self.setup.read_only,
             agent_prompt: self.setup.agent_prompt.as_deref(),
-            totaljs: self.setup.totaljs,
+            primer: self.setup.primer,
             summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
         }
         .render();
@@ -340,6 +346,7 @@ mod tests {
             agent_prompt: None,
             reasoning: ReasoningLevel::Medium,
             totaljs,
+            primer: totaljs,
             tool_offer: ToolOffer {
                 mode,
                 reduced: false,

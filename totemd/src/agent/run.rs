@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use totem_protocol::{EventKind, Part, Run, RunStatus, SessionStatus, Usage};
-use totem_provider::{AssistantPart, Message as ModelMessage, ToolCall, estimate_tokens};
+use totem_provider::{AssistantPart, Message as ModelMessage, ToolCall, ToolMode, estimate_tokens};
 use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
 
 use super::call::ToolState;
@@ -313,7 +313,8 @@ impl Runner {
 
             let mut parts = completion.parts.clone();
             let mut calls: Vec<ToolCall> = completion.tool_calls().cloned().collect();
-            if calls.is_empty() {
+            // A model set to `tools: none` only answers: a call it writes as JSON stays text.
+            if calls.is_empty() && self.setup.tool_offer.mode != ToolMode::None {
                 for (i, found) in self
                     .tools
                     .registry

@@ -63,27 +63,29 @@ impl ToolOffer {
 }
 
 impl ResolvedModel {
+    /// Whether the model's window is known to be [`SMALL_WINDOW`] tokens or less.
+    pub fn small_window(&self) -> bool {
+        self.info
+            .as_ref()
+            .and_then(|i| i.context_window)
+            .is_some_and(|w| w <= SMALL_WINDOW)
+    }
+
     /// As the model's settings say (set by the user, or saved by `totem models --probe`);
-    /// otherwise natively, or in text when its server lists it without tool calling. A window of
-    /// [`SMALL_WINDOW`] tokens or less gets the reduced set.
+    /// otherwise natively, or in text when its server lists it without tool calling. A small
+    /// window gets the reduced set unless the model's `reducedTools` says otherwise.
     pub fn tool_offer(&self) -> ToolOffer {
         let listed = if self.info.as_ref().is_some_and(|i| !i.capabilities.tools) {
             ToolMode::Text
         } else {
             ToolMode::Native
         };
+        let settings = self.provider.config().model(&self.model);
         ToolOffer {
-            mode: self
-                .provider
-                .config()
-                .model(&self.model)
-                .tools
-                .unwrap_or(listed),
-            reduced: self
-                .info
-                .as_ref()
-                .and_then(|i| i.context_window)
-                .is_some_and(|w| w <= SMALL_WINDOW),
+            mode: settings.tools.unwrap_or(listed),
+            reduced: settings
+                .reduced_tools
+                .unwrap_or_else(|| self.small_window()),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The system prompt: a short base written for small models, the mode, the environment, the
-//! project's instruction files and, in Total.js 5 projects, the primer.
+//! project's instruction files and, in Total.js 5 projects whose model's window is not small, the
+//! primer (a small window has only the reminder after each prompt).
 //!
 //! Instruction files are `AGENTS.md` (or `CLAUDE.md` where a folder has no AGENTS.md): the root's
 //! goes into the system prompt; those of folders the run touches, up to the root, are added to the
@@ -37,7 +38,8 @@ pub struct SystemPrompt<'a> {
     pub read_only: bool,
     /// The agent's own prompt from settings.
     pub agent_prompt: Option<&'a str>,
-    pub totaljs: bool,
+    /// The Total.js 5 primer goes in.
+    pub primer: bool,
     /// The summary of older turns, after a compaction.
     pub summary: Option<&'a str>,
 }
@@ -54,7 +56,7 @@ impl SystemPrompt<'_> {
         }
         out.push_str("\n\n");
         out.push_str(&environment(self.root));
-        if self.totaljs {
+        if self.primer {
             out.push_str("\n\n");
             out.push_str(totem_totaljs::primer().trim());
         }

@@ -530,6 +530,7 @@ pub fn model_settings(m: &totem_protocol::ModelSettings) -> totem_provider::Mode
         }),
         temperature: m.temperature,
         stream: m.stream,
+        reduced_tools: m.reduced_tools,
     }
 }
 
