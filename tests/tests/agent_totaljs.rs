@@ -19,6 +19,15 @@ fn totaljs_project() -> tempfile::TempDir {
     dir
 }
 
+/// The text of the request's last user message.
+fn last_user_text(request: &serde_json::Value) -> &str {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn written_files_are_checked_against_the_conventions() {
     let env = Env::start_in(totaljs_project()).await;
@@ -47,11 +56,7 @@ async fn written_files_are_checked_against_the_conventions() {
         system.contains("NEWACTION"),
         "the primer is missing: {system}"
     );
-    let last_user = request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("");
+    let last_user = last_user_text(request);
     assert!(
         last_user.starts_with("add a home route") && last_user.contains("Total.js 5:"),
         "{last_user}"
@@ -347,11 +352,7 @@ async fn a_small_window_gets_the_reminder_instead_of_the_primer() {
         !system.contains(totem_totaljs::primer().trim()) && !system.contains("## Actions"),
         "the primer was sent: {system}"
     );
-    let last_user = request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("");
+    let last_user = last_user_text(request);
     let reminder = last_user
         .strip_prefix("add a home route\n\n")
         .unwrap_or_else(|| panic!("{last_user}"));
