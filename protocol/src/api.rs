@@ -221,6 +221,10 @@ pub struct SessionMessagesParams {
     /// At most this many messages (default 100, capped at 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// The newest `limit` messages instead of the oldest (still oldest first, no next page):
+    /// where a session stands, for a client that attaches.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub newest: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -148,6 +148,7 @@ async fn all_messages(connection: &Connection, session_id: &str) -> anyhow::Resu
                 session_id: session_id.to_string(),
                 after_seq,
                 limit: Some(1000),
+                newest: false,
             })
             .await?;
         out.extend(page.messages);

@@ -141,6 +141,7 @@ fn run(args: Args) -> anyhow::Result<()> {
                 home.join("logs").display()
             );
         }
+        daemon.sessions.give_back_reserved();
         daemon.store().persist()?;
         // systemd's socket stays in place: it starts us again on the next connection.
         if !activated {

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use totem_client::ClientError;
 use totem_client::EventStream;
-use totem_protocol::{ErrorCode, Method, Project, Session, SessionStatus, method};
+use totem_protocol::{
+    ErrorCode, Method, Project, Session, SessionMessagesParams, SessionStatus, method,
+};
 
 use crate::cli::AttachArgs;
 use crate::daemon::{self, Connection, Endpoint};
@@ -24,7 +26,9 @@ use crate::render::{Chunk, Options, Renderer, Style, TextMode};
 use input::{Input, LineEditor};
 use spinner::Spinner;
 
-/// Events replayed when attaching, so the screen shows where the session stands.
+/// Messages replayed when attaching, so the screen shows where the session stands.
+const REPLAY_MESSAGES: u32 = 40;
+/// Events replayed when attaching to a daemon that cannot list the newest messages.
 const REPLAY_EVENTS: u64 = 200;
 /// Two Ctrl-C within this time leave.
 const DOUBLE_INTERRUPT: Duration = Duration::from_secs(1);
@@ -643,7 +647,7 @@ impl Repl<'_> {
         }
         self.renderer = Renderer::new(self.options);
         self.stop_spinner();
-        let after = session.last_seq.saturating_sub(REPLAY_EVENTS);
+        let (after, earlier) = self.replay_from(&session).await;
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
         self.last_seq = after;
         self.live_after = session.last_seq;
@@ -661,7 +665,39 @@ impl Repl<'_> {
         let header = format!("── {} · {} · {} ──", self.project.name, title, session.id);
         self.session = session;
         self.print(&format!("{}\n", s.bold(&header)));
+        if earlier > 0 {
+            let plural = if earlier == 1 { "" } else { "s" };
+            self.note(&format!("({earlier} earlier message{plural} not shown)"));
+        }
         Ok(())
+    }
+
+    /// Where the replay of `session` starts: just before its newest messages (by their own
+    /// numbers, which gaps in the numbering cannot throw off), and how many messages come before.
+    async fn replay_from(&self, session: &Session) -> (u64, u64) {
+        let params = SessionMessagesParams {
+            session_id: session.id.clone(),
+            after_seq: 0,
+            limit: Some(REPLAY_MESSAGES),
+            newest: true,
+        };
+        match self
+            .connection
+            .client
+            .call::<method::SessionMessages>(params)
+            .await
+        {
+            Ok(page) => match page.messages.first() {
+                Some(first) => (
+                    first.seq.saturating_sub(1),
+                    session
+                        .message_count
+                        .saturating_sub(page.messages.len() as u64),
+                ),
+                None => (0, 0),
+            },
+            Err(_) => (session.last_seq.saturating_sub(REPLAY_EVENTS), 0),
+        }
     }
 
     async fn resubscribe(&mut self) {

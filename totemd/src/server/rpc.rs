@@ -297,9 +297,16 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         |p: SessionMessagesParams, d, _| async move {
             d.sessions.get(&p.session_id)?;
             let limit = page_limit(p.limit, 100, 1000);
-            let (messages, more) = d
-                .store()
-                .messages_after(&p.session_id, p.after_seq, limit)?;
+            let (messages, more) = match p.newest {
+                true => (
+                    d.store()
+                        .newest_messages(&p.session_id, p.after_seq, limit)?,
+                    false,
+                ),
+                false => d
+                    .store()
+                    .messages_after(&p.session_id, p.after_seq, limit)?,
+            };
             let next_after_seq = if more {
                 messages.last().map(|m| m.seq)
             } else {

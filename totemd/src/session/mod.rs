@@ -54,6 +54,10 @@ pub struct LiveSession {
 
 struct State {
     record: SessionRecord,
+    /// Numbers up to this one may have gone out before the daemon stopped without giving its
+    /// reservation back (a crash): the next event is numbered above it. `last_seq` stays the
+    /// newest event that happened, so clients counting back from it find the session's history.
+    numbered_upto: u64,
     recent: VecDeque<Arc<SessionEvent>>,
     deleted: bool,
     /// Permission questions asked and not yet resolved, oldest first.
@@ -63,6 +67,11 @@ struct State {
 }
 
 impl State {
+    /// The number of the next event.
+    fn next_seq(&self) -> u64 {
+        self.record.session.last_seq.max(self.numbered_upto) + 1
+    }
+
     fn activity(&self) -> SessionActivity {
         if !self.asking.is_empty() {
             SessionActivity::Waiting
@@ -72,6 +81,23 @@ impl State {
             SessionActivity::Idle
         }
     }
+}
+
+/// Stores `state`'s session without the sequence numbers it reserved ahead; false when it cannot
+/// be stored (the reservation stays, which only skips numbers).
+fn give_back_reserved(store: &Store, id: &str, state: &mut State) -> bool {
+    if state.record.seq_reserved <= state.record.session.last_seq {
+        return true;
+    }
+    let previous = state.record.clone();
+    state.record.seq_reserved = state.record.session.last_seq;
+    if let Err(e) = store.put_session(&state.record, Some(&previous)) {
+        tracing::warn!(error = %e, session = %id, "cannot store a session; it stays in memory");
+        state.record = previous;
+        return false;
+    }
+    state.numbered_upto = state.record.session.last_seq;
+    true
 }
 
 fn daemon_event(kind: DaemonEventKind) -> Arc<DaemonEvent> {
@@ -165,12 +191,14 @@ impl SessionHub {
         };
         Self::release_idle(&self.store, &mut live);
         let stored = self.store.last_event_seq(id)?;
-        record.session.last_seq = record.session.last_seq.max(stored).max(record.seq_reserved);
+        record.session.last_seq = record.session.last_seq.max(stored);
+        let numbered_upto = record.session.last_seq.max(record.seq_reserved);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let session = Arc::new(LiveSession {
             id: id.to_string(),
             state: Mutex::new(State {
                 record,
+                numbered_upto,
                 recent: VecDeque::new(),
                 deleted: false,
                 asking: Vec::new(),
@@ -197,17 +225,20 @@ impl SessionHub {
             if state.deleted || state.record.session.status == SessionStatus::Running {
                 return true;
             }
-            if state.record.seq_reserved > state.record.session.last_seq {
-                let previous = state.record.clone();
-                state.record.seq_reserved = state.record.session.last_seq;
-                if let Err(e) = store.put_session(&state.record, Some(&previous)) {
-                    tracing::warn!(error = %e, session = %session.id, "cannot store a session; it stays in memory");
-                    state.record = previous;
-                    return true;
-                }
-            }
-            false
+            !give_back_reserved(store, &session.id, &mut state)
         });
+    }
+
+    /// Before the daemon stops: gives back the sequence numbers every session in memory reserved
+    /// ahead, so that after the restart its numbering goes on from its last event.
+    pub fn give_back_reserved(&self) {
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.live).values().cloned().collect();
+        for session in sessions {
+            let mut state = lock(&session.state);
+            if !state.deleted {
+                give_back_reserved(&self.store, &session.id, &mut state);
+            }
+        }
     }
 
     /// Sessions in memory (loaded and not yet let go).
@@ -367,7 +398,7 @@ impl LiveSession {
         if state.deleted {
             return Err(SessionError::NotFound(self.id.clone()));
         }
-        let seq = state.record.session.last_seq + 1;
+        let seq = state.next_seq();
         let kind = crate::redact::event(make(seq)?);
         let event = Arc::new(SessionEvent {
             session_id: self.id.clone(),
@@ -413,7 +444,7 @@ impl LiveSession {
         }
         let event = Arc::new(SessionEvent {
             session_id: self.id.clone(),
-            seq: state.record.session.last_seq + 1,
+            seq: state.next_seq(),
             at: now_ms(),
             kind,
         });

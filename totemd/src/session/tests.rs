@@ -72,3 +72,44 @@ fn a_held_or_watched_session_stays_in_memory() {
     assert_eq!(replay.len(), 1);
     drop(subscription);
 }
+
+#[test]
+fn after_a_restart_last_seq_is_the_last_event_and_numbering_never_reuses_a_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, crash_id) = {
+        let hub = SessionHub::new(Store::open(dir.path()).unwrap());
+        let clean = hub.create("prj_1", None).unwrap();
+        let crashed = hub.create("prj_1", None).unwrap();
+        for id in [&clean.id, &crashed.id] {
+            let live = hub.get(id).unwrap();
+            live.emit(hub.store(), notice("one")).unwrap();
+            live.emit(hub.store(), delta("two")).unwrap();
+            live.emit(hub.store(), notice("three")).unwrap();
+        }
+        // A clean stop gives the reservation back; a crash (here: a record stored as it was
+        // mid-run) keeps it.
+        let crashed_record = hub.store().get_session(&crashed.id).unwrap().unwrap();
+        hub.give_back_reserved();
+        let previous = hub.store().get_session(&crashed.id).unwrap().unwrap();
+        hub.store()
+            .put_session(&crashed_record, Some(&previous))
+            .unwrap();
+        hub.store().persist().unwrap();
+        (clean.id, crashed.id)
+    };
+    let hub = SessionHub::new(Store::open(dir.path()).unwrap());
+
+    let clean = hub.get(&id).unwrap();
+    assert_eq!(hub.snapshot(&id).unwrap().last_seq, 3);
+    assert_eq!(clean.emit(hub.store(), notice("four")).unwrap().seq, 4);
+
+    // After a crash the numbers reserved may have gone out as deltas: the next one is above
+    // them, but clients still learn where the history ends.
+    let crashed = hub.get(&crash_id).unwrap();
+    assert_eq!(hub.snapshot(&crash_id).unwrap().last_seq, 3);
+    let next = crashed.emit(hub.store(), notice("four")).unwrap().seq;
+    assert!(next > SEQ_RESERVATION, "{next}");
+    let replay = crashed.subscribe(hub.store(), 0).unwrap().replay;
+    let seqs: Vec<u64> = replay.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 3, next]);
+}

@@ -500,22 +500,44 @@ impl Store {
             if out.len() == limit {
                 return Ok((out, true));
             }
-            let record: MessageRecord = decode("message", &value)?;
-            let mut parts = Vec::new();
-            for part in self.parts.prefix(&keys::id_prefix(&record.id)) {
-                parts.push(decode("part", &part?.1)?);
-            }
-            out.push(Message {
-                id: record.id,
-                session_id: record.session_id,
-                seq: record.seq,
-                role: record.role,
-                run_id: record.run_id,
-                created_at: record.created_at,
-                parts,
-            });
+            out.push(self.message(&value)?);
         }
         Ok((out, false))
+    }
+
+    /// The newest `limit` messages of a session created after `after_seq`, oldest first.
+    pub fn newest_messages(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Message>> {
+        let start = seq_key(session_id, after_seq.saturating_add(1));
+        let end = seq_key(session_id, u64::MAX);
+        let mut out = Vec::new();
+        for entry in self.messages.range(&start, &end).rev().take(limit) {
+            out.push(self.message(&entry?.1)?);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// A stored message record with its parts.
+    fn message(&self, value: &[u8]) -> Result<Message> {
+        let record: MessageRecord = decode("message", value)?;
+        let mut parts = Vec::new();
+        for part in self.parts.prefix(&keys::id_prefix(&record.id)) {
+            parts.push(decode("part", &part?.1)?);
+        }
+        Ok(Message {
+            id: record.id,
+            session_id: record.session_id,
+            seq: record.seq,
+            role: record.role,
+            run_id: record.run_id,
+            created_at: record.created_at,
+            parts,
+        })
     }
 
     // ---- events ----
