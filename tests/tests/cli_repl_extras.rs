@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cli_common::{Cli, assert_exit, stdout};
 use expectrl::session::OsSession;
-use expectrl::{Eof, Expect, Session};
+use expectrl::{ControlCode, Eof, Expect, Session};
 use serde_json::json;
 use totem_client::Client;
 use totem_protocol::ClientCapabilities;
@@ -411,4 +411,44 @@ fn totem_run_on_a_terminal_puts_the_usage_line_on_its_own_line() {
         "the usage line starts a line of its own: {drawn:?}"
     );
     session.expect(Eof).expect("totem run ends");
+}
+
+/// The screen a pty's whole output leaves, as a terminal of that size would show it.
+fn screen(bytes: &[u8]) -> String {
+    let side = |n| std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN);
+    let mut parser = vt100::Parser::new(side(24), side(80), 0);
+    parser.process(bytes);
+    parser.screen().contents()
+}
+
+#[test]
+fn leaving_during_a_run_leaves_no_spinner_and_ctrl_l_clears_the_screen() {
+    let env = start();
+    env.push(vec![SimEvent::text("Too late.\n")], 20_000);
+    let mut repl = env.repl(false);
+    repl.send("old words\r").expect("type a prompt");
+    // Everything from the prompt on, below a few blank lines (the test joins the stream there, so
+    // moves up need room as on a real screen).
+    let mut all = b"\r\n".repeat(8);
+    let spinning = repl.expect("waiting for the model").expect("the spinner");
+    all.extend_from_slice(spinning.as_bytes());
+    repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
+    let rest = repl.expect(Eof).expect("totem leaves");
+    all.extend_from_slice(rest.as_bytes());
+    let shown = screen(&all);
+    assert!(shown.contains("Left session"), "{shown}");
+    assert!(
+        !shown.contains("waiting for the model"),
+        "no frozen spinner after leaving:\n{shown}\n{:?}",
+        String::from_utf8_lossy(&all)
+    );
+
+    // Ctrl-L clears the screen and draws the prompt again at the top, with what was typed.
+    let mut repl = env.repl(false);
+    repl.send("typed\x0c").expect("Ctrl-L");
+    repl.expect("\x1b[H\x1b[J").expect("the screen cleared");
+    repl.expect("typed")
+        .expect("the prompt drawn again with the typed text");
+    repl.send("\x15").expect("Ctrl-U empties the line");
+    cli_common::ctrl_d_until(&mut repl, Eof);
 }

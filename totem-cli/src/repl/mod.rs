@@ -134,6 +134,11 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     // The line editor is done: write the way back in straight to stdout, flushed, so it cannot be
     // lost in the printer's queue when the process ends right after.
     repl.editor.printer = None;
+    if repl.spinner.take().is_some_and(|mut s| s.take_shown()) {
+        // Left during a run: the editor has moved below its prompt line, under the spinner's.
+        // Up two lines and clear to the end, so no frozen "waiting for the model" stays behind.
+        repl.print("\x1b[2A\r\x1b[J");
+    }
     repl.print(&format!(
         "Left session {}; a running run goes on. Reattach with:\n  {}\n",
         repl.session.id,
@@ -319,8 +324,11 @@ impl Repl<'_> {
     }
 
     async fn on_input(&mut self, input: Input) -> Flow {
-        // The line just entered now sits between the spinner and the prompt.
-        if let Some(spinner) = self.spinner.as_mut() {
+        // The line just entered now sits between the spinner and the prompt. (On leaving, the
+        // spinner is erased on the way out: see `attach`.)
+        if !matches!(input, Input::Eof)
+            && let Some(spinner) = self.spinner.as_mut()
+        {
             spinner.forget_shown();
         }
         match input {
