@@ -15,15 +15,13 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::handle::open_db;
+use super::handle::Filler;
 use super::{Result, Store, StoreError};
 
 const MAGIC: &[u8] = b"TOTEM-BACKUP 1\n";
 const END: u8 = 0;
 const RECORD: u8 = 1;
 const BLOB: u8 = 2;
-/// Records per write batch while restoring.
-const BATCH: usize = 1000;
 
 /// What a backup or a restore held.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -200,10 +198,7 @@ fn read_backup(file: &Path, building: &Path, blobs: &Path) -> Result<Summary> {
     if input.take(MAGIC.len(), file)? != MAGIC {
         return Err(bad(file, "it does not start like one"));
     }
-    std::fs::create_dir_all(building)?;
-    let open = open_db(building)?;
-    let mut batch = open.db.batch();
-    let mut in_batch = 0;
+    let mut fill = Filler::new(building)?;
     let mut summary = Summary::default();
     loop {
         let before = input.hash.clone();
@@ -228,14 +223,8 @@ fn read_backup(file: &Path, building: &Path, blobs: &Path) -> Result<Summary> {
         let value = input.take(value_len, file)?;
         match kind {
             RECORD => {
-                batch.insert(&open.ks, key, value);
-                in_batch += 1;
+                fill.put(key, value)?;
                 summary.records += 1;
-                if in_batch == BATCH {
-                    batch.commit()?;
-                    batch = open.db.batch();
-                    in_batch = 0;
-                }
             }
             BLOB => {
                 restore_blob(blobs, &key, &value, file)?;
@@ -244,8 +233,7 @@ fn read_backup(file: &Path, building: &Path, blobs: &Path) -> Result<Summary> {
             _ => return Err(bad(file, "it holds a record of an unknown kind")),
         }
     }
-    batch.commit()?;
-    open.db.persist(fjall::PersistMode::SyncAll)?;
+    fill.finish()?;
     summary.bytes = std::fs::metadata(file)?.len();
     Ok(summary)
 }

@@ -225,3 +225,42 @@ fn opening_error(path: &Path, error: fjall::Error) -> StoreError {
     }
     StoreError::Fjall(error)
 }
+
+/// Records per write batch while filling a new store.
+const FILL_BATCH: usize = 1000;
+
+/// Fills a new store (a restore, a rebuild) in batches, and makes it durable at the end.
+pub(super) struct Filler {
+    open: Open,
+    batch: OwnedWriteBatch,
+    in_batch: usize,
+}
+
+impl Filler {
+    pub fn new(folder: &Path) -> fjall::Result<Filler> {
+        std::fs::create_dir_all(folder)?;
+        let open = open_db(folder)?;
+        let batch = open.db.batch();
+        Ok(Filler {
+            open,
+            batch,
+            in_batch: 0,
+        })
+    }
+
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> fjall::Result<()> {
+        self.batch.insert(&self.open.ks, key, value);
+        self.in_batch += 1;
+        if self.in_batch == FILL_BATCH {
+            let full = std::mem::replace(&mut self.batch, self.open.db.batch());
+            full.commit()?;
+            self.in_batch = 0;
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> fjall::Result<()> {
+        self.batch.commit()?;
+        self.open.db.persist(fjall::PersistMode::SyncAll)
+    }
+}

@@ -30,8 +30,10 @@ const ZERO_RUN: usize = 4096;
 pub struct Repair {
     /// Where the damaged journals were copied.
     pub copy: PathBuf,
-    /// Journals that were rewritten.
+    /// Journals that were rewritten, and table files that lost blocks.
     pub files: Vec<String>,
+    /// Table files that were damaged (the store was rebuilt from what they still hold).
+    pub tables: Vec<String>,
     /// Stretches of bytes that could not be read.
     pub regions: usize,
     /// Bytes dropped.
@@ -254,8 +256,69 @@ pub fn repair(path: &Path) -> std::io::Result<Option<Repair>> {
     Ok(Some(repair))
 }
 
+/// One write held in a journal, as the rebuild of a store with a damaged table file needs it.
+pub(super) struct Item {
+    pub keyspace: u64,
+    pub seqno: u64,
+    /// fjall's value type: 0 a value, 1 and 2 a deletion.
+    pub value_type: u8,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// Every write in the whole batches of the journals of the store in `path`, in order.
+pub(super) fn items(path: &Path) -> std::io::Result<Vec<Item>> {
+    let mut out = Vec::new();
+    for file in journals(path)? {
+        let data = read_data(&file)?;
+        for (start, end) in layout(&data).good {
+            items_of(&data[start..end], &mut out)
+                .map_err(|_| std::io::Error::other(format!("{} cannot be read", file.display())))?;
+        }
+    }
+    Ok(out)
+}
+
+/// The items of one whole batch (its checksum already checked).
+fn items_of(batch: &[u8], out: &mut Vec<Item>) -> Result<(), Bad> {
+    let count = u32::from_le_bytes(read::<4>(batch, 1)?);
+    let seqno = u64::from_le_bytes(read::<8>(batch, 5)?);
+    let mut pos = 13;
+    for _ in 0..count {
+        let [tag] = read::<1>(batch, pos)?;
+        if tag == CLEAR {
+            pos += 9;
+            continue;
+        }
+        let [value_type, compression] = read::<2>(batch, pos + 1)?;
+        let keyspace = u64::from_le_bytes(read::<8>(batch, pos + 3)?);
+        let key_len = u16::from_le_bytes(read::<2>(batch, pos + 11)?) as usize;
+        let value_len = u32::from_le_bytes(read::<4>(batch, pos + 13)?) as usize;
+        let stored = u32::from_le_bytes(read::<4>(batch, pos + 17)?) as usize;
+        let key_at = pos + 21;
+        let key = batch.get(key_at..key_at + key_len).ok_or(Bad::Short)?;
+        let value_at = key_at + key_len;
+        let raw = batch.get(value_at..value_at + stored).ok_or(Bad::Short)?;
+        let value = match compression {
+            0 => raw.to_vec(),
+            // fjall compresses journal values over 4 KiB with LZ4.
+            1 => lz4_flex::decompress(raw, value_len).map_err(|_| Bad::Damaged)?,
+            _ => return Err(Bad::Damaged),
+        };
+        out.push(Item {
+            keyspace,
+            seqno,
+            value_type,
+            key: key.to_vec(),
+            value,
+        });
+        pos = value_at + stored;
+    }
+    Ok(())
+}
+
 /// `store.damaged-<unix seconds>` beside the store.
-fn copy_folder(store: &Path) -> PathBuf {
+pub(super) fn copy_folder(store: &Path) -> PathBuf {
     let stamp = crate::util::now_ms() / 1000;
     let name = format!(
         "{}.damaged-{stamp}",
@@ -277,7 +340,7 @@ fn rewrite(file: &Path, data: &[u8], good: &[(usize, usize)]) -> std::io::Result
 }
 
 /// Collects the ids and times readable in lost bytes.
-fn scan_lost(bytes: &[u8], repair: &mut Repair) {
+pub(super) fn scan_lost(bytes: &[u8], repair: &mut Repair) {
     for (id, time) in ids_in(bytes) {
         if !id.starts_with("ses_") {
             note_time(repair, time);
@@ -369,6 +432,18 @@ fn json_times(bytes: &[u8]) -> Vec<u64> {
         }
     }
     out
+}
+
+#[cfg(test)]
+pub(super) mod tests_support {
+    /// The whole batches of a journal's bytes.
+    pub fn batches(data: &[u8]) -> Vec<(usize, usize)> {
+        super::layout(data).good
+    }
+
+    pub fn items(batch: &[u8], out: &mut Vec<super::Item>) {
+        super::items_of(batch, out).unwrap();
+    }
 }
 
 #[cfg(test)]

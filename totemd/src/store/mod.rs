@@ -22,6 +22,7 @@ mod keys;
 mod permissions;
 pub mod repair_notice;
 mod table;
+mod tables;
 mod undo_state;
 
 pub use backup::{Summary as BackupSummary, restore};
@@ -122,7 +123,7 @@ pub struct Store {
     /// Projects and sessions, counted once at open and kept up to date, so `daemon.status` never
     /// scans.
     counts: Arc<Counts>,
-    /// What a damaged journal lost, when this open had to repair one.
+    /// What a damaged journal or table file lost, when this open had to repair one.
     repair: Option<Arc<journal::Repair>>,
 }
 
@@ -148,7 +149,11 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         std::fs::create_dir_all(path)?;
         // Before fjall reads the journal: it refuses a damaged one, or cuts it short silently.
-        let repair = journal::repair(path)?.map(Arc::new);
+        let mut repair = journal::repair(path)?;
+        // And before it reads the table files: it refuses a damaged index, and fails every read
+        // that reaches a damaged data block.
+        tables::repair(path, &mut repair)?;
+        let repair = repair.map(Arc::new);
         let handle = Handle::open(path)?;
         let table = |tag: u8| Table::new(&handle, tag);
         // Tags are part of the layout: never renumber one, only add.

@@ -1,4 +1,4 @@
-//! The sentence that tells the user what a journal repair lost: when it was written and which
+//! The sentence that tells the user what a journal or table repair lost: when it was written and which
 //! sessions it touched, looked up in the repaired store.
 
 use std::collections::BTreeSet;
@@ -46,8 +46,15 @@ fn sessions(store: &Store, repair: &Repair) -> Vec<String> {
 
 /// What to tell the user about a repair at open.
 pub fn describe(store: &Store, repair: &Repair) -> String {
+    if repair.regions == 0 {
+        return format!(
+            "A table file of the store ({}) was damaged on disk; the store was rebuilt and nothing was lost. The disk may be failing: take a backup (`totem store backup FILE`). A copy of the damaged files is in {}; delete it once you no longer need it.",
+            repair.tables.join(", "),
+            repair.copy.display()
+        );
+    }
     let what = format!(
-        "Part of the store's journal ({}) was damaged on disk and could not be read ({} stretch{}, {} bytes); every whole write around it was kept",
+        "Part of the store ({}) was damaged on disk and could not be read ({} stretch{}, {} bytes); everything readable around it was kept",
         repair.files.join(", "),
         repair.regions,
         if repair.regions == 1 { "" } else { "es" },
