@@ -2,6 +2,8 @@
 //! params and results, and follow sessions' events. Used by the `totem` command line, the tests
 //! and the benchmarks; other Rust programs may use it too.
 
+#![deny(missing_docs)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,22 +23,31 @@ use totem_protocol::{
 /// What can go wrong talking to the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The socket could not be opened (no daemon there, or no permission).
     #[error("cannot reach totemd at {path}: {source}")]
     Connect {
+        /// The socket tried.
         path: PathBuf,
+        /// Why it could not be opened.
         source: std::io::Error,
     },
+    /// Reading or writing the open connection failed.
     #[error("connection to totemd failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The daemon closed the connection before answering.
     #[error("totemd closed the connection")]
     Closed,
     /// The daemon's sentence is for people; the code is for programs (`ClientError::code`).
     #[error("{message}")]
     Rpc {
+        /// The protocol's error code (`totem_protocol::ErrorCode`).
         code: i32,
+        /// What went wrong, for people.
         message: String,
+        /// Details some errors carry (conflicting files, the question a run waits on).
         data: Option<Value>,
     },
+    /// An answer or event that does not parse as the protocol's types.
     #[error("totemd sent something this client cannot read: {0}")]
     Decode(#[from] serde_json::Error),
 }
@@ -96,6 +107,7 @@ fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 
 /// The events of one subscribed session.
 pub struct EventStream {
+    /// The subscription's id, for `session.unsubscribe`.
     pub subscription: String,
     rx: mpsc::UnboundedReceiver<Value>,
 }
@@ -117,6 +129,7 @@ impl EventStream {
 
 /// The daemon's own events (`daemon.subscribe`).
 pub struct DaemonStream {
+    /// The subscription's id.
     pub subscription: String,
     rx: mpsc::UnboundedReceiver<Value>,
 }
@@ -131,6 +144,7 @@ impl DaemonStream {
 
 /// The events of one subscribed terminal.
 pub struct TerminalStream {
+    /// The subscription's id.
     pub subscription: String,
     rx: mpsc::UnboundedReceiver<Value>,
 }

@@ -9,6 +9,8 @@
 //! File and shell tools are not exposed: a client gets Totem's agent through `session_ask`,
 //! whose runs follow the session's permission rules.
 
+#![deny(missing_docs)]
+
 pub mod server;
 pub mod tools;
 

@@ -29,6 +29,7 @@ pub struct Connector {
 }
 
 impl Connector {
+    /// A connector that has not connected yet; it connects at the first call.
     pub fn new(connect: Connect) -> Arc<Connector> {
         Arc::new(Connector {
             connect,
@@ -89,6 +90,7 @@ ends keeps going; follow it with run_wait. Permission questions are answered by 
 `totem attach`.";
 
 impl TotemMcp {
+    /// The server, calling totemd through `connector`.
     pub fn new(connector: Arc<Connector>) -> TotemMcp {
         TotemMcp {
             connector,

@@ -20,7 +20,9 @@ use totem_protocol::{METHODS, MethodInfo};
 /// One tool and the protocol method it calls.
 #[derive(Debug, Clone)]
 pub struct McpTool {
+    /// What MCP clients see: name, description, input schema.
     pub tool: Tool,
+    /// The protocol method the tool calls.
     pub method: &'static str,
 }
 

@@ -20,6 +20,7 @@ impl BlobId {
         BlobId(hex::encode(Sha256::digest(bytes)))
     }
 
+    /// The hex SHA-256 of the content.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -74,6 +75,7 @@ impl DirBlobStore {
         DirBlobStore { dir: dir.into() }
     }
 
+    /// The folder the blobs are kept in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -55,6 +55,7 @@ impl<'s, S: BlobStore + ?Sized> RunChanges<'s, S> {
         }
     }
 
+    /// The project root the recorded paths are relative to.
     pub fn root(&self) -> &Path {
         &self.root
     }

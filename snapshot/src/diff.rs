@@ -12,20 +12,32 @@ use crate::record::{FileChange, FileState, RunRecord};
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum FileDiff {
     /// A unified diff with `a/`/`b/` headers (`/dev/null` for a created or deleted file).
-    Text { path: String, diff: String },
+    Text {
+        /// Project-relative path.
+        path: String,
+        /// The unified diff.
+        diff: String,
+    },
     /// Either side is not text.
     #[serde(rename_all = "camelCase")]
     Binary {
+        /// Project-relative path.
         path: String,
+        /// Bytes before; none when the file was created.
         before_size: Option<u64>,
+        /// Bytes after; none when the file was deleted.
         after_size: Option<u64>,
     },
     /// A side was too large to keep.
     #[serde(rename_all = "camelCase")]
-    NotKept { path: String },
+    NotKept {
+        /// Project-relative path.
+        path: String,
+    },
 }
 
 impl FileDiff {
+    /// The project-relative path of the file.
     pub fn path(&self) -> &str {
         match self {
             FileDiff::Text { path, .. }

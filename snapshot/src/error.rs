@@ -10,9 +10,11 @@ use crate::blob::BlobId;
 pub struct Conflict {
     /// Project-relative path.
     pub path: String,
+    /// Why it is not overwritten.
     pub reason: ConflictReason,
 }
 
+/// Why undo or redo will not overwrite a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConflictReason {
     /// The file changed after the run (or after the undo, for redo).
@@ -32,27 +34,53 @@ impl fmt::Display for Conflict {
     }
 }
 
+/// Why recording, diffing, undo or redo failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
+    /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },
+    /// A record names content the blob store does not have.
     #[error("blob {id} is missing from the store")]
-    MissingBlob { id: BlobId },
+    MissingBlob {
+        /// The missing blob.
+        id: BlobId,
+    },
+    /// A blob's content does not hash to its id.
     #[error("blob {id} at {} does not match its id; the store is damaged", path.display())]
-    CorruptBlob { id: BlobId, path: PathBuf },
+    CorruptBlob {
+        /// The blob's id.
+        id: BlobId,
+        /// Where it is stored.
+        path: PathBuf,
+    },
+    /// A recorded path leaves the project.
     #[error("`{path}` is not a path inside the project")]
-    BadPath { path: String },
+    BadPath {
+        /// The path as recorded.
+        path: String,
+    },
+    /// Walking the project for a before/after scan failed.
     #[error("scanning the project failed: {message}")]
-    Scan { message: String },
+    Scan {
+        /// What failed.
+        message: String,
+    },
+    /// Undo or redo would overwrite files changed since; nothing was written.
     #[error(
         "not changed, to keep your edits: {}. Pass force to overwrite them.",
         list(conflicts)
     )]
-    Conflicts { conflicts: Vec<Conflict> },
+    Conflicts {
+        /// Every such file.
+        conflicts: Vec<Conflict>,
+    },
 }
 
 fn list(conflicts: &[Conflict]) -> String {

@@ -20,6 +20,8 @@
 //! Undo "run by run back to the start" is the daemon's stack of records: undo the newest not yet
 //! undone; redo re-applies the last undone one.
 
+#![deny(missing_docs)]
+
 mod blob;
 mod changes;
 mod diff;

@@ -18,7 +18,9 @@ pub enum FileState {
     /// A file whose bytes are blob `blob`.
     #[serde(rename_all = "camelCase")]
     File {
+        /// The content.
         blob: BlobId,
+        /// Bytes.
         size: u64,
         /// Unix permission bits, restored with the content.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,10 +28,14 @@ pub enum FileState {
     },
     /// A file too large to keep a copy of: the change is known, but cannot be undone.
     #[serde(rename_all = "camelCase")]
-    NotKept { size: u64 },
+    NotKept {
+        /// Bytes.
+        size: u64,
+    },
 }
 
 impl FileState {
+    /// There is no file.
     pub fn is_absent(&self) -> bool {
         matches!(self, FileState::Absent)
     }
@@ -57,15 +63,19 @@ impl FileState {
 pub struct FileChange {
     /// Project-relative, `/`-separated.
     pub path: String,
+    /// Before the run.
     pub before: FileState,
+    /// After the run.
     pub after: FileState,
 }
 
 impl FileChange {
+    /// The run created the file.
     pub fn created(&self) -> bool {
         self.before.is_absent() && !self.after.is_absent()
     }
 
+    /// The run deleted the file.
     pub fn deleted(&self) -> bool {
         !self.before.is_absent() && self.after.is_absent()
     }
@@ -76,6 +86,7 @@ impl FileChange {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunRecord {
+    /// Each changed file, by path.
     pub changes: Vec<FileChange>,
     /// Folders the run created (project-relative, parents first); undo removes them when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -83,6 +94,7 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The run changed no file.
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
     }

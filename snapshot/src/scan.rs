@@ -146,6 +146,7 @@ impl TreeScan {
         self.files.len()
     }
 
+    /// No file seen.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }

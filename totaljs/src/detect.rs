@@ -13,14 +13,28 @@ use crate::js::lex;
 #[serde(rename_all = "camelCase")]
 pub enum Evidence {
     /// `package.json` lists `total5` in `dependencies` (`dev: false`) or `devDependencies`.
-    PackageDependency { dev: bool },
+    PackageDependency {
+        /// Listed in `devDependencies`.
+        dev: bool,
+    },
     /// A boot file (`index.js`, `debug.js`, `release.js` or package.json's `main`) calls
     /// `require('total5')`.
-    RequiresTotal5 { file: String },
+    RequiresTotal5 {
+        /// The boot file.
+        file: String,
+    },
     /// A boot file calls `Total.run(...)` or `F.run(...)`, which only Total.js 5 has.
-    CallsRun { file: String },
+    CallsRun {
+        /// The boot file.
+        file: String,
+    },
     /// App code calls a global only Total.js 5 defines (`CRON`, `NEWCOMPONENT`, `PYPELINE`...).
-    V5Api { file: String, name: String },
+    V5Api {
+        /// The file that calls it.
+        file: String,
+        /// The global.
+        name: String,
+    },
 }
 
 /// The older Total.js a project is built on.
@@ -52,16 +66,24 @@ pub enum Project {
     /// A Total.js 5 project. `problems` lists what could not be read (e.g. a malformed
     /// package.json) when other evidence decided.
     TotalJs5 {
+        /// Every sign of version 5 found.
         evidence: Vec<Evidence>,
+        /// What could not be read.
         problems: Vec<String>,
     },
     /// A Total.js 4 (or older, or of unknown version) project: the v5 primer and conventions
     /// check do not apply.
-    Legacy { version: LegacyVersion },
+    Legacy {
+        /// Which one.
+        version: LegacyVersion,
+    },
     /// No files, or only dotfiles (`.git`, `.gitignore`): a new session treats it as Total.js 5.
     Empty,
     /// Anything else. `problems` lists what could not be read.
-    Other { problems: Vec<String> },
+    Other {
+        /// What could not be read.
+        problems: Vec<String>,
+    },
 }
 
 impl Project {

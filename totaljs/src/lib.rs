@@ -22,6 +22,8 @@
 //!    comes from settings; call [`CheckConfig::validate`] when loading them.
 //! 3. `/init` in an empty folder: [`write_scaffold`]; it refuses to overwrite and lists the files.
 
+#![deny(missing_docs)]
+
 mod check;
 mod detect;
 mod js;

@@ -97,13 +97,17 @@ pub enum ScaffoldError {
         existing.join(", ")
     )]
     WouldOverwrite {
+        /// The project folder.
         root: PathBuf,
+        /// The files in the way, project-relative.
         existing: Vec<String>,
     },
     /// Writing a file failed (files written before it stay).
     #[error("cannot write {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },

@@ -61,6 +61,7 @@ pub struct Finding {
     pub line: usize,
     /// The rule's stable id, e.g. `handler-this`; the key to switch it off in settings.
     pub rule: &'static str,
+    /// An error breaks at run time; the rest are notes.
     pub severity: Severity,
     /// What is wrong and how to fix it, on one line.
     pub message: String,
@@ -85,11 +86,17 @@ pub struct CheckConfig {
 /// A settings problem found by [`CheckConfig::validate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckConfigError {
+    /// Settings name a rule the check does not have.
     #[error(
         "unknown Total.js check rule {id:?} in settings ({field}); known rules: {known}",
         known = rules().map(|r| r.id).collect::<Vec<_>>().join(", ")
     )]
-    UnknownRule { id: String, field: &'static str },
+    UnknownRule {
+        /// The name as written.
+        id: String,
+        /// The settings field it was in.
+        field: &'static str,
+    },
 }
 
 impl CheckConfig {

@@ -26,6 +26,7 @@ const MAX_FILES: usize = 5000;
 pub struct FileFindings {
     /// Relative to the project root, with `/`.
     pub path: String,
+    /// What the check found in it, by line.
     pub findings: Vec<Finding>,
 }
 

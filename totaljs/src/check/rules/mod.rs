@@ -42,6 +42,7 @@ pub struct Rule {
     pub severity: Severity,
     /// Whether it runs when settings say nothing about it.
     pub default_on: bool,
+    /// How sure a finding of this rule is.
     pub confidence: Confidence,
     /// Which files it looks at.
     pub files: &'static str,
