@@ -6,6 +6,7 @@ pub mod changes;
 pub mod config;
 pub mod daemon;
 pub mod disk;
+pub mod error;
 pub mod mcp_client;
 pub mod redact;
 pub mod sandbox;

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use totem_permission::{Access, AccessKind, Answer, Reply, Scope, Verdict};
 use totem_protocol::{EventKind, PermissionQuestion, PermissionReplyParams};
 
-use super::{AgentError, SessionAgent, lock};
+use super::{DaemonError, SessionAgent, lock};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
 
@@ -59,7 +59,7 @@ impl SessionAgent {
         question: PermissionQuestion,
         verdict: Verdict,
         cancel: &CancellationToken,
-    ) -> Result<Option<Answer>, AgentError> {
+    ) -> Result<Option<Answer>, DaemonError> {
         let (tx, rx) = oneshot::channel();
         let id = question.id.clone();
         lock(&self.questions).push(Pending {
@@ -101,17 +101,17 @@ impl SessionAgent {
     }
 
     /// `permission.reply`: the first answer to a question wins.
-    pub fn reply(&self, daemon: &Daemon, p: PermissionReplyParams) -> Result<(), AgentError> {
+    pub fn reply(&self, daemon: &Daemon, p: PermissionReplyParams) -> Result<(), DaemonError> {
         let reply: Reply = serde_json::to_value(&p.reply)
             .and_then(serde_json::from_value)
-            .map_err(|e| AgentError::Invalid(format!("invalid reply: {e}")))?;
+            .map_err(|e| DaemonError::Invalid(format!("invalid reply: {e}")))?;
         let pending = {
             let mut questions = lock(&self.questions);
             let Some(at) = questions
                 .iter()
                 .position(|q| q.question.id == p.question_id)
             else {
-                return Err(AgentError::Conflict(format!(
+                return Err(DaemonError::Busy(format!(
                     "question {} is not pending: it was already answered or withdrawn; `permission.list` shows the open ones",
                     p.question_id
                 )));
@@ -122,10 +122,10 @@ impl SessionAgent {
             let mut state = lock(&self.permissions);
             let answer = state
                 .answer(&pending.verdict, &reply)
-                .map_err(|e| AgentError::Invalid(e.to_string()))?;
+                .map_err(|e| DaemonError::Invalid(e.to_string()))?;
             if answer.remembered == Some(Scope::Project) {
                 let rules = serde_json::to_value(state.project_rules())
-                    .map_err(|e| AgentError::Invalid(e.to_string()))?;
+                    .map_err(|e| DaemonError::Invalid(e.to_string()))?;
                 daemon
                     .store()
                     .put_project_permissions(&self.project_id, &rules)?;

@@ -9,7 +9,7 @@ use totem_permission::{Access, AccessKind, Decision, PermissionState};
 use totem_protocol::{Attachment, LineRange, Part};
 use totem_tools::Boundary;
 
-use super::AgentError;
+use super::DaemonError;
 use crate::daemon::Daemon;
 
 /// Bytes of one attachment.
@@ -23,14 +23,14 @@ pub fn resolve(
     root: &Path,
     mode: &str,
     attachments: &[Attachment],
-) -> Result<Vec<Part>, AgentError> {
+) -> Result<Vec<Part>, DaemonError> {
     if attachments.is_empty() {
         return Ok(Vec::new());
     }
-    let settings = super::settings::load(daemon).map_err(AgentError::Invalid)?;
-    let policy = settings.policy(mode, &[]).map_err(AgentError::Invalid)?;
+    let settings = super::settings::load(daemon).map_err(DaemonError::Invalid)?;
+    let policy = settings.policy(mode, &[]).map_err(DaemonError::Invalid)?;
     let boundary = Boundary::new(root).map_err(|e| {
-        AgentError::Invalid(format!(
+        DaemonError::Invalid(format!(
             "cannot open the project folder {}: {e}",
             root.display()
         ))
@@ -44,9 +44,9 @@ pub fn resolve(
                 attachment.path
             )
         };
-        let refuse = |text: String| AgentError::Invalid(why(text));
+        let refuse = |text: String| DaemonError::Invalid(why(text));
         let resolved = boundary.resolve(&attachment.path).map_err(|e| {
-            AgentError::Path(why(match e {
+            DaemonError::Path(why(match e {
                 totem_tools::BoundaryError::Outside(_) => {
                     "it is outside the project; only files inside it can be attached".into()
                 }
@@ -81,7 +81,7 @@ pub fn resolve(
             Some(text) => (text.clone(), true),
             None => {
                 let content = read_file(&resolved.abs).map_err(|e| match e {
-                    Missing => AgentError::Path(why("no such file".into())),
+                    Missing => DaemonError::Path(why("no such file".into())),
                     Unreadable(text) => refuse(text),
                 })?;
                 let text = match attachment.range {

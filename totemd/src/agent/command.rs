@@ -13,7 +13,7 @@ use totem_protocol::{CommandResult, EventKind, SessionCommandParams};
 
 use super::history::{summarise, to_model_messages};
 use super::settings::provider_for;
-use super::{AgentError, BUILD, RunRequest, lock, queue_run};
+use super::{BUILD, DaemonError, RunRequest, lock, queue_run};
 use crate::daemon::Daemon;
 use crate::store::Compaction;
 use crate::util::now_ms;
@@ -21,14 +21,14 @@ use crate::util::now_ms;
 pub async fn run(
     daemon: &Arc<Daemon>,
     p: SessionCommandParams,
-) -> Result<CommandResult, AgentError> {
+) -> Result<CommandResult, DaemonError> {
     let agent = daemon.agents.session(daemon, &p.session_id)?;
     let name = p.command.trim().trim_start_matches('/').to_string();
     let args = p.args.unwrap_or_default();
     match name.as_str() {
         "compact" => {
             if agent.busy() {
-                return Err(AgentError::Conflict(
+                return Err(DaemonError::Busy(
                     "a run is going; wait for it to end (or abort it) before /compact".into(),
                 ));
             }
@@ -38,7 +38,7 @@ pub async fn run(
         "init" => init(daemon, &agent.root, &agent.session_id),
         _ => {
             let Some((request, file)) = custom(&agent.root, &name, &args)? else {
-                return Err(AgentError::NotFound(format!(
+                return Err(DaemonError::NotFound(format!(
                     "no command /{name}: the daemon knows /compact and /init, and custom commands are files in .totem/commands/NAME.md"
                 )));
             };
@@ -56,9 +56,9 @@ async fn compact(
     daemon: &Arc<Daemon>,
     session_id: &str,
     model: Option<String>,
-) -> Result<CommandResult, AgentError> {
+) -> Result<CommandResult, DaemonError> {
     let store = daemon.store();
-    let settings = super::settings::load(daemon).map_err(AgentError::Invalid)?;
+    let settings = super::settings::load(daemon).map_err(DaemonError::Invalid)?;
     let name = settings
         .compaction
         .as_ref()
@@ -66,7 +66,7 @@ async fn compact(
         .or(model);
     let model = provider_for(daemon, name.as_deref())
         .await
-        .map_err(AgentError::Invalid)?;
+        .map_err(DaemonError::Invalid)?;
     let previous = store.compaction(session_id)?;
     let (messages, _) = store.messages_after(session_id, 0, 1_000_000)?;
     let messages: Vec<_> = messages
@@ -91,7 +91,7 @@ async fn compact(
         &to_model_messages(&messages),
     )
     .await
-    .map_err(AgentError::Invalid)?;
+    .map_err(DaemonError::Invalid)?;
     store.put_compaction(
         session_id,
         &Compaction {
@@ -119,7 +119,7 @@ async fn compact(
 }
 
 /// Writes AGENTS.md (and, in an empty folder, a Total.js 5 scaffold first).
-fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult, AgentError> {
+fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult, DaemonError> {
     let mut done = Vec::new();
     let project = totem_totaljs::detect(root);
     if matches!(project, totem_totaljs::Project::Empty) {
@@ -133,7 +133,7 @@ fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult,
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
-            Err(e) => return Err(AgentError::Conflict(e.to_string())),
+            Err(e) => return Err(DaemonError::Busy(e.to_string())),
         }
     }
     let path = root.join("AGENTS.md");
@@ -142,7 +142,7 @@ fn init(daemon: &Daemon, root: &Path, session_id: &str) -> Result<CommandResult,
     } else {
         let text = describe(root);
         std::fs::write(&path, text)
-            .map_err(|e| AgentError::Invalid(format!("cannot write {}: {e}", path.display())))?;
+            .map_err(|e| DaemonError::Invalid(format!("cannot write {}: {e}", path.display())))?;
         done.push("Wrote AGENTS.md: check it and add what the agent should know.".into());
     }
     let text = done.join(" ");
@@ -272,7 +272,11 @@ fn describe(root: &Path) -> String {
 }
 
 /// A custom command's prompt, from `.totem/commands/NAME.md`. `None` when there is no such file.
-fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, String)>, AgentError> {
+fn custom(
+    root: &Path,
+    name: &str,
+    args: &str,
+) -> Result<Option<(RunRequest, String)>, DaemonError> {
     if name.is_empty()
         || !name
             .chars()
@@ -290,7 +294,7 @@ fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, Str
         return Ok(None);
     }
     let text = std::fs::read_to_string(&real)
-        .map_err(|e| AgentError::Invalid(format!("cannot read {rel}: {e}")))?;
+        .map_err(|e| DaemonError::Invalid(format!("cannot read {rel}: {e}")))?;
     let (front, body) = split_front_matter(&text);
     let mut mode = BUILD.to_string();
     let mut model = None;
@@ -312,7 +316,7 @@ fn custom(root: &Path, name: &str, args: &str) -> Result<Option<(RunRequest, Str
         prompt.push_str(args.trim());
     }
     if prompt.is_empty() {
-        return Err(AgentError::Invalid(format!(
+        return Err(DaemonError::Invalid(format!(
             "{rel} is empty; write the prompt in it"
         )));
     }

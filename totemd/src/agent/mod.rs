@@ -51,29 +51,11 @@ use totem_protocol::{
 use totem_tools::JobManager;
 
 use crate::daemon::Daemon;
-use crate::session::SessionError;
-use crate::store::StoreError;
+use crate::error::DaemonError;
+
 use crate::util::{lock, new_id, now_ms};
 
 pub use ask::Pending;
-
-/// Why an agent method failed; mapped to protocol error codes by the handlers.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Conflict(String),
-    /// A path outside the project, or one that does not exist.
-    #[error("{0}")]
-    Path(String),
-}
 
 /// The agents of the sessions that ran something since the daemon started.
 #[derive(Default)]
@@ -138,7 +120,7 @@ impl Agents {
         &self,
         daemon: &Daemon,
         session_id: &str,
-    ) -> Result<Arc<SessionAgent>, AgentError> {
+    ) -> Result<Arc<SessionAgent>, DaemonError> {
         if let Some(agent) = lock(&self.sessions).get(session_id) {
             return Ok(agent.clone());
         }
@@ -147,7 +129,7 @@ impl Agents {
             .store()
             .get_project(&session.project_id)?
             .ok_or_else(|| {
-                AgentError::NotFound(format!("the project of session {session_id} is gone"))
+                DaemonError::NotFound(format!("the project of session {session_id} is gone"))
             })?;
         let rules = daemon.store().project_permissions(&project.id)?;
         let state = serde_json::from_value(rules)
@@ -191,7 +173,7 @@ impl Agents {
 pub use crate::config::sections::{BUILD, PLAN};
 
 /// `session.prompt`: queues a run for the prompt and starts the session's worker if it is idle.
-pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAccepted, AgentError> {
+pub fn prompt(daemon: &Arc<Daemon>, p: SessionPromptParams) -> Result<PromptAccepted, DaemonError> {
     prompt_as(daemon, p, true)
 }
 
@@ -200,14 +182,14 @@ pub fn prompt_as(
     daemon: &Arc<Daemon>,
     p: SessionPromptParams,
     ask_to_start_servers: bool,
-) -> Result<PromptAccepted, AgentError> {
+) -> Result<PromptAccepted, DaemonError> {
     let mode = p.mode.clone().unwrap_or_else(|| BUILD.to_string());
     if mode != BUILD && mode != PLAN {
-        let settings = settings::load(daemon).map_err(AgentError::Invalid)?;
+        let settings = settings::load(daemon).map_err(DaemonError::Invalid)?;
         if !settings.agents.contains_key(&mode) {
             let mut known = vec![BUILD.to_string(), PLAN.to_string()];
             known.extend(settings.agents.keys().cloned());
-            return Err(AgentError::Invalid(format!(
+            return Err(DaemonError::Invalid(format!(
                 "no mode `{mode}`; use one of: {}",
                 known.join(", ")
             )));
@@ -216,12 +198,12 @@ pub fn prompt_as(
     if let Some(model) = &p.model
         && !model.contains('/')
     {
-        return Err(AgentError::Invalid(format!(
+        return Err(DaemonError::Invalid(format!(
             "`{model}` is not a model name: write provider/model, e.g. ollama/qwen3:8b"
         )));
     }
     if let Err(e) = totem_permission::Rules::from_lists(&p.allow, &[]) {
-        return Err(AgentError::Invalid(format!(
+        return Err(DaemonError::Invalid(format!(
             "{e}; write a rule key (`edit`) or a key with a pattern (`bash(cargo test*)`)"
         )));
     }
@@ -247,7 +229,7 @@ pub fn queue_run(
     daemon: &Arc<Daemon>,
     agent: &Arc<SessionAgent>,
     request: RunRequest,
-) -> Result<PromptAccepted, AgentError> {
+) -> Result<PromptAccepted, DaemonError> {
     let run = Run {
         id: new_id("run"),
         session_id: agent.session_id.clone(),

@@ -294,12 +294,7 @@ impl Setup {
             system: Some(self.system.clone()),
             messages,
             tools: if native { tools } else { Vec::new() },
-            reasoning: match self.reasoning {
-                ReasoningLevel::Off => totem_provider::ReasoningLevel::Off,
-                ReasoningLevel::Low => totem_provider::ReasoningLevel::Low,
-                ReasoningLevel::Medium => totem_provider::ReasoningLevel::Medium,
-                ReasoningLevel::High => totem_provider::ReasoningLevel::High,
-            },
+            reasoning: self.reasoning,
             ..ChatRequest::default()
         }
     }
@@ -416,7 +411,7 @@ mod tests {
         assert_eq!(user_text(&request.messages[1]), "fix it");
         assert!(matches!(request.messages[3], ModelMessage::ToolResult(_)));
         assert_eq!(request.tools.len(), 1);
-        assert_eq!(request.reasoning, totem_provider::ReasoningLevel::Medium);
+        assert_eq!(request.reasoning, ReasoningLevel::Medium);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::call::ToolState;
 use super::compact::Conversation;
 use super::prepare::Setup;
 use super::settings::ResolvedModel;
-use super::{AgentError, RunRequest, SessionAgent, lock};
+use super::{DaemonError, RunRequest, SessionAgent, lock};
 use crate::config::SettingsFile;
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
@@ -51,8 +51,8 @@ pub(super) enum StepError {
     },
 }
 
-impl From<AgentError> for StepError {
-    fn from(e: AgentError) -> Self {
+impl From<DaemonError> for StepError {
+    fn from(e: DaemonError) -> Self {
         // The session was deleted or the store failed: nothing more can be recorded.
         StepError::Failed(e.to_string())
     }

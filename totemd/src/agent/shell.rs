@@ -13,27 +13,30 @@ use totem_protocol::{JobInfo, JobList, PermissionQuestion, SessionShellParams, S
 use totem_tools::Registry;
 use totem_tools::job::JobStatus;
 
-use super::{AgentError, BUILD, SessionAgent, lock};
+use super::{BUILD, DaemonError, SessionAgent, lock};
 use crate::daemon::Daemon;
 use crate::util::{new_id, now_ms};
 
 /// Runs `p.command` in the session's project folder if the permission rules allow it.
-pub async fn shell(daemon: &Arc<Daemon>, p: SessionShellParams) -> Result<ShellResult, AgentError> {
+pub async fn shell(
+    daemon: &Arc<Daemon>,
+    p: SessionShellParams,
+) -> Result<ShellResult, DaemonError> {
     let command = p.command.trim().to_string();
     if command.is_empty() {
-        return Err(AgentError::Invalid(
+        return Err(DaemonError::Invalid(
             "the command is empty: type one after `!`".into(),
         ));
     }
     let agent = daemon.agents.session(daemon, &p.session_id)?;
-    let settings = super::settings::load(daemon).map_err(AgentError::Invalid)?;
-    let policy = settings.policy(BUILD, &[]).map_err(AgentError::Invalid)?;
+    let settings = super::settings::load(daemon).map_err(DaemonError::Invalid)?;
+    let policy = settings.policy(BUILD, &[]).map_err(DaemonError::Invalid)?;
     // Cancelled when the caller goes away, so a question nobody waits for is withdrawn.
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
     let ctx = totem_tools::ToolContext::new(&agent.root)
         .map_err(|e| {
-            AgentError::Invalid(format!(
+            DaemonError::Invalid(format!(
                 "cannot open the project folder {}: {e}",
                 agent.root.display()
             ))
@@ -47,7 +50,7 @@ pub async fn shell(daemon: &Arc<Daemon>, p: SessionShellParams) -> Result<ShellR
     }
     let prepared = Registry::builtin()
         .prepare("bash", arguments, &ctx, false)
-        .map_err(|e| AgentError::Invalid(e.to_string()))?;
+        .map_err(|e| DaemonError::Invalid(e.to_string()))?;
 
     let access = Access::new(AccessKind::Execute, "bash", command.clone());
     let verdict = {
@@ -85,7 +88,7 @@ async fn ask(
     access: &Access,
     verdict: totem_permission::Verdict,
     cancel: &CancellationToken,
-) -> Result<Option<String>, AgentError> {
+) -> Result<Option<String>, DaemonError> {
     let live = daemon.sessions.get(&agent.session_id)?;
     let id = new_id("shell");
     let question = PermissionQuestion {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use totem_protocol::{ChangedFile, FileStatus, SessionDiff, SessionDiffParams};
 use totem_snapshot::{FileDiff, RunRecord};
 
-use super::{ChangesError, Result, blobs, project_root, run_record, session_records};
+use super::{DaemonError, Result, blobs, project_root, run_record, session_records};
 use crate::daemon::Daemon;
 
 /// git gets this long to answer; a repository that slow is not worth a stuck request.
@@ -19,7 +19,7 @@ pub async fn diff(daemon: &Arc<Daemon>, p: SessionDiffParams) -> Result<SessionD
     let root = project_root(daemon, &p.session_id)?;
     if p.git {
         if p.run_id.is_some() {
-            return Err(ChangesError::Invalid(
+            return Err(DaemonError::Invalid(
                 "git's view covers the whole project; ask for either `git` or `runId`, not both"
                     .into(),
             ));
@@ -33,7 +33,7 @@ pub async fn diff(daemon: &Arc<Daemon>, p: SessionDiffParams) -> Result<SessionD
                 .get_run(run_id)?
                 .is_some_and(|r| r.session_id == p.session_id);
             if !belongs {
-                return Err(ChangesError::NotFound(format!(
+                return Err(DaemonError::NotFound(format!(
                     "no run {run_id} in session {}; its runs are in the `run.*` events",
                     p.session_id
                 )));
@@ -55,9 +55,9 @@ pub async fn diff(daemon: &Arc<Daemon>, p: SessionDiffParams) -> Result<SessionD
         totem_snapshot::diff(&blobs, &record).map(|d| (d, record))
     })
     .await
-    .map_err(|e| ChangesError::Failed(format!("diff stopped: {e}")))?;
+    .map_err(|e| DaemonError::Failed(format!("diff stopped: {e}")))?;
     let (diffs, record) = diffs.map_err(|e| {
-        ChangesError::Failed(format!(
+        DaemonError::Failed(format!(
             "cannot show the diff: {e}. The kept copies of the files are damaged or gone"
         ))
     })?;
@@ -143,20 +143,20 @@ async fn git(root: &Path, args: &[&str]) -> Result<std::result::Result<String, S
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let child = command.spawn().map_err(|e| {
-        ChangesError::Invalid(format!(
+        DaemonError::Invalid(format!(
             "cannot run git ({e}); install git or ask for the recorded diff without `git`"
         ))
     })?;
     let output = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| {
-            ChangesError::Failed(format!(
+            DaemonError::Failed(format!(
                 "git diff took longer than {} s in {} and was stopped",
                 GIT_TIMEOUT.as_secs(),
                 root.display()
             ))
         })?
-        .map_err(|e| ChangesError::Failed(format!("git failed: {e}")))?;
+        .map_err(|e| DaemonError::Failed(format!("git failed: {e}")))?;
     if output.status.success() {
         Ok(Ok(String::from_utf8_lossy(&output.stdout).into_owned()))
     } else {
@@ -175,7 +175,7 @@ async fn git_diff(root: &Path) -> Result<SessionDiff> {
         .await?
         .is_err()
     {
-        return Err(ChangesError::Invalid(format!(
+        return Err(DaemonError::Invalid(format!(
             "{} is not in a git repository; ask for the recorded diff without `git`",
             root.display()
         )));
@@ -199,7 +199,7 @@ async fn git_diff(root: &Path) -> Result<SessionDiff> {
         ],
     )
     .await?
-    .map_err(|e| ChangesError::Failed(format!("git diff failed: {e}")))?;
+    .map_err(|e| DaemonError::Failed(format!("git diff failed: {e}")))?;
     Ok(SessionDiff {
         files: split_git_diff(&text),
         diff: text,

@@ -12,7 +12,7 @@ use totem_protocol::{
     EventKind, ImportedMessage, Message, Part, Session, SessionForkParams, SessionImportParams,
 };
 
-use super::{ChangesError, Result};
+use super::{DaemonError, Result};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
 use crate::store::Store;
@@ -48,7 +48,7 @@ const MAX_IMPORTED: usize = 100_000;
 pub fn import(daemon: &Arc<Daemon>, p: SessionImportParams) -> Result<Session> {
     let store = daemon.store();
     if store.get_project(&p.project_id)?.is_none() {
-        return Err(ChangesError::NotFound(format!(
+        return Err(DaemonError::NotFound(format!(
             "no project {}; open one first",
             p.project_id
         )));
@@ -68,13 +68,13 @@ pub fn import(daemon: &Arc<Daemon>, p: SessionImportParams) -> Result<Session> {
 /// tool result without the call it answers.
 fn check_importable(messages: &[ImportedMessage]) -> Result<()> {
     if messages.is_empty() {
-        return Err(ChangesError::Invalid(
+        return Err(DaemonError::Invalid(
             "the file holds no messages; export a session with `totem export SESSION --format json`"
                 .into(),
         ));
     }
     if messages.len() > MAX_IMPORTED {
-        return Err(ChangesError::Invalid(format!(
+        return Err(DaemonError::Invalid(format!(
             "the file holds {} messages, more than the {MAX_IMPORTED} one session can take",
             messages.len()
         )));
@@ -87,7 +87,7 @@ fn check_importable(messages: &[ImportedMessage]) -> Result<()> {
                     calls.insert(call_id.as_str());
                 }
                 Part::ToolResult { call_id, .. } if !calls.contains(call_id.as_str()) => {
-                    return Err(ChangesError::Invalid(format!(
+                    return Err(DaemonError::Invalid(format!(
                         "message {} has the result of tool call {call_id}, which no earlier \
                          message makes",
                         index + 1
@@ -147,7 +147,7 @@ fn history_until(daemon: &Daemon, p: &SessionForkParams) -> Result<Vec<Message>>
         }
     }
     match &p.message_id {
-        Some(id) => Err(ChangesError::NotFound(format!(
+        Some(id) => Err(DaemonError::NotFound(format!(
             "no message {id} in session {}; list its messages with `session.messages`",
             p.session_id
         ))),

@@ -22,31 +22,9 @@ use totem_protocol::{Run, RunStatus, SessionStatus};
 use totem_snapshot::{DirBlobStore, RunRecord, SnapshotError};
 
 use crate::daemon::Daemon;
-use crate::session::SessionError;
-use crate::store::StoreError;
+use crate::error::DaemonError;
 
-/// Why a changes method failed; mapped to protocol error codes by the handlers.
-#[derive(Debug, thiserror::Error)]
-pub enum ChangesError {
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Invalid(String),
-    /// The session is busy, or nothing may be taken back: the message says why.
-    #[error("{0}")]
-    Busy(String),
-    /// Files changed since: nothing was touched. `files` are project-relative.
-    #[error("{message}")]
-    Conflict { message: String, files: Vec<String> },
-    #[error("{0}")]
-    Failed(String),
-}
-
-pub type Result<T> = std::result::Result<T, ChangesError>;
+pub type Result<T> = std::result::Result<T, DaemonError>;
 
 /// The blob store the agent records runs into.
 fn blobs(daemon: &Daemon) -> DirBlobStore {
@@ -60,7 +38,7 @@ fn project_root(daemon: &Daemon, session_id: &str) -> Result<PathBuf> {
         .store()
         .get_project(&session.project_id)?
         .ok_or_else(|| {
-            ChangesError::NotFound(format!("the project of session {session_id} is gone"))
+            DaemonError::NotFound(format!("the project of session {session_id} is gone"))
         })?;
     Ok(PathBuf::from(project.path))
 }
@@ -69,7 +47,7 @@ fn project_root(daemon: &Daemon, session_id: &str) -> Result<PathBuf> {
 fn run_record(daemon: &Daemon, run_id: &str) -> Result<RunRecord> {
     match daemon.store().get_run_changes(run_id)? {
         Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            ChangesError::Failed(format!(
+            DaemonError::Failed(format!(
                 "the recorded changes of run {run_id} are unreadable ({e}); they cannot be shown or undone"
             ))
         }),
@@ -96,22 +74,22 @@ fn ensure_idle(daemon: &Daemon, session_id: &str, what: &str) -> Result<()> {
         .iter()
         .any(|r| r.status == RunStatus::Running);
     if live.status() == SessionStatus::Running || queued {
-        return Err(ChangesError::Busy(format!(
+        return Err(DaemonError::Busy(format!(
             "cannot {what} while a run of session {session_id} is going or queued; wait for it to end or stop it with `session.abort`"
         )));
     }
     Ok(())
 }
 
-fn snapshot_failed(what: &str, e: SnapshotError) -> ChangesError {
+fn snapshot_failed(what: &str, e: SnapshotError) -> DaemonError {
     match e {
-        SnapshotError::Conflicts { ref conflicts } => ChangesError::Conflict {
+        SnapshotError::Conflicts { ref conflicts } => DaemonError::Conflict {
             files: conflicts.iter().map(|c| c.path.clone()).collect(),
             message: format!("cannot {what}: {e}"),
         },
         SnapshotError::Io { ref path, .. } => {
-            ChangesError::Failed(format!("cannot {what}: {}", crate::disk::explain(&e, path)))
+            DaemonError::Failed(format!("cannot {what}: {}", crate::disk::explain(&e, path)))
         }
-        other => ChangesError::Failed(format!("cannot {what}: {other}")),
+        other => DaemonError::Failed(format!("cannot {what}: {other}")),
     }
 }

@@ -12,7 +12,7 @@ use totem_protocol::{ChangesApplied, EventKind};
 use totem_snapshot::{Restored, RunRecord};
 
 use super::{
-    ChangesError, Result, blobs, ensure_idle, project_root, run_record, session_records,
+    DaemonError, Result, blobs, ensure_idle, project_root, run_record, session_records,
     snapshot_failed,
 };
 use crate::daemon::Daemon;
@@ -62,7 +62,7 @@ pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
     let mut state = store.undo_state(session_id)?;
     let records = session_records(daemon, session_id)?;
     let Some(run_id) = undoable(&records, &state).pop() else {
-        return Err(ChangesError::NotFound(format!(
+        return Err(DaemonError::NotFound(format!(
             "nothing to undo: no run of session {session_id} has file changes that are not undone already"
         )));
     };
@@ -71,7 +71,7 @@ pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
     let restored =
         tokio::task::spawn_blocking(move || totem_snapshot::undo(&root, &blobs, &record, force))
             .await
-            .map_err(|e| ChangesError::Failed(format!("undo stopped: {e}")))?
+            .map_err(|e| DaemonError::Failed(format!("undo stopped: {e}")))?
             .map_err(|e| snapshot_failed(&format!("undo run {run_id}"), e))?;
 
     state.undone.push(run_id.clone());
@@ -99,7 +99,7 @@ pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
         } else {
             "redo follows an undo, once"
         };
-        return Err(ChangesError::NotFound(format!(
+        return Err(DaemonError::NotFound(format!(
             "nothing to redo in session {session_id}: {why}"
         )));
     };
@@ -108,7 +108,7 @@ pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
     let restored =
         tokio::task::spawn_blocking(move || totem_snapshot::redo(&root, &blobs, &record, force))
             .await
-            .map_err(|e| ChangesError::Failed(format!("redo stopped: {e}")))?
+            .map_err(|e| DaemonError::Failed(format!("redo stopped: {e}")))?
             .map_err(|e| snapshot_failed(&format!("redo run {run_id}"), e))?;
 
     state.undone.retain(|id| *id != run_id);

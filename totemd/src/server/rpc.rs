@@ -23,6 +23,7 @@ use totem_protocol::{
 
 use super::connection::ConnectionState;
 use crate::daemon::{Daemon, ProjectError};
+use crate::error::DaemonError;
 use crate::session::{SessionError, Subscription};
 use crate::store::StoreError;
 
@@ -56,6 +57,25 @@ impl From<ProjectError> for ErrorObjectOwned {
         match e {
             ProjectError::Store(s) => s.into(),
             other => err(ErrorCode::INVALID_PATH, other.to_string()),
+        }
+    }
+}
+
+impl From<DaemonError> for ErrorObjectOwned {
+    fn from(e: DaemonError) -> Self {
+        match e {
+            DaemonError::Session(s) => s.into(),
+            DaemonError::Store(s) => s.into(),
+            DaemonError::NotFound(m) => err(ErrorCode::NOT_FOUND, m),
+            DaemonError::Invalid(m) => err(ErrorCode::INVALID_PARAMS, m),
+            DaemonError::Busy(m) => err(ErrorCode::CONFLICT, m),
+            DaemonError::Conflict { message, files } => ErrorObject::owned(
+                ErrorCode::CONFLICT.0,
+                message,
+                Some(serde_json::json!({ "files": files })),
+            ),
+            DaemonError::Path(m) => err(ErrorCode::INVALID_PATH, m),
+            DaemonError::Failed(m) => err(ErrorCode::INTERNAL_ERROR, m),
         }
     }
 }

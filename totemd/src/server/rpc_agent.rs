@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use jsonrpsee::core::server::RpcModule;
-use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
     Ack, ErrorCode, PermissionList, PermissionReplyParams, SessionCommandParams, SessionRef,
     SessionShellParams, method,
@@ -13,21 +12,8 @@ use totem_protocol::{
 
 use super::connection::ConnectionState;
 use super::rpc::{err, register};
-use crate::agent::AgentError;
-use crate::daemon::Daemon;
 
-impl From<AgentError> for ErrorObjectOwned {
-    fn from(e: AgentError) -> Self {
-        match e {
-            AgentError::Session(s) => s.into(),
-            AgentError::Store(s) => s.into(),
-            AgentError::NotFound(m) => err(ErrorCode::NOT_FOUND, m),
-            AgentError::Invalid(m) => err(ErrorCode::INVALID_PARAMS, m),
-            AgentError::Conflict(m) => err(ErrorCode::CONFLICT, m),
-            AgentError::Path(m) => err(ErrorCode::INVALID_PATH, m),
-        }
-    }
-}
+use crate::daemon::Daemon;
 
 pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::SessionAbort, _, _>(m, |p: SessionRef, d, _| async move {

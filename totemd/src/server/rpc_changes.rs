@@ -2,32 +2,13 @@
 //! [`crate::changes`]).
 
 use jsonrpsee::core::server::RpcModule;
-use jsonrpsee::types::{ErrorObject, ErrorObjectOwned};
 use totem_protocol::{
-    ErrorCode, SessionDiffParams, SessionForkParams, SessionImportParams, SessionUndoParams, method,
+    SessionDiffParams, SessionForkParams, SessionImportParams, SessionUndoParams, method,
 };
 
-use super::rpc::{err, register};
-use crate::changes::{self, ChangesError};
+use super::rpc::register;
+use crate::changes;
 use crate::daemon::Daemon;
-
-impl From<ChangesError> for ErrorObjectOwned {
-    fn from(e: ChangesError) -> Self {
-        match e {
-            ChangesError::Session(s) => s.into(),
-            ChangesError::Store(s) => s.into(),
-            ChangesError::NotFound(m) => err(ErrorCode::NOT_FOUND, m),
-            ChangesError::Invalid(m) => err(ErrorCode::INVALID_PARAMS, m),
-            ChangesError::Busy(m) => err(ErrorCode::CONFLICT, m),
-            ChangesError::Conflict { message, files } => ErrorObject::owned(
-                ErrorCode::CONFLICT.0,
-                message,
-                Some(serde_json::json!({ "files": files })),
-            ),
-            ChangesError::Failed(m) => err(ErrorCode::INTERNAL_ERROR, m),
-        }
-    }
-}
 
 pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::SessionDiff, _, _>(m, |p: SessionDiffParams, d, _| async move {
