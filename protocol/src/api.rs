@@ -293,13 +293,26 @@ pub struct Attachment {
 }
 
 /// How hard a model should think; each provider maps it to its own setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningLevel {
+    #[default]
     Off,
     Low,
     Medium,
     High,
+}
+
+impl ReasoningLevel {
+    /// The name on the wire and in settings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningLevel::Off => "off",
+            ReasoningLevel::Low => "low",
+            ReasoningLevel::Medium => "medium",
+            ReasoningLevel::High => "high",
+        }
+    }
 }
 
 /// What `session.abort` stopped.

@@ -19,6 +19,50 @@ pub enum ProviderKind {
     Gemini,
 }
 
+impl ProviderKind {
+    /// The name settings and `--kind` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Ollama => "ollama",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+
+    /// The public endpoint used when no base URL is configured.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Ollama => "http://127.0.0.1:11434",
+            ProviderKind::Openai => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ollama" => Ok(ProviderKind::Ollama),
+            "openai" => Ok(ProviderKind::Openai),
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            "gemini" => Ok(ProviderKind::Gemini),
+            other => Err(format!(
+                "unknown provider kind `{other}`: expected ollama, openai, anthropic or gemini"
+            )),
+        }
+    }
+}
+
 /// Ollama's context sizing and keep-alive (DESIGN §4: `ollama.ctx`, `ollama.ctxMax`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

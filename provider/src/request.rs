@@ -117,28 +117,7 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
-/// How hard the model should think. Each provider maps it to its own setting (DESIGN §4); models
-/// not known to think get nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReasoningLevel {
-    #[default]
-    Off,
-    Low,
-    Medium,
-    High,
-}
-
-impl ReasoningLevel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningLevel::Off => "off",
-            ReasoningLevel::Low => "low",
-            ReasoningLevel::Medium => "medium",
-            ReasoningLevel::High => "high",
-        }
-    }
-}
+pub use totem_protocol::ReasoningLevel;
 
 /// A rough token count for a request: about four bytes of text per token, plus a little per
 /// message. Good enough to size Ollama's `num_ctx` and to decide when to compact; the provider's

@@ -6,62 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Which wire format a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// Ollama's native API (`/api/chat`), never its `/v1` layer.
-    Ollama,
-    /// OpenAI chat completions: OpenAI, OpenRouter, LM Studio, llama.cpp, vLLM.
-    Openai,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Google Gemini Developer API (`v1beta`).
-    Gemini,
-}
-
-impl ProviderKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Ollama => "ollama",
-            ProviderKind::Openai => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Gemini => "gemini",
-        }
-    }
-
-    /// The public endpoint used when no base URL is configured.
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::Ollama => "http://127.0.0.1:11434",
-            ProviderKind::Openai => "https://api.openai.com/v1",
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-            ProviderKind::Gemini => "https://generativelanguage.googleapis.com",
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ProviderKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "ollama" => Ok(ProviderKind::Ollama),
-            "openai" => Ok(ProviderKind::Openai),
-            "anthropic" => Ok(ProviderKind::Anthropic),
-            "gemini" => Ok(ProviderKind::Gemini),
-            other => Err(format!(
-                "unknown provider kind `{other}`: expected ollama, openai, anthropic or gemini"
-            )),
-        }
-    }
-}
+pub use totem_protocol::ProviderKind;
 
 /// Ollama-only settings: the `num_ctx` range (DESIGN §4) and how long the model stays loaded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

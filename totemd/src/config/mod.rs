@@ -262,7 +262,7 @@ impl Settings {
             })?;
         let url = match params.url.as_deref().map(str::trim) {
             Some(url) if !url.is_empty() => url.trim_end_matches('/').to_string(),
-            _ => provider_kind(params.kind).default_base_url().to_string(),
+            _ => params.kind.default_base_url().to_string(),
         };
         let entry = ProviderSettings {
             name: params.name.trim().to_string(),
@@ -362,8 +362,8 @@ impl Settings {
 
     /// What the provider crate needs to call `entry`, its key decrypted.
     fn provider_config(&self, entry: &ProviderSettings) -> Result<ProviderConfig, ConfigError> {
-        let mut config = ProviderConfig::new(entry.name.clone(), provider_kind(entry.kind))
-            .with_base_url(entry.url.clone());
+        let mut config =
+            ProviderConfig::new(entry.name.clone(), entry.kind).with_base_url(entry.url.clone());
         config.api_key = self.secrets.get(&entry.name)?.map(ApiKey::into_inner);
         if let Some(key) = &config.api_key {
             crate::redact::register(key);
@@ -475,11 +475,7 @@ pub fn implicit_ollama_url() -> String {
     std::env::var("OLLAMA_HOST")
         .ok()
         .and_then(|host| ollama_host_url(&host))
-        .unwrap_or_else(|| {
-            totem_provider::ProviderKind::Ollama
-                .default_base_url()
-                .to_string()
-        })
+        .unwrap_or_else(|| ProviderKind::Ollama.default_base_url().to_string())
 }
 
 /// The base URL an `OLLAMA_HOST` value means, read as the `ollama` command reads it: `HOST`,
@@ -506,16 +502,6 @@ fn ollama_host_url(value: &str) -> Option<String> {
     };
     let url = format!("{scheme}://{host}:{port}");
     reqwest::Url::parse(&url).ok().map(|_| url)
-}
-
-/// The protocol's kind as the provider crate knows it.
-pub fn provider_kind(kind: ProviderKind) -> totem_provider::ProviderKind {
-    match kind {
-        ProviderKind::Ollama => totem_provider::ProviderKind::Ollama,
-        ProviderKind::Openai => totem_provider::ProviderKind::Openai,
-        ProviderKind::Anthropic => totem_provider::ProviderKind::Anthropic,
-        ProviderKind::Gemini => totem_provider::ProviderKind::Gemini,
-    }
 }
 
 /// A model's settings as the provider crate takes them.
