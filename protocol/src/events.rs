@@ -159,6 +159,35 @@ impl EventKind {
         }
     }
 
+    /// The run this event belongs to, when it belongs to one. Every kind says, so a new kind
+    /// has to decide.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            EventKind::MessageCreated { message } => message.run_id.as_deref(),
+            EventKind::RunStarted { run }
+            | EventKind::RunDone { run }
+            | EventKind::RunFailed { run }
+            | EventKind::RunAborted { run }
+            | EventKind::RunInterrupted { run } => Some(&run.id),
+            EventKind::PartStarted { run_id, .. }
+            | EventKind::PartDelta { run_id, .. }
+            | EventKind::PartDone { run_id, .. }
+            | EventKind::DocsFound { run_id, .. }
+            | EventKind::Usage { run_id, .. }
+            | EventKind::Todo { run_id, .. }
+            | EventKind::ChangesUndone { run_id, .. }
+            | EventKind::ChangesRedone { run_id, .. } => Some(run_id),
+            EventKind::Notice { run_id, .. } | EventKind::FilesChanged { run_id, .. } => {
+                run_id.as_deref()
+            }
+            EventKind::PermissionAsked { question } => Some(&question.run_id),
+            EventKind::SessionUpdated { .. }
+            | EventKind::PermissionResolved { .. }
+            | EventKind::SessionDeleted {}
+            | EventKind::Lagged {} => None,
+        }
+    }
+
     /// Deltas are sent live but not stored; the finished part replaces them.
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -329,6 +329,12 @@ fn every_event_kind_round_trips() {
         assert!(text.contains(wire), "{text} lacks {wire}");
         let back: SessionEvent = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ev, "{text}");
+        // `run_id()` names the run the wire names, wherever the kind keeps it.
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let on_wire = ["/runId", "/run/id", "/message/runId", "/question/runId"]
+            .iter()
+            .find_map(|p| json.pointer(p).and_then(|v| v.as_str()));
+        assert_eq!(back.kind.run_id(), on_wire, "{text}");
     }
     let missing: Vec<usize> = (0..VARIANTS).filter(|i| !seen[*i]).collect();
     assert!(
