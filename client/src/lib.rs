@@ -137,6 +137,7 @@ impl EventStream {
 /// build, and its typed form when this build knows the kind.
 #[derive(Debug, Clone)]
 pub struct Received {
+    /// The event as the daemon sent it.
     pub json: Value,
     /// None for a kind this build does not know (or a known kind it cannot read).
     pub event: Option<SessionEvent>,
