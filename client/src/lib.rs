@@ -16,8 +16,8 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 use totem_protocol::{
-    ClientCapabilities, DaemonEvent, Implementation, InitializeParams, InitializeResult, Method,
-    PROTOCOL_VERSION, SessionEvent, TerminalEvent, method,
+    ClientCapabilities, DaemonEvent, EventKind, Implementation, InitializeParams, InitializeResult,
+    Method, PROTOCOL_VERSION, SessionEvent, TerminalEvent, method,
 };
 
 /// What can go wrong talking to the daemon.
@@ -124,6 +124,36 @@ impl EventStream {
     /// connection ended.
     pub async fn next_value(&mut self) -> Option<Value> {
         self.rx.recv().await
+    }
+
+    /// The next event both ways: typed when this build knows its kind, and as the daemon sent
+    /// it. None when the subscription or the connection ended.
+    pub async fn next_received(&mut self) -> Option<Received> {
+        self.rx.recv().await.map(Received::from)
+    }
+}
+
+/// An event as received: its JSON, to pass on untouched or to show a kind newer than this
+/// build, and its typed form when this build knows the kind.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The event as the daemon sent it.
+    pub json: Value,
+    /// None for a kind this build does not know (or a known kind it cannot read).
+    pub event: Option<SessionEvent>,
+}
+
+impl From<Value> for Received {
+    fn from(json: Value) -> Received {
+        let event = SessionEvent::deserialize(&json).ok();
+        Received { json, event }
+    }
+}
+
+impl Received {
+    /// The typed kind, when known.
+    pub fn kind(&self) -> Option<&EventKind> {
+        self.event.as_ref().map(|e| &e.kind)
     }
 }
 

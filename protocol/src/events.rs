@@ -117,26 +117,12 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<WithdrawnReason>,
     },
-    /// A run was taken back (`session.undo`): its file changes, and its messages, which stay
-    /// stored but marked undone and out of the model's history.
+    /// A run's file changes were taken back (`session.undo`).
     #[serde(rename = "changes.undone")]
-    ChangesUndone {
-        run_id: String,
-        files: Vec<String>,
-        /// The run's messages, now undone: show them as such (dimmed).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        message_ids: Vec<String>,
-    },
-    /// An undone run was applied again (`session.redo`): its file changes, and its messages are
-    /// part of the conversation again.
+    ChangesUndone { run_id: String, files: Vec<String> },
+    /// An undone run's file changes were applied again (`session.redo`).
     #[serde(rename = "changes.redone")]
-    ChangesRedone {
-        run_id: String,
-        files: Vec<String>,
-        /// The run's messages, no longer undone.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        message_ids: Vec<String>,
-    },
+    ChangesRedone { run_id: String, files: Vec<String> },
     /// Files on disk changed: written by a run's tools (announced after each call; what its
     /// shell commands changed, when the run ends) or by `session.undo`/`session.redo`. Editors
     /// reload these buffers.
@@ -170,6 +156,35 @@ impl EventKind {
             | EventKind::RunAborted { run }
             | EventKind::RunInterrupted { run } => Some(run),
             _ => None,
+        }
+    }
+
+    /// The run this event belongs to, when it belongs to one. Every kind says, so a new kind
+    /// has to decide.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            EventKind::MessageCreated { message } => message.run_id.as_deref(),
+            EventKind::RunStarted { run }
+            | EventKind::RunDone { run }
+            | EventKind::RunFailed { run }
+            | EventKind::RunAborted { run }
+            | EventKind::RunInterrupted { run } => Some(&run.id),
+            EventKind::PartStarted { run_id, .. }
+            | EventKind::PartDelta { run_id, .. }
+            | EventKind::PartDone { run_id, .. }
+            | EventKind::DocsFound { run_id, .. }
+            | EventKind::Usage { run_id, .. }
+            | EventKind::Todo { run_id, .. }
+            | EventKind::ChangesUndone { run_id, .. }
+            | EventKind::ChangesRedone { run_id, .. } => Some(run_id),
+            EventKind::Notice { run_id, .. } | EventKind::FilesChanged { run_id, .. } => {
+                run_id.as_deref()
+            }
+            EventKind::PermissionAsked { question } => Some(&question.run_id),
+            EventKind::SessionUpdated { .. }
+            | EventKind::PermissionResolved { .. }
+            | EventKind::SessionDeleted {}
+            | EventKind::Lagged {} => None,
         }
     }
 

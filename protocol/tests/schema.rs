@@ -108,7 +108,6 @@ fn every_event_kind_round_trips() {
         role: Role::User,
         run_id: Some("run_1".into()),
         created_at: 1,
-        undone: false,
         parts: vec![Part::Text { text: "hi".into() }],
     };
     // Each event, and a piece of its JSON: the closed-set fields keep their wire strings.
@@ -272,7 +271,6 @@ fn every_event_kind_round_trips() {
                     role: Role::User,
                     run_id: None,
                     created_at: 1,
-                    undone: false,
                     parts: vec![
                         Part::Text { text: "see".into() },
                         Part::Attachment {
@@ -301,7 +299,6 @@ fn every_event_kind_round_trips() {
             EventKind::ChangesUndone {
                 run_id: "run_1".into(),
                 files: vec!["a.txt".into()],
-                message_ids: vec!["msg_1".into()],
             },
             r#""type":"changes.undone""#,
         ),
@@ -309,7 +306,6 @@ fn every_event_kind_round_trips() {
             EventKind::ChangesRedone {
                 run_id: "run_1".into(),
                 files: vec!["a.txt".into()],
-                message_ids: Vec::new(),
             },
             r#""type":"changes.redone""#,
         ),
@@ -333,6 +329,12 @@ fn every_event_kind_round_trips() {
         assert!(text.contains(wire), "{text} lacks {wire}");
         let back: SessionEvent = serde_json::from_str(&text).unwrap();
         assert_eq!(back, ev, "{text}");
+        // `run_id()` names the run the wire names, wherever the kind keeps it.
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let on_wire = ["/runId", "/run/id", "/message/runId", "/question/runId"]
+            .iter()
+            .find_map(|p| json.pointer(p).and_then(|v| v.as_str()));
+        assert_eq!(back.kind.run_id(), on_wire, "{text}");
     }
     let missing: Vec<usize> = (0..VARIANTS).filter(|i| !seen[*i]).collect();
     assert!(

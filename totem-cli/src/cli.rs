@@ -170,6 +170,18 @@ pub struct RunArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// A reasoning level by its name (`--reasoning`, `/reasoning`): `off`, `low`, `medium`, `high`.
+pub fn reasoning_level(word: &str) -> Option<totem_protocol::ReasoningLevel> {
+    use totem_protocol::ReasoningLevel;
+    match word {
+        "off" => Some(ReasoningLevel::Off),
+        "low" => Some(ReasoningLevel::Low),
+        "medium" => Some(ReasoningLevel::Medium),
+        "high" => Some(ReasoningLevel::High),
+        _ => None,
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
     /// Only sessions of the project in this folder.

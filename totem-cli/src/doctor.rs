@@ -2,16 +2,16 @@
 //! store, the providers, `rg`, MCP servers, the systemd units — and prints one line per check
 //! (ok / warn / fail) with what to do about it. Exit code 0 when nothing failed.
 //!
-//! Provider and MCP checks go through the methods the daemon announces in `initialize`, called by
-//! name, so that this client works with daemons that have more or fewer of them.
+//! Provider checks call only the methods the daemon announces in `initialize`, so that this client
+//! works with daemons that have fewer of them.
 
 use std::fmt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use totem_protocol::{NoParams, method};
+use serde_json::Value;
+use totem_protocol::{Method, NoParams, ProviderTestParams, method};
 
 use crate::daemon::{Connection, Endpoint};
 use crate::exit::Exit;
@@ -105,7 +105,7 @@ pub async fn run_checks(endpoint: &Endpoint) -> Vec<Check> {
     }
     checks.push(check_logs(&endpoint.home.join("logs")));
     checks.push(check_rg());
-    checks.extend(check_mcp(connection.as_ref(), &endpoint.home).await);
+    checks.extend(check_mcp(&endpoint.home).await);
     checks.extend(check_systemd());
     checks
 }
@@ -473,37 +473,37 @@ async fn check_daemon(connection: &Connection) -> Vec<Check> {
     checks
 }
 
-/// Calls `method` by name with a deadline; the error is already in words.
-async fn call(
+/// Calls a method with a deadline; the error is already in words.
+async fn call<M: Method>(
     connection: &Connection,
-    method: &str,
-    params: Value,
+    params: M::Params,
     wait: Duration,
-) -> Result<Value, String> {
-    match tokio::time::timeout(wait, connection.client.call_raw(method, params)).await {
+) -> Result<M::Result, String> {
+    match tokio::time::timeout(wait, connection.client.call::<M>(params)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(format!("{method} failed: {e}")),
+        Ok(Err(e)) => Err(format!("{} failed: {e}", M::NAME)),
         Err(_) => Err(format!(
-            "{method} got no answer within {} s",
+            "{} got no answer within {} s",
+            M::NAME,
             wait.as_secs()
         )),
     }
 }
 
 async fn check_providers(connection: &Connection) -> Vec<Check> {
-    if !connection.has("provider.list") {
+    if !connection.has(method::ProviderList::NAME) {
         return vec![check(
             Status::Warn,
             "providers",
             "not available in this daemon (it has no provider.list): upgrade totemd",
         )];
     }
-    let list = match call(connection, "provider.list", json!({}), CALL_WAIT).await {
+    let list = match call::<method::ProviderList>(connection, NoParams {}, CALL_WAIT).await {
         Ok(list) => list,
         Err(e) => return vec![check(Status::Fail, "providers", e)],
     };
     let mut checks = Vec::new();
-    if let Some(error) = list.get("settingsError").and_then(Value::as_str) {
+    if let Some(error) = &list.settings_error {
         checks.push(check(
             Status::Fail,
             "settings",
@@ -512,12 +512,7 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
             ),
         ));
     }
-    let providers = list
-        .get("providers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if providers.is_empty() {
+    if list.providers.is_empty() {
         checks.push(check(
             Status::Warn,
             "providers",
@@ -525,16 +520,11 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         ));
         return checks;
     }
-    for provider in providers {
-        let name = provider
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string();
-        let kind = provider.get("kind").and_then(Value::as_str).unwrap_or("?");
-        let url = provider.get("url").and_then(Value::as_str).unwrap_or("?");
-        let label = format!("provider {name}");
-        if !connection.has("provider.test") {
+    for provider in list.providers {
+        let kind = crate::provider::kind_name(provider.kind);
+        let url = &provider.url;
+        let label = format!("provider {}", provider.name);
+        if !connection.has(method::ProviderTest::NAME) {
             checks.push(check(
                 Status::Warn,
                 label,
@@ -542,26 +532,15 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
             ));
             continue;
         }
-        let tested = call(
-            connection,
-            "provider.test",
-            json!({ "name": name }),
-            PROVIDER_WAIT,
-        )
-        .await;
+        let params = ProviderTestParams {
+            name: provider.name.clone(),
+            ..ProviderTestParams::default()
+        };
+        let tested = call::<method::ProviderTest>(connection, params, PROVIDER_WAIT).await;
         checks.push(match tested {
             Ok(result) => {
-                let reachable = result
-                    .get("reachable")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let models = result.get("models").and_then(Value::as_u64).unwrap_or(0);
-                let message = result
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                match (reachable, models) {
+                let message = result.message;
+                match (result.reachable, result.models) {
                     (true, 0) => check(
                         Status::Warn,
                         label,
@@ -634,29 +613,9 @@ fn check_rg() -> Check {
     check(Status::Ok, "rg", format!("{version} ({})", rg.display()))
 }
 
-/// MCP servers: through the daemon when it has a method for them, else from settings.json, where
-/// a server's command can at least be looked for on PATH.
-async fn check_mcp(connection: Option<&Connection>, home: &Path) -> Vec<Check> {
-    if let Some(connection) = connection
-        && let Some(method) = ["mcp.list", "mcp.server.list", "mcp.servers"]
-            .into_iter()
-            .find(|m| connection.has(m))
-    {
-        return match call(connection, method, json!({}), CALL_WAIT).await {
-            Ok(value) => {
-                let count = value
-                    .as_array()
-                    .or_else(|| value.get("servers").and_then(Value::as_array))
-                    .map_or(0, Vec::len);
-                vec![check(
-                    Status::Ok,
-                    "mcp",
-                    format!("{count} configured (from {method})"),
-                )]
-            }
-            Err(e) => vec![check(Status::Fail, "mcp", e)],
-        };
-    }
+/// MCP servers, from settings.json, where a server's command can at least be looked for on PATH
+/// (the daemon starts them inside runs and has no method that lists them).
+async fn check_mcp(home: &Path) -> Vec<Check> {
     // The user's servers, then the current project's own (`.totem/mcp.json`) under other names.
     let read = |path: PathBuf| {
         std::fs::read_to_string(path)

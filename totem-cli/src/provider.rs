@@ -308,7 +308,7 @@ fn settings_line(s: &ModelSettings) -> String {
     out.join(", ")
 }
 
-fn kind_name(kind: ProviderKind) -> String {
+pub(crate) fn kind_name(kind: ProviderKind) -> String {
     serde_json::to_value(kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

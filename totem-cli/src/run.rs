@@ -4,17 +4,18 @@
 use std::io::{IsTerminal, Read, Write};
 
 use anyhow::Context;
-use serde_json::{Value, json};
-use totem_client::{ClientError, EventStream};
-use totem_protocol::Method;
-use totem_protocol::{Attachment, ErrorCode, PromptAccepted, Session, method};
+use totem_client::{ClientError, EventStream, Received};
+use totem_protocol::{
+    Attachment, ErrorCode, EventKind, PermissionQuestion, PermissionReply, PermissionReplyParams,
+    PromptAccepted, QuestionKind, RunStatus, Session, SessionPromptParams, SessionRef, method,
+};
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, reasoning_level};
 use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::{Exit, Unreachable, UsageError};
 use crate::format::one_line;
 use crate::project::HomeFolder;
-use crate::render::{Chunk, Options, Renderer, Style, TextMode};
+use crate::render::{Chunk, Options, Renderer, Style, TextMode, ended_how};
 
 pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
     let prompt = read_prompt(&args.prompt)?;
@@ -100,33 +101,30 @@ async fn send_prompt(
     session: &Session,
     prompt: &str,
 ) -> anyhow::Result<PromptAccepted> {
-    let mut params = json!({"sessionId": session.id, "text": prompt});
-    let mut extras = Vec::new();
-    if let Some(model) = &args.model {
-        params["model"] = json!(model);
-        extras.push("--model");
-    }
-    if let Some(mode) = &args.mode {
-        params["mode"] = json!(mode);
-        extras.push("--mode");
-    }
-    if let Some(reasoning) = &args.reasoning {
-        params["reasoning"] = json!(reasoning);
-        extras.push("--reasoning");
-    }
-    if !args.allow.is_empty() {
-        params["allow"] = json!(args.allow);
-        extras.push("--allow");
-    }
-    if !args.files.is_empty() {
-        params["attachments"] = json!(attachments(&args.files)?);
-    }
+    let params = SessionPromptParams {
+        session_id: session.id.clone(),
+        text: prompt.to_string(),
+        mode: args.mode.clone(),
+        model: args.model.clone(),
+        reasoning: args.reasoning.as_deref().and_then(reasoning_level),
+        allow: args.allow.clone(),
+        attachments: attachments(&args.files)?,
+    };
+    let extras: Vec<&str> = [
+        ("--model", params.model.is_some()),
+        ("--mode", params.mode.is_some()),
+        ("--reasoning", params.reasoning.is_some()),
+        ("--allow", !params.allow.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect();
     match connection
         .client
-        .call_raw(method::SessionPrompt::NAME, params)
+        .call::<method::SessionPrompt>(params)
         .await
     {
-        Ok(value) => Ok(serde_json::from_value(value)?),
+        Ok(accepted) => Ok(accepted),
         Err(ClientError::Rpc { code, message, .. })
             if code == ErrorCode::INVALID_PARAMS.0 && !extras.is_empty() =>
         {
@@ -208,74 +206,63 @@ impl Terminal {
     }
 }
 
-/// The run an event belongs to, when it belongs to one.
-pub fn event_run_id(event: &Value) -> Option<&str> {
-    event
-        .get("runId")
-        .or_else(|| event.pointer("/run/id"))
-        .or_else(|| event.pointer("/message/runId"))
-        .and_then(Value::as_str)
-}
-
 /// Answers one permission question of this run: asks on the terminal when there is one (and the
 /// prompt did not come from stdin), else refuses with a note telling how to allow it. An answer
 /// given meanwhile in another terminal wins; ours is then refused by the daemon and ignored.
 async fn answer_question(
     connection: &Connection,
     session: &Session,
-    question: &Value,
+    question: &PermissionQuestion,
     may_ask: bool,
 ) {
-    let Some(question_id) = question.get("id").and_then(Value::as_str) else {
-        return;
+    let explanation = match question.explanation.as_str() {
+        "" => "a tool needs permission",
+        text => text,
     };
-    let explanation = question
-        .get("explanation")
-        .and_then(Value::as_str)
-        .unwrap_or("a tool needs permission");
+    let deny = |note: &str| PermissionReply::Deny {
+        note: Some(note.to_string()),
+    };
     let reply = if may_ask && std::io::stdin().is_terminal() {
         let prompt = format!(
             "\n{explanation}\nAllow? [o]nce, for this [s]ession, for this [p]roject, [d]eny: "
         );
         let line = crate::project::ask_line(prompt).await;
         match line.trim().chars().next() {
-            Some('o' | 'O' | 'y' | 'Y') => json!({"type": "once"}),
-            Some('s' | 'S') => json!({"type": "alwaysSession"}),
-            Some('p' | 'P') => json!({"type": "alwaysProject"}),
-            _ => json!({"type": "deny", "note": "the user refused"}),
+            Some('o' | 'O' | 'y' | 'Y') => PermissionReply::Once,
+            Some('s' | 'S') => PermissionReply::AlwaysSession,
+            Some('p' | 'P') => PermissionReply::AlwaysProject,
+            _ => deny("the user refused"),
         }
-    } else if is_server_start(question) {
+    } else if question.kind == QuestionKind::McpServer {
         // Not a denial of anything the model did: the run goes on without that server.
-        let name = question
-            .get("target")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
         eprintln!(
-            "totem: MCP server `{name}` not started (no terminal to ask on); allow it with {}",
+            "totem: MCP server `{}` not started (no terminal to ask on); allow it with {}",
+            question.target,
             allow_flags(question)
         );
-        json!({"type": "deny", "note": "not started: this headless run cannot ask the user"})
+        deny("not started: this headless run cannot ask the user")
     } else {
         eprintln!(
             "totem: refused ({explanation}): no terminal to ask on. Allow it with {}",
             allow_flags(question)
         );
-        json!({"type": "deny", "note": "refused: this headless run cannot ask the user, and no --allow rule covers it"})
+        deny("refused: this headless run cannot ask the user, and no --allow rule covers it")
     };
     let _ = connection
         .client
-        .call_raw(
-            "permission.reply",
-            json!({"sessionId": session.id, "questionId": question_id, "reply": reply}),
-        )
+        .call::<method::PermissionReply>(PermissionReplyParams {
+            session_id: session.id.clone(),
+            question_id: question.id.clone(),
+            reply,
+        })
         .await;
 }
 
 /// The `--allow` flags that would have answered a question: from what an "always" answer would
 /// remember (rule key → pattern), else from the tool and its target.
-fn allow_flags(question: &Value) -> String {
+fn allow_flags(question: &PermissionQuestion) -> String {
     let mut flags = Vec::new();
-    if let Some(always) = question.get("always").and_then(Value::as_object) {
+    if let Some(always) = question.always.as_object() {
         for (key, patterns) in always {
             for pattern in patterns.as_object().into_iter().flat_map(|p| p.keys()) {
                 flags.push(format!("--allow '{key}({pattern})'"));
@@ -283,33 +270,31 @@ fn allow_flags(question: &Value) -> String {
         }
     }
     if flags.is_empty() {
-        let tool = question
-            .get("tool")
-            .and_then(Value::as_str)
-            .unwrap_or("tool");
-        let target = question
-            .get("target")
-            .and_then(Value::as_str)
-            .unwrap_or("*");
-        flags.push(format!("--allow '{tool}({target})'"));
+        flags.push(format!("--allow '{}({})'", question.tool, question.target));
     }
     flags.join(" ")
 }
 
-/// A question about starting an MCP server, not about a call the model made.
-fn is_server_start(question: &Value) -> bool {
-    question.get("kind").and_then(Value::as_str) == Some("mcpServer")
-}
-
 /// A permission question of the run about a call the model made was answered with a refusal (a
 /// server left unstarted is not one: the exit code says whether the model was refused something).
-fn is_denial(event: &Value, server_starts: &[String]) -> bool {
-    event.get("type").and_then(Value::as_str) == Some("permission.resolved")
-        && event.pointer("/reply/type").and_then(Value::as_str) == Some("deny")
-        && !event
-            .get("questionId")
-            .and_then(Value::as_str)
-            .is_some_and(|id| server_starts.iter().any(|s| s == id))
+fn is_denial(kind: &EventKind, server_starts: &[String]) -> bool {
+    matches!(
+        kind,
+        EventKind::PermissionResolved {
+            question_id,
+            reply: Some(PermissionReply::Deny { .. }),
+            ..
+        } if !server_starts.contains(question_id)
+    )
+}
+
+/// The question an event asks or resolves.
+fn question_id(kind: &EventKind) -> Option<&str> {
+    match kind {
+        EventKind::PermissionAsked { question } => Some(&question.id),
+        EventKind::PermissionResolved { question_id, .. } => Some(question_id),
+        _ => None,
+    }
 }
 
 async fn follow(
@@ -345,7 +330,7 @@ async fn follow(
     let mut aborting = false;
     loop {
         let next = tokio::select! {
-            next = stream.next_value() => next,
+            next = stream.next_received() => next,
             signal = stop.next() => {
                 if aborting {
                     eprintln!("totem: {signal} again: leaving without waiting for the run to end");
@@ -355,18 +340,14 @@ async fn follow(
                 aborting = true;
                 out.finish();
                 eprintln!("totem: {signal}: stopping the run (use --detach to leave runs going)");
-                if let Err(e) = connection
-                    .client
-                    .call_raw(method::SessionAbort::NAME, json!({"sessionId": session.id}))
-                    .await
-                {
+                if let Err(e) = abort(connection, session).await {
                     eprintln!("totem: could not stop the run: {e}");
                     return Ok(Exit::Failed);
                 }
                 continue;
             }
         };
-        let Some(event) = next else {
+        let Some(received) = next else {
             out.finish();
             return Err(Unreachable(format!(
                 "totemd closed the connection during the run. The run may go on: follow it with `{}`",
@@ -374,98 +355,111 @@ async fn follow(
             ))
             .into());
         };
-        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        if kind == "lagged" {
+        // A kind newer than this build is shown (or passed on with --json) and steers nothing.
+        let Some(event) = &received.event else {
+            let json = &received.json;
+            last_seq = last_seq.max(json["seq"].as_u64().unwrap_or(0));
+            if json["runId"]
+                .as_str()
+                .is_none_or(|id| id == accepted.run_id)
+            {
+                show(&received, &mut renderer, &mut out, args.json)?;
+            }
+            continue;
+        };
+        let kind = &event.kind;
+        if let EventKind::Lagged {} = kind {
             *stream = connection.client.subscribe(&session.id, last_seq).await?;
             continue;
         }
-        if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
-            last_seq = last_seq.max(seq);
-        }
-        if event_run_id(&event).is_some_and(|id| id != accepted.run_id) {
+        last_seq = last_seq.max(event.seq);
+        // Another run's question is still shown (someone may answer it elsewhere), not answered.
+        if kind.run_id().is_some_and(|id| id != accepted.run_id)
+            && !matches!(kind, EventKind::PermissionAsked { .. })
+        {
             continue;
         }
-        if kind == "permission.asked"
-            && is_server_start(&event["question"])
-            && let Some(id) = event.pointer("/question/id").and_then(Value::as_str)
+        if let EventKind::PermissionAsked { question } = kind
+            && question.kind == QuestionKind::McpServer
         {
-            server_starts.push(id.to_string());
+            server_starts.push(question.id.clone());
         }
-        denied |= is_denial(&event, &server_starts);
-        if kind == "permission.asked"
+        denied |= is_denial(kind, &server_starts);
+        if let EventKind::PermissionAsked { question } = kind
             && !aborting
-            && event.pointer("/question/runId").and_then(Value::as_str) == Some(&accepted.run_id)
+            && question.run_id == accepted.run_id
         {
-            let answered =
-                answer_question(connection, session, &event["question"], args.prompt != "-");
+            let answered = answer_question(connection, session, question, args.prompt != "-");
             tokio::select! {
                 () = answered => {}
                 signal = stop.next() => {
                     aborting = true;
                     eprintln!("\ntotem: {signal}: stopping the run");
-                    let _ = connection
-                        .client
-                        .call_raw(method::SessionAbort::NAME, json!({"sessionId": session.id}))
-                        .await;
+                    let _ = abort(connection, session).await;
                 }
             }
         }
         // Without a terminal to ask on, a server left unstarted is the one line printed above.
-        let quiet_server_start = !can_ask
-            && ["permission.asked", "permission.resolved"].contains(&kind)
-            && event
-                .pointer("/question/id")
-                .or_else(|| event.get("questionId"))
-                .and_then(Value::as_str)
-                .is_some_and(|id| server_starts.iter().any(|s| s == id));
-        if args.json {
-            println!("{}", serde_json::to_string(&event)?);
-        } else if !quiet_server_start {
-            for chunk in renderer.event(&event) {
-                out.write(chunk);
-            }
+        let quiet_server_start =
+            !can_ask && question_id(kind).is_some_and(|id| server_starts.iter().any(|s| s == id));
+        if args.json || !quiet_server_start {
+            show(&received, &mut renderer, &mut out, args.json)?;
         }
-        let error = || {
-            event
-                .pointer("/run/error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given")
-                .to_string()
-        };
-        let ended = match kind {
-            // The run ended, but without something it asked for: say so in the exit code.
-            "run.done" if denied => Some(Exit::PermissionDenied),
-            "run.done" => Some(Exit::Success),
-            "run.failed" | "run.interrupted" => {
-                out.finish();
-                eprintln!("totem: run {}: {}", &kind[4..], error());
-                Some(if denied {
-                    Exit::PermissionDenied
-                } else {
-                    Exit::Failed
-                })
-            }
-            "run.aborted" => {
-                out.finish();
-                eprintln!("totem: run aborted");
-                Some(if denied {
-                    Exit::PermissionDenied
-                } else {
-                    Exit::Failed
-                })
-            }
-            "session.deleted" => {
-                out.finish();
-                eprintln!("totem: the session was deleted during the run");
-                Some(Exit::Failed)
-            }
-            _ => None,
-        };
-        if let Some(exit) = ended {
+        let exit = if let Some(run) = kind.ended_run() {
             out.finish();
-            return Ok(exit);
+            match run.status {
+                RunStatus::Done => {}
+                RunStatus::Aborted => eprintln!("totem: run aborted"),
+                status => eprintln!(
+                    "totem: run {}: {}",
+                    ended_how(status),
+                    run.error.as_deref().unwrap_or("no reason given")
+                ),
+            }
+            // The run ended, but without something it asked for: say so in the exit code.
+            match (run.status, denied) {
+                (_, true) => Exit::PermissionDenied,
+                (RunStatus::Done, false) => Exit::Success,
+                _ => Exit::Failed,
+            }
+        } else if let EventKind::SessionDeleted {} = kind {
+            out.finish();
+            eprintln!("totem: the session was deleted during the run");
+            Exit::Failed
+        } else {
+            continue;
+        };
+        out.finish();
+        return Ok(exit);
+    }
+}
+
+/// Passes an event on: as the JSON the daemon sent with `--json`, else drawn.
+fn show(
+    received: &Received,
+    renderer: &mut Renderer,
+    out: &mut Terminal,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(&received.json)?);
+    } else {
+        for chunk in renderer.event(received) {
+            out.write(chunk);
         }
     }
+    Ok(())
+}
+
+/// Stops the session's run (`session.abort`).
+async fn abort(connection: &Connection, session: &Session) -> Result<(), ClientError> {
+    connection
+        .client
+        .call::<method::SessionAbort>(SessionRef {
+            session_id: session.id.clone(),
+        })
+        .await
+        .map(drop)
 }
 
 /// Ctrl-C and SIGTERM, which stop a followed run.
@@ -496,39 +490,25 @@ impl Stop {
 mod tests {
     use super::*;
 
-    #[test]
-    fn run_ids_are_found_wherever_the_event_keeps_them() {
-        assert_eq!(event_run_id(&json!({"runId": "run_1"})), Some("run_1"));
-        assert_eq!(
-            event_run_id(&json!({"run": {"id": "run_2"}})),
-            Some("run_2")
-        );
-        assert_eq!(
-            event_run_id(&json!({"message": {"runId": "run_3"}})),
-            Some("run_3")
-        );
-        assert_eq!(event_run_id(&json!({"type": "notice"})), None);
+    fn resolved(question_id: &str, reply: Option<PermissionReply>) -> EventKind {
+        EventKind::PermissionResolved {
+            question_id: question_id.to_string(),
+            reply,
+            reason: None,
+        }
     }
 
     #[test]
     fn a_denied_permission_is_recognised() {
         let none: &[String] = &[];
-        assert!(is_denial(
-            &json!({"type": "permission.resolved", "reply": {"type": "deny"}}),
-            none
-        ));
+        let deny = || Some(PermissionReply::Deny { note: None });
+        assert!(is_denial(&resolved("q_1", deny()), none));
         assert!(!is_denial(
-            &json!({"type": "permission.resolved", "reply": {"type": "once"}}),
+            &resolved("q_1", Some(PermissionReply::Once)),
             none
         ));
-        assert!(!is_denial(
-            &json!({"type": "permission.resolved", "questionId": "q_1"}),
-            none
-        ));
+        assert!(!is_denial(&resolved("q_1", None), none));
         // A server left unstarted is not a refusal of anything the model did.
-        assert!(!is_denial(
-            &json!({"type": "permission.resolved", "questionId": "q_2", "reply": {"type": "deny"}}),
-            &["q_2".to_string()]
-        ));
+        assert!(!is_denial(&resolved("q_2", deny()), &["q_2".to_string()]));
     }
 }

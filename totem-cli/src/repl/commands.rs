@@ -1,10 +1,10 @@
 //! Slash commands. Each names the daemon method it needs; one the daemon does not serve (per
-//! `initialize`'s method list) says so instead of pretending. Commands whose methods are not in
-//! the protocol yet call them by the names the design gives them, with `{sessionId}` and the
-//! argument, and show what comes back.
+//! `initialize`'s method list) says so instead of pretending.
 
-use serde_json::{Value, json};
-use totem_protocol::{SessionListParams, SessionRef, SessionRenameParams, method};
+use totem_protocol::{
+    Method, ModelListParams, SessionCommandParams, SessionDiffParams, SessionForkParams,
+    SessionListParams, SessionRef, SessionRenameParams, SessionUndoParams, ToolMode, method,
+};
 
 use super::{Flow, Repl};
 
@@ -44,13 +44,13 @@ pub const COMMANDS: &[SlashCommand] = &[
         "/rename",
         "TITLE",
         "rename this session",
-        Some("session.rename"),
+        Some(method::SessionRename::NAME),
     ),
     cmd(
         "/abort",
         "",
         "abort the running run (also Ctrl-C)",
-        Some("session.abort"),
+        Some(method::SessionAbort::NAME),
     ),
     cmd(
         "/mode",
@@ -73,51 +73,56 @@ pub const COMMANDS: &[SlashCommand] = &[
     cmd(
         "/undo",
         "[force]",
-        "take back the last run: its file changes and its messages (force: even if edited since)",
-        Some("session.undo"),
+        "take back the last run's file changes (force: even if edited since)",
+        Some(method::SessionUndo::NAME),
     ),
     cmd(
         "/redo",
         "[force]",
-        "bring back the last undone run (files and messages)",
-        Some("session.redo"),
+        "re-apply the last undone run",
+        Some(method::SessionRedo::NAME),
     ),
     cmd(
         "/diff",
         "[git]",
         "the session's file changes as a diff (git: git's view)",
-        Some("session.diff"),
+        Some(method::SessionDiff::NAME),
     ),
     cmd(
         "/compact",
         "",
         "summarise older turns to free context",
-        Some("session.command"),
+        Some(method::SessionCommand::NAME),
     ),
     cmd(
         "/fork",
         "",
         "copy this session into a new one and switch to it",
-        Some("session.fork"),
+        Some(method::SessionFork::NAME),
     ),
     cmd(
         "/init",
         "",
         "write AGENTS.md from a look at the project",
-        Some("session.command"),
+        Some(method::SessionCommand::NAME),
     ),
-    cmd("/jobs", "", "list background jobs", Some("job.list")),
+    cmd(
+        "/jobs",
+        "",
+        "list background jobs",
+        Some(method::JobList::NAME),
+    ),
     cmd(
         "/terminals",
         "",
         "list this session's terminals",
-        Some("terminal.list"),
+        Some(method::TerminalList::NAME),
     ),
     cmd(
         "/terminal",
         "N",
         "attach terminal N (from /terminals) raw; Ctrl-] comes back",
-        Some("terminal.subscribe"),
+        Some(method::TerminalSubscribe::NAME),
     ),
     cmd("/quit", "", "leave (a running run goes on)", None),
 ];
@@ -158,7 +163,7 @@ impl Repl<'_> {
             "/new" => self.new_session().await,
             "/sessions" => self.list_sessions().await,
             "/rename" => self.rename(arg).await,
-            "/abort" => self.call_quietly("session.abort", json!({})).await,
+            "/abort" => self.abort().await,
             "/mode" => {
                 self.set_mode(arg);
                 Ok(())
@@ -168,25 +173,11 @@ impl Repl<'_> {
                 Ok(())
             }
             "/model" => self.model(arg).await,
-            // What undo and redo changed arrives as a changes.undone/redone event.
-            "/undo" => {
-                self.call_quietly("session.undo", json!({"force": arg == "force"}))
-                    .await
-            }
-            "/redo" => {
-                self.call_quietly("session.redo", json!({"force": arg == "force"}))
-                    .await
-            }
+            "/undo" => self.undo(false, arg == "force").await,
+            "/redo" => self.undo(true, arg == "force").await,
             "/diff" => self.diff(arg == "git").await,
-            // Their outcome comes as a notice every client of the session sees.
-            "/compact" => {
-                self.call_quietly("session.command", json!({"command": "compact"}))
-                    .await
-            }
-            "/init" => {
-                self.call_quietly("session.command", json!({"command": "init"}))
-                    .await
-            }
+            "/compact" => self.command("compact").await,
+            "/init" => self.command("init").await,
             "/fork" => self.fork().await,
             "/jobs" => self.jobs().await,
             "/terminals" => self.terminals().await,
@@ -289,67 +280,48 @@ impl Repl<'_> {
             self.note(&format!("The next prompts use {arg}."));
             return Ok(());
         }
-        if !self.connection.has("model.list") {
+        if !self.connection.has(method::ModelList::NAME) {
             self.note("Listing models is not available in this daemon yet (it has no model.list).");
             return Ok(());
         }
         let list = self
             .connection
             .client
-            .call_raw("model.list", json!({}))
+            .call::<method::ModelList>(ModelListParams::default())
             .await?;
-        let default = list.get("defaultModel").and_then(Value::as_str);
         let chosen = self.settings.model.clone();
         let s = self.style();
         let mut out = String::new();
-        for model in list
-            .get("models")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let name = model.get("name").and_then(Value::as_str).unwrap_or("?");
+        for model in &list.models {
+            let name = model.name.as_str();
             let mark = if chosen.as_deref() == Some(name) {
                 "*"
             } else {
                 " "
             };
             let mut line = format!("{mark} {name}");
-            if let Some(window) = model.get("contextWindow").and_then(Value::as_u64) {
+            if let Some(window) = model.context_window {
                 line.push_str(&s.dim(&format!("  {}k context", window / 1000)));
             }
             // What settings.json (or `totem models --probe`) says about its tools and streaming.
-            let settings = model.get("settings");
-            match settings
-                .and_then(|v| v.get("tools"))
-                .and_then(Value::as_str)
-            {
-                Some("native") => line.push_str(&s.dim("  native tools")),
-                Some("text") => line.push_str(&s.dim("  tools in text")),
-                Some("none") => line.push_str(&s.dim("  no tools")),
-                _ => {}
+            let settings = model.settings.as_ref();
+            match settings.and_then(|v| v.tools) {
+                Some(ToolMode::Native) => line.push_str(&s.dim("  native tools")),
+                Some(ToolMode::Text) => line.push_str(&s.dim("  tools in text")),
+                Some(ToolMode::None) => line.push_str(&s.dim("  no tools")),
+                None => {}
             }
-            if settings.and_then(|v| v.get("stream")) == Some(&Value::Bool(false)) {
+            if settings.and_then(|v| v.stream) == Some(false) {
                 line.push_str(&s.dim("  not streamed"));
             }
-            if default == Some(name) {
+            if list.default_model.as_deref() == Some(name) {
                 line.push_str(&s.dim("  (default)"));
             }
             out.push_str(&line);
             out.push('\n');
         }
-        for error in list
-            .get("errors")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let provider = error.get("provider").and_then(Value::as_str).unwrap_or("?");
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("no answer");
-            out.push_str(&s.yellow(&format!("! {provider}: {message}")));
+        for error in &list.errors {
+            out.push_str(&s.yellow(&format!("! {}: {}", error.provider, error.message)));
             out.push('\n');
         }
         if out.is_empty() {
@@ -363,15 +335,18 @@ impl Repl<'_> {
     }
 
     async fn diff(&mut self, git: bool) -> anyhow::Result<()> {
-        let params = json!({"sessionId": self.session.id, "git": git});
-        let value = self
+        let diff = self
             .connection
             .client
-            .call_raw("session.diff", params)
+            .call::<method::SessionDiff>(SessionDiffParams {
+                session_id: self.session.id.clone(),
+                run_id: None,
+                git,
+            })
             .await?;
-        match value.get("diff").and_then(Value::as_str) {
-            Some("") => self.note("No file changes."),
-            _ => self.show(&value),
+        match diff.diff.as_str() {
+            "" => self.note("No file changes."),
+            text => self.show_diff(text),
         }
         Ok(())
     }
@@ -478,53 +453,61 @@ impl Repl<'_> {
     }
 
     async fn fork(&mut self) -> anyhow::Result<()> {
-        let value = self
+        let session = self
             .connection
             .client
-            .call_raw("session.fork", json!({"sessionId": self.session.id}))
+            .call::<method::SessionFork>(SessionForkParams {
+                session_id: self.session.id.clone(),
+                message_id: None,
+            })
             .await?;
-        match serde_json::from_value(value.clone()) {
-            Ok(session) => self.switch_to(session).await,
-            Err(_) => {
-                self.show(&value);
-                Ok(())
-            }
-        }
+        self.switch_to(session).await
     }
 
-    /// Calls `method` with `{sessionId}` plus `extra`; its events show what it did.
-    async fn call_quietly(&mut self, method: &str, extra: Value) -> anyhow::Result<()> {
-        let mut params = json!({"sessionId": self.session.id});
-        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-            params.extend(extra);
-        }
-        let value = self.connection.client.call_raw(method, params).await?;
-        let overwritten = value.get("overwritten").and_then(Value::as_array);
-        if let Some(files) = overwritten.filter(|f| !f.is_empty()) {
-            let names: Vec<&str> = files.iter().filter_map(Value::as_str).collect();
-            self.note(&format!("Overwritten: {}", names.join(", ")));
-        }
-        // Undo gives back the prompt of the run it took back, to edit and send again.
-        if let Some(prompt) = value.get("prompt").and_then(Value::as_str) {
-            self.note(
-                "The undone prompt is back in the input line: edit and send it, or clear it.",
-            );
-            self.refill = Some(prompt.to_string());
+    /// `/abort`: its end arrives as the run's last event.
+    async fn abort(&mut self) -> anyhow::Result<()> {
+        self.connection
+            .client
+            .call::<method::SessionAbort>(SessionRef {
+                session_id: self.session.id.clone(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// `/undo` and `/redo`: what they changed arrives as a changes.undone/redone event; files
+    /// overwritten because of `force` are named here.
+    async fn undo(&mut self, redo: bool, force: bool) -> anyhow::Result<()> {
+        let params = SessionUndoParams {
+            session_id: self.session.id.clone(),
+            force,
+        };
+        let client = &self.connection.client;
+        let applied = match redo {
+            false => client.call::<method::SessionUndo>(params).await?,
+            true => client.call::<method::SessionRedo>(params).await?,
+        };
+        if !applied.overwritten.is_empty() {
+            self.note(&format!("Overwritten: {}", applied.overwritten.join(", ")));
         }
         Ok(())
     }
 
-    /// An answer as text: a string as it is, a diff coloured, anything else as indented JSON.
-    fn show(&mut self, value: &Value) {
-        let text = match value {
-            Value::Null => return,
-            Value::Object(map) if map.is_empty() => return,
-            Value::String(s) => s.clone(),
-            other => match other.get("diff").and_then(Value::as_str) {
-                Some(diff) => diff.to_string(),
-                None => serde_json::to_string_pretty(other).unwrap_or_default(),
-            },
-        };
+    /// `/compact`, `/init`: their outcome comes as a notice every client of the session sees.
+    async fn command(&mut self, command: &str) -> anyhow::Result<()> {
+        self.connection
+            .client
+            .call::<method::SessionCommand>(SessionCommandParams {
+                session_id: self.session.id.clone(),
+                command: command.to_string(),
+                args: None,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// A diff, coloured.
+    fn show_diff(&mut self, text: &str) {
         let s = self.style();
         let mut out = String::new();
         for line in text.lines() {

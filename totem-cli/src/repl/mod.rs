@@ -11,14 +11,14 @@ mod spinner;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use totem_client::ClientError;
-use totem_client::EventStream;
+use totem_client::{ClientError, EventStream, Received};
 use totem_protocol::{
-    ErrorCode, Method, Project, Session, SessionMessagesParams, SessionStatus, method,
+    Attachment, ErrorCode, EventKind, Method, PermissionQuestion, PermissionReply,
+    PermissionReplyParams, Project, RunStatus, Session, SessionMessagesParams, SessionPromptParams,
+    SessionRef, SessionStatus, method,
 };
 
-use crate::cli::AttachArgs;
+use crate::cli::{AttachArgs, reasoning_level};
 use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::Exit;
 use crate::project::HomeFolder;
@@ -123,7 +123,6 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         shell_done_tx,
         shell_done,
         shell_outputs: Vec::new(),
-        refill: None,
     };
     repl.switch_to(session).await?;
     repl.print(&format!(
@@ -180,8 +179,6 @@ struct Repl<'a> {
     shell_done: tokio::sync::mpsc::UnboundedReceiver<shell::ShellDone>,
     /// `!command`s and their output, for the next prompt.
     shell_outputs: Vec<String>,
-    /// Text for the next input line (an undone prompt, a refused one).
-    refill: Option<String>,
 }
 
 /// Whether this terminal gets a spinner: a TTY (the editor has an external printer) that is not
@@ -205,8 +202,8 @@ pub(crate) struct PromptSettings {
 struct Question {
     id: String,
     answered_here: bool,
-    /// The `permission.asked` event when its proposed diff was folded (`v` shows all of it).
-    folded: Option<Value>,
+    /// The question when its proposed diff was folded (`v` shows all of it).
+    folded: Option<PermissionQuestion>,
 }
 
 const ANSWER_HINT: &str =
@@ -230,8 +227,7 @@ impl Repl<'_> {
                     match self.on_input(input).await {
                         Flow::Continue => {
                             let prompt = self.prompt();
-                            let initial = self.refill.take().unwrap_or_default();
-                            self.editor.read_with(&prompt, initial);
+                            self.editor.read(&prompt);
                         }
                         Flow::Leave => return Ok(Exit::Success),
                     }
@@ -378,41 +374,41 @@ impl Repl<'_> {
 
     async fn send_prompt(&mut self, text: String, attachments: Vec<String>) {
         self.renderer.sent_prompt(&text);
-        let mut params = serde_json::json!({"sessionId": self.session.id, "text": text});
-        if !attachments.is_empty() {
-            let attachments: Vec<Value> = attachments
-                .iter()
-                .map(|path| serde_json::json!({ "path": path }))
-                .collect();
-            params["attachments"] = Value::Array(attachments);
-        }
-        let settings = [
-            ("mode", &self.settings.mode),
-            ("model", &self.settings.model),
-            ("reasoning", &self.settings.reasoning),
-        ];
-        let chosen: Vec<&str> = settings
-            .iter()
-            .filter_map(|(name, value)| {
-                let value = value.as_ref()?;
-                params[*name] = Value::String(value.clone());
-                Some(*name)
-            })
-            .collect();
+        let params = SessionPromptParams {
+            session_id: self.session.id.clone(),
+            text,
+            mode: self.settings.mode.clone(),
+            model: self.settings.model.clone(),
+            reasoning: self.settings.reasoning.as_deref().and_then(reasoning_level),
+            allow: Vec::new(),
+            attachments: attachments
+                .into_iter()
+                .map(|path| Attachment {
+                    path,
+                    range: None,
+                    text: None,
+                })
+                .collect(),
+        };
+        let chosen: Vec<&str> = [
+            ("mode", params.mode.is_some()),
+            ("model", params.model.is_some()),
+            ("reasoning", params.reasoning.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
         match self
             .connection
             .client
-            .call_raw(method::SessionPrompt::NAME, params)
+            .call::<method::SessionPrompt>(params)
             .await
         {
             Ok(accepted) => {
                 self.start_spinner();
                 if self.running.is_none() {
                     self.running = Some(Running {
-                        id: accepted
-                            .get("runId")
-                            .and_then(Value::as_str)
-                            .map(String::from),
+                        id: Some(accepted.run_id),
                         since: Instant::now(),
                     });
                 }
@@ -445,7 +441,9 @@ impl Repl<'_> {
             "v" | "view" => {
                 let folded = question.folded.clone();
                 let all = match folded {
-                    Some(event) => crate::render::question_diff(&event, self.style(), usize::MAX),
+                    Some(question) => {
+                        crate::render::question_diff(&question, self.style(), usize::MAX)
+                    }
                     None => String::new(),
                 };
                 match all.is_empty() {
@@ -455,25 +453,25 @@ impl Repl<'_> {
                 self.note(ANSWER_HINT);
                 return;
             }
-            "o" | "once" | "y" | "yes" => serde_json::json!({"type": "once"}),
-            "s" | "session" => serde_json::json!({"type": "alwaysSession"}),
-            "p" | "project" => serde_json::json!({"type": "alwaysProject"}),
-            "d" | "deny" | "n" | "no" => serde_json::json!({"type": "deny", "note": note}),
+            "o" | "once" | "y" | "yes" => PermissionReply::Once,
+            "s" | "session" => PermissionReply::AlwaysSession,
+            "p" | "project" => PermissionReply::AlwaysProject,
+            "d" | "deny" | "n" | "no" => PermissionReply::Deny { note },
             _ => {
                 self.note(ANSWER_HINT);
                 return;
             }
         };
         question.answered_here = true;
-        let params = serde_json::json!({
-            "sessionId": self.session.id,
-            "questionId": question.id,
-            "reply": reply,
-        });
+        let params = PermissionReplyParams {
+            session_id: self.session.id.clone(),
+            question_id: question.id.clone(),
+            reply,
+        };
         if let Err(e) = self
             .connection
             .client
-            .call_raw("permission.reply", params)
+            .call::<method::PermissionReply>(params)
             .await
         {
             self.error(&format!("the answer was not taken: {e}"));
@@ -493,15 +491,17 @@ impl Repl<'_> {
             self.note("(Ctrl-C again within a second, or Ctrl-D, leaves)");
             return Flow::Continue;
         }
-        if !self.connection.has("session.abort") {
+        if !self.connection.has(method::SessionAbort::NAME) {
             self.note("This daemon cannot abort runs yet (no session.abort); the run goes on. Ctrl-C again within a second leaves.");
             return Flow::Continue;
         }
-        let params = serde_json::json!({"sessionId": self.session.id});
+        let params = SessionRef {
+            session_id: self.session.id.clone(),
+        };
         match self
             .connection
             .client
-            .call_raw("session.abort", params)
+            .call::<method::SessionAbort>(params)
             .await
         {
             Ok(_) => self.note("Aborting the run… (Ctrl-C again within a second leaves)"),
@@ -510,8 +510,8 @@ impl Repl<'_> {
         Flow::Continue
     }
 
-    async fn on_event(&mut self, event: Option<Value>) {
-        let Some(event) = event else {
+    async fn on_event(&mut self, received: Option<Received>) {
+        let Some(received) = received else {
             self.stream = None;
             self.disconnected = true;
             self.error(
@@ -519,104 +519,84 @@ impl Repl<'_> {
             );
             return;
         };
-        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        if kind == "lagged" {
+        let seq = match &received.event {
+            Some(event) => Some(event.seq),
+            None => received.json["seq"].as_u64(),
+        };
+        if let Some(seq) = seq {
+            self.last_seq = self.last_seq.max(seq);
+        }
+        let live = seq.is_some_and(|seq| seq > self.live_after);
+        let Some(kind) = received.kind() else {
+            // A kind newer than this build: its name is shown, it steers nothing.
+            let chunks = self.renderer.event(&received);
+            self.print_chunks(chunks, "");
+            return;
+        };
+        if let EventKind::Lagged {} = kind {
             self.resubscribe().await;
             return;
         }
-        if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
-            self.last_seq = self.last_seq.max(seq);
-        }
-        let live = event
-            .get("seq")
-            .and_then(Value::as_u64)
-            .is_some_and(|seq| seq > self.live_after);
         // A bell (and desktop notice) rides on the line it belongs to: a printed line of its own
         // would leave a blank one.
         let mut alert = String::new();
+        let ended = kind.ended_run();
+        if let Some(run) = ended
+            && let Some(running) = self.running.take()
+            && running.id.as_deref().is_none_or(|id| id == run.id)
+        {
+            alert = self.notice_for(running.since.elapsed(), run.status);
+        }
         match kind {
-            "run.started" => {
+            EventKind::RunStarted { run } => {
                 self.running = Some(Running {
-                    id: event
-                        .pointer("/run/id")
-                        .and_then(Value::as_str)
-                        .map(String::from),
+                    id: Some(run.id.clone()),
                     since: Instant::now(),
                 });
             }
-            "run.done" | "run.failed" | "run.aborted" | "run.interrupted" => {
-                let ended = event.pointer("/run/id").and_then(Value::as_str);
-                if let Some(running) = self.running.take()
-                    && running.id.as_deref().is_none_or(|id| Some(id) == ended)
-                {
-                    alert = self.notice_for(running.since.elapsed(), kind);
-                }
+            EventKind::PermissionAsked { question } => {
+                let lines = question.diff.as_deref().map_or(0, |d| d.lines().count());
+                self.questions.push(Question {
+                    id: question.id.clone(),
+                    answered_here: false,
+                    folded: (lines > crate::render::QUESTION_DIFF_LINES).then(|| question.clone()),
+                });
             }
-            "permission.asked" => {
-                if let Some(id) = event.pointer("/question/id").and_then(Value::as_str) {
-                    let lines = event
-                        .pointer("/question/diff")
-                        .and_then(Value::as_str)
-                        .map_or(0, |d| d.lines().count());
-                    self.questions.push(Question {
-                        id: id.to_string(),
-                        answered_here: false,
-                        folded: (lines > crate::render::QUESTION_DIFF_LINES).then(|| event.clone()),
-                    });
-                }
-            }
-            "permission.resolved" => {
-                let id = event.get("questionId").and_then(Value::as_str);
-                if let Some(i) = self
-                    .questions
-                    .iter()
-                    .position(|q| Some(q.id.as_str()) == id)
-                {
+            EventKind::PermissionResolved {
+                question_id, reply, ..
+            } => {
+                if let Some(i) = self.questions.iter().position(|q| q.id == *question_id) {
                     let question = self.questions.remove(i);
-                    if !question.answered_here && event.get("reply").is_some() {
+                    if !question.answered_here && reply.is_some() {
                         self.note("(answered in another terminal)");
                     }
                 }
             }
-            "session.updated" => {
-                if let Some(session) = event
-                    .get("session")
-                    .and_then(|s| serde_json::from_value::<Session>(s.clone()).ok())
-                {
-                    self.session = session;
-                }
-            }
+            EventKind::SessionUpdated { session } => self.session = session.clone(),
             _ => {}
         }
-        let chunks = self.renderer.event(&event);
+        let chunks = self.renderer.event(&received);
         // The first output of the run, a question or the run's end stops the spinner; a notice
         // or another terminal's prompt is printed above it and it goes on.
         let first_output = !chunks.is_empty()
-            && (kind.starts_with("part.")
-                || kind.starts_with("permission.")
-                || kind.starts_with("tool"));
-        let ended = matches!(
-            kind,
-            "run.done" | "run.failed" | "run.aborted" | "run.interrupted" | "session.deleted"
-        );
-        if kind == "run.started" && live {
+            && matches!(
+                kind,
+                EventKind::PartStarted { .. }
+                    | EventKind::PartDelta { .. }
+                    | EventKind::PartDone { .. }
+                    | EventKind::PermissionAsked { .. }
+                    | EventKind::PermissionResolved { .. }
+            );
+        let deleted = matches!(kind, EventKind::SessionDeleted {});
+        if matches!(kind, EventKind::RunStarted { .. }) && live {
             self.start_spinner();
         }
-        let last = chunks.len().saturating_sub(1);
-        for (i, chunk) in chunks.into_iter().enumerate() {
-            match chunk {
-                Chunk::Answer(text) | Chunk::Aside(text) if i == last && !alert.is_empty() => {
-                    let line = text.strip_suffix('\n').unwrap_or(&text);
-                    self.print(&format!("{line}{alert}\n"));
-                }
-                Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
-            }
-        }
-        if first_output || ended {
+        self.print_chunks(chunks, &alert);
+        if first_output || ended.is_some() || deleted {
             self.stop_spinner();
         }
-        if kind == "permission.asked" {
-            if self.connection.has("permission.reply") {
+        if let EventKind::PermissionAsked { .. } = kind {
+            if self.connection.has(method::PermissionReply::NAME) {
                 let bell = if live && self.style().color {
                     notice("Totem: a question waits for you", &notify_setting())
                 } else {
@@ -633,14 +613,28 @@ impl Repl<'_> {
                 self.note("This daemon cannot take answers yet (no permission.reply).");
             }
         }
-        if kind == "session.deleted" {
+        if deleted {
             self.stream = None;
             self.note("/new starts a session, /sessions picks another, Ctrl-D leaves.");
         }
     }
 
+    /// Prints what the renderer drew, `alert` riding on its last line.
+    fn print_chunks(&mut self, chunks: Vec<Chunk>, alert: &str) {
+        let last = chunks.len().saturating_sub(1);
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            match chunk {
+                Chunk::Answer(text) | Chunk::Aside(text) if i == last && !alert.is_empty() => {
+                    let line = text.strip_suffix('\n').unwrap_or(&text);
+                    self.print(&format!("{line}{alert}\n"));
+                }
+                Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
+            }
+        }
+    }
+
     /// The bell and an OSC 9 desktop notice, when a long run ends on a terminal.
-    fn notice_for(&self, took: Duration, kind: &str) -> String {
+    fn notice_for(&self, took: Duration, status: RunStatus) -> String {
         let after = std::env::var("TOTEM_NOTIFY_AFTER")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -648,7 +642,7 @@ impl Repl<'_> {
         if !self.style().color || took < after {
             return String::new();
         }
-        let what = kind.trim_start_matches("run.");
+        let what = crate::render::ended_how(status);
         notice(&format!("Totem: run {what}"), &notify_setting())
     }
 
@@ -686,8 +680,7 @@ impl Repl<'_> {
 
     /// Where the replay of `session` starts: just before its newest messages (by their own
     /// numbers, which gaps in the numbering cannot throw off), and how many messages come before.
-    /// The renderer learns which of their runs are undone.
-    async fn replay_from(&mut self, session: &Session) -> (u64, u64) {
+    async fn replay_from(&self, session: &Session) -> (u64, u64) {
         let params = SessionMessagesParams {
             session_id: session.id.clone(),
             after_seq: 0,
@@ -701,20 +694,12 @@ impl Repl<'_> {
             .await
         {
             Ok(page) => match page.messages.first() {
-                Some(first) => {
-                    let undone = page
-                        .messages
-                        .iter()
-                        .filter(|m| m.undone)
-                        .filter_map(|m| m.run_id.clone());
-                    self.renderer.set_undone(undone);
-                    (
-                        first.seq.saturating_sub(1),
-                        session
-                            .message_count
-                            .saturating_sub(page.messages.len() as u64),
-                    )
-                }
+                Some(first) => (
+                    first.seq.saturating_sub(1),
+                    session
+                        .message_count
+                        .saturating_sub(page.messages.len() as u64),
+                ),
                 None => (0, 0),
             },
             Err(_) => (session.last_seq.saturating_sub(REPLAY_EVENTS), 0),
@@ -823,9 +808,9 @@ async fn spinner_due(spinner: &Option<Spinner>) {
     }
 }
 
-async fn next_event(stream: &mut Option<EventStream>) -> Option<Value> {
+async fn next_event(stream: &mut Option<EventStream>) -> Option<Received> {
     match stream {
-        Some(stream) => stream.next_value().await,
+        Some(stream) => stream.next_received().await,
         None => std::future::pending().await,
     }
 }

@@ -3,8 +3,8 @@
 //! here or in another terminal). The call runs beside the prompt loop, so the question can be
 //! answered meanwhile; its output is shown and goes, with the command, into the next prompt.
 
-use serde_json::{Value, json};
 use totem_client::ClientError;
+use totem_protocol::{Method, SessionShellParams, ShellResult, method};
 
 use super::Repl;
 use super::attach::{self, Note};
@@ -15,7 +15,7 @@ const OUTPUT_IN_PROMPT: usize = 16_000;
 /// A `session.shell` call that came back.
 pub struct ShellDone {
     pub command: String,
-    pub result: Result<Value, ClientError>,
+    pub result: Result<ShellResult, ClientError>,
 }
 
 impl Repl<'_> {
@@ -25,31 +25,35 @@ impl Repl<'_> {
             self.note("Type a command after !, e.g. !git status");
             return;
         }
-        if !self.connection.has("session.shell") {
+        if !self.connection.has(method::SessionShell::NAME) {
             self.note("!command is not available in this daemon yet (it has no session.shell).");
             return;
         }
         let client = self.connection.client.clone();
         let done = self.shell_done_tx.clone();
-        let params = json!({"sessionId": self.session.id, "command": command});
+        let params = SessionShellParams {
+            session_id: self.session.id.clone(),
+            command: command.to_string(),
+            timeout_secs: None,
+        };
         let command = command.to_string();
         self.note(&format!("$ {command}"));
         tokio::spawn(async move {
-            let result = client.call_raw("session.shell", params).await;
+            let result = client.call::<method::SessionShell>(params).await;
             let _ = done.send(ShellDone { command, result });
         });
     }
 
     pub(super) fn on_shell_done(&mut self, done: ShellDone) {
-        let value = match done.result {
-            Ok(value) => value,
+        let shell = match done.result {
+            Ok(shell) => shell,
             Err(e) => {
                 self.error(&format!("!{} failed: {e}", done.command));
                 return;
             }
         };
-        let output = value.get("output").and_then(Value::as_str).unwrap_or("");
-        if value.get("ran").and_then(Value::as_bool) != Some(true) {
+        let output = shell.output.as_str();
+        if !shell.ran {
             self.error(&format!("Not run: {}", output.trim()));
             return;
         }
@@ -60,7 +64,7 @@ impl Repl<'_> {
         self.print(&shown);
         self.note("(the command and its output go with your next prompt)");
         self.shell_outputs
-            .push(for_prompt(&done.command, output, value.get("exitCode")));
+            .push(for_prompt(&done.command, output, shell.exit_code));
     }
 
     /// The prompt as sent: the `!command` outputs waiting for it and the text typed; and the
@@ -95,15 +99,13 @@ impl Repl<'_> {
 }
 
 /// What the model is told about a command the user ran.
-fn for_prompt(command: &str, output: &str, exit_code: Option<&Value>) -> String {
+fn for_prompt(command: &str, output: &str, exit_code: Option<i32>) -> String {
     let mut output = output.trim_end().to_string();
     if output.len() > OUTPUT_IN_PROMPT {
         let cut = output.ceil_char_boundary(output.len() - OUTPUT_IN_PROMPT);
         output = format!("… ({cut} bytes cut)\n{}", &output[cut..]);
     }
-    let code = exit_code
-        .and_then(Value::as_i64)
-        .map_or(String::new(), |c| format!(" (exit code {c})"));
+    let code = exit_code.map_or(String::new(), |c| format!(" (exit code {c})"));
     format!("I ran `{command}` in the project folder{code}; its output:\n```\n{output}\n```")
 }
 
@@ -114,7 +116,7 @@ mod tests {
     #[test]
     fn long_output_keeps_its_tail_in_the_prompt() {
         let long = format!("{}END", "é".repeat(OUTPUT_IN_PROMPT));
-        let text = for_prompt("make", &long, Some(&json!(2)));
+        let text = for_prompt("make", &long, Some(2));
         assert!(text.starts_with("I ran `make` in the project folder (exit code 2)"));
         assert!(text.contains("bytes cut)") && text.ends_with("END\n```"));
         assert!(text.len() < OUTPUT_IN_PROMPT + 200);

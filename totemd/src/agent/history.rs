@@ -199,7 +199,6 @@ mod tests {
             role,
             run_id: None,
             created_at: 0,
-            undone: false,
             parts,
         }
     }

@@ -25,10 +25,7 @@ const PAGE: usize = 500;
 pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
     let parent = daemon.sessions.snapshot(&p.session_id)?;
     let store = daemon.store();
-    let undo = store.undo_state(&p.session_id)?;
-    let mut history = history_until(daemon, &p)?;
-    // The fork continues the conversation as the model sees it: undone runs stay behind.
-    history.retain(|m| undo.keeps(m));
+    let history = history_until(daemon, &p)?;
 
     let created = daemon.sessions.create(
         &parent.project_id,
@@ -121,7 +118,6 @@ fn append(
                 // Runs stay where they ran: the new session has none of its own yet.
                 run_id: None,
                 created_at: original.created_at.unwrap_or_else(now_ms),
-                undone: false,
                 parts: original.parts,
             };
             Ok(EventKind::MessageCreated { message })

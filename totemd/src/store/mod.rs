@@ -541,7 +541,6 @@ impl Store {
             role: record.role,
             run_id: record.run_id,
             created_at: record.created_at,
-            undone: false,
             parts,
         })
     }
