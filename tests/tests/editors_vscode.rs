@@ -65,8 +65,25 @@ fn checkout(dir: &Path, tools: &Path) {
         .expect("node_modules");
 }
 
+/// code-server, ended when the test ends.
+struct CodeServer(std::process::Child);
+
+impl Drop for CodeServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 #[test]
-fn the_extension_type_checks_and_packages_into_a_vsix() {
+fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
     let tools = build_tools();
     let dir = tempfile::tempdir().expect("checkout");
     checkout(dir.path(), &tools);
@@ -113,6 +130,110 @@ fn the_extension_type_checks_and_packages_into_a_vsix() {
             "the bundle requires {name} at run time: {required:?}"
         );
     }
+
+    // The .vsix in a real VS Code: code-server, its page driven by chromium.
+    let chromium = totem_tests::external::chromium();
+    let server = totem_tests::external::code_server();
+    let code_server = server.join("node_modules/.bin/code-server");
+    let cli = Cli::new();
+    let (runtime, sim) = cli_common::sim_settings(&cli);
+    std::fs::write(
+        cli.project.path().join("math.js"),
+        "const a = 1;\nconst b = 2;\n",
+    )
+    .expect("math.js");
+    {
+        let _guard = runtime.enter();
+        sim.push(Reply::stream([SimEvent::tool_call(
+            "c1",
+            "edit",
+            json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 3;"}),
+        )]));
+        sim.push(Reply::Stream(Script {
+            delay_ms: 700,
+            ..Script::new(vec![
+                SimEvent::text("First words. "),
+                SimEvent::text("Middle words. "),
+                SimEvent::text("Last words."),
+            ])
+        }));
+    }
+    let vscode = tempfile::tempdir().expect("code-server's folders");
+    let user = vscode.path().join("user");
+    let extensions = vscode.path().join("extensions");
+    std::fs::create_dir_all(user.join("User")).expect("user folder");
+    std::fs::write(
+        user.join("User/settings.json"),
+        json!({
+            "totem.command": cli_common::binary("totem"),
+            "security.workspace.trust.enabled": false,
+            "workbench.startupEditor": "none",
+            "workbench.tips.enabled": false,
+            "telemetry.telemetryLevel": "off",
+            "extensions.autoCheckUpdates": false,
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let code = |args: &[&str]| {
+        let mut command = Command::new(&code_server);
+        command
+            .args(args)
+            .arg("--user-data-dir")
+            .arg(&user)
+            .arg("--extensions-dir")
+            .arg(&extensions)
+            .arg("--config")
+            .arg(vscode.path().join("config.yaml"))
+            .env("HOME", vscode.path())
+            .env("TOTEM_HOME", cli.home())
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("TOTEM_LOG");
+        command
+    };
+    let vsix = dir.path().join("totem.vsix");
+    run(
+        &mut code(&["--install-extension", &vsix.display().to_string()]),
+        "code-server --install-extension",
+    );
+    let port = free_port();
+    let _server = CodeServer(
+        code(&[
+            "--auth",
+            "none",
+            "--bind-addr",
+            &format!("127.0.0.1:{port}"),
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+        ])
+        .arg(cli.project.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start code-server"),
+    );
+    run(
+        Command::new("node")
+            .args(["--test", "--test-force-exit", "--test-timeout=180000"])
+            .arg(vscode_dir().join("test/e2e.mjs"))
+            .env(
+                "TOTEM_E2E_URL",
+                format!(
+                    "http://127.0.0.1:{port}/?folder={}",
+                    cli.project.path().display()
+                ),
+            )
+            .env("TOTEM_E2E_TOOLS", &server)
+            .env("TOTEM_E2E_CHROMIUM", &chromium)
+            .env(
+                "TOTEM_E2E_SHOTS",
+                std::env::var_os("TOTEM_E2E_SHOTS").unwrap_or_else(|| vscode.path().into()),
+            )
+            .env("TOTEM_TEST_PROJECT", cli.project.path()),
+        "node --test e2e.mjs",
+    );
 }
 
 #[test]

@@ -1,0 +1,105 @@
+// The extension in a real VS Code: code-server (VS Code's server, from npm) with the packaged
+// .vsix installed, its page driven by Debian's chromium through playwright-core
+// (`tests/tests/editors_vscode.rs` starts code-server, the simulator with its replies queued and
+// nothing else: the extension starts totemd itself). What a person does: open the Totem view,
+// type a prompt, watch the answer stream, answer the question after looking at its diff, see the
+// file change, the changes tree, undo.
+// Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS (the folder
+// whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { test } from "node:test";
+
+const { TOTEM_E2E_URL: url, TOTEM_E2E_TOOLS: tools, TOTEM_E2E_CHROMIUM: chromiumPath, TOTEM_TEST_PROJECT: project } =
+  process.env;
+const { chromium } = createRequire(join(tools, "package.json"))("playwright-core");
+
+const file = () => readFileSync(join(project, "math.js"), "utf8");
+
+async function until(what, done, ms = 30000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await done();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      assert.fail(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("prompt, stream, question with its diff, file changed, changes tree, undo", async (t) => {
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] });
+  t.after(() => browser.close());
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const shot = async (name) => page.screenshot({ path: join(process.env.TOTEM_E2E_SHOTS ?? "/tmp", `${name}.png`) });
+  try {
+    // code-server takes a moment to listen.
+    await until("code-server to answer", () => page.goto(url).then(() => true, () => false), 60000);
+    await page.locator(".monaco-workbench").waitFor({ timeout: 60000 });
+    const status = page.locator(".statusbar");
+
+    // The extension activates on startup, starts totemd and says which model it uses.
+    await until("the status bar item", async () => (await status.innerText()).includes("Totem: llama3.2:latest"), 60000);
+
+    // The Totem view in the activity bar: the chat's webview (an iframe in an iframe).
+    await page.locator('.activitybar a.action-label[aria-label="Totem"]').click();
+    const chat = page.frameLocator("iframe.webview.ready").frameLocator("#active-frame");
+    const prompt = chat.locator("#prompt");
+    await prompt.waitFor({ timeout: 30000 });
+    await prompt.fill("make b three");
+    await prompt.press("Enter");
+
+    // The question: a notification with the answers and "Show diff"; the status bar waits.
+    const toast = page.locator(".notification-toast", { hasText: "edit wants to write math.js" });
+    await toast.waitFor({ timeout: 30000 });
+    await until("the status bar to wait", async () => (await status.innerText()).includes("Totem: waiting for you"));
+    // The chat shows it too, with its diff.
+    await chat.locator(".question", { hasText: "+const b = 3;" }).waitFor();
+    await toast.getByRole("button", { name: "Show diff" }).click();
+    // VS Code's diff editor on the proposed change: the old line on the left, the new one on the right.
+    const tab = page.locator(".tab", { hasText: "math.js ↔ proposed by Totem" });
+    await tab.waitFor({ timeout: 15000 });
+    const diffEditor = page.locator(".monaco-diff-editor");
+    await until("both sides of the diff", async () => {
+      // Monaco draws spaces as no-break spaces.
+      const text = (await diffEditor.innerText().catch(() => "")).replace(/\u00a0/g, " ");
+      return text.includes("const b = 2;") && text.includes("const b = 3;");
+    });
+    assert.equal(file(), "const a = 1;\nconst b = 2;\n", "nothing written before the answer");
+    await shot("vscode-question");
+    // The notification is asked again after the diff: allow once.
+    const again = page.locator(".notification-toast", { hasText: "edit wants to write math.js" });
+    await again.getByRole("button", { name: "Allow once" }).click();
+
+    // The file is written; the answer streams into the chat, part by part.
+    await until("math.js to change", () => file().includes("const b = 3;"));
+    const text = chat.locator("#log");
+    await until("the first words", async () => (await text.innerText()).includes("First words."));
+    const early = await text.innerText();
+    assert.ok(!early.includes("Last words."), `the answer came at once, not as it streamed:\n${early}`);
+    await until("the run's end", async () => (await text.innerText()).includes("✓ done"));
+    assert.ok((await text.innerText()).includes("Last words."));
+    await until("the status bar to be idle", async () => (await status.innerText()).includes("Totem: llama3.2:latest"));
+    await shot("vscode-answer");
+
+    // The changes tree lists math.js; Undo (its title bar button) puts the file back.
+    const changes = page.locator(".pane", { hasText: "Totem changes" });
+    await until("math.js in the changes tree", async () =>
+      (await changes.locator(".monaco-list-row").allInnerTexts()).some((t) => t.includes("math.js")),
+    );
+    await changes.locator(".pane-header").hover();
+    await changes.locator('.pane-header [aria-label="Undo the Last Run\'s Changes"]').click();
+    await until("math.js to be put back", () => file() === "const a = 1;\nconst b = 2;\n");
+    await page.locator(".notification-toast", { hasText: "Undid the changes to math.js" }).waitFor();
+  } catch (e) {
+    await shot("vscode-failure").catch(() => undefined);
+    console.error(String(e?.stack ?? e));
+    throw e;
+  }
+});
