@@ -123,11 +123,7 @@ pub fn chromium() -> PathBuf {
 }
 
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .env("npm_config_unsafe_perm", "true")
-        .status()?;
+    let status = Command::new(program).args(args).current_dir(dir).status()?;
     anyhow::ensure!(
         status.success(),
         "`{program} {}` failed in {}",

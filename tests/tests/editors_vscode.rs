@@ -157,6 +157,14 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
                 SimEvent::text("Last words."),
             ])
         }));
+        sim.push(Reply::stream([SimEvent::text("a is one.")]));
+        sim.push(Reply::stream([SimEvent::tool_call(
+            "c2",
+            "edit",
+            json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 4;"}),
+        )]));
+        sim.push(Reply::stream([SimEvent::text("Done again.")]));
+        sim.push(Reply::stream([SimEvent::text("Back again.")]));
     }
     let vscode = tempfile::tempdir().expect("code-server's folders");
     let user = vscode.path().join("user");
@@ -231,7 +239,10 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
                 "TOTEM_E2E_SHOTS",
                 std::env::var_os("TOTEM_E2E_SHOTS").unwrap_or_else(|| vscode.path().into()),
             )
-            .env("TOTEM_TEST_PROJECT", cli.project.path()),
+            .env("TOTEM_TEST_PROJECT", cli.project.path())
+            .env("TOTEM_HOME", cli.home())
+            .env("TOTEM_BIN", cli_common::binary("totem"))
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host()),
         "node --test e2e.mjs",
     );
 }

@@ -3,12 +3,15 @@
 // (`tests/tests/editors_vscode.rs` starts code-server, the simulator with its replies queued and
 // nothing else: the extension starts totemd itself). What a person does: open the Totem view,
 // type a prompt, watch the answer stream, answer the question after looking at its diff, see the
-// file change, the changes tree, undo.
+// file change, the changes tree, undo; ask about a selection; see another client answer a
+// question; stop the daemon and go on.
 // Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS (the folder
 // whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT.
 
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import * as net from "node:net";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -18,6 +21,43 @@ const { TOTEM_E2E_URL: url, TOTEM_E2E_TOOLS: tools, TOTEM_E2E_CHROMIUM: chromium
 const { chromium } = createRequire(join(tools, "package.json"))("playwright-core");
 
 const file = () => readFileSync(join(project, "math.js"), "utf8");
+
+/** Another client on the daemon's socket (as the REPL or Neovim would be): answers the first
+ * open question of the project once. */
+async function answerElsewhere() {
+  const socket = net.createConnection(join(process.env.TOTEM_HOME, "run", "totemd.sock"));
+  let buffer = "";
+  let id = 0;
+  const waiting = new Map();
+  const questions = [];
+  socket.setEncoding("utf8");
+  socket.on("data", (data) => {
+    buffer += data;
+    const lines = buffer.split("\n");
+    buffer = lines.pop();
+    for (const line of lines.filter(Boolean)) {
+      const msg = JSON.parse(line);
+      if (msg.method === "daemon.event" && msg.params.result.type === "permission.asked") {
+        questions.push(msg.params.result.question);
+      } else if (msg.id !== undefined) {
+        waiting.get(msg.id)?.(msg);
+      }
+    }
+  });
+  await new Promise((r) => socket.once("connect", r));
+  const call = (method, params) =>
+    new Promise((resolve) => {
+      waiting.set(++id, resolve);
+      socket.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  await call("initialize", { protocolVersion: 1, client: { name: "e2e-other", version: "0" }, capabilities: { permissions: true } });
+  await call("daemon.subscribe", {});
+  const q = await until("the open question on the other client", () => questions[0]);
+  const answer = await call("permission.reply", { sessionId: q.sessionId, questionId: q.id, reply: { type: "once" } });
+  socket.destroy();
+  assert.ok(!answer.error, JSON.stringify(answer));
+  return q;
+}
 
 async function until(what, done, ms = 30000) {
   const deadline = Date.now() + ms;
@@ -33,7 +73,7 @@ async function until(what, done, ms = 30000) {
   }
 }
 
-test("prompt, stream, question with its diff, file changed, changes tree, undo", async (t) => {
+test("prompt, stream, question with its diff, changes, undo, selection, another client, restart", async (t) => {
   const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] });
   t.after(() => browser.close());
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -97,6 +137,63 @@ test("prompt, stream, question with its diff, file changed, changes tree, undo",
     await changes.locator('.pane-header [aria-label="Undo the Last Run\'s Changes"]').click();
     await until("math.js to be put back", () => file() === "const a = 1;\nconst b = 2;\n");
     await page.locator(".notification-toast", { hasText: "Undid the changes to math.js" }).waitFor();
+
+    // "Ask Totem about Selection" from the command palette: the selected line goes with the prompt.
+    const palette = async (command) => {
+      await page.keyboard.press("F1");
+      await page.locator(".quick-input-widget input.input").waitFor();
+      await page.keyboard.type(command);
+      await until(`"${command}" in the palette`, async () =>
+        (await page.locator(".quick-input-list .monaco-list-row").first().innerText().catch(() => "")).includes(command),
+      );
+      await page.keyboard.press("Enter");
+    };
+    await palette("View: Close All Editors");
+    await page.keyboard.press("Control+P");
+    await page.keyboard.type("math.js");
+    await until("math.js in quick open", async () =>
+      (await page.locator(".quick-input-list .monaco-list-row").first().innerText().catch(() => "")).includes("math.js"),
+    );
+    await page.keyboard.press("Enter");
+    // Quick open leaves the cursor in the opened file.
+    await until("math.js open", async () => (await page.locator(".tab.active .label-name").innerText().catch(() => "")) === "math.js");
+    await until("the editor to have focus", () => page.evaluate(() => !!document.activeElement?.closest(".monaco-editor")));
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.press("Shift+End");
+    await palette("Totem: Ask Totem about Selection");
+    const input = page.locator(".quick-input-widget input.input");
+    await until("the prompt's input box", async () => (await page.locator(".quick-input-widget").innerText()).includes("Ask Totem about math.js (lines 1–1)"));
+    await input.fill("what is a");
+    await page.keyboard.press("Enter");
+    await until("the attachment in the chat", async () => (await text.innerText()).includes("📎 math.js (lines 1–1)"));
+    await until("its answer", async () => (await text.innerText()).includes("a is one."));
+
+    // A question answered by another client: the chat drops its buttons and says how it was
+    // answered, the status bar stops waiting.
+    await prompt.fill("make b four");
+    await prompt.press("Enter");
+    await until("the second question in the chat", async () => (await chat.locator(".question button").count()) > 0);
+    await answerElsewhere();
+    await until("the chat to show the other client's answer", async () => (await chat.locator(".question button").count()) === 0);
+    await until("the second run's end", async () => (await text.innerText()).includes("Done again."));
+    await until("math.js to change", () => file().includes("const b = 4;"));
+    // The open editor reloads by itself.
+    await until("the editor to show the change", async () =>
+      (await page.locator(".editor-instance .view-lines").first().innerText()).replace(/\u00a0/g, " ").includes("const b = 4;"),
+    );
+    await until("the status bar to be idle", async () => (await status.innerText()).includes("Totem: llama3.2:latest"));
+
+    // The daemon stops: the extension starts it again, says so once, and the chat goes on.
+    const stopped = spawnSync(process.env.TOTEM_BIN, ["daemon", "stop"], { encoding: "utf8" });
+    assert.equal(stopped.status, 0, stopped.stderr);
+    await page.locator(".notification-toast", { hasText: "reconnected to totemd" }).waitFor({ timeout: 30000 });
+    await until("the status bar after the restart", async () => (await status.innerText()).includes("Totem: llama3.2:latest"));
+    await prompt.fill("still there?");
+    await prompt.press("Enter");
+    await until("the answer after the restart", async () => (await text.innerText()).includes("Back again."));
+    const log = await text.innerText();
+    assert.equal(log.split("Done again.").length, 2, `the chat repeated events after the restart:\n${log}`);
+    await shot("vscode-end");
   } catch (e) {
     await shot("vscode-failure").catch(() => undefined);
     console.error(String(e?.stack ?? e));
