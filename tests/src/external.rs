@@ -100,11 +100,19 @@ fn apt_install(probe: &Path, packages: &[&str]) {
     if probe.exists() {
         return;
     }
-    let status = Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends"])
-        .args(packages)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status();
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "-q"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+    };
+    let mut status = install();
+    if !matches!(status, Ok(s) if s.success()) {
+        // A fresh machine's package lists may be missing or name versions no longer served.
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        status = install();
+    }
     if !matches!(status, Ok(s) if s.success()) || !probe.exists() {
         panic!(
             "{} is missing and `apt-get install {}` failed ({status:?}); install it as root",

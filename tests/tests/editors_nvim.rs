@@ -35,13 +35,7 @@ fn ended_after(screen: &str, text: &str) -> bool {
 #[test]
 fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     let nvim_bin = totem_tests::external::neovim();
-    let cli = Cli::new();
-    let (runtime, sim) = cli_common::sim_settings(&cli);
-    std::fs::write(
-        cli.project.path().join("math.js"),
-        "const a = 1;\nconst b = 2;\n",
-    )
-    .expect("math.js");
+    let (cli, runtime, sim) = cli_common::editor_project();
     {
         let _guard = runtime.enter();
         let push = |events: Vec<SimEvent>, delay_ms: u64| {

@@ -10,7 +10,6 @@ mod cli_common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli_common::Cli;
 use serde_json::json;
 use totem_tests::sim::{Reply, Script, SimEvent};
 
@@ -135,13 +134,7 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
     let chromium = totem_tests::external::chromium();
     let server = totem_tests::external::code_server();
     let code_server = server.join("node_modules/.bin/code-server");
-    let cli = Cli::new();
-    let (runtime, sim) = cli_common::sim_settings(&cli);
-    std::fs::write(
-        cli.project.path().join("math.js"),
-        "const a = 1;\nconst b = 2;\n",
-    )
-    .expect("math.js");
+    let (cli, runtime, sim) = cli_common::editor_project();
     {
         let _guard = runtime.enter();
         sim.push(Reply::stream([SimEvent::tool_call(
@@ -276,13 +269,7 @@ fn the_extension_client_against_the_real_daemon() {
         "esbuild",
     );
 
-    let cli = Cli::new();
-    let (runtime, sim) = cli_common::sim_settings(&cli);
-    std::fs::write(
-        cli.project.path().join("math.js"),
-        "const a = 1;\nconst b = 2;\n",
-    )
-    .expect("math.js");
+    let (cli, runtime, sim) = cli_common::editor_project();
     {
         let _guard = runtime.enter();
         // Apart, so that the client sees the answer grow.
@@ -311,6 +298,7 @@ fn the_extension_client_against_the_real_daemon() {
             .env("TOTEM_BIN", cli_common::binary("totem"))
             .env("TOTEM_TEST_PROJECT", cli.project.path())
             .env("TOTEM_VSCODE_OUT", out.path())
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
             .env_remove("TOTEM_LOG")
             .env_remove("XDG_RUNTIME_DIR"),
         "node --test",

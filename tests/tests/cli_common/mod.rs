@@ -226,3 +226,15 @@ pub fn sim_settings(cli: &Cli) -> (tokio::runtime::Runtime, totem_tests::sim::Si
     std::fs::write(cli.home().join("settings.json"), settings.to_string()).expect("settings.json");
     (runtime, sim)
 }
+
+/// An editor test's home and project: the simulator's settings and `math.js` holding `a` and `b`.
+pub fn editor_project() -> (Cli, tokio::runtime::Runtime, totem_tests::sim::Sim) {
+    let cli = Cli::new();
+    let (runtime, sim) = sim_settings(&cli);
+    std::fs::write(
+        cli.project.path().join("math.js"),
+        "const a = 1;\nconst b = 2;\n",
+    )
+    .expect("math.js");
+    (cli, runtime, sim)
+}
