@@ -137,11 +137,14 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
     let (cli, runtime, sim) = cli_common::editor_project();
     {
         let _guard = runtime.enter();
-        sim.push(Reply::stream([SimEvent::tool_call(
-            "c1",
-            "edit",
-            json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 3;"}),
-        )]));
+        sim.push(Reply::stream([
+            SimEvent::thinking("Weighing b.", None),
+            SimEvent::tool_call(
+                "c1",
+                "edit",
+                json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 3;"}),
+            ),
+        ]));
         sim.push(Reply::Stream(Script {
             delay_ms: 700,
             ..Script::new(vec![
@@ -154,7 +157,7 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         sim.push(Reply::stream([SimEvent::tool_call(
             "c2",
             "edit",
-            json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 4;"}),
+            json!({"path": "math.js", "oldString": "const b = 3;", "newString": "const b = 4;"}),
         )]));
         sim.push(Reply::stream([SimEvent::text("Done again.")]));
         sim.push(Reply::stream([SimEvent::text("Back again.")]));

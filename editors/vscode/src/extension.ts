@@ -335,7 +335,7 @@ export class Totem {
   private redraw(): void {
     this.sessionsTree.refresh();
     const n = this.sessions?.badge() ?? 0;
-    this.sessionsView.badge = n > 0 ? { value: n, tooltip: `${n} question${n > 1 ? "s" : ""} wait for you` } : undefined;
+    this.sessionsView.badge = n > 0 ? { value: n, tooltip: n > 1 ? `${n} questions wait for you` : "1 question waits for you" } : undefined;
     this.drawStatus();
     this.draw();
   }

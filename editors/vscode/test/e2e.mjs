@@ -3,7 +3,7 @@
 // (`tests/tests/editors_vscode.rs` starts code-server, the simulator with its replies queued and
 // nothing else: the extension starts totemd itself). What a person does: open the Totem view,
 // type a prompt, watch the answer stream, answer the question after looking at its diff, see the
-// file change, the changes tree, undo; ask about a selection; see another client answer a
+// file change, the changes tree, undo and redo; ask about a selection; see another client answer a
 // question; stop the daemon and go on.
 // Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS (the folder
 // whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT.
@@ -99,8 +99,17 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     const toast = page.locator(".notification-toast", { hasText: "edit wants to write math.js" });
     await toast.waitFor({ timeout: 30000 });
     await until("the status bar to wait", async () => (await status.innerText()).includes("Totem: waiting for you"));
-    // The chat shows it too, with its diff.
+    // The chat shows it too, with its diff, after the reasoning (folded) and the tool call's line.
     await chat.locator(".question", { hasText: "+const b = 3;" }).waitFor();
+    const reasoning = chat.locator("details.reasoning");
+    assert.ok((await reasoning.textContent()).includes("Weighing b."));
+    assert.equal(await reasoning.getAttribute("open"), null, "the reasoning is folded");
+    await chat.locator(".tool", { hasText: "⚙ edit math.js" }).waitFor();
+    // The sessions view says the session waits, and the Totem icon carries a badge.
+    await page.locator(".monaco-list-row", { hasText: "New session" }).filter({ hasText: "1 waiting" }).waitFor();
+    const icon = page.locator('.activitybar li.action-item[aria-label^="Totem"]');
+    assert.equal(await icon.getAttribute("aria-label"), "Totem - 1 question waits for you");
+    assert.equal((await icon.locator(".badge-content").innerText()).trim(), "1");
     await toast.getByRole("button", { name: "Show diff" }).click();
     // VS Code's diff editor on the proposed change: the old line on the left, the new one on the right.
     const tab = page.locator(".tab", { hasText: "math.js ↔ proposed by Totem" });
@@ -137,6 +146,10 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     await changes.locator('.pane-header [aria-label="Undo the Last Run\'s Changes"]').click();
     await until("math.js to be put back", () => file() === "const a = 1;\nconst b = 2;\n");
     await page.locator(".notification-toast", { hasText: "Undid the changes to math.js" }).waitFor();
+    // Redo (beside it) writes it again.
+    await changes.locator('.pane-header [aria-label="Redo the Undone Changes"]').click();
+    await until("math.js to be written again", () => file() === "const a = 1;\nconst b = 3;\n");
+    await page.locator(".notification-toast", { hasText: "Redid the changes to math.js" }).waitFor();
 
     // "Ask Totem about Selection" from the command palette: the selected line goes with the prompt.
     const palette = async (command) => {
