@@ -86,6 +86,10 @@ pub struct ChangesApplied {
     pub can_undo: bool,
     /// `session.redo` has a run to apply again.
     pub can_redo: bool,
+    /// Undo only: the text of the undone run's prompt, for the client to offer it again (the
+    /// REPL puts it back in the input line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -117,12 +117,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<WithdrawnReason>,
     },
-    /// A run's file changes were taken back (`session.undo`).
+    /// A run was taken back (`session.undo`): its file changes, and its messages, which stay
+    /// stored but marked undone and out of the model's history.
     #[serde(rename = "changes.undone")]
-    ChangesUndone { run_id: String, files: Vec<String> },
-    /// An undone run's file changes were applied again (`session.redo`).
+    ChangesUndone {
+        run_id: String,
+        files: Vec<String>,
+        /// The run's messages, now undone: show them as such (dimmed).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        message_ids: Vec<String>,
+    },
+    /// An undone run was applied again (`session.redo`): its file changes, and its messages are
+    /// part of the conversation again.
     #[serde(rename = "changes.redone")]
-    ChangesRedone { run_id: String, files: Vec<String> },
+    ChangesRedone {
+        run_id: String,
+        files: Vec<String>,
+        /// The run's messages, no longer undone.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        message_ids: Vec<String>,
+    },
     /// Files on disk changed: written by a run's tools (announced after each call; what its
     /// shell commands changed, when the run ends) or by `session.undo`/`session.redo`. Editors
     /// reload these buffers.

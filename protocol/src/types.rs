@@ -77,6 +77,10 @@ pub struct Message {
     pub run_id: Option<String>,
     pub created_at: u64,
     pub parts: Vec<Part>,
+    /// Its run was undone (`session.undo`): it is kept but left out of the model's history until
+    /// a redo; show it as undone (dimmed). Set in `session.messages` answers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
 }
 
 /// One finished piece of a message.

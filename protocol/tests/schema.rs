@@ -108,6 +108,7 @@ fn every_event_kind_round_trips() {
         role: Role::User,
         run_id: Some("run_1".into()),
         created_at: 1,
+        undone: false,
         parts: vec![Part::Text { text: "hi".into() }],
     };
     // Each event, and a piece of its JSON: the closed-set fields keep their wire strings.
@@ -271,6 +272,7 @@ fn every_event_kind_round_trips() {
                     role: Role::User,
                     run_id: None,
                     created_at: 1,
+                    undone: false,
                     parts: vec![
                         Part::Text { text: "see".into() },
                         Part::Attachment {
@@ -299,6 +301,7 @@ fn every_event_kind_round_trips() {
             EventKind::ChangesUndone {
                 run_id: "run_1".into(),
                 files: vec!["a.txt".into()],
+                message_ids: vec!["msg_1".into()],
             },
             r#""type":"changes.undone""#,
         ),
@@ -306,6 +309,7 @@ fn every_event_kind_round_trips() {
             EventKind::ChangesRedone {
                 run_id: "run_1".into(),
                 files: vec!["a.txt".into()],
+                message_ids: Vec::new(),
             },
             r#""type":"changes.redone""#,
         ),

@@ -71,8 +71,8 @@ async fn call(env: &Env, method: &str, extra: Value) -> Result<Value, ClientErro
 async fn next_change_event(stream: &mut EventStream) -> (bool, String, Vec<String>) {
     loop {
         match next_event(stream, 30).await.kind {
-            EventKind::ChangesUndone { run_id, files } => return (true, run_id, files),
-            EventKind::ChangesRedone { run_id, files } => return (false, run_id, files),
+            EventKind::ChangesUndone { run_id, files, .. } => return (true, run_id, files),
+            EventKind::ChangesRedone { run_id, files, .. } => return (false, run_id, files),
             _ => {}
         }
     }
@@ -222,7 +222,7 @@ async fn undo_walks_back_run_by_run_and_a_new_run_clears_the_redo() {
     )
     .await;
     let after_first = tree(&root);
-    // A run that changes nothing is skipped by undo.
+    // A run that changes nothing is undone too (its part of the conversation), touching no file.
     env.push(vec![text("Nothing to change.")]);
     let idle = env.prompt("look only", json!({})).await;
     follow(&env, &mut stream, &idle, Answer::Once).await;
@@ -241,6 +241,11 @@ async fn undo_walks_back_run_by_run_and_a_new_run_clears_the_redo() {
     let undone = call(&env, "session.undo", json!({})).await.expect("undo");
     assert_eq!(undone["runId"], second.as_str());
     assert_eq!(undone["canUndo"], true);
+    assert_eq!(tree(&root), after_first);
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], idle.as_str());
+    assert_eq!(undone["files"], json!([]));
+    assert_eq!(undone["prompt"], "look only");
     assert_eq!(tree(&root), after_first);
     let undone = call(&env, "session.undo", json!({})).await.expect("undo");
     assert_eq!(undone["runId"], first.as_str());
@@ -593,4 +598,130 @@ async fn fork_keeps_the_history_up_to_the_message_and_the_parent_id() {
         }
     }
     assert_eq!(messages(&env, &fork.id).await.len(), 4);
+}
+
+/// The body of the newest request the model got.
+fn last_request(env: &Env) -> String {
+    env.sim
+        .chat_requests()
+        .last()
+        .map(|r| r.body.to_string())
+        .expect("a request")
+}
+
+/// The next `changes.undone`/`changes.redone` event's message ids.
+async fn next_marks(stream: &mut EventStream) -> (bool, Vec<String>) {
+    loop {
+        match next_event(stream, 30).await.kind {
+            EventKind::ChangesUndone { message_ids, .. } => return (true, message_ids),
+            EventKind::ChangesRedone { message_ids, .. } => return (false, message_ids),
+            _ => {}
+        }
+    }
+}
+
+/// The runs whose messages `session.messages` marks undone, each once, in order; every message
+/// of a run is marked alike.
+async fn undone_runs(client: &totem_client::Client, session: &str) -> Vec<String> {
+    let page = client
+        .call_raw(
+            "session.messages",
+            json!({"sessionId": session, "limit": 100}),
+        )
+        .await
+        .expect("session.messages");
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .fold(Vec::new(), |mut marked: Vec<(String, bool)>, m| {
+            let run = m["runId"].as_str().expect("runId").to_string();
+            let undone = m["undone"].as_bool().unwrap_or(false);
+            match marked.last() {
+                Some((last, was)) if *last == run => assert_eq!(*was, undone, "{m}"),
+                _ => marked.push((run, undone)),
+            }
+            marked
+        })
+        .into_iter()
+        .filter_map(|(run, undone)| undone.then_some(run))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_rewinds_the_conversation_the_model_sees_and_redo_restores_it() {
+    let env = Env::start().await;
+    let mut stream = env.subscribe().await;
+    // A second client follows the session: it sees the same marks.
+    let other = env.daemon.client().await;
+    let mut watching = other.subscribe(&env.session, 0).await.expect("subscribe");
+
+    env.push(vec![text("The answer is 42.")]);
+    let chat = env.prompt("what is the answer", json!({})).await;
+    follow(&env, &mut stream, &chat, Answer::Once).await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "math.js", "content": "exports.add = (a, b) => a + b;\n"}),
+    )]);
+    env.push(vec![text("Wrote math.js.")]);
+    let edit = env.prompt("write math.js", json!({})).await;
+    follow(&env, &mut stream, &edit, Answer::Once).await;
+    assert!(env.file("math.js").contains("exports.add"));
+
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], edit.as_str());
+    assert_eq!(undone["prompt"], "write math.js");
+    assert!(!env.project.path().join("math.js").exists());
+    let (was_undo, ids) = next_marks(&mut watching).await;
+    assert!(was_undo);
+    assert_eq!(
+        ids.len(),
+        3,
+        "the prompt, the call with its result, the answer: {ids:?}"
+    );
+    assert_eq!(undone_runs(&other, &env.session).await, vec![edit.clone()]);
+
+    // Redo brings the run back: its file and its messages.
+    call(&env, "session.redo", json!({})).await.expect("redo");
+    assert!(env.file("math.js").contains("exports.add"));
+    let (was_undo, redone) = next_marks(&mut watching).await;
+    assert!(!was_undo);
+    assert_eq!(redone, ids);
+    assert!(undone_runs(&other, &env.session).await.is_empty());
+    env.push(vec![text("Still here.")]);
+    let after_redo = env.prompt("is it there", json!({})).await;
+    follow(&env, &mut stream, &after_redo, Answer::Once).await;
+    let request = last_request(&env);
+    assert!(request.contains("write math.js"), "{request}");
+    assert!(
+        request.contains("exports.add"),
+        "the call is back: {request}"
+    );
+
+    // Undo walks back run by run: the question just asked, then the edit. The next request
+    // has neither the edit nor its result; the first exchange stays.
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], after_redo.as_str());
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], edit.as_str());
+    env.push(vec![text("Nothing was written.")]);
+    let next = env.prompt("what did you write", json!({})).await;
+    follow(&env, &mut stream, &next, Answer::Once).await;
+    let request = last_request(&env);
+    assert!(request.contains("what is the answer"), "{request}");
+    assert!(request.contains("The answer is 42."), "{request}");
+    for gone in [
+        "write math.js",
+        "exports.add",
+        "Wrote math.js",
+        "is it there",
+    ] {
+        assert!(!request.contains(gone), "`{gone}` is undone: {request}");
+    }
+    // The undone runs stay undone after a new run; the store keeps their messages.
+    assert_eq!(
+        undone_runs(&other, &env.session).await,
+        vec![edit, after_redo]
+    );
 }

@@ -1,13 +1,17 @@
-//! History after a restart: a session that was `/compact`ed, then stopped with `totem daemon
-//! stop`, shows its messages when reattached — the ones before the summary and the ones after —
-//! over the socket and in the REPL through a pty, for a short session and one of 200 messages.
+//! The conversation's history as the REPL shows it, through a pty and over the socket:
+//! - after a restart: a session that was `/compact`ed, then stopped with `totem daemon stop`,
+//!   shows its messages when reattached — the ones before the summary and the ones after — for a
+//!   short session and one of 200 messages;
+//! - after `/undo`: the undone prompt is back in the input line, the run is dimmed and marked
+//!   `(undone)` in another terminal, and the model's next request leaves it out.
 
 mod cli_common;
 
 use std::time::Duration;
 
 use cli_common::{Cli, assert_exit};
-use expectrl::{Eof, Expect, Session};
+use expectrl::session::OsSession;
+use expectrl::{Eof, Expect, Regex, Session};
 use serde_json::{Value, json};
 use totem_client::Client;
 use totem_protocol::{ClientCapabilities, EventKind};
@@ -26,6 +30,15 @@ impl Env {
         let (runtime, sim) = cli_common::sim_settings(&cli);
         assert_exit(&cli.run(["daemon", "start"]), 0);
         Env { cli, sim, runtime }
+    }
+
+    /// `totem ARGS` in a pty.
+    fn repl(&self, args: &[&str]) -> OsSession {
+        let mut command = self.cli.command(args);
+        command.env("TERM", "xterm");
+        let mut repl = Session::spawn(command).expect("spawn totem in a pty");
+        repl.set_expect_timeout(Some(Duration::from_secs(20)));
+        repl
     }
 
     async fn client(&self) -> Client {
@@ -194,10 +207,7 @@ async fn check_socket(env: &Env, session: &str, messages: u64) {
 
 /// The REPL reattached through a pty shows the exchange after the summary and one before it.
 fn check_pty(env: &Env, session: &str, before: &str, earlier: Option<&str>) {
-    let mut command = env.cli.command(["attach", "--session", session]);
-    command.env("TERM", "xterm");
-    let mut repl = Session::spawn(command).expect("spawn totem in a pty");
-    repl.set_expect_timeout(Some(Duration::from_secs(20)));
+    let mut repl = env.repl(&["attach", "--session", session]);
     repl.expect(session).expect("the header names the session");
     if let Some(earlier) = earlier {
         repl.expect(earlier)
@@ -234,4 +244,64 @@ fn a_compacted_session_of_200_messages_replays_its_newest_after_a_restart() {
         "answer 98",
         Some("160 earlier messages not shown"),
     );
+}
+
+#[test]
+fn undo_puts_the_prompt_back_and_the_model_no_longer_sees_the_run() {
+    let env = Env::start();
+    {
+        let _guard = env.runtime.enter();
+        env.sim.push(Reply::stream([SimEvent::tool_call(
+            "c1",
+            "write",
+            json!({"path": "math.js", "content": "exports.add = (a, b) => a + b;\n"}),
+        )]));
+        env.sim
+            .push(Reply::stream([SimEvent::text("Wrote math.js.")]));
+        env.sim
+            .push(Reply::stream([SimEvent::text("Written again.")]));
+    }
+    let mut repl = env.repl(&["attach", "--new"]);
+    let header = repl
+        .expect(Regex(r"(ses_[0-9a-z]+) ──"))
+        .expect("the header names the session");
+    let session = String::from_utf8_lossy(header.get(1).expect("id")).into_owned();
+    repl.expect("Type a prompt").expect("greeting");
+    repl.send("write math.js\r").expect("a prompt");
+    repl.expect("Answer: o = once").expect("asked to write");
+    repl.send("o\r").expect("answer once");
+    repl.expect("✓ done").expect("run done");
+    assert!(env.cli.project.path().join("math.js").exists());
+
+    repl.send("/undo\r").expect("/undo");
+    // The answer to /undo is read before the event that tells every terminal.
+    repl.expect("back in the input line").expect("the note");
+    repl.expect("math.js; the model no longer sees it")
+        .expect("the undo is told");
+    repl.expect("› write math.js")
+        .expect("the prompt is back in the line");
+    assert!(!env.cli.project.path().join("math.js").exists());
+
+    // Another terminal shows the undone run dimmed and marked.
+    let mut other = env.repl(&["attach", "--session", &session]);
+    other
+        .expect("› write math.js (undone)")
+        .expect("the undone prompt is marked");
+    cli_common::ctrl_d_until(&mut other, Eof);
+
+    // Enter sends the prompt that was put back; the model sees it once, without the undone run.
+    repl.send("\r").expect("Enter");
+    repl.expect("Written again.").expect("the answer");
+    let requests = {
+        let _guard = env.runtime.enter();
+        env.sim.chat_requests()
+    };
+    let last = requests.last().expect("a request").body.to_string();
+    assert_eq!(last.matches("write math.js").count(), 1, "{last}");
+    assert!(!last.contains("exports.add"), "the undone call: {last}");
+    assert!(
+        !last.contains("Wrote math.js."),
+        "the undone answer: {last}"
+    );
+    cli_common::ctrl_d_until(&mut repl, Eof);
 }

@@ -9,7 +9,7 @@ mod highlight;
 mod markdown;
 mod tools;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 
 use serde_json::Value;
@@ -139,6 +139,8 @@ pub struct Renderer {
     parts: HashMap<(String, u32), Streaming>,
     /// The text of a prompt this terminal sent, not to be echoed back when its message arrives.
     own_prompts: Vec<String>,
+    /// Runs taken back by `session.undo`: what belongs to them is drawn dimmed.
+    undone: HashSet<String>,
 }
 
 /// Lines of reasoning shown before it is folded.
@@ -150,7 +152,14 @@ impl Renderer {
             options,
             parts: HashMap::new(),
             own_prompts: Vec::new(),
+            undone: HashSet::new(),
         }
+    }
+
+    /// Runs undone when the session was attached (`undone` marks of `session.messages`); later
+    /// `changes.undone`/`changes.redone` events keep the set up to date.
+    pub fn set_undone(&mut self, runs: impl IntoIterator<Item = String>) {
+        self.undone = runs.into_iter().collect();
     }
 
     /// The user typed this prompt here: do not show it again when the daemon echoes it.
@@ -160,11 +169,56 @@ impl Renderer {
 
     /// Draws one event, as received: by its typed kind when this build knows it, else from its
     /// JSON.
+    /// What belongs to an undone run is drawn plain and dimmed, its prompt marked `(undone)`.
     pub fn event(&mut self, received: &Received) -> Vec<Chunk> {
-        match received.kind() {
-            Some(kind) => self.known(kind),
-            None => self.unknown(&received.json),
+        let Some(kind) = received.kind() else {
+            return self.unknown(&received.json);
+        };
+        match kind {
+            EventKind::ChangesUndone { run_id, .. } => {
+                self.undone.insert(run_id.clone());
+            }
+            EventKind::ChangesRedone { run_id, .. } => {
+                self.undone.remove(run_id);
+            }
+            _ if kind.run_id().is_some_and(|run| self.undone.contains(run)) => {
+                return self.undone_event(kind);
+            }
+            _ => {}
         }
+        self.known(kind)
+    }
+
+    /// An event of an undone run: drawn without colour, then every line dimmed.
+    fn undone_event(&mut self, kind: &EventKind) -> Vec<Chunk> {
+        let style = self.options.style;
+        self.options.style = Style { color: false };
+        let chunks = self.known(kind);
+        self.options.style = style;
+        let dim = |text: String| {
+            let mut out = String::new();
+            for line in text.split_inclusive('\n') {
+                let (line, newline) = match line.strip_suffix('\n') {
+                    Some(line) => (line, "\n"),
+                    None => (line, ""),
+                };
+                let mark = if line.starts_with("› ") {
+                    " (undone)"
+                } else {
+                    ""
+                };
+                out.push_str(&style.dim(&format!("{line}{mark}")));
+                out.push_str(newline);
+            }
+            out
+        };
+        chunks
+            .into_iter()
+            .map(|chunk| match chunk {
+                Chunk::Answer(text) => Chunk::Answer(dim(text)),
+                Chunk::Aside(text) => Chunk::Aside(dim(text)),
+            })
+            .collect()
     }
 
     fn known(&mut self, kind: &EventKind) -> Vec<Chunk> {
@@ -240,8 +294,18 @@ impl Renderer {
                 }
                 out
             }
-            EventKind::ChangesUndone { run_id, files } => changes_line("↶ undid", run_id, files, s),
-            EventKind::ChangesRedone { run_id, files } => changes_line("↷ redid", run_id, files, s),
+            EventKind::ChangesUndone { run_id, files, .. } => changes_line(
+                &format!("↶ undid run {run_id}"),
+                files,
+                "the model no longer sees it",
+                s,
+            ),
+            EventKind::ChangesRedone { run_id, files, .. } => changes_line(
+                &format!("↷ redid run {run_id}"),
+                files,
+                "it is back in the conversation",
+                s,
+            ),
             EventKind::DocsFound { .. } => s.dim("· docs.found"),
             // For editors (buffers to reload); the tool calls already said what they wrote.
             EventKind::FilesChanged { .. }
@@ -483,11 +547,13 @@ fn question_kind(kind: QuestionKind) -> &'static str {
 }
 
 /// `↶ undid the changes of run_1: a.rs, b.rs`.
-fn changes_line(what: &str, run_id: &str, files: &[String], s: Style) -> String {
-    s.cyan(&format!(
-        "{what} the changes of {run_id}: {}",
-        one_line(&files.join(", "), 100)
-    ))
+/// `↶ undid run run_1: a.rs, b.rs; the model no longer sees it` (no files: none named).
+fn changes_line(what: &str, files: &[String], then: &str, s: Style) -> String {
+    let files = match files.is_empty() {
+        true => String::new(),
+        false => format!(": {}", one_line(&files.join(", "), 100)),
+    };
+    s.cyan(&format!("{what}{files}; {then}"))
 }
 
 /// `· 1.2k in · 310 out · $0.0042 · context 12k/128k` from a `usage` event.
@@ -641,8 +707,35 @@ mod tests {
             "runId": "run_1", "files": ["a.rs", "b.rs"]});
         assert_eq!(
             answer(r.event(&ev.clone().into())),
-            "↶ undid the changes of run_1: a.rs, b.rs\n"
+            "↶ undid run run_1: a.rs, b.rs; the model no longer sees it\n"
         );
+    }
+
+    #[test]
+    fn an_undone_runs_messages_are_dimmed_and_its_prompt_marked() {
+        let mut r = Renderer::new(Options {
+            style: Style { color: true },
+            text: TextMode::Lines,
+            reasoning: true,
+            user_messages: true,
+            run_ends: true,
+        });
+        r.set_undone(["run_1".to_string()]);
+        let prompt = |run: &str| -> Received {
+            json!({"sessionId": "ses_1", "seq": 1, "at": 0, "type": "message.created",
+                "message": {"id": "msg_0", "sessionId": "ses_1", "seq": 1, "role": "user",
+                            "runId": run, "createdAt": 0, "parts": [{"type": "text", "text": "hi"}]}})
+            .into()
+        };
+        assert_eq!(
+            answer(r.event(&prompt("run_1"))),
+            "\x1b[2m› hi (undone)\x1b[0m\n"
+        );
+        assert_eq!(answer(r.event(&prompt("run_2"))), "\x1b[1m› hi\x1b[0m\n");
+        let redone = json!({"sessionId": "ses_1", "seq": 9, "at": 0, "type": "changes.redone",
+            "runId": "run_1", "files": []});
+        r.event(&redone.into());
+        assert_eq!(answer(r.event(&prompt("run_1"))), "\x1b[1m› hi\x1b[0m\n");
     }
 
     #[test]

@@ -73,13 +73,13 @@ pub const COMMANDS: &[SlashCommand] = &[
     cmd(
         "/undo",
         "[force]",
-        "take back the last run's file changes (force: even if edited since)",
+        "take back the last run: its file changes and its messages (force: even if edited since)",
         Some(method::SessionUndo::NAME),
     ),
     cmd(
         "/redo",
         "[force]",
-        "re-apply the last undone run",
+        "bring back the last undone run (files and messages)",
         Some(method::SessionRedo::NAME),
     ),
     cmd(
@@ -489,6 +489,13 @@ impl Repl<'_> {
         };
         if !applied.overwritten.is_empty() {
             self.note(&format!("Overwritten: {}", applied.overwritten.join(", ")));
+        }
+        // Undo gives back the prompt of the run it took back, to edit and send again.
+        if let Some(prompt) = applied.prompt {
+            self.note(
+                "The undone prompt is back in the input line: edit and send it, or clear it.",
+            );
+            self.refill = Some(prompt);
         }
         Ok(())
     }

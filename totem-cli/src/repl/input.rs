@@ -30,7 +30,8 @@ pub enum Input {
 /// The line editor's thread, seen from the async side.
 pub struct LineEditor {
     pub lines: mpsc::UnboundedReceiver<Input>,
-    next: std::sync::mpsc::Sender<Option<String>>,
+    /// The next prompt to show and the text to put in the line first.
+    next: std::sync::mpsc::Sender<Option<(String, String)>>,
     /// Prints above the prompt; None when stdin or stdout is not a terminal.
     pub printer: Option<Box<dyn ExternalPrinter + Send>>,
 }
@@ -44,7 +45,7 @@ impl LineEditor {
         root: PathBuf,
     ) -> anyhow::Result<LineEditor> {
         let (lines_tx, lines) = mpsc::unbounded_channel();
-        let (next, next_rx) = std::sync::mpsc::channel::<Option<String>>();
+        let (next, next_rx) = std::sync::mpsc::channel::<Option<(String, String)>>();
         let (printer_tx, printer_rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("totem-readline".into())
@@ -63,8 +64,8 @@ impl LineEditor {
                     .and_then(|p| Queued::start(p).ok())
                     .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>);
                 let _ = printer_tx.send(printer);
-                while let Ok(Some(prompt)) = next_rx.recv() {
-                    let input = match editor.readline(&prompt) {
+                while let Ok(Some((prompt, initial))) = next_rx.recv() {
+                    let input = match editor.readline_with_initial(&prompt, (&initial, "")) {
                         Ok(line) => {
                             if !line.trim().is_empty() {
                                 let _ = editor.add_history_entry(line.as_str());
@@ -92,7 +93,12 @@ impl LineEditor {
 
     /// Shows `prompt` and reads the next line.
     pub fn read(&self, prompt: &str) {
-        let _ = self.next.send(Some(prompt.to_string()));
+        self.read_with(prompt, String::new());
+    }
+
+    /// Shows `prompt` and reads the next line, which starts as `initial` (the cursor after it).
+    pub fn read_with(&self, prompt: &str, initial: String) {
+        let _ = self.next.send(Some((prompt.to_string(), initial)));
     }
 
     /// Ends the thread once it is done with the current line.

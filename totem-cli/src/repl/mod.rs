@@ -123,6 +123,7 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         shell_done_tx,
         shell_done,
         shell_outputs: Vec::new(),
+        refill: None,
     };
     repl.switch_to(session).await?;
     repl.print(&format!(
@@ -179,6 +180,8 @@ struct Repl<'a> {
     shell_done: tokio::sync::mpsc::UnboundedReceiver<shell::ShellDone>,
     /// `!command`s and their output, for the next prompt.
     shell_outputs: Vec<String>,
+    /// Text for the next input line (an undone prompt, a refused one).
+    refill: Option<String>,
 }
 
 /// Whether this terminal gets a spinner: a TTY (the editor has an external printer) that is not
@@ -227,7 +230,8 @@ impl Repl<'_> {
                     match self.on_input(input).await {
                         Flow::Continue => {
                             let prompt = self.prompt();
-                            self.editor.read(&prompt);
+                            let initial = self.refill.take().unwrap_or_default();
+                            self.editor.read_with(&prompt, initial);
                         }
                         Flow::Leave => return Ok(Exit::Success),
                     }
@@ -680,7 +684,8 @@ impl Repl<'_> {
 
     /// Where the replay of `session` starts: just before its newest messages (by their own
     /// numbers, which gaps in the numbering cannot throw off), and how many messages come before.
-    async fn replay_from(&self, session: &Session) -> (u64, u64) {
+    /// The renderer learns which of their runs are undone.
+    async fn replay_from(&mut self, session: &Session) -> (u64, u64) {
         let params = SessionMessagesParams {
             session_id: session.id.clone(),
             after_seq: 0,
@@ -694,12 +699,20 @@ impl Repl<'_> {
             .await
         {
             Ok(page) => match page.messages.first() {
-                Some(first) => (
-                    first.seq.saturating_sub(1),
-                    session
-                        .message_count
-                        .saturating_sub(page.messages.len() as u64),
-                ),
+                Some(first) => {
+                    let undone = page
+                        .messages
+                        .iter()
+                        .filter(|m| m.undone)
+                        .filter_map(|m| m.run_id.clone());
+                    self.renderer.set_undone(undone);
+                    (
+                        first.seq.saturating_sub(1),
+                        session
+                            .message_count
+                            .saturating_sub(page.messages.len() as u64),
+                    )
+                }
                 None => (0, 0),
             },
             Err(_) => (session.last_seq.saturating_sub(REPLAY_EVENTS), 0),

@@ -68,10 +68,11 @@ async fn compact(
         .await
         .map_err(DaemonError::Invalid)?;
     let previous = store.compaction(session_id)?;
+    let undo = store.undo_state(session_id)?;
     let (messages, _) = store.messages_after(session_id, 0, 1_000_000)?;
     let messages: Vec<_> = messages
         .into_iter()
-        .filter(|m| previous.as_ref().is_none_or(|c| c.keeps(m)))
+        .filter(|m| undo.keeps(m) && previous.as_ref().is_none_or(|c| c.keeps(m)))
         .collect();
     let Some(last) = messages.last().map(|m| m.seq) else {
         let text = "Nothing to compact: no messages since the last summary.".to_string();

@@ -199,6 +199,7 @@ mod tests {
             role,
             run_id: None,
             created_at: 0,
+            undone: false,
             parts,
         }
     }

@@ -258,6 +258,7 @@ pub fn queue_run(
             role: Role::User,
             run_id: Some(run.id.clone()),
             created_at: now_ms(),
+            undone: false,
             parts: std::iter::once(Part::Text {
                 text: request.text.clone(),
             })

@@ -152,8 +152,12 @@ impl Runner {
         let compaction = store
             .compaction(&agent.session_id)
             .map_err(|e| e.to_string())?;
-        // Everything stored except this run's prompt and the prompts still queued (their seq may
-        // be lower than answers of runs that went before them), minus what a summary covers.
+        // Everything stored except this run's prompt, the prompts still queued (their seq may be
+        // lower than answers of runs that went before them) and the undone runs, minus what a
+        // summary covers.
+        let undo = store
+            .undo_state(&agent.session_id)
+            .map_err(|e| e.to_string())?;
         let mut excluded = agent.queued_messages();
         excluded.push(message_id.to_string());
         let (stored, _) = store
@@ -161,7 +165,7 @@ impl Runner {
             .map_err(|e| e.to_string())?;
         let stored: Vec<Message> = stored
             .into_iter()
-            .filter(|m| !excluded.contains(&m.id))
+            .filter(|m| !excluded.contains(&m.id) && undo.keeps(m))
             .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);

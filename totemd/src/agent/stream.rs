@@ -143,6 +143,7 @@ impl Runner {
                 role: Role::Assistant,
                 run_id: Some(self.run_id.clone()),
                 created_at: now_ms(),
+                undone: false,
                 parts: Vec::new(),
             };
             Ok(EventKind::MessageCreated { message })

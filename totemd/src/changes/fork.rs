@@ -25,7 +25,10 @@ const PAGE: usize = 500;
 pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
     let parent = daemon.sessions.snapshot(&p.session_id)?;
     let store = daemon.store();
-    let history = history_until(daemon, &p)?;
+    let undo = store.undo_state(&p.session_id)?;
+    let mut history = history_until(daemon, &p)?;
+    // The fork continues the conversation as the model sees it: undone runs stay behind.
+    history.retain(|m| undo.keeps(m));
 
     let created = daemon.sessions.create(
         &parent.project_id,
@@ -118,6 +121,7 @@ fn append(
                 // Runs stay where they ran: the new session has none of its own yet.
                 run_id: None,
                 created_at: original.created_at.unwrap_or_else(now_ms),
+                undone: false,
                 parts: original.parts,
             };
             Ok(EventKind::MessageCreated { message })

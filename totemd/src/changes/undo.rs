@@ -1,14 +1,16 @@
 //! `session.undo` and `session.redo`.
 //!
-//! Undo takes back the newest run whose changes are recorded and not undone yet, so repeated undos
-//! walk back run by run to the session's start; a run that changed nothing is skipped. Redo is one
-//! level: it applies the last undone run again, and is gone after a redo or once a newer run exists
-//! (that run worked on the files as the undo left them). Both are all-or-nothing and refuse to
+//! Undo takes back the newest run not undone yet, so repeated undos walk back run by run to the
+//! session's start: its file changes (if it made any) and its part of the conversation — its
+//! messages stay stored, marked undone, and are left out of the model's history (see
+//! [`UndoState::keeps`]). Redo is one level: it applies the last undone run again, and is gone
+//! after a redo or once a newer run exists (that run worked on the files and the conversation as
+//! the undo left them; the undone runs stay undone). Both are all-or-nothing and refuse to
 //! overwrite a file changed since, unless forced (see `totem_snapshot::undo`).
 
 use std::sync::Arc;
 
-use totem_protocol::{ChangesApplied, EventKind};
+use totem_protocol::{ChangesApplied, EventKind, Part, Role, RunStatus};
 use totem_snapshot::{Restored, RunRecord};
 
 use super::{
@@ -27,9 +29,30 @@ static UNDO_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 fn undoable(records: &[(totem_protocol::Run, RunRecord)], state: &UndoState) -> Vec<String> {
     records
         .iter()
-        .filter(|(run, record)| !record.is_empty() && !state.undone.contains(&run.id))
+        .filter(|(run, _)| run.status != RunStatus::Running && !state.undone.contains(&run.id))
         .map(|(run, _)| run.id.clone())
         .collect()
+}
+
+/// The ids of a run's messages, and the text of its prompt.
+fn run_messages(
+    daemon: &Daemon,
+    session_id: &str,
+    run_id: &str,
+) -> Result<(Vec<String>, Option<String>)> {
+    let (messages, _) = daemon.store().messages_after(session_id, 0, usize::MAX)?;
+    let mut ids = Vec::new();
+    let mut prompt = None;
+    for message in messages {
+        if message.run_id.as_deref() != Some(run_id) {
+            continue;
+        }
+        if message.role == Role::User && prompt.is_none() {
+            prompt = Some(Part::joined_text(&message.parts));
+        }
+        ids.push(message.id);
+    }
+    Ok((ids, prompt))
 }
 
 /// The redo on offer, unless a run came after the undo.
@@ -63,7 +86,7 @@ pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
     let records = session_records(daemon, session_id)?;
     let Some(run_id) = undoable(&records, &state).pop() else {
         return Err(DaemonError::NotFound(format!(
-            "nothing to undo: no run of session {session_id} has file changes that are not undone already"
+            "nothing to undo: every run of session {session_id} is undone already"
         )));
     };
     let record = run_record(daemon, &run_id)?;
@@ -80,9 +103,18 @@ pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
         newest_run: records.last().map(|(run, _)| run.id.clone()),
     });
     store.put_undo_state(session_id, &state)?;
-    announce(
-        daemon, session_id, &run_id, &restored, &records, &state, true,
-    )
+    let (message_ids, prompt) = run_messages(daemon, session_id, &run_id)?;
+    let mut applied = announce(
+        daemon,
+        session_id,
+        &run_id,
+        &restored,
+        &records,
+        &state,
+        (true, message_ids),
+    )?;
+    applied.prompt = prompt;
+    Ok(applied)
 }
 
 /// `session.redo`.
@@ -114,8 +146,15 @@ pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
     state.undone.retain(|id| *id != run_id);
     state.redo = None;
     store.put_undo_state(session_id, &state)?;
+    let (message_ids, _) = run_messages(daemon, session_id, &run_id)?;
     announce(
-        daemon, session_id, &run_id, &restored, &records, &state, false,
+        daemon,
+        session_id,
+        &run_id,
+        &restored,
+        &records,
+        &state,
+        (false, message_ids),
     )
 }
 
@@ -127,18 +166,20 @@ fn announce(
     restored: &Restored,
     records: &[(totem_protocol::Run, RunRecord)],
     state: &UndoState,
-    undone: bool,
+    (undone, message_ids): (bool, Vec<String>),
 ) -> Result<ChangesApplied> {
     let files = touched(restored);
     let kind = if undone {
         EventKind::ChangesUndone {
             run_id: run_id.to_string(),
             files: files.clone(),
+            message_ids,
         }
     } else {
         EventKind::ChangesRedone {
             run_id: run_id.to_string(),
             files: files.clone(),
+            message_ids,
         }
     };
     let live = daemon.sessions.get(session_id)?;
@@ -158,5 +199,6 @@ fn announce(
         overwritten: restored.overwritten.clone(),
         can_undo: !undoable(records, state).is_empty(),
         can_redo: live_redo(records, state).is_some(),
+        prompt: None,
     })
 }

@@ -327,6 +327,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
                     .store()
                     .messages_after(&p.session_id, p.after_seq, limit)?,
             };
+            let mut messages = messages;
+            d.store().undo_state(&p.session_id)?.mark(&mut messages);
             let next_after_seq = if more {
                 messages.last().map(|m| m.seq)
             } else {

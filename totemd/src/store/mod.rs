@@ -541,6 +541,7 @@ impl Store {
             role: record.role,
             run_id: record.run_id,
             created_at: record.created_at,
+            undone: false,
             parts,
         })
     }

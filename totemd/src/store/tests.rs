@@ -99,6 +99,7 @@ fn delete_removes_messages_parts_and_events() {
         role: Role::User,
         run_id: None,
         created_at: 1,
+        undone: false,
         parts: vec![Part::Text { text: "hi".into() }],
     };
     store
@@ -172,6 +173,7 @@ fn an_event_stores_the_message_and_part_it_announces() {
         role: Role::Assistant,
         run_id: Some("r".into()),
         created_at: 1,
+        undone: false,
         parts: Vec::new(),
     };
     let event = |seq, kind| SessionEvent {

@@ -29,6 +29,23 @@ pub struct Redo {
     pub newest_run: Option<String>,
 }
 
+impl UndoState {
+    /// Whether `message` is part of the conversation: its run is not undone.
+    pub fn keeps(&self, message: &totem_protocol::Message) -> bool {
+        message
+            .run_id
+            .as_ref()
+            .is_none_or(|run| !self.undone.contains(run))
+    }
+
+    /// Marks the messages whose run is undone.
+    pub fn mark(&self, messages: &mut [totem_protocol::Message]) {
+        for message in messages {
+            message.undone = !self.keeps(message);
+        }
+    }
+}
+
 pub(super) fn key(session_id: &str) -> Vec<u8> {
     keys::pair_key("undo", session_id)
 }
