@@ -218,29 +218,95 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         .spawn()
         .expect("start code-server"),
     );
-    run(
-        Command::new("node")
-            .args(["--test", "--test-force-exit", "--test-timeout=180000"])
-            .arg(vscode_dir().join("test/e2e.mjs"))
-            .env(
-                "TOTEM_E2E_URL",
-                format!(
-                    "http://127.0.0.1:{port}/?folder={}",
-                    cli.project.path().display()
-                ),
-            )
-            .env("TOTEM_E2E_TOOLS", &server)
-            .env("TOTEM_E2E_CHROMIUM", &chromium)
-            .env(
-                "TOTEM_E2E_SHOTS",
-                std::env::var_os("TOTEM_E2E_SHOTS").unwrap_or_else(|| vscode.path().into()),
-            )
-            .env("TOTEM_TEST_PROJECT", cli.project.path())
-            .env("TOTEM_HOME", cli.home())
-            .env("TOTEM_BIN", cli_common::binary("totem"))
-            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host()),
-        "node --test e2e.mjs",
+    let log = vscode.path().join("e2e.log");
+    let mut e2e = Command::new("node")
+        .args(["--test", "--test-force-exit", "--test-timeout=240000"])
+        .arg(vscode_dir().join("test/e2e.mjs"))
+        .env(
+            "TOTEM_E2E_URL",
+            format!(
+                "http://127.0.0.1:{port}/?folder={}",
+                cli.project.path().display()
+            ),
+        )
+        .env("TOTEM_E2E_TOOLS", &server)
+        .env("TOTEM_E2E_CHROMIUM", &chromium)
+        .env(
+            "TOTEM_E2E_SHOTS",
+            std::env::var_os("TOTEM_E2E_SHOTS").unwrap_or_else(|| vscode.path().into()),
+        )
+        .env("TOTEM_TEST_PROJECT", cli.project.path())
+        .env("TOTEM_HOME", cli.home())
+        .env("TOTEM_BIN", cli_common::binary("totem"))
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+        .env("TOTEM_E2E_SIGNALS", vscode.path())
+        .stdout(std::fs::File::create(&log).expect("e2e.log"))
+        .stderr(std::process::Stdio::from(
+            std::fs::File::options()
+                .append(true)
+                .open(&log)
+                .expect("e2e.log"),
+        ))
+        .spawn()
+        .expect("node --test e2e.mjs");
+    // The REPL on the session the extension started: it sees VS Code's prompt and its question,
+    // answers it, sees the run end and leaves before the e2e stops the daemon.
+    let repl = repl_on_the_extension_session(&cli, vscode.path());
+    std::fs::write(vscode.path().join("repl-done"), b"").expect("repl-done");
+    let status = e2e.wait().expect("node --test e2e.mjs");
+    assert!(
+        status.success(),
+        "node --test e2e.mjs failed:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
+    if let Err(e) = repl {
+        panic!("the REPL on the extension's session: {e}");
+    }
+}
+
+/// `totem attach` in a pty on the project's session once the extension has started one; answers
+/// the question of VS Code's second prompt with `o` once the e2e saw it in the chat (`asked` in
+/// `signals`).
+fn repl_on_the_extension_session(cli: &cli_common::Cli, signals: &Path) -> Result<(), String> {
+    use expectrl::{Eof, Expect, Session};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let session = loop {
+        if cli.socket().exists() {
+            let out = cli.run(["sessions", "--json"]);
+            let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if let Some(id) = page["items"][0]["id"].as_str() {
+                break id.to_owned();
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            return Err("the extension started no session".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    let mut command = cli.command(["attach", "--session", &session]);
+    command.env("TERM", "xterm");
+    let mut repl = Session::spawn(command).map_err(|e| format!("spawn totem attach: {e}"))?;
+    repl.set_expect_timeout(Some(std::time::Duration::from_secs(120)));
+    let mut expect = |text: &str, what: &str| {
+        repl.expect(text)
+            .map(|_| ())
+            .map_err(|e| format!("{what} ({text:?}): {e}"))
+    };
+    expect("› make b four", "VS Code's prompt in the REPL")?;
+    expect("? edit wants to write math.js", "its question")?;
+    expect("+const b = 4;", "with its diff")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !signals.join("asked").exists() {
+        if std::time::Instant::now() > deadline {
+            return Err("the chat never showed the second question".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    repl.send("o\r").map_err(|e| format!("answer once: {e}"))?;
+    repl.expect("Done again.")
+        .map_err(|e| format!("the run's end in the REPL: {e}"))?;
+    cli_common::ctrl_d_until(&mut repl, Eof);
+    Ok(())
 }
 
 #[test]

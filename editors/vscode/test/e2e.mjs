@@ -3,15 +3,16 @@
 // (`tests/tests/editors_vscode.rs` starts code-server, the simulator with its replies queued and
 // nothing else: the extension starts totemd itself). What a person does: open the Totem view,
 // type a prompt, watch the answer stream, answer the question after looking at its diff, see the
-// file change, the changes tree, undo and redo; ask about a selection; see another client answer a
-// question; stop the daemon and go on.
+// file change, the changes tree, undo and redo; ask about a selection; see the REPL on the same
+// session answer a question; stop the daemon and go on.
 // Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS (the folder
-// whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT.
+// whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT,
+// TOTEM_E2E_SIGNALS (a folder: this test writes `asked` when the chat shows the second question,
+// editors_vscode.rs writes `repl-done` once the REPL has answered it and left).
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import * as net from "node:net";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -20,44 +21,8 @@ const { TOTEM_E2E_URL: url, TOTEM_E2E_TOOLS: tools, TOTEM_E2E_CHROMIUM: chromium
   process.env;
 const { chromium } = createRequire(join(tools, "package.json"))("playwright-core");
 
+const signals = process.env.TOTEM_E2E_SIGNALS;
 const file = () => readFileSync(join(project, "math.js"), "utf8");
-
-/** Another client on the daemon's socket (as the REPL or Neovim would be): answers the first
- * open question of the project once. */
-async function answerElsewhere() {
-  const socket = net.createConnection(join(process.env.TOTEM_HOME, "run", "totemd.sock"));
-  let buffer = "";
-  let id = 0;
-  const waiting = new Map();
-  const questions = [];
-  socket.setEncoding("utf8");
-  socket.on("data", (data) => {
-    buffer += data;
-    const lines = buffer.split("\n");
-    buffer = lines.pop();
-    for (const line of lines.filter(Boolean)) {
-      const msg = JSON.parse(line);
-      if (msg.method === "daemon.event" && msg.params.result.type === "permission.asked") {
-        questions.push(msg.params.result.question);
-      } else if (msg.id !== undefined) {
-        waiting.get(msg.id)?.(msg);
-      }
-    }
-  });
-  await new Promise((r) => socket.once("connect", r));
-  const call = (method, params) =>
-    new Promise((resolve) => {
-      waiting.set(++id, resolve);
-      socket.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
-    });
-  await call("initialize", { protocolVersion: 1, client: { name: "e2e-other", version: "0" }, capabilities: { permissions: true } });
-  await call("daemon.subscribe", {});
-  const q = await until("the open question on the other client", () => questions[0]);
-  const answer = await call("permission.reply", { sessionId: q.sessionId, questionId: q.id, reply: { type: "once" } });
-  socket.destroy();
-  assert.ok(!answer.error, JSON.stringify(answer));
-  return q;
-}
 
 async function until(what, done, ms = 30000) {
   const deadline = Date.now() + ms;
@@ -181,13 +146,13 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     await until("the attachment in the chat", async () => (await text.innerText()).includes("📎 math.js (lines 1–1)"));
     await until("its answer", async () => (await text.innerText()).includes("a is one."));
 
-    // A question answered by another client: the chat drops its buttons and says how it was
-    // answered, the status bar stops waiting.
+    // A question answered in the REPL attached to the same session (editors_vscode.rs types `o`
+    // there): the chat drops its buttons, the status bar stops waiting.
     await prompt.fill("make b four");
     await prompt.press("Enter");
     await until("the second question in the chat", async () => (await chat.locator(".question button").count()) > 0);
-    await answerElsewhere();
-    await until("the chat to show the other client's answer", async () => (await chat.locator(".question button").count()) === 0);
+    writeFileSync(join(signals, "asked"), "");
+    await until("the REPL's answer", async () => (await chat.locator(".question button").count()) === 0, 60000);
     await until("the second run's end", async () => (await text.innerText()).includes("Done again."));
     await until("math.js to change", () => file().includes("const b = 4;"));
     // The open editor reloads by itself.
@@ -196,14 +161,21 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     );
     await until("the status bar to be idle", async () => (await status.innerText()).includes("Totem: llama3.2:latest"));
 
-    // The daemon stops: the extension starts it again, says so once, and the chat goes on.
+    // The daemon stops (once the REPL has left): the extension starts it again, says so once,
+    // and the chat goes on.
+    await until("the REPL to leave", () => existsSync(join(signals, "repl-done")), 60000);
     const stopped = spawnSync(process.env.TOTEM_BIN, ["daemon", "stop"], { encoding: "utf8" });
     assert.equal(stopped.status, 0, stopped.stderr);
     await page.locator(".notification-toast", { hasText: "reconnected to totemd" }).waitFor({ timeout: 30000 });
     await until("the status bar after the restart", async () => (await status.innerText()).includes("Totem: llama3.2:latest"));
+    // "Add File to Totem Prompt" (the open math.js, or its selection) goes with the next prompt.
+    await palette("Totem: Add File to Totem Prompt");
+    await page.locator(".notification-toast", { hasText: "attached math.js" }).waitFor();
+    await until("the attachment under the prompt box", async () => (await chat.locator("#attached").innerText()).includes("📎 math.js"));
     await prompt.fill("still there?");
     await prompt.press("Enter");
     await until("the answer after the restart", async () => (await text.innerText()).includes("Back again."));
+    assert.ok((await text.innerText()).split("still there?")[1].includes("📎 math.js"), "the file went with the prompt");
     const log = await text.innerText();
     assert.equal(log.split("Done again.").length, 2, `the chat repeated events after the restart:\n${log}`);
     await shot("vscode-end");
