@@ -48,9 +48,14 @@ export class ChatView implements vscode.WebviewViewProvider {
     }
   }
 
-  /** Puts a prompt that was not taken back into the box. */
+  /** Puts a prompt that was not taken back (or an undone run's) into the box, when it is empty. */
   restorePrompt(text: string): void {
     void this.view?.webview.postMessage({ type: "restore", text });
+  }
+
+  /** Empties the box if it still holds `text` as [restorePrompt] put it (after a redo). */
+  unrestorePrompt(text: string): void {
+    void this.view?.webview.postMessage({ type: "unrestore", text });
   }
 }
 
@@ -77,6 +82,8 @@ function page(n: string): string {
   #log { flex: 1; overflow-y: auto; padding: 4px 8px; }
   .user { margin-top: 10px; padding: 4px 8px; background: var(--vscode-input-background); border-radius: 4px; white-space: pre-wrap; }
   .att { font-size: 90%; opacity: .8; }
+  .undone { opacity: .5; }
+  .mark { font-size: 90%; font-style: italic; }
   .text { margin: 6px 0; }
   .text p { margin: 4px 0; }
   .text pre, .diff { background: var(--vscode-textCodeBlock-background); padding: 4px; overflow-x: auto; }
@@ -163,7 +170,7 @@ function diffHtml(diff) {
 const ANSWERED = { once: "allowed once", alwaysSession: "allowed for this session", alwaysProject: "allowed for the project", deny: "denied", aborted: "withdrawn (the run stopped)", interrupted: "withdrawn (totemd stopped)", withdrawn: "withdrawn" };
 function block(b) {
   switch (b.kind) {
-    case "user": return '<div class="user">' + esc(b.text) + b.attachments.map((a) => '<div class="att">📎 ' + esc(a) + "</div>").join("") + "</div>";
+    case "user": return '<div class="user">' + esc(b.text) + (b.undone ? ' <span class="mark">(undone)</span>' : "") + b.attachments.map((a) => '<div class="att">📎 ' + esc(a) + "</div>").join("") + "</div>";
     case "text": return '<div class="text">' + markdown(b.text) + (b.streaming ? " ▍" : "") + "</div>";
     case "reasoning": return '<details class="reasoning"><summary>💭 ' + (b.streaming ? "thinking…" : "thought") + "</summary>" + markdown(b.text) + "</details>";
     case "tool": return '<div class="tool' + (b.error ? " error" : "") + '">⚙ ' + esc(b.line) + (b.result !== undefined ? " → " + esc(b.result) : "") + "</div>";
@@ -196,7 +203,7 @@ function draw() {
   const follow = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
   $("title").textContent = state.session ? state.session.title : "Totem";
   $("activity").textContent = state.connection !== "connected" ? state.connection : state.activity === "idle" ? "" : state.activity;
-  log.innerHTML = state.blocks.length ? state.blocks.map(block).join("") : '<div class="notice">' + (state.session ? "Ask anything about this project." : "No session yet: your first prompt starts one.") + "</div>";
+  log.innerHTML = state.blocks.length ? state.blocks.map((b) => b.undone ? '<div class="undone">' + block(b) + "</div>" : block(b)).join("") : '<div class="notice">' + (state.session ? "Ask anything about this project." : "No session yet: your first prompt starts one.") + "</div>";
   $("attached").innerHTML = state.attachments.map((a, i) => "<span>📎 " + esc(a) + ' <a data-unattach="' + i + '" title="Remove">✕</a></span>').join("");
   const modes = ["build", "plan"].concat(state.mode && !["build", "plan"].includes(state.mode) ? [state.mode] : []);
   options($("mode"), modes, state.mode);
@@ -213,6 +220,7 @@ function send() {
 window.addEventListener("message", (e) => {
   if (e.data.type === "state") { state = e.data.state; draw(); }
   if (e.data.type === "restore" && !$("prompt").value) $("prompt").value = e.data.text;
+  if (e.data.type === "unrestore" && $("prompt").value === e.data.text) $("prompt").value = "";
 });
 $("prompt").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); } });
 $("send").addEventListener("click", send);

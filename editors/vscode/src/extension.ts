@@ -160,6 +160,7 @@ export class Totem {
   private models: string[] = [];
   private defaultModel: string | undefined;
   private lastModel: string | undefined;
+  private undonePrompt: string | undefined;
   private readonly status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
   private readonly sessionsTree = new SessionsTree(this);
   private readonly changesTree = new ChangesTree(this);
@@ -783,7 +784,7 @@ export class Totem {
       void vscode.window.showWarningMessage("Totem: open a session first.");
       return;
     }
-    type Result = { runId: string; files: string[] };
+    type Result = { runId: string; files: string[]; prompt?: string };
     let result: Result;
     try {
       result = await client.request<Result>(method, { sessionId: session });
@@ -802,8 +803,18 @@ export class Totem {
       }
       result = await client.request<Result>(method, { sessionId: session, force: true });
     }
-    const verb = method === "session.undo" ? "Undid" : "Redid";
-    void vscode.window.showInformationMessage(`Totem: ${verb} the changes to ${result.files.join(", ")}.`);
+    const undo = method === "session.undo";
+    const what = result.files.length > 0 ? `the changes to ${result.files.join(", ")}` : "the last run (it changed no file)";
+    // The undone run's prompt goes back in the chat's box, to send again or edit; a redo takes it out.
+    const back = undo && result.prompt ? "; its prompt is back in the chat's box" : "";
+    if (undo && result.prompt) {
+      this.undonePrompt = result.prompt;
+      this.chat.restorePrompt(result.prompt);
+    } else if (!undo && this.undonePrompt) {
+      this.chat.unrestorePrompt(this.undonePrompt);
+      this.undonePrompt = undefined;
+    }
+    void vscode.window.showInformationMessage(`Totem: ${undo ? "Undid" : "Redid"} ${what}${back}.`);
     void this.changesTree.refresh();
   }
 

@@ -111,7 +111,11 @@ export class SessionsState {
   }
 }
 
-export type Block =
+/** A block of the chat; `runId` is the run it belongs to, `undone` set while `session.undo` has
+ * taken that run back (the chat dims it). */
+export type Block = BlockBody & { runId?: string; undone?: boolean };
+
+type BlockBody =
   | { kind: "user"; text: string; attachments: string[] }
   | { kind: "text"; text: string; streaming: boolean }
   | { kind: "reasoning"; text: string; streaming: boolean; folded: boolean }
@@ -151,17 +155,22 @@ export class Transcript {
   private streaming = new Map<string, number>();
   private tools = new Map<string, number>();
   private questions = new Map<string, number>();
+  /** The run of each message seen (parts name their message, not their run). */
+  private runs = new Map<string, string>();
 
   apply(event: SessionEvent): void {
     switch (event.type) {
       case "message.created": {
-        const message = event.message as { role: string; parts: Part[] };
+        const message = event.message as { id: string; role: string; runId?: string; parts: Part[] };
+        if (message.runId) {
+          this.runs.set(message.id, message.runId);
+        }
         if (message.role !== "user") {
           return;
         }
         const text = message.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])).join("\n");
         const attachments = message.parts.flatMap((p) => (p.type === "attachment" ? [attachmentLabel(p)] : []));
-        this.blocks.push({ kind: "user", text, attachments });
+        this.blocks.push({ kind: "user", text, attachments, runId: message.runId });
         return;
       }
       case "part.started": {
@@ -181,7 +190,15 @@ export class Transcript {
       case "part.done":
         return this.partDone(event, event.part as Part);
       case "permission.asked": {
-        const q = event.question as { id: string; tool: string; kind: string; target: string; diff?: string; truncated?: boolean };
+        const q = event.question as {
+          id: string;
+          runId?: string;
+          tool: string;
+          kind: string;
+          target: string;
+          diff?: string;
+          truncated?: boolean;
+        };
         this.questions.set(q.id, this.blocks.length);
         this.blocks.push({
           kind: "question",
@@ -189,6 +206,7 @@ export class Transcript {
           line: `${q.tool} wants to ${q.kind} ${q.target}`,
           diff: q.diff,
           truncated: q.truncated,
+          runId: q.runId,
         });
         return;
       }
@@ -205,6 +223,11 @@ export class Transcript {
         return;
       case "changes.undone":
       case "changes.redone":
+        for (const block of this.blocks) {
+          if (block.kind !== "changes" && block.runId !== undefined && block.runId === event.runId) {
+            block.undone = event.type === "changes.undone";
+          }
+        }
         this.blocks.push({
           kind: "changes",
           verb: event.type === "changes.undone" ? "undid" : "redid",
@@ -216,9 +239,9 @@ export class Transcript {
       case "run.failed":
       case "run.aborted":
       case "run.interrupted": {
-        const run = event.run as { status: string; error?: string };
+        const run = event.run as { id: string; status: string; error?: string };
         this.endStreams();
-        this.blocks.push({ kind: "end", status: run.status, error: run.error });
+        this.blocks.push({ kind: "end", status: run.status, error: run.error, runId: run.id });
         return;
       }
       default:
@@ -233,8 +256,11 @@ export class Transcript {
     if (known !== undefined) {
       return known;
     }
+    const runId = this.runOf(event);
     this.blocks.push(
-      kind === "text" ? { kind, text: "", streaming: true } : { kind, text: "", streaming: true, folded: true },
+      kind === "text"
+        ? { kind, text: "", streaming: true, runId }
+        : { kind, text: "", streaming: true, folded: true, runId },
     );
     this.streaming.set(key, this.blocks.length - 1);
     return this.blocks.length - 1;
@@ -254,7 +280,12 @@ export class Transcript {
       }
       case "toolCall":
         this.tools.set(part.callId, this.blocks.length);
-        this.blocks.push({ kind: "tool", callId: part.callId, line: toolLine(part.tool, part.input) });
+        this.blocks.push({
+          kind: "tool",
+          callId: part.callId,
+          line: toolLine(part.tool, part.input),
+          runId: this.runOf(event),
+        });
         return;
       case "toolResult": {
         const block = this.blocks[this.tools.get(part.callId) ?? -1];
@@ -267,6 +298,11 @@ export class Transcript {
       default:
         return;
     }
+  }
+
+  /** The run of a part's event: named in it, else that of its message. */
+  private runOf(event: SessionEvent): string | undefined {
+    return (event.runId as string | undefined) ?? this.runs.get(event.messageId as string);
   }
 
   private endStreams(): void {

@@ -17,6 +17,9 @@ const { SessionsState, Transcript, toolLine } = await import(join(out, "state.mj
 const { TOTEM_BIN: totem, TOTEM_TEST_PROJECT: project, TOTEM_HOME: home } = process.env;
 const model = "sim/llama3.2:latest";
 
+/** Blocks without their run's id and undone mark, to compare by content. */
+const plain = (blocks) => blocks.map(({ runId, undone, ...rest }) => rest);
+
 async function until(what, done, ms = 20000) {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -97,7 +100,10 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
     firstDelta.text.length < "Hello from the sim.".length && "Hello from the sim.".startsWith(firstDelta.text),
     firstDelta.text,
   );
-  assert.deepEqual(chat.blocks, [
+  const run1 = chat.blocks[0].runId;
+  assert.match(run1, /^run_/);
+  assert.ok(chat.blocks.every((b) => b.runId === run1), "every block knows its run");
+  assert.deepEqual(plain(chat.blocks), [
     { kind: "user", text: "hi", attachments: [] },
     { kind: "text", text: "Hello from the sim.", streaming: false },
     { kind: "end", status: "done", error: undefined },
@@ -127,7 +133,7 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   const tool = chat.blocks.find((b) => b.kind === "tool");
   assert.equal(tool.line, "edit math.js");
   assert.equal(tool.error, false);
-  assert.deepEqual(chat.blocks.at(-2), { kind: "text", text: "Edited.", streaming: false });
+  assert.deepEqual(plain([chat.blocks.at(-2)]), [{ kind: "text", text: "Edited.", streaming: false }]);
   assert.equal(readFileSync(join(project, "math.js"), "utf8"), "const a = 1;\nconst b = 3;\n");
 
   // Undo puts it back and says so the same way.
@@ -139,6 +145,15 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   await until("the undo in the chat", () => chat.blocks.at(-1).kind === "changes");
   assert.deepEqual(chat.blocks.at(-1).files, ["math.js"]);
   assert.equal(chat.blocks.at(-1).verb, "undid");
+  // The undo takes the run back: its prompt comes back to offer again, its blocks are undone
+  // (the chat dims them), the first run's are not.
+  assert.equal(undone.prompt, "make b three");
+  const run2 = chat.blocks.find((b) => b.kind === "user" && b.text === "make b three").runId;
+  assert.equal(undone.runId, run2);
+  const ofRun = (id) => chat.blocks.filter((b) => b.kind !== "changes" && b.runId === id);
+  assert.deepEqual(ofRun(run2).map((b) => b.kind), ["user", "tool", "question", "text", "end"]);
+  assert.ok(ofRun(run2).every((b) => b.undone === true));
+  assert.ok(ofRun(run1).every((b) => !b.undone));
 
   // Sessions made, renamed and deleted elsewhere show in the list.
   const other = await client.request("session.create", { projectId: proj.id, title: "Other" });
@@ -163,7 +178,7 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   assert.ok(events.slice(fourth).some((e) => e.type === "part.delta"));
   const users = chat.blocks.filter((b) => b.kind === "user").map((b) => b.text);
   assert.deepEqual(users, ["hi", "make b three", "again"]);
-  assert.deepEqual(chat.blocks.slice(-2), [
+  assert.deepEqual(plain(chat.blocks.slice(-2)), [
     { kind: "text", text: "Back again.", streaming: false },
     { kind: "end", status: "done", error: undefined },
   ]);

@@ -110,11 +110,16 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     await changes.locator(".pane-header").hover();
     await changes.locator('.pane-header [aria-label="Undo the Last Run\'s Changes"]').click();
     await until("math.js to be put back", () => file() === "const a = 1;\nconst b = 2;\n");
-    await page.locator(".notification-toast", { hasText: "Undid the changes to math.js" }).waitFor();
+    await page.locator(".notification-toast", { hasText: "Undid the changes to math.js; its prompt is back" }).waitFor();
+    // The run is taken back in the chat too: dimmed, its prompt marked, and offered again in the box.
+    await chat.locator(".undone .user", { hasText: "make b three (undone)" }).waitFor();
+    await until("the prompt back in the box", async () => (await prompt.inputValue()) === "make b three");
     // Redo (beside it) writes it again.
     await changes.locator('.pane-header [aria-label="Redo the Undone Changes"]').click();
     await until("math.js to be written again", () => file() === "const a = 1;\nconst b = 3;\n");
     await page.locator(".notification-toast", { hasText: "Redid the changes to math.js" }).waitFor();
+    await until("the run back in the chat", async () => (await chat.locator(".undone").count()) === 0);
+    await until("the box emptied", async () => (await prompt.inputValue()) === "");
 
     // "Ask Totem about Selection" from the command palette: the selected line goes with the prompt.
     const palette = async (command) => {
