@@ -452,3 +452,54 @@ fn leaving_during_a_run_leaves_no_spinner_and_ctrl_l_clears_the_screen() {
     repl.send("\x15").expect("Ctrl-U empties the line");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn a_slow_answer_shows_word_by_word_and_thinking_folds_to_one_line() {
+    let env = start();
+    // A slow local model: a chunk every 400 ms, thinking first, then one line in pieces.
+    env.push(
+        vec![
+            SimEvent::thinking("First I read the question.\n", None),
+            SimEvent::thinking("Then I weigh it.", None),
+            SimEvent::text("Alpha beta "),
+            SimEvent::text("gamma delta "),
+            SimEvent::text("epsilon zeta "),
+            SimEvent::text("eta theta "),
+            SimEvent::text("Omega.\n"),
+        ],
+        400,
+    );
+    let mut repl = env.repl(false);
+    repl.send("go slowly\r").expect("type a prompt");
+    let mut all = b"\r\n".repeat(8);
+    let thinking = repl
+        .expect("thinking…")
+        .expect("the thinking shows while it streams");
+    all.extend_from_slice(thinking.as_bytes());
+    // The unfinished line is on screen before the stream ends.
+    let partial = repl.expect("gamma delta").expect("partial text");
+    all.extend_from_slice(partial.as_bytes());
+    let shown = screen(&all);
+    assert!(
+        shown.contains("Alpha beta gamma delta") && !shown.contains("Omega."),
+        "the first words show while the rest is still coming:\n{shown}"
+    );
+    assert!(
+        shown.contains("┊ thought · 43 chars · /thinking shows it") && !shown.contains("thinking…"),
+        "the thinking folded to one line once done:\n{shown}"
+    );
+    let rest = repl.expect("✓ done").expect("run done");
+    all.extend_from_slice(rest.as_bytes());
+    let shown = screen(&all);
+    assert_eq!(
+        shown
+            .matches("Alpha beta gamma delta epsilon zeta eta theta Omega.")
+            .count(),
+        1,
+        "the finished line replaces the unfinished one:\n{shown}"
+    );
+    repl.send("/thinking\r").expect("type /thinking");
+    repl.expect("┊ Then I weigh it.")
+        .expect("the whole thinking, expanded");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

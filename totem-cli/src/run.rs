@@ -184,6 +184,8 @@ impl Terminal {
                     self.at_line_start = text.ends_with('\n');
                 }
             }
+            // Not asked for: `totem run` draws whole lines or every delta.
+            Chunk::Live(_) => {}
             Chunk::Aside(text) if self.asides_to_stderr => {
                 let _ = std::io::stderr().write_all(text.as_bytes());
             }

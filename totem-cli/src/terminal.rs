@@ -105,7 +105,7 @@ impl Drop for RawMode {
 }
 
 /// The window's size as (cols, rows), when standard output is a terminal.
-fn window_size() -> Option<(u16, u16)> {
+pub(crate) fn window_size() -> Option<(u16, u16)> {
     let size = rustix::termios::tcgetwinsize(std::io::stdout().as_fd()).ok()?;
     (size.ws_col >= 2 && size.ws_row >= 2).then_some((size.ws_col, size.ws_row))
 }

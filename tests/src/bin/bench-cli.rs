@@ -4,7 +4,8 @@
 //! `cargo build --release -p totemd -p totem-cli && cargo run --release -p totem-tests --bin bench-cli`
 //!
 //! It also times Enter (Ctrl-S in Neovim) → the first streamed character on screen, in the REPL
-//! and in the Neovim plugin, both through a pty.
+//! and in the Neovim plugin, both through a pty; and, for a slow stream, each text delta reaching
+//! a socket client → its words on the REPL's pty (p50/p99). `bench-cli live` measures only that.
 //!
 //! The run goes to the Ollama simulator (configured as provider `sim`, answering "hi" at once),
 //! so the figure is Totem's own share: start, connect, create the session, subscribe, prompt,
@@ -48,14 +49,19 @@ fn main() -> anyhow::Result<()> {
         c
     };
 
-    let version = time_runs(200, || totem_cmd(&["--version"]).status().map(|_| ()))?;
+    let only_live = std::env::args().nth(1).as_deref() == Some("live");
+    let version = time_runs(if only_live { 1 } else { 200 }, || {
+        totem_cmd(&["--version"]).status().map(|_| ())
+    })?;
     println!("binaries: {}", bin.display());
-    println!(
-        "totem --version            median {:>8.2} ms  (min {:.2}, p90 {:.2}; 200 runs)",
-        ms(version.median),
-        ms(version.min),
-        ms(version.p90)
-    );
+    if !only_live {
+        println!(
+            "totem --version            median {:>8.2} ms  (min {:.2}, p90 {:.2}; 200 runs)",
+            ms(version.median),
+            ms(version.min),
+            ms(version.p90)
+        );
+    }
 
     let start = Instant::now();
     let status = totem_cmd(&["daemon", "start"]).status()?;
@@ -105,6 +111,11 @@ fn main() -> anyhow::Result<()> {
             ]));
         }
     };
+    if only_live {
+        delta_to_screen(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
+        totem_cmd(&["daemon", "stop"]).status()?;
+        return Ok(());
+    }
     // One warm-up run creates the project.
     queue_reply();
     let warm = totem_cmd(args).status()?;
@@ -130,10 +141,35 @@ fn main() -> anyhow::Result<()> {
     );
     if with_sim {
         first_char(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
+        delta_to_screen(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
         nvim_first_char(&totem, home.path(), project.path(), &runtime, &sim)?;
     }
     totem_cmd(&["daemon", "stop"]).status()?;
     Ok(())
+}
+
+/// The REPL on a new session in a pty, the simulator's model chosen, and the session's id.
+fn repl(
+    totem: &Path,
+    home: &Path,
+    project: &Path,
+) -> anyhow::Result<(expectrl::session::OsSession, String)> {
+    use expectrl::Expect;
+    let mut command = Command::new(totem);
+    command
+        .args(["attach", "--new"])
+        .current_dir(project)
+        .env("TOTEM_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm");
+    let mut repl = expectrl::Session::spawn(command).context("spawn totem in a pty")?;
+    repl.set_expect_timeout(Some(Duration::from_secs(20)));
+    let header = repl.expect(expectrl::Regex("ses_[0-9a-z]+"))?;
+    let session = String::from_utf8_lossy(header.get(0).context("session id")?).into_owned();
+    repl.expect("Type a prompt")?;
+    repl.send("/model sim/llama3.2:latest\r")?;
+    repl.expect("The next prompts use")?;
+    Ok((repl, session))
 }
 
 /// Enter → first streamed character on screen in the REPL, through a pty, against the simulator
@@ -150,18 +186,7 @@ fn first_char(
 ) -> anyhow::Result<()> {
     use expectrl::Expect;
     const N: usize = 20;
-    let mut command = Command::new(totem);
-    command
-        .args(["attach", "--new"])
-        .current_dir(project)
-        .env("TOTEM_HOME", home)
-        .env("NO_COLOR", "1")
-        .env("TERM", "xterm");
-    let mut repl = expectrl::Session::spawn(command).context("spawn totem in a pty")?;
-    repl.set_expect_timeout(Some(Duration::from_secs(20)));
-    repl.expect("Type a prompt")?;
-    repl.send("/model sim/llama3.2:latest\r")?;
-    repl.expect("The next prompts use")?;
+    let (mut repl, _) = repl(totem, home, project)?;
     let mut screen = Vec::with_capacity(N);
     for i in 0..N + 1 {
         let token = format!("pong{i}x");
@@ -237,6 +262,91 @@ fn first_char(
     println!(
         "REPL's own share            median {:>8.2} ms  (the difference of the medians)",
         ms(screen.median.saturating_sub(direct.median))
+    );
+    Ok(())
+}
+
+/// A slow stream (a word every 30 ms, one unfinished line): for each word, the time from its
+/// `part.delta` reaching a socket client subscribed to the REPL's session to the word on the
+/// REPL's pty. Both clients get the same event from the daemon, so the difference is the REPL's
+/// own share: reading the event, rendering the live line, the printer, the pty.
+fn delta_to_screen(
+    totem: &Path,
+    home: &Path,
+    project: &Path,
+    runtime: &tokio::runtime::Runtime,
+    sim: &Sim,
+    socket: &Path,
+) -> anyhow::Result<()> {
+    use expectrl::Expect;
+    use totem_tests::sim::Script;
+    const WORDS: usize = 200;
+    let (mut repl, session) = repl(totem, home, project)?;
+    let word = |i: usize| format!("w{i:03}x");
+    {
+        let _guard = runtime.enter();
+        let mut events: Vec<SimEvent> = (0..WORDS)
+            .map(|i| SimEvent::text(format!("{} ", word(i))))
+            .collect();
+        events.push(SimEvent::text("end.\n"));
+        sim.push(Reply::Stream(Script {
+            delay_ms: 30,
+            ..Script::new(events)
+        }));
+    }
+    let socket = socket.to_path_buf();
+    let deltas = runtime.spawn(async move {
+        let (client, _) =
+            Client::connect(&socket, "bench-cli", ClientCapabilities::default()).await?;
+        let mut events = client.subscribe(&session, 0).await?;
+        let mut seen: Vec<Option<Instant>> = vec![None; WORDS];
+        while let Some(event) = events.next_value().await {
+            let kind = event["type"].as_str().unwrap_or("");
+            if kind == "part.delta" {
+                let now = Instant::now();
+                let text = event["text"].as_str().unwrap_or("");
+                for token in text.split_whitespace() {
+                    if let Some(i) = token
+                        .strip_prefix('w')
+                        .and_then(|t| t.strip_suffix('x'))
+                        .and_then(|t| t.parse::<usize>().ok())
+                        && i < WORDS
+                    {
+                        seen[i].get_or_insert(now);
+                    }
+                }
+            }
+            if kind.starts_with("run.") && kind != "run.started" {
+                break;
+            }
+        }
+        Ok::<_, anyhow::Error>(seen)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    repl.send("stream slowly\r")?;
+    let mut on_screen = Vec::with_capacity(WORDS);
+    for i in 0..WORDS {
+        repl.expect(word(i).as_str())?;
+        on_screen.push(Instant::now());
+    }
+    repl.expect("done")?;
+    let _ = repl.send(expectrl::ControlCode::EndOfTransmission);
+    let seen = runtime.block_on(deltas)??;
+    let mut lags: Vec<Duration> = seen
+        .iter()
+        .zip(&on_screen)
+        .filter_map(|(delta, screen)| Some(screen.saturating_duration_since((*delta)?)))
+        .collect();
+    lags.sort();
+    let n = lags.len();
+    if n == 0 {
+        bail!("no word of the stream was seen on the socket");
+    }
+    println!(
+        "REPL delta → bytes on pty   p50 {:>8.2} ms  (p99 {:.2}, max {:.2}; {n} words of one line streamed 30 ms apart)",
+        ms(lags[n / 2]),
+        ms(lags[(n * 99 / 100).min(n - 1)]),
+        ms(lags[n - 1])
     );
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use syntect::easy::HighlightLines;
 use syntect::highlighting::{Theme, ThemeSet};
 use syntect::parsing::SyntaxSet;
-use syntect::util::{LinesWithEndings, as_24_bit_terminal_escaped};
+use syntect::util::as_24_bit_terminal_escaped;
 
 const THEME: &str = "base16-ocean.dark";
 
@@ -27,24 +27,38 @@ fn assets() -> &'static Assets {
 /// `code` coloured as `lang` (a fence's info string: `rust`, `py`, `js title="x"`), one string per
 /// line without its newline. None when the language is unknown, so the caller draws it plainly.
 pub fn highlight(lang: &str, code: &str) -> Option<Vec<String>> {
-    let token = lang.split([' ', ',', '{']).next()?.trim();
-    if token.is_empty() {
-        return None;
+    let mut lines = LineHighlighter::new(lang)?;
+    code.lines().map(|line| lines.line(line)).collect()
+}
+
+/// A fenced block's language, highlighted line by line as the lines stream in.
+pub struct LineHighlighter(HighlightLines<'static>);
+
+impl LineHighlighter {
+    /// None when the language is unknown.
+    pub fn new(lang: &str) -> Option<LineHighlighter> {
+        let token = lang.split([' ', ',', '{']).next()?.trim();
+        if token.is_empty() {
+            return None;
+        }
+        let assets = assets();
+        let syntax = assets
+            .syntaxes
+            .find_syntax_by_token(token)
+            .or_else(|| assets.syntaxes.find_syntax_by_token(&token.to_lowercase()))?;
+        Some(LineHighlighter(HighlightLines::new(
+            syntax,
+            assets.theme.as_ref()?,
+        )))
     }
-    let assets = assets();
-    let syntax = assets
-        .syntaxes
-        .find_syntax_by_token(token)
-        .or_else(|| assets.syntaxes.find_syntax_by_token(&token.to_lowercase()))?;
-    let theme = assets.theme.as_ref()?;
-    let mut lines = HighlightLines::new(syntax, theme);
-    let mut out = Vec::new();
-    for line in LinesWithEndings::from(code) {
-        let ranges = lines.highlight_line(line, &assets.syntaxes).ok()?;
+
+    /// One line (without its newline), coloured.
+    pub fn line(&mut self, line: &str) -> Option<String> {
+        let line = format!("{line}\n");
+        let ranges = self.0.highlight_line(&line, &assets().syntaxes).ok()?;
         let drawn = as_24_bit_terminal_escaped(&ranges, false);
-        out.push(drawn.trim_end_matches(['\n', '\r']).to_string());
+        Some(drawn.trim_end_matches(['\n', '\r']).to_string())
     }
-    Some(out)
 }
 
 #[cfg(test)]

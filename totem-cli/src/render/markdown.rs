@@ -1,40 +1,91 @@
 //! Markdown for the terminal: headings, lists, emphasis, quotes, code blocks and inline code, with
-//! ANSI styles. The model's text streams in; [`complete_blocks`] says how much of it is made of
-//! finished blocks, so a paragraph is drawn once, whole, and never redrawn.
+//! ANSI styles. A whole text (a replay) is drawn by [`render`]; the model's text as it streams, by
+//! [`Lines`], one finished line at a time, so each line is drawn once and never redrawn.
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::Style;
 
-/// The byte length of the leading part of `text` made of finished blocks: up to the last blank line
-/// outside a code fence, or the end of the last closed fence.
-pub fn complete_blocks(text: &str) -> usize {
-    let mut open_fence: Option<(char, usize)> = None;
-    let mut boundary = 0;
-    let mut pos = 0;
-    for line in text.split_inclusive('\n') {
-        if !line.ends_with('\n') {
-            break;
+/// Streamed Markdown drawn line by line as each line is finished: a line is certain once its
+/// newline came. Code lines are highlighted as they come (the highlighter keeps its state from
+/// line to line); table rows wait for the table's end, which they need to be laid out.
+#[derive(Default)]
+pub struct Lines {
+    /// The open fence: its character and length, and the highlighter of its language.
+    fence: Option<(char, usize, Option<super::highlight::LineHighlighter>)>,
+    table: String,
+    /// The last line drawn was blank (or none was drawn yet): blank lines are not repeated.
+    after_blank: bool,
+    started: bool,
+}
+
+impl Lines {
+    /// Draws one finished line (without its newline).
+    pub fn line(&mut self, line: &str, style: Style) -> String {
+        if !style.color {
+            return format!("{line}\n");
         }
-        pos += line.len();
-        if let Some((ch, len, rest)) = fence(line) {
-            match open_fence {
-                None => open_fence = Some((ch, len)),
-                Some((open_ch, open_len))
-                    if ch == open_ch && len >= open_len && rest.is_empty() =>
-                {
-                    open_fence = None;
-                    boundary = pos;
-                }
-                Some(_) => {}
+        let mut out = String::new();
+        if self.fence.is_none() && !self.table.is_empty() && !line.trim_start().starts_with('|') {
+            out.push_str(&render(&std::mem::take(&mut self.table), style));
+        }
+        if let Some((ch, len, highlighter)) = &mut self.fence {
+            if let Some((c, l, rest)) = fence(line)
+                && c == *ch
+                && l >= *len
+                && rest.is_empty()
+            {
+                self.fence = None;
+                return out;
             }
-            continue;
+            let drawn = highlighter.as_mut().and_then(|h| h.line(line));
+            match drawn {
+                Some(drawn) => out.push_str(&format!("    {drawn}{RESET}\n")),
+                None => out.push_str(&format!("    {CODE_BLOCK}{line}{RESET}\n")),
+            }
+            return out;
         }
-        if open_fence.is_none() && line.trim().is_empty() {
-            boundary = pos;
+        if let Some((ch, len, lang)) = fence(line) {
+            if !lang.is_empty() {
+                out.push_str(&format!("{DIM}  {lang}{RESET}\n"));
+            }
+            self.fence = Some((ch, len, super::highlight::LineHighlighter::new(lang)));
+            self.after_blank = false;
+            return out;
+        }
+        if line.trim().is_empty() {
+            if self.started && !self.after_blank {
+                out.push('\n');
+            }
+            self.after_blank = true;
+            return out;
+        }
+        if line.trim_start().starts_with('|') {
+            self.table.push_str(line);
+            self.table.push('\n');
+            return out;
+        }
+        self.started = true;
+        self.after_blank = false;
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        out.push_str(indent);
+        out.push_str(&render(body, style));
+        out
+    }
+
+    /// What is still held when the text ends: a table's rows.
+    pub fn finish(&mut self, style: Style) -> String {
+        match self.table.is_empty() {
+            true => String::new(),
+            false => render(&std::mem::take(&mut self.table), style),
         }
     }
-    boundary
+
+    /// Inside an open code fence: an unfinished line is shown as code.
+    pub fn in_code(&self) -> bool {
+        self.fence.is_some()
+    }
 }
 
 /// A fence line: its character, its length and what follows it (the info string).
@@ -368,11 +419,31 @@ mod tests {
     }
 
     #[test]
-    fn blocks_end_at_blank_lines_outside_fences() {
-        assert_eq!(complete_blocks("one\n\ntwo"), 5);
-        assert_eq!(complete_blocks("```\ncode\n\nmore"), 0);
-        assert_eq!(complete_blocks("```\ncode\n\n```\nafter"), 14);
-        assert_eq!(complete_blocks("no boundary yet\n"), 0);
+    fn streamed_lines_are_drawn_one_by_one_code_highlighted_as_it_comes() {
+        let color = Style { color: true };
+        let mut lines = Lines::default();
+        let mut draw = |line: &str| strip_ansi(&lines.line(line, color));
+        assert_eq!(draw("# Title"), "Title\n");
+        assert_eq!(draw(""), "\n");
+        assert_eq!(draw(""), "");
+        assert_eq!(draw("Some *emphasis*."), "Some emphasis.\n");
+        assert_eq!(draw("  - nested"), "  • nested\n");
+        assert_eq!(draw("```rust"), "  rust\n");
+        let mut lines2 = Lines::default();
+        lines2.line("```rust", color);
+        let code = lines2.line("let x = 1;", color);
+        assert!(code.contains("\x1b[38;2;"), "{code:?}");
+        assert_eq!(strip_ansi(&code), "    let x = 1;\n");
+        assert!(lines2.in_code());
+        assert_eq!(lines2.line("```", color), "");
+        assert!(!lines2.in_code());
+        assert_eq!(lines2.line("| a | b |", color), "");
+        assert_eq!(lines2.line("|---|---|", color), "");
+        let table = strip_ansi(&lines2.line("after", color));
+        assert!(
+            table.contains("a │ b") && table.ends_with("after\n"),
+            "{table:?}"
+        );
     }
 
     #[test]

@@ -112,15 +112,46 @@ pub enum Chunk {
     Answer(String),
     /// Everything else: tool calls, notices, run ends. Whole lines.
     Aside(String),
+    /// The unfinished line being streamed (the answer's last line, the thinking folded to one
+    /// line), replacing the one shown before; empty when there is none any more. Only when
+    /// [`Renderer::set_live`] asked for it.
+    Live(String),
+}
+
+/// Where live lines are drawn: the terminal's width, and how many rows an unfinished line may
+/// take before its words so far are drawn as a line of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveArea {
+    pub cols: usize,
+    pub max_rows: usize,
+}
+
+/// The rows `text` (ANSI escapes left out) takes on a terminal `cols` wide; at least one.
+pub fn rows(text: &str, cols: usize) -> usize {
+    let mut width = 0;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        width += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+    }
+    width.div_ceil(cols.max(1)).max(1)
 }
 
 /// A part being streamed: its type and the text not yet drawn.
-#[derive(Debug)]
 struct Streaming {
     part_type: PartType,
     text: String,
     /// Bytes of `text` already drawn.
     drawn: usize,
+    /// Its Markdown, drawn line by line.
+    lines: markdown::Lines,
 }
 
 impl Default for Streaming {
@@ -129,6 +160,7 @@ impl Default for Streaming {
             part_type: PartType::Text,
             text: String::new(),
             drawn: 0,
+            lines: markdown::Lines::default(),
         }
     }
 }
@@ -141,10 +173,13 @@ pub struct Renderer {
     own_prompts: Vec<String>,
     /// Runs taken back by `session.undo`: what belongs to them is drawn dimmed.
     undone: HashSet<String>,
+    /// Draw unfinished lines live (the REPL on a terminal).
+    live: Option<LiveArea>,
+    /// A live line is on screen.
+    live_shown: bool,
+    /// The newest run's thinking, whole, and that run.
+    thoughts: (Option<String>, Vec<String>),
 }
-
-/// Lines of reasoning shown before it is folded.
-const REASONING_LINES: usize = 3;
 
 impl Renderer {
     pub fn new(options: Options) -> Renderer {
@@ -153,7 +188,20 @@ impl Renderer {
             parts: HashMap::new(),
             own_prompts: Vec::new(),
             undone: HashSet::new(),
+            live: None,
+            live_shown: false,
+            thoughts: (None, Vec::new()),
         }
+    }
+
+    /// Draw unfinished lines as they stream, as [`Chunk::Live`], in `area`.
+    pub fn set_live(&mut self, area: Option<LiveArea>) {
+        self.live = area;
+    }
+
+    /// The thinking of the newest run that had some, whole.
+    pub fn thoughts(&self) -> &[String] {
+        &self.thoughts.1
     }
 
     /// Runs undone when the session was attached (`undone` marks of `session.messages`); later
@@ -217,6 +265,7 @@ impl Renderer {
             .map(|chunk| match chunk {
                 Chunk::Answer(text) => Chunk::Answer(dim(text)),
                 Chunk::Aside(text) => Chunk::Aside(dim(text)),
+                Chunk::Live(text) => Chunk::Live(text),
             })
             .collect()
     }
@@ -253,10 +302,11 @@ impl Renderer {
                 message_id,
                 index,
                 part,
-                ..
+                run_id,
             } => {
                 let streamed = self.parts.remove(&(message_id.clone(), *index));
-                return self.part_done(part, streamed);
+                let chunks = self.part_done(part, streamed, Some(run_id));
+                return self.clear_live(chunks);
             }
             EventKind::Notice { level, text, .. } => match level {
                 NoticeLevel::Error => s.red(&format!("✗ {text}")),
@@ -335,7 +385,7 @@ impl Renderer {
             return message
                 .parts
                 .iter()
-                .flat_map(|part| self.part_done(part, None))
+                .flat_map(|part| self.part_done(part, None, None))
                 .collect();
         }
         let mut chunks = self.user_prompt(message);
@@ -378,50 +428,77 @@ impl Renderer {
     fn delta(&mut self, message_id: &str, index: u32, text: &str) -> Vec<Chunk> {
         let mode = self.options.text;
         let style = self.options.style;
+        let live = self.live;
         let part = self
             .parts
             .entry((message_id.to_string(), index))
-            .or_insert_with(|| Streaming {
-                ..Streaming::default()
-            });
+            .or_default();
         part.text.push_str(text);
-        if part.part_type != PartType::Text {
-            // Reasoning and tool input are shown whole, when done.
-            return vec![];
-        }
-        let pending = &part.text[part.drawn..];
-        let ready = match mode {
-            TextMode::Raw => pending.len(),
-            TextMode::Lines => pending.rfind('\n').map_or(0, |i| i + 1),
-            TextMode::Markdown => markdown::complete_blocks(pending),
+        let Some(area) = live else {
+            if part.part_type != PartType::Text {
+                // Reasoning and tool input are shown whole, when done.
+                return vec![];
+            }
+            return streamed_lines(part, mode, style, None);
         };
-        if ready == 0 {
-            return vec![];
-        }
-        let chunk = &pending[..ready];
-        let out = match mode {
-            // Blocks drawn apart keep the blank line that separated them.
-            TextMode::Markdown if part.drawn > 0 => format!("\n{}", markdown::render(chunk, style)),
-            TextMode::Markdown => markdown::render(chunk, style),
-            _ => chunk.to_string(),
+        let line = match part.part_type {
+            PartType::Text => {
+                let mut chunks = streamed_lines(part, mode, style, Some(area));
+                let pending = &part.text[part.drawn..];
+                let line = match part.lines.in_code() && mode == TextMode::Markdown {
+                    true => format!("    {pending}"),
+                    false => pending.to_string(),
+                };
+                self.live_shown = !line.is_empty();
+                chunks.push(Chunk::Live(line));
+                return chunks;
+            }
+            PartType::Reasoning if !self.options.reasoning => return vec![],
+            PartType::Reasoning => thinking_line(&part.text, area.cols, style),
+            PartType::ToolCall | PartType::ToolResult => style.dim(&format!(
+                "⋯ preparing a tool call · {} chars",
+                tokens(part.text.chars().count() as u64)
+            )),
         };
-        part.drawn += ready;
-        if out.is_empty() {
-            return vec![];
-        }
-        vec![Chunk::Answer(out)]
+        self.live_shown = true;
+        vec![Chunk::Live(line)]
     }
 
-    fn part_done(&mut self, part: &Part, streamed: Option<Streaming>) -> Vec<Chunk> {
+    /// Clears the live line, if one is shown, before `chunks`.
+    fn clear_live(&mut self, mut chunks: Vec<Chunk>) -> Vec<Chunk> {
+        if std::mem::take(&mut self.live_shown) {
+            chunks.insert(0, Chunk::Live(String::new()));
+        }
+        chunks
+    }
+
+    fn part_done(
+        &mut self,
+        part: &Part,
+        streamed: Option<Streaming>,
+        run_id: Option<&String>,
+    ) -> Vec<Chunk> {
         let s = self.options.style;
         match part {
             Part::Text { text } => {
-                let drawn = streamed.map_or(0, |p| p.drawn);
+                let drawn = streamed.as_ref().map_or(0, |p| p.drawn);
                 // The finished part is the truth; draw what the deltas did not.
                 let rest = match text.get(drawn..) {
                     Some(rest) => rest,
                     None => text.as_str(),
                 };
+                if let (TextMode::Markdown, Some(mut part)) = (self.options.text, streamed) {
+                    // Streamed line by line: the last lines go the same way.
+                    let mut out = String::new();
+                    for line in rest.lines() {
+                        out.push_str(&part.lines.line(line, s));
+                    }
+                    out.push_str(&part.lines.finish(s));
+                    return match out.trim().is_empty() {
+                        true => vec![],
+                        false => vec![Chunk::Answer(out)],
+                    };
+                }
                 if rest.trim().is_empty() {
                     return match (self.options.text, rest.is_empty()) {
                         (TextMode::Raw, false) => vec![Chunk::Answer(rest.to_string())],
@@ -429,7 +506,6 @@ impl Renderer {
                     };
                 }
                 let out = match self.options.text {
-                    TextMode::Markdown if drawn > 0 => format!("\n{}", markdown::render(rest, s)),
                     TextMode::Markdown => markdown::render(rest, s),
                     TextMode::Lines => {
                         let mut r = rest.to_string();
@@ -446,19 +522,13 @@ impl Renderer {
                 if !self.options.reasoning || text.trim().is_empty() {
                     return vec![];
                 }
-                let lines: Vec<&str> = text.trim().lines().collect();
-                let mut out = String::new();
-                for line in lines.iter().take(REASONING_LINES) {
-                    out.push_str(&s.thinking(&format!("┊ {line}")));
-                    out.push('\n');
+                if run_id.is_some() && self.thoughts.0.as_ref() != run_id {
+                    self.thoughts = (run_id.cloned(), Vec::new());
                 }
-                if lines.len() > REASONING_LINES {
-                    let more = lines.len() - REASONING_LINES;
-                    let noun = if more == 1 { "line" } else { "lines" };
-                    out.push_str(&s.dim(&format!("┊ … {more} more {noun} of thinking")));
-                    out.push('\n');
-                }
-                vec![Chunk::Aside(out)]
+                self.thoughts.1.push(text.trim().to_string());
+                let size = tokens(text.trim().chars().count() as u64);
+                let line = s.thinking(&format!("┊ thought · {size} chars · /thinking shows it"));
+                vec![Chunk::Aside(format!("{line}\n"))]
             }
             Part::ToolCall { tool, input, .. } => {
                 vec![Chunk::Aside(format!(
@@ -477,7 +547,7 @@ impl Renderer {
     fn run_end(&mut self, run: &Run) -> Vec<Chunk> {
         self.parts.retain(|_, _| false);
         if !self.options.run_ends {
-            return vec![];
+            return self.clear_live(vec![]);
         }
         let s = self.options.style;
         let took = run
@@ -492,8 +562,70 @@ impl Renderer {
                 s.red(&format!("✗ run {}{took}: {why}", ended_how(status)))
             }
         };
-        vec![Chunk::Aside(format!("{line}\n"))]
+        self.clear_live(vec![Chunk::Aside(format!("{line}\n"))])
     }
+}
+
+/// The finished lines of a streaming text part not drawn yet; with a live area, also the words of
+/// an unfinished line too long for it (up to its last space), so the live line stays in its rows.
+fn streamed_lines(
+    part: &mut Streaming,
+    mode: TextMode,
+    style: Style,
+    live: Option<LiveArea>,
+) -> Vec<Chunk> {
+    let pending = &part.text[part.drawn..];
+    let mut ready = match mode {
+        TextMode::Raw => pending.len(),
+        TextMode::Lines | TextMode::Markdown => pending.rfind('\n').map_or(0, |i| i + 1),
+    };
+    let mut out = String::new();
+    if ready > 0 {
+        let chunk = &pending[..ready];
+        match mode {
+            TextMode::Markdown => {
+                for line in chunk.lines() {
+                    out.push_str(&part.lines.line(line, style));
+                }
+            }
+            _ => out.push_str(chunk),
+        }
+    }
+    if let Some(area) = live {
+        let unfinished = &pending[ready..];
+        if rows(unfinished, area.cols) > area.max_rows
+            && let Some(space) = unfinished.rfind(' ')
+        {
+            let words = &unfinished[..space];
+            match mode {
+                TextMode::Markdown => out.push_str(&part.lines.line(words, style)),
+                _ => out.push_str(&format!("{words}\n")),
+            }
+            ready += space + 1;
+        }
+    }
+    part.drawn += ready;
+    match out.is_empty() {
+        true => vec![],
+        false => vec![Chunk::Answer(out)],
+    }
+}
+
+/// The thinking so far, folded to one line that fits `cols`: its size and its newest words.
+fn thinking_line(text: &str, cols: usize, s: Style) -> String {
+    let head = format!(
+        "┊ thinking… {} chars · ",
+        tokens(text.trim().chars().count() as u64)
+    );
+    let room = cols.saturating_sub(head.chars().count() + 1);
+    let last = text.trim_end().lines().last().unwrap_or("").trim();
+    let skip = last.chars().count().saturating_sub(room);
+    let tail: String = last.chars().skip(skip).collect();
+    let tail = match skip {
+        0 => tail,
+        _ => format!("…{}", tail.chars().skip(1).collect::<String>()),
+    };
+    s.thinking(&format!("{head}{tail}"))
 }
 
 /// How a run ended, in a word (`done`, `failed`, `aborted`, `interrupted`).
@@ -599,6 +731,7 @@ mod tests {
             .into_iter()
             .map(|c| match c {
                 Chunk::Answer(s) | Chunk::Aside(s) => s,
+                Chunk::Live(_) => String::new(),
             })
             .collect()
     }
@@ -624,7 +757,7 @@ mod tests {
     }
 
     #[test]
-    fn markdown_blocks_drawn_apart_keep_a_blank_line_between_them() {
+    fn markdown_streams_line_by_line_keeping_blank_lines() {
         let mut r = Renderer::new(Options {
             style: Style { color: true },
             text: TextMode::Markdown,
@@ -632,11 +765,70 @@ mod tests {
             user_messages: true,
             run_ends: true,
         });
-        assert_eq!(answer(r.event(&delta("first para"))), "");
-        let first = answer(r.event(&delta("graph\n\nsecond")));
-        assert!(first.ends_with("first paragraph\n"), "{first:?}");
-        let rest = answer(r.event(&done("first paragraph\n\nsecond")));
-        assert!(rest.starts_with("\nsecond"), "{rest:?}");
+        assert_eq!(answer(r.event(&delta("first *para"))), "");
+        let first = answer(r.event(&delta("graph*\n\nsecond")));
+        assert_eq!(first, "first \x1b[3mparagraph\x1b[0m\n\n");
+        let rest = answer(r.event(&done("first *paragraph*\n\nsecond")));
+        assert_eq!(rest, "second\n");
+    }
+
+    #[test]
+    fn live_lines_show_the_unfinished_line_and_folded_thinking() {
+        let mut r = plain(TextMode::Lines);
+        r.set_live(Some(LiveArea {
+            cols: 40,
+            max_rows: 2,
+        }));
+        let live = |chunks: Vec<Chunk>| -> Vec<String> {
+            chunks
+                .into_iter()
+                .filter_map(|c| match c {
+                    Chunk::Live(text) => Some(text),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(live(r.event(&delta("Hel"))), ["Hel"]);
+        let chunks = r.event(&delta("lo\nwor"));
+        assert_eq!(
+            chunks,
+            [Chunk::Answer("Hello\n".into()), Chunk::Live("wor".into())]
+        );
+        // Longer than two rows of 40: the words so far become a line, the last one stays live.
+        let long = format!(" {}end", "word ".repeat(20));
+        let chunks = r.event(&delta(&long));
+        assert!(
+            matches!(&chunks[..], [Chunk::Answer(a), Chunk::Live(l)] if a.starts_with("wor word") && l == "end"),
+            "{chunks:?}"
+        );
+        let chunks = r.event(&done(&format!("Hello\nwor{long}")));
+        assert_eq!(chunks[0], Chunk::Live(String::new()));
+        assert_eq!(answer(chunks), "end\n");
+
+        let thinking: Received = json!({"sessionId": "ses_1", "seq": 3, "at": 0,
+            "type": "part.started", "runId": "run_1", "messageId": "msg_2", "index": 0,
+            "partType": "reasoning"})
+        .into();
+        r.event(&thinking);
+        let step = |text: &str| -> Received {
+            json!({"sessionId": "ses_1", "seq": 3, "at": 0, "type": "part.delta", "runId": "run_1",
+                   "messageId": "msg_2", "index": 0, "text": text})
+            .into()
+        };
+        r.event(&step("First I read.\n"));
+        let line = live(r.event(&step("Then a very long thought that goes on and on")));
+        assert_eq!(line, ["┊ thinking… 58 chars · … goes on and on"]);
+        let done: Received = json!({"sessionId": "ses_1", "seq": 4, "at": 0, "type": "part.done",
+            "runId": "run_1", "messageId": "msg_2", "index": 0,
+            "part": {"type": "reasoning", "text": "First I read.\nThen."}})
+        .into();
+        let chunks = r.event(&done);
+        assert_eq!(chunks[0], Chunk::Live(String::new()));
+        assert_eq!(
+            answer(chunks),
+            "┊ thought · 19 chars · /thinking shows it\n"
+        );
+        assert_eq!(r.thoughts(), ["First I read.\nThen."]);
     }
 
     #[test]

@@ -124,6 +124,12 @@ pub const COMMANDS: &[SlashCommand] = &[
         "attach terminal N (from /terminals) raw; Ctrl-] comes back",
         Some(method::TerminalSubscribe::NAME),
     ),
+    cmd(
+        "/thinking",
+        "",
+        "show the newest run's thinking in full (folded to one line as it streams)",
+        None,
+    ),
     cmd("/quit", "", "leave (a running run goes on)", None),
 ];
 
@@ -160,6 +166,10 @@ impl Repl<'_> {
                 Ok(())
             }
             "/quit" => return Flow::Leave,
+            "/thinking" => {
+                self.thinking();
+                Ok(())
+            }
             "/new" => self.new_session().await,
             "/sessions" => self.list_sessions().await,
             "/rename" => self.rename(arg).await,
@@ -188,6 +198,22 @@ impl Repl<'_> {
             self.error(&format!("{name} failed: {e:#}"));
         }
         Flow::Continue
+    }
+
+    /// `/thinking`: the newest run's thinking, every line.
+    fn thinking(&mut self) {
+        let thoughts = self.renderer.thoughts().to_vec();
+        if thoughts.is_empty() {
+            self.note("No thinking to show: the runs here did not think (or it was not shown).");
+            return;
+        }
+        let s = self.style();
+        let mut out = String::new();
+        for line in thoughts.iter().flat_map(|t| t.lines()) {
+            out.push_str(&s.thinking(&format!("┊ {line}")));
+            out.push('\n');
+        }
+        self.print(&out);
     }
 
     fn help(&mut self) {

@@ -22,7 +22,7 @@ use crate::cli::{AttachArgs, reasoning_level};
 use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::Exit;
 use crate::project::HomeFolder;
-use crate::render::{Chunk, Options, Renderer, Style, TextMode};
+use crate::render::{Chunk, LiveArea, Options, Renderer, Style, TextMode};
 use input::{Input, LineEditor};
 use spinner::Spinner;
 
@@ -124,7 +124,12 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         shell_done,
         shell_outputs: Vec::new(),
         refill: None,
+        live: String::new(),
+        live_rows: 0,
+        live_is_spinner: false,
+        renderer_live: false,
     };
+    repl.renderer_live = repl.spins && repl.editor.printer.is_some();
     repl.switch_to(session).await?;
     repl.print(&format!(
         "{}\n",
@@ -135,10 +140,12 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     // The line editor is done: write the way back in straight to stdout, flushed, so it cannot be
     // lost in the printer's queue when the process ends right after.
     repl.editor.printer = None;
-    if repl.spinner.take().is_some_and(|mut s| s.take_shown()) {
-        // Left during a run: the editor has moved below its prompt line, under the spinner's.
-        // Up two lines and clear to the end, so no frozen "waiting for the model" stays behind.
-        repl.print("\x1b[2A\r\x1b[J");
+    let rows = std::mem::take(&mut repl.live_rows);
+    if rows > 0 {
+        // Left during a run: the editor has moved below its prompt line, under the live line
+        // (the spinner's, or the answer's unfinished one). Up over both and clear to the end, so
+        // no frozen "waiting for the model" stays behind.
+        repl.print(&format!("\x1b[{}A\r\x1b[J", rows + 1));
     }
     repl.print(&format!(
         "Left session {}; a running run goes on. Reattach with:\n  {}\n",
@@ -182,6 +189,24 @@ struct Repl<'a> {
     shell_outputs: Vec<String>,
     /// Text for the next input line (an undone prompt, a refused one).
     refill: Option<String>,
+    /// The live line above the prompt: the spinner's frame, or the unfinished line being
+    /// streamed (empty: none); it is drawn again under whatever is printed.
+    live: String,
+    /// The rows it takes on screen now (0: not drawn).
+    live_rows: usize,
+    /// The live line is the spinner's frame.
+    live_is_spinner: bool,
+    /// The renderer draws unfinished lines live (a terminal that moves its cursor).
+    renderer_live: bool,
+}
+
+/// The live line's room: the terminal's width, and up to half its height.
+fn live_area() -> LiveArea {
+    let (cols, rows) = crate::terminal::window_size().unwrap_or((80, 24));
+    LiveArea {
+        cols: usize::from(cols),
+        max_rows: usize::from(rows / 2).max(1),
+    }
 }
 
 /// Whether this terminal gets a spinner: a TTY (the editor has an external printer) that is not
@@ -259,17 +284,17 @@ impl Repl<'_> {
         }
     }
 
-    /// Prints whole lines (ending in a newline) above the prompt, in place of the spinner's line
-    /// when one is shown.
+    /// Prints whole lines (ending in a newline) above the prompt, over the live line when one
+    /// is shown, which is drawn again under them.
     fn print(&mut self, text: &str) {
-        let erased;
-        let text = match self.spinner.as_mut().is_some_and(Spinner::take_shown) {
-            true => {
-                erased = format!("{}{text}", spinner::ERASE);
-                erased.as_str()
-            }
-            false => text,
-        };
+        let mut out = spinner::erase(std::mem::take(&mut self.live_rows));
+        out.push_str(text);
+        if self.editor.printer.is_some() && !self.live.is_empty() {
+            out.push_str(&self.live);
+            out.push('\n');
+            self.live_rows = crate::render::rows(&self.live, live_area().cols);
+        }
+        let text = out.as_str();
         match &mut self.editor.printer {
             // Keep the newline: while a line is being read rustyline adds none to text that has
             // one, and while none is, the text is written as it is.
@@ -303,9 +328,29 @@ impl Repl<'_> {
         let Some(frame) = self.spinner.as_mut().map(Spinner::frame) else {
             return;
         };
-        if let Some(printer) = &mut self.editor.printer {
-            let _ = printer.print(frame);
-        }
+        self.draw_live(frame);
+        self.live_is_spinner = true;
+    }
+
+    /// Replaces the live line above the prompt with `line` (empty: takes it away).
+    fn draw_live(&mut self, line: String) {
+        self.live = line;
+        self.live_is_spinner = false;
+        let Some(printer) = &mut self.editor.printer else {
+            return;
+        };
+        let rows = std::mem::take(&mut self.live_rows);
+        let out = match self.live.is_empty() {
+            true if rows == 0 => return,
+            // Up onto the live line, clear it, go up one more: the newline the printer adds
+            // brings the cursor back to the cleared line, where the prompt is drawn again.
+            true => format!("{}\x1b[1A", spinner::erase(rows)),
+            false => {
+                self.live_rows = crate::render::rows(&self.live, live_area().cols);
+                format!("{}{}\n", spinner::erase(rows), self.live)
+            }
+        };
+        let _ = printer.print(out);
     }
 
     /// Starts the spinner for a run this terminal waits on.
@@ -317,23 +362,16 @@ impl Repl<'_> {
 
     /// Erases the spinner, if shown, and stops it.
     fn stop_spinner(&mut self) {
-        if self.spinner.as_mut().is_some_and(Spinner::take_shown)
-            && let Some(printer) = &mut self.editor.printer
-        {
-            // Up onto the spinner's line, clear it, go up one more: the newline the printer adds
-            // brings the cursor back to the cleared line, where the prompt is drawn again.
-            let _ = printer.print(format!("{}\x1b[1A", spinner::ERASE));
+        if self.spinner.take().is_some() && self.live_is_spinner {
+            self.draw_live(String::new());
         }
-        self.spinner = None;
     }
 
     async fn on_input(&mut self, input: Input) -> Flow {
         // The line just entered now sits between the spinner and the prompt. (On leaving, the
         // spinner is erased on the way out: see `attach`.)
-        if !matches!(input, Input::Eof)
-            && let Some(spinner) = self.spinner.as_mut()
-        {
-            spinner.forget_shown();
+        if !matches!(input, Input::Eof) {
+            self.live_rows = 0;
         }
         match input {
             Input::Line(line) => {
@@ -579,18 +617,20 @@ impl Repl<'_> {
             EventKind::SessionUpdated { session } => self.session = session.clone(),
             _ => {}
         }
+        if self.renderer_live {
+            self.renderer.set_live(Some(live_area()));
+        }
         let chunks = self.renderer.event(&received);
-        // The first output of the run, a question or the run's end stops the spinner; a notice
+        // The first delta of any kind, a question or the run's end stops the spinner; a notice
         // or another terminal's prompt is printed above it and it goes on.
-        let first_output = !chunks.is_empty()
-            && matches!(
-                kind,
-                EventKind::PartStarted { .. }
-                    | EventKind::PartDelta { .. }
-                    | EventKind::PartDone { .. }
-                    | EventKind::PermissionAsked { .. }
-                    | EventKind::PermissionResolved { .. }
-            );
+        let first_output = matches!(
+            kind,
+            EventKind::PartStarted { .. }
+                | EventKind::PartDelta { .. }
+                | EventKind::PartDone { .. }
+                | EventKind::PermissionAsked { .. }
+                | EventKind::PermissionResolved { .. }
+        );
         let deleted = matches!(kind, EventKind::SessionDeleted {});
         if matches!(kind, EventKind::RunStarted { .. }) && live {
             self.start_spinner();
@@ -623,16 +663,32 @@ impl Repl<'_> {
         }
     }
 
-    /// Prints what the renderer drew, `alert` riding on its last line.
+    /// Prints what the renderer drew, `alert` riding on its last line; the live line it gave
+    /// last is drawn under it.
     fn print_chunks(&mut self, chunks: Vec<Chunk>, alert: &str) {
-        let last = chunks.len().saturating_sub(1);
-        for (i, chunk) in chunks.into_iter().enumerate() {
+        let mut live = None;
+        let mut lines = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
             match chunk {
-                Chunk::Answer(text) | Chunk::Aside(text) if i == last && !alert.is_empty() => {
+                Chunk::Live(line) => live = Some(line),
+                Chunk::Answer(text) | Chunk::Aside(text) => lines.push(text),
+            }
+        }
+        if let Some(line) = live {
+            if lines.is_empty() {
+                return self.draw_live(line);
+            }
+            self.live = line;
+            self.live_is_spinner = false;
+        }
+        let last = lines.len().saturating_sub(1);
+        for (i, text) in lines.into_iter().enumerate() {
+            match i == last && !alert.is_empty() {
+                true => {
                     let line = text.strip_suffix('\n').unwrap_or(&text);
                     self.print(&format!("{line}{alert}\n"));
                 }
-                Chunk::Answer(text) | Chunk::Aside(text) => self.print(&text),
+                false => self.print(&text),
             }
         }
     }
@@ -657,6 +713,7 @@ impl Repl<'_> {
         }
         self.renderer = Renderer::new(self.options);
         self.stop_spinner();
+        self.draw_live(String::new());
         let (after, earlier) = self.replay_from(&session).await;
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
         self.last_seq = after;

@@ -1,8 +1,7 @@
-//! The spinner shown from a prompt until the run's first output. It lives on its own line just
-//! above rustyline's prompt, drawn through the external printer like everything else: each frame
-//! moves up onto that line, clears it and writes the next frame, and rustyline redraws the prompt
-//! (with what is being typed) under it. Whatever is printed next first erases the spinner line, so
-//! the line never stays on screen nor garbles the prompt.
+//! The spinner shown from a prompt until the run's first output. It is drawn in the REPL's live
+//! line just above rustyline's prompt (see `Repl::draw_live`): each frame replaces the one
+//! before, and whatever is printed next first erases it, so it never stays on screen nor garbles
+//! the prompt.
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +18,6 @@ pub struct Spinner {
     since: Instant,
     next: Instant,
     frame: usize,
-    /// A frame is on the line above the prompt.
-    shown: bool,
     color: bool,
 }
 
@@ -31,7 +28,6 @@ impl Spinner {
             since: now,
             next: now + FRAME,
             frame: 0,
-            shown: false,
             color,
         }
     }
@@ -41,7 +37,7 @@ impl Spinner {
         tokio::time::Instant::from_std(self.next)
     }
 
-    /// The text that draws the next frame (replacing the previous one).
+    /// The next frame's line (without its newline).
     pub fn frame(&mut self) -> String {
         let glyph = FRAMES[self.frame % FRAMES.len()];
         self.frame += 1;
@@ -51,25 +47,21 @@ impl Spinner {
             0 => String::new(),
             s => format!(" {s}s"),
         };
-        let erase = if self.shown { ERASE } else { "" };
-        self.shown = true;
         let text = format!("{glyph} waiting for the model…{elapsed} (Ctrl-C aborts)");
         match self.color {
-            true => format!("{erase}\x1b[2m{text}\x1b[0m\n"),
-            false => format!("{erase}{text}\n"),
+            true => format!("\x1b[2m{text}\x1b[0m"),
+            false => text,
         }
     }
+}
 
-    /// Whether a frame is on screen; the caller erases it before printing and the next frame
-    /// starts a new line.
-    pub fn take_shown(&mut self) -> bool {
-        std::mem::replace(&mut self.shown, false)
-    }
-
-    /// The line above the prompt is no longer the spinner's (a line was entered): leave the
-    /// frame there and draw the next one on a line of its own.
-    pub fn forget_shown(&mut self) {
-        self.shown = false;
+/// Moves up onto the `rows` rows of a live line and clears them (and what is below, the prompt,
+/// which rustyline draws again).
+pub fn erase(rows: usize) -> String {
+    match rows {
+        0 => String::new(),
+        1 => ERASE.to_string(),
+        n => format!("\x1b[{n}A\r\x1b[J"),
     }
 }
 
@@ -78,17 +70,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_frame_after_the_first_replaces_the_previous_one() {
+    fn frames_turn_and_erasing_covers_the_rows_drawn() {
         let mut spinner = Spinner::start(false);
         let first = spinner.frame();
-        assert!(
-            !first.starts_with(ERASE) && first.ends_with('\n'),
-            "{first:?}"
-        );
-        let second = spinner.frame();
-        assert!(second.starts_with(ERASE), "{second:?}");
-        assert!(spinner.take_shown());
-        assert!(!spinner.take_shown());
-        assert!(!spinner.frame().starts_with(ERASE));
+        assert!(first.starts_with("⠋ waiting for the model"), "{first:?}");
+        assert!(spinner.frame().starts_with("⠙"));
+        assert_eq!(erase(0), "");
+        assert_eq!(erase(1), ERASE);
+        assert_eq!(erase(3), "\x1b[3A\r\x1b[J");
     }
 }
