@@ -7,10 +7,13 @@
 //! and the stateless 2026-07-28 revision (`server/discover`).
 //!
 //! File and shell tools are not exposed: a client gets Totem's agent through `session_ask`,
-//! whose runs follow the session's permission rules.
+//! whose runs follow the session's permission rules (and `mcpServer.allow`, the user's
+//! pre-approval); a client that can show forms asks its person the runs' questions
+//! ([`elicit`]).
 
 #![deny(missing_docs)]
 
+pub mod elicit;
 pub mod server;
 pub mod tools;
 
@@ -45,5 +48,9 @@ pub fn http_service(
     if !loopback_only {
         config = config.disable_allowed_hosts();
     }
-    StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config)
+    StreamableHttpService::new(
+        move || Ok(server.for_new_session()),
+        Default::default(),
+        config,
+    )
 }

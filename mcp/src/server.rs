@@ -1,8 +1,10 @@
 //! The MCP server handler: lists the generated tools and calls each one's protocol method on
 //! totemd through a socket client, as every other client does. `session_ask` also follows the
-//! session's events and passes them on as MCP progress notifications while it waits.
+//! session's events and passes them on as MCP progress notifications while it waits, and puts
+//! the questions of the runs it started to the client's person ([`crate::elicit`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -14,9 +16,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use totem_client::{Client, ClientError, EventStream};
-use totem_protocol::{EventKind, Method, Part, method};
+use totem_protocol::{EventKind, Method, Part, RunOutcome, RunStatus, method};
 
-use crate::tools;
+use crate::{elicit, tools};
 
 /// Opens a new, initialized connection to totemd.
 pub type Connect = Arc<dyn Fn() -> BoxFuture<'static, anyhow::Result<Client>> + Send + Sync>;
@@ -76,18 +78,22 @@ impl Connector {
     }
 }
 
-/// Totem's MCP server. Cheap to clone: the streamable HTTP transport makes one per session.
+/// Totem's MCP server. Cheap to clone: the streamable HTTP transport makes one per session
+/// ([`TotemMcp::for_new_session`]).
 #[derive(Clone)]
 pub struct TotemMcp {
     connector: Arc<Connector>,
     instructions: String,
+    /// The runs this client's `session_ask` started: their questions are its to put to its person.
+    started: Arc<Mutex<HashSet<String>>>,
 }
 
 const INSTRUCTIONS: &str = "Totem is a coding agent. Find a project with project_list, open a \
 session with session_create (or reuse one from session_list), then give the agent work with \
 session_ask: it answers with the run's status and final text. A run still going when the wait \
-ends keeps going; follow it with run_wait. Permission questions are answered by a person in \
-`totem attach`.";
+ends keeps going; follow it with run_wait. Permission questions go to the person at your host when \
+your client supports elicitation; otherwise session_ask returns with them and a person answers \
+them in `totem attach`.";
 
 impl TotemMcp {
     /// The server, calling totemd through `connector`.
@@ -95,6 +101,15 @@ impl TotemMcp {
         TotemMcp {
             connector,
             instructions: INSTRUCTIONS.to_string(),
+            started: Arc::default(),
+        }
+    }
+
+    /// The same server for another MCP session: same connection, none of this one's runs.
+    pub fn for_new_session(&self) -> TotemMcp {
+        TotemMcp {
+            started: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -111,15 +126,17 @@ impl TotemMcp {
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let progress = context.meta.get_progress_token();
-        let answer = match progress {
-            Some(token) if method == method::SessionAsk::NAME => {
-                self.ask_with_progress(arguments, token, context).await
+        let call = async {
+            match method {
+                method::SessionAsk::NAME | method::RunWait::NAME => {
+                    self.follow_run(method, arguments, context).await
+                }
+                _ => self.connector.call(method, arguments).await,
             }
-            _ => tokio::select! {
-                answer = self.connector.call(method, arguments) => answer,
-                _ = context.ct.cancelled() => Err("cancelled".to_string()),
-            },
+        };
+        let answer = tokio::select! {
+            answer = call => answer,
+            _ = context.ct.cancelled() => Err("cancelled".to_string()),
         };
         match answer {
             Ok(value) => CallToolResult::structured(value),
@@ -127,21 +144,101 @@ impl TotemMcp {
         }
     }
 
-    /// `session.ask`, passing the session's events on as progress while it waits.
-    async fn ask_with_progress(
+    /// `session.ask` or `run.wait`; when the client can ask its person, the questions of a run
+    /// it started are put to them and the wait goes on after each answer, until the run ends,
+    /// the wait is over, or a question stays unanswered.
+    async fn follow_run(
         &self,
+        method: &'static str,
         arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, String> {
+        let session_id = arguments
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let timeout_ms = arguments.get("timeoutMs").cloned();
+        let mut outcome = self
+            .wait(method, arguments, session_id.as_deref(), context)
+            .await?;
+        let Ok(first) = serde_json::from_value::<RunOutcome>(outcome.clone()) else {
+            return Ok(outcome);
+        };
+        if method == method::SessionAsk::NAME {
+            lock(&self.started).insert(first.run.id.clone());
+        }
+        if !elicit::supported(&context.peer) || !lock(&self.started).contains(&first.run.id) {
+            return Ok(outcome);
+        }
+        let mut asked = HashSet::new();
+        loop {
+            let Ok(now) = serde_json::from_value::<RunOutcome>(outcome.clone()) else {
+                return Ok(outcome);
+            };
+            let fresh: Vec<_> = now
+                .questions
+                .iter()
+                .filter(|q| asked.insert(q.id.clone()))
+                .collect();
+            if now.run.status != RunStatus::Running || fresh.is_empty() {
+                return Ok(outcome);
+            }
+            let client = self
+                .connector
+                .client()
+                .await
+                .map_err(|e| format!("cannot reach totemd: {e:#}"))?;
+            for question in fresh {
+                let how = elicit::ask(&client, question, &context.peer).await;
+                tracing::debug!(question = %question.id, ?how, "asked the MCP client's person");
+            }
+            let mut wait = json!({ "runId": now.run.id });
+            if let Some(timeout_ms) = &timeout_ms {
+                wait["timeoutMs"] = timeout_ms.clone();
+            }
+            outcome = self
+                .wait(
+                    method::RunWait::NAME,
+                    wait,
+                    Some(&now.run.session_id),
+                    context,
+                )
+                .await?;
+        }
+    }
+
+    /// One call of a method that waits on a run; with a progress token, the session's events
+    /// are passed on as progress while it waits.
+    async fn wait(
+        &self,
+        method: &'static str,
+        arguments: Value,
+        session_id: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, String> {
+        match (context.meta.get_progress_token(), session_id) {
+            (Some(token), Some(session_id)) => {
+                self.wait_with_progress(method, arguments, session_id, token, context)
+                    .await
+            }
+            _ => self.connector.call(method, arguments).await,
+        }
+    }
+
+    /// [`TotemMcp::wait`] passing the session's events on as progress.
+    async fn wait_with_progress(
+        &self,
+        method: &'static str,
+        arguments: Value,
+        session_id: &str,
         token: ProgressToken,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, String> {
-        let events = self.follow(&arguments).await;
-        let ask = self.connector.call(method::SessionAsk::NAME, arguments);
+        let events = self.follow(session_id).await;
+        let ask = self.connector.call(method, arguments);
         tokio::pin!(ask);
         let Some((client, mut events)) = events else {
-            return tokio::select! {
-                answer = &mut ask => answer,
-                _ = context.ct.cancelled() => Err("cancelled".to_string()),
-            };
+            return ask.await;
         };
         let mut step = 0.0;
         let mut tell = async |kind: &EventKind| {
@@ -168,7 +265,6 @@ impl TotemMcp {
                     _ => break ask.await,
                 },
                 answer = &mut ask => break answer,
-                _ = context.ct.cancelled() => break Err("cancelled".to_string()),
             }
         };
         // The answer can overtake the run's last events on the way here: pass them on too, up to
@@ -192,9 +288,8 @@ impl TotemMcp {
         answer
     }
 
-    /// Subscribes to the session named in `arguments` from its newest event on.
-    async fn follow(&self, arguments: &Value) -> Option<(Client, EventStream)> {
-        let session_id = arguments.get("sessionId")?.as_str()?;
+    /// Subscribes to the session from its newest event on.
+    async fn follow(&self, session_id: &str) -> Option<(Client, EventStream)> {
         let client = self.connector.client().await.ok()?;
         let session = client
             .call_raw(method::SessionGet::NAME, json!({ "sessionId": session_id }))
@@ -204,6 +299,13 @@ impl TotemMcp {
         let events = client.subscribe(session_id, after).await.ok()?;
         Some((client, events))
     }
+}
+
+/// The set, even after a panic elsewhere poisoned its lock (it holds plain ids).
+fn lock(started: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    started
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The run an event ends, if it ends one.

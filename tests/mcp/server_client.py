@@ -83,4 +83,5 @@ async def main():
     print(json.dumps(report))
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())

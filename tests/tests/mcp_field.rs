@@ -36,15 +36,7 @@ fn field_client(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> Value {
         command.env(key, value);
     }
     let output = command.output().expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "field_client {args:?} failed ({}):\n{stderr}\n{stdout}",
-        output.status
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("no report ({e}): {stdout}\n{stderr}"))
+    totem_tests::external::script_report(&format!("field_client {args:?}"), &output)
 }
 
 /// `totem ARGS` with exactly `env` (and PATH) in `cwd`.

@@ -67,16 +67,7 @@ async fn run_script(name: &str, args: &[String], home: &Path) -> Value {
     .await
     .expect("the Python client finished in time")
     .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{name} failed ({}):\n{stderr}\n{stdout}",
-        output.status
-    );
-    let last = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("{name} printed no report ({e}): {stdout}\n{stderr}"))
+    totem_tests::external::script_report(name, &output)
 }
 
 fn free_port() -> u16 {

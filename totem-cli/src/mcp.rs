@@ -37,7 +37,8 @@ pub async fn command(endpoint: &Endpoint, args: McpArgs) -> anyhow::Result<Exit>
 }
 
 async fn serve(endpoint: &Endpoint, project: Option<PathBuf>) -> anyhow::Result<Exit> {
-    let connection = daemon::connect_or_start(endpoint).await?;
+    // Declares that it answers permission questions: it passes on its host's person's answers.
+    let connection = daemon::connect_or_start_interactive(endpoint).await?;
     let note = match open_project(&connection.client, project).await {
         Ok(note) => note,
         Err(e) => {
@@ -48,7 +49,11 @@ async fn serve(endpoint: &Endpoint, project: Option<PathBuf>) -> anyhow::Result<
     let reconnect = endpoint.clone();
     let connect: Connect = Arc::new(move || {
         let endpoint = reconnect.clone();
-        Box::pin(async move { Ok(daemon::connect_or_start(&endpoint).await?.client) })
+        Box::pin(async move {
+            Ok(daemon::connect_or_start_interactive(&endpoint)
+                .await?
+                .client)
+        })
     });
     let server = TotemMcp::new(Connector::with_client(connect, connection.client)).with_note(&note);
     totem_mcp::serve_stdio(server).await?;

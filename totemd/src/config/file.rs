@@ -96,12 +96,18 @@ impl Default for SettingsFile {
     }
 }
 
-/// `mcpServer`: how other agents reach Totem's MCP server over HTTP.
+/// `mcpServer`: how other agents reach Totem's MCP server over HTTP, and what the runs they
+/// start may do without asking.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpListenSettings {
     #[serde(default)]
     pub http: McpHttpSettings,
+    /// Permission rules for every run another agent starts (`session.ask`, the MCP tools), as in
+    /// an agent's `allow:` list (`edit`, `bash(cargo test*)`): the user's pre-approval. Only this
+    /// file grants them; no tool argument can.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// `mcpServer.http`: the streamable HTTP listener, off unless enabled. Every request needs the
@@ -207,6 +213,8 @@ impl SettingsFile {
             if mcp.http.port == 0 {
                 return Err("mcpServer.http.port must be a port number above 0".into());
             }
+            totem_permission::Rules::from_lists(&mcp.allow, &[])
+                .map_err(|e| format!("mcpServer.allow: {e}"))?;
         }
         if let Some(model) = &self.default_model {
             totem_provider::ModelRef::parse(model).map_err(|e| format!("defaultModel: {e}"))?;
@@ -500,6 +508,10 @@ mod tests {
         assert!(err.to_string().contains("enabeld"), "{err}");
         let err = parse(Path::new("s.json"), r#"{"mcpServer":{"http":{"port":0}}}"#).unwrap_err();
         assert!(err.to_string().contains("port"), "{err}");
+        let ok = parse(Path::new("s.json"), r#"{"mcpServer":{"allow":["edit"]}}"#).unwrap();
+        assert_eq!(ok.mcp_server.unwrap().allow, ["edit"]);
+        let err = parse(Path::new("s.json"), r#"{"mcpServer":{"allow":["edit("]}}"#).unwrap_err();
+        assert!(err.to_string().contains("mcpServer.allow"), "{err}");
     }
 
     #[test]

@@ -87,8 +87,9 @@ async fn listen(
     let connect: Connect = Arc::new(move || {
         let socket = socket.clone();
         Box::pin(async move {
-            let (client, _) =
-                Client::connect(&socket, "totemd-mcp-http", ClientCapabilities::default()).await?;
+            // It answers permission questions: with its clients' persons' answers.
+            let capabilities = ClientCapabilities { permissions: true };
+            let (client, _) = Client::connect(&socket, "totemd-mcp-http", capabilities).await?;
             Ok(client)
         })
     });

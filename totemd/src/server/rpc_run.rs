@@ -50,6 +50,14 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
         let live = d.sessions.get(&p.session_id)?;
         let after = d.sessions.snapshot(&p.session_id)?.last_seq;
         let subscription = live.subscribe(d.store(), after)?;
+        // What the user pre-approved for runs other agents start; the caller cannot add to it.
+        let allow = d
+            .settings
+            .current()
+            .mcp_server
+            .as_ref()
+            .map(|mcp| mcp.allow.clone())
+            .unwrap_or_default();
         // Another agent is waiting: the run does not stop to ask about starting MCP servers.
         let accepted = crate::agent::prompt_as(
             &d,
@@ -59,7 +67,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
                 mode: p.mode,
                 model: p.model,
                 reasoning: p.reasoning,
-                allow: Vec::new(),
+                allow,
                 attachments: p.attachments,
             },
             false,

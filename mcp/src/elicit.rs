@@ -1,0 +1,279 @@
+//! Permission questions of a run an MCP client started, asked of the person at that client's
+//! host through `elicitation/create` when the client declared it can show forms: allow once,
+//! always for the session, or deny, with the diff or the command in the message (as Codex's MCP
+//! server does). The daemon keeps the first answer from any client: when another one (`totem
+//! attach`) answers first, the elicitation is withdrawn with `notifications/cancelled`, and an
+//! answer that still comes meets `conflict` and is dropped.
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ServerRequest,
+};
+use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions};
+use serde_json::{Value, json};
+use totem_client::{Client, EventStream};
+use totem_protocol::{
+    ErrorCode, EventKind, PermissionQuestion, PermissionReply, PermissionReplyParams, QuestionKind,
+    SessionRef, method,
+};
+
+/// Whether the client can show a form to its person (the 2025-11-25 revision's elicitation).
+pub fn supported(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+}
+
+/// How a question ended for this client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// The person at the host answered, and the daemon took the answer.
+    Answered,
+    /// Another client answered first (or the question went away): nothing to do.
+    AnsweredElsewhere,
+    /// The person dismissed the form, or the client could not show it: the question still waits
+    /// for someone (`totem attach`).
+    Dismissed,
+}
+
+/// Asks the person at the host `question` and passes the answer on to the daemon.
+pub async fn ask(client: &Client, question: &PermissionQuestion, peer: &Peer<RoleServer>) -> Asked {
+    // Subscribed before looking, so an answer from elsewhere after the look cannot slip past.
+    let Some(mut events) = subscribe(client, &question.session_id).await else {
+        return Asked::Dismissed;
+    };
+    let asked = ask_while_waiting(client, question, peer, &mut events).await;
+    let _ = client.unsubscribe(&events.subscription).await;
+    asked
+}
+
+async fn ask_while_waiting(
+    client: &Client,
+    question: &PermissionQuestion,
+    peer: &Peer<RoleServer>,
+    events: &mut EventStream,
+) -> Asked {
+    let session = SessionRef {
+        session_id: question.session_id.clone(),
+    };
+    match client.call::<method::PermissionList>(session).await {
+        Ok(list) if list.questions.iter().any(|q| q.id == question.id) => {}
+        Ok(_) => return Asked::AnsweredElsewhere,
+        Err(_) => return Asked::Dismissed,
+    }
+    let Some(form) = form(question) else {
+        return Asked::Dismissed;
+    };
+    let request = ServerRequest::ElicitRequest(ElicitRequest::new(form));
+    let mut handle = match peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+    {
+        Ok(handle) => handle,
+        Err(e) => {
+            tracing::debug!(error = %e, "the MCP client was not asked");
+            return Asked::Dismissed;
+        }
+    };
+    let mut following = true;
+    let response = loop {
+        tokio::select! {
+            response = &mut handle.rx => break response,
+            event = events.next(), if following => match event {
+                Some(Ok(event)) => {
+                    if let EventKind::PermissionResolved { question_id, .. } = &event.kind
+                        && *question_id == question.id
+                    {
+                        let _ = handle.cancel(Some("answered in another client".into())).await;
+                        return Asked::AnsweredElsewhere;
+                    }
+                }
+                Some(Err(_)) => {}
+                // The subscription ended: the answer, if any, still goes to the daemon.
+                None => following = false,
+            },
+        }
+    };
+    let reply = match response {
+        Ok(Ok(ClientResult::ElicitResult(result))) => {
+            reply(&result.action, result.content.as_ref())
+        }
+        _ => None,
+    };
+    let Some(reply) = reply else {
+        return Asked::Dismissed;
+    };
+    let params = PermissionReplyParams {
+        session_id: question.session_id.clone(),
+        question_id: question.id.clone(),
+        reply,
+    };
+    match client.call::<method::PermissionReply>(params).await {
+        Ok(_) => Asked::Answered,
+        // The first answer won; this one came late.
+        Err(e) if e.code() == Some(ErrorCode::CONFLICT.0) => Asked::AnsweredElsewhere,
+        Err(e) => {
+            tracing::warn!(error = %e, "the answer from the MCP client was not taken");
+            Asked::Dismissed
+        }
+    }
+}
+
+/// The session's events from its newest on.
+async fn subscribe(client: &Client, session_id: &str) -> Option<EventStream> {
+    let session = client
+        .call::<method::SessionGet>(SessionRef {
+            session_id: session_id.to_string(),
+        })
+        .await
+        .ok()?;
+    client.subscribe(session_id, session.last_seq).await.ok()
+}
+
+/// The choices, as values of the form's one field.
+const ONCE: &str = "once";
+const ALWAYS_SESSION: &str = "alwaysSession";
+const DENY: &str = "deny";
+
+/// The daemon's reply for what the person did with the form; `None` when they dismissed it.
+fn reply(action: &ElicitationAction, content: Option<&Value>) -> Option<PermissionReply> {
+    match action {
+        ElicitationAction::Accept => {
+            match content
+                .and_then(|c| c.get("answer"))
+                .and_then(Value::as_str)
+            {
+                Some(ONCE) => Some(PermissionReply::Once),
+                Some(ALWAYS_SESSION) => Some(PermissionReply::AlwaysSession),
+                Some(DENY) => Some(PermissionReply::Deny { note: None }),
+                _ => None,
+            }
+        }
+        ElicitationAction::Decline => Some(PermissionReply::Deny { note: None }),
+        _ => None,
+    }
+}
+
+/// The form: the question in words, with the diff or the command, and one choice to make.
+fn form(question: &PermissionQuestion) -> Option<ElicitRequestParams> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "answer": {
+                "type": "string",
+                "title": "Allow?",
+                "oneOf": [
+                    {"const": ONCE, "title": "Allow once"},
+                    {"const": ALWAYS_SESSION, "title": "Always in this session"},
+                    {"const": DENY, "title": "Deny"}
+                ]
+            }
+        },
+        "required": ["answer"]
+    });
+    // A fixed schema: the tests check that rmcp takes it.
+    let requested_schema: ElicitationSchema = serde_json::from_value(schema).ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: message(question),
+        requested_schema,
+    })
+}
+
+fn message(question: &PermissionQuestion) -> String {
+    let mut text = format!("Totem's agent asks: {}", question.explanation);
+    if let Some(diff) = &question.diff {
+        text.push_str("\n\n");
+        text.push_str(diff.trim_end());
+        if question.truncated {
+            text.push_str("\n(the diff is cut here; `totem attach` shows it whole)");
+        }
+    } else if question.kind == QuestionKind::Execute {
+        text.push_str(&format!("\n\n$ {}", question.target));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(kind: QuestionKind, target: &str, diff: Option<&str>) -> PermissionQuestion {
+        PermissionQuestion {
+            id: "q1".into(),
+            session_id: "ses_1".into(),
+            run_id: "run_1".into(),
+            call_id: "c1".into(),
+            tool: "write".into(),
+            kind,
+            target: target.into(),
+            explanation: format!("change {target}"),
+            always: json!({}),
+            asked_at: 0,
+            diff: diff.map(str::to_string),
+            truncated: false,
+            subcommand: None,
+        }
+    }
+
+    #[test]
+    fn the_form_offers_three_choices_and_shows_the_change() {
+        let q = question(
+            QuestionKind::Write,
+            "a.txt",
+            Some("--- a/a.txt\n+++ b/a.txt\n+hi\n"),
+        );
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = form(&q).expect("a form")
+        else {
+            panic!("a form");
+        };
+        assert!(
+            message.contains("change a.txt") && message.contains("+hi"),
+            "{message}"
+        );
+        let schema = serde_json::to_value(&requested_schema).expect("encode");
+        let choices: Vec<&str> = schema["properties"]["answer"]["oneOf"]
+            .as_array()
+            .expect("choices")
+            .iter()
+            .filter_map(|c| c["const"].as_str())
+            .collect();
+        assert_eq!(choices, [ONCE, ALWAYS_SESSION, DENY]);
+        let run = question(QuestionKind::Execute, "rm -rf build", None);
+        let ElicitRequestParams::FormElicitationParams { message, .. } =
+            form(&run).expect("a form")
+        else {
+            panic!("a form");
+        };
+        assert!(message.ends_with("$ rm -rf build"), "{message}");
+    }
+
+    #[test]
+    fn what_the_person_did_becomes_the_reply() {
+        let accept = ElicitationAction::Accept;
+        let answer = |a: &str| json!({ "answer": a });
+        assert_eq!(
+            reply(&accept, Some(&answer(ONCE))),
+            Some(PermissionReply::Once)
+        );
+        assert_eq!(
+            reply(&accept, Some(&answer(ALWAYS_SESSION))),
+            Some(PermissionReply::AlwaysSession)
+        );
+        assert_eq!(
+            reply(&accept, Some(&answer(DENY))),
+            Some(PermissionReply::Deny { note: None })
+        );
+        // Nothing the client sends can make a project-wide rule.
+        assert_eq!(reply(&accept, Some(&answer("alwaysProject"))), None);
+        assert_eq!(
+            reply(&ElicitationAction::Decline, None),
+            Some(PermissionReply::Deny { note: None })
+        );
+        assert_eq!(reply(&ElicitationAction::Cancel, None), None);
+    }
+}
