@@ -503,3 +503,69 @@ fn a_slow_answer_shows_word_by_word_and_thinking_folds_to_one_line() {
         .expect("the whole thinking, expanded");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn the_line_by_the_prompt_says_where_i_am_and_a_wrong_choice_loses_nothing() {
+    let env = start();
+    env.sim.set_models(vec![
+        totem_tests::sim::SimModel::new("llama3.2:latest", 131072),
+        totem_tests::sim::SimModel::new("qwen-sim:latest", 32768).thinking(),
+    ]);
+    env.push(
+        vec![SimEvent::text("Counted.\n"), SimEvent::usage(1200, 30)],
+        0,
+    );
+    let mut repl = env.repl(false);
+    // Where am I: mode, model, reasoning, context use; after a run, the context it used.
+    repl.expect("◆ build · sim/llama3.2:latest · reasoning default · context 0/131.1k")
+        .expect("the line by the prompt");
+    repl.send("count\r").expect("type a prompt");
+    repl.expect("✓ done").expect("run done");
+    repl.expect("◆ build · sim/llama3.2:latest · reasoning default · context ")
+        .expect("the line after the run");
+
+    // A bare model id resolves across providers; a wrong one is refused at once, nothing lost.
+    repl.send("/mode plan\r").expect("/mode plan");
+    repl.expect("◆ plan · sim/llama3.2:latest")
+        .expect("plan shown");
+    repl.send("/model qwen-sim:latest\r")
+        .expect("bare model id");
+    repl.expect("The next prompts use sim/qwen-sim:latest.")
+        .expect("resolved to its provider");
+    repl.send("/reasoning high\r").expect("a model that thinks");
+    repl.expect("◆ plan · sim/qwen-sim:latest · reasoning high")
+        .expect("reasoning shown");
+    repl.send("/model qwen-sm\r").expect("a typo");
+    repl.expect("no model qwen-sm; the closest: sim/qwen-sim:latest")
+        .expect("refused at once with the closest names");
+    repl.send("/mode\r").expect("/mode");
+    repl.expect("Mode: plan; the default is build.")
+        .expect("the mode is kept and both named");
+    repl.send("/model\r").expect("/model");
+    repl.expect("Model: sim/qwen-sim:latest; the default is sim/llama3.2:latest.")
+        .expect("the model is kept and both named");
+
+    // /reasoning on a model that cannot think says so and changes nothing.
+    repl.send("/model sim/llama3.2:latest\r")
+        .expect("back to llama");
+    repl.expect("cannot think: the reasoning level has no effect")
+        .expect("said when choosing it");
+    repl.send("/reasoning low\r").expect("reasoning on llama");
+    repl.expect("sim/llama3.2:latest cannot think")
+        .expect("said so");
+
+    // A prompt totemd refuses stays in the input line, and Enter sends it again.
+    repl.send("/mode nosuchmode\r")
+        .expect("a mode the daemon lacks");
+    repl.expect("The next prompts run in nosuchmode mode.")
+        .expect("mode set");
+    repl.send("keep these words\r").expect("type a prompt");
+    repl.expect("totemd refused the prompt").expect("refused");
+    repl.expect("› keep these words")
+        .expect("the prompt is back in the line");
+    repl.send("\r").expect("Enter sends it again");
+    repl.expect("totemd refused the prompt")
+        .expect("refused again: it was there, and the mode was not cleared");
+    repl.send("\x15").expect("Ctrl-U empties the line");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

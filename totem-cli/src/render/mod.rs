@@ -215,6 +215,13 @@ impl Renderer {
         self.own_prompts.push(text.to_string());
     }
 
+    /// The prompt was not taken after all: its echo, should it come, is shown.
+    pub fn forget_prompt(&mut self, text: &str) {
+        if let Some(i) = self.own_prompts.iter().rposition(|p| p == text) {
+            self.own_prompts.remove(i);
+        }
+    }
+
     /// Draws one event, as received: by its typed kind when this build knows it, else from its
     /// JSON.
     /// What belongs to an undone run is drawn plain and dimmed, its prompt marked `(undone)`.
@@ -704,7 +711,7 @@ fn usage_line(usage: &Usage, session: &Usage, context: Option<u64>, window: Opti
     line
 }
 
-fn tokens(n: u64) -> String {
+pub fn tokens(n: u64) -> String {
     match n {
         0..1000 => n.to_string(),
         _ => format!("{:.1}k", n as f64 / 1000.0),

@@ -179,7 +179,7 @@ impl Repl<'_> {
                 Ok(())
             }
             "/reasoning" => {
-                self.set_reasoning(arg);
+                self.set_reasoning(arg).await;
                 Ok(())
             }
             "/model" => self.model(arg).await,
@@ -302,8 +302,32 @@ impl Repl<'_> {
 
     async fn model(&mut self, arg: &str) -> anyhow::Result<()> {
         if !arg.is_empty() {
-            self.settings.model = Some(arg.to_string());
-            self.note(&format!("The next prompts use {arg}."));
+            let resolved = match self.models().await {
+                Some(list) if !list.models.is_empty() => super::status::resolve_model(list, arg),
+                // Nothing listed to check against: the daemon says at the prompt.
+                _ => Ok(arg.to_string()),
+            };
+            match resolved {
+                Ok(name) => {
+                    self.settings.model = Some(name.clone());
+                    self.note(&format!("The next prompts use {name}."));
+                    if self
+                        .settings
+                        .reasoning
+                        .as_deref()
+                        .is_some_and(|r| r != "off")
+                        && self
+                            .current_entry()
+                            .is_some_and(|m| !m.capabilities.thinking)
+                    {
+                        self.note(&format!(
+                            "{name} cannot think: the reasoning level has no effect on it."
+                        ));
+                    }
+                    self.show_where();
+                }
+                Err(why) => self.error(&format!("{why}. Nothing changed.")),
+            }
             return Ok(());
         }
         if !self.connection.has(method::ModelList::NAME) {
@@ -317,7 +341,16 @@ impl Repl<'_> {
             .await?;
         let chosen = self.settings.model.clone();
         let s = self.style();
-        let mut out = String::new();
+        let default = list.default_model.clone();
+        let current = chosen.clone().or_else(|| default.clone());
+        let mut out = format!(
+            "Model: {}; the default is {}.\n",
+            current.as_deref().unwrap_or("none yet"),
+            default
+                .as_deref()
+                .unwrap_or("none (no provider lists a model)")
+        );
+        self.models = Some(list.clone());
         for model in &list.models {
             let name = model.name.as_str();
             let mark = if chosen.as_deref() == Some(name) {
@@ -350,8 +383,10 @@ impl Repl<'_> {
             out.push_str(&s.yellow(&format!("! {}: {}", error.provider, error.message)));
             out.push('\n');
         }
-        if out.is_empty() {
-            out = "No models: add a provider with `totem provider add` (or start Ollama).\n".into();
+        if list.models.is_empty() && list.errors.is_empty() {
+            out.push_str(
+                "No models: add a provider with `totem provider add` (or start Ollama).\n",
+            );
         }
         out.push_str(&s.dim(
             "/model NAME uses one for the next prompts; `totem models --probe` tells what each can do.\n",
@@ -380,27 +415,37 @@ impl Repl<'_> {
     fn set_mode(&mut self, arg: &str) {
         match arg {
             "" => {
-                let mode = self
-                    .settings
-                    .mode
-                    .clone()
-                    .unwrap_or_else(|| "the daemon's default".into());
+                let default = super::status::DEFAULT_MODE;
+                let mode = self.settings.mode.clone().unwrap_or_else(|| default.into());
                 self.note(&format!(
-                    "Mode: {mode}. /mode plan or /mode build changes it."
+                    "Mode: {mode}; the default is {default}. /mode plan or /mode build changes it."
                 ));
             }
             mode => {
                 self.settings.mode = Some(mode.to_string());
                 self.note(&format!("The next prompts run in {mode} mode."));
+                self.show_where();
             }
         }
     }
 
-    fn set_reasoning(&mut self, arg: &str) {
+    async fn set_reasoning(&mut self, arg: &str) {
         match arg {
+            "low" | "medium" | "high"
+                if self.models().await.is_some()
+                    && self
+                        .current_entry()
+                        .is_some_and(|m| !m.capabilities.thinking) =>
+            {
+                let model = self.current_model().unwrap_or_default();
+                self.error(&format!(
+                    "{model} cannot think, so a reasoning level has no effect on it. /model picks one that can; nothing changed."
+                ));
+            }
             "off" | "low" | "medium" | "high" => {
                 self.settings.reasoning = Some(arg.to_string());
                 self.note(&format!("Reasoning: {arg} for the next prompts."));
+                self.show_where();
             }
             "" => {
                 let level = self

@@ -7,6 +7,7 @@ mod commands;
 mod input;
 mod shell;
 mod spinner;
+mod status;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -128,6 +129,9 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         live_rows: 0,
         live_is_spinner: false,
         renderer_live: false,
+        models: None,
+        context: None,
+        cost: None,
     };
     repl.renderer_live = repl.spins && repl.editor.printer.is_some();
     repl.switch_to(session).await?;
@@ -198,6 +202,12 @@ struct Repl<'a> {
     live_is_spinner: bool,
     /// The renderer draws unfinished lines live (a terminal that moves its cursor).
     renderer_live: bool,
+    /// `model.list`, asked at start and again when needed.
+    models: Option<totem_protocol::ModelList>,
+    /// Context use of the newest model request: tokens used, window.
+    context: Option<(u64, u64)>,
+    /// The session's cost so far, from its newest `usage` event.
+    cost: Option<f64>,
 }
 
 /// The live line's room: the terminal's width, and up to half its height.
@@ -241,14 +251,19 @@ impl Repl<'_> {
     async fn run(&mut self) -> anyhow::Result<Exit> {
         let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         self.editor.read(PROMPT);
-        let mut model_check = Some(Box::pin(no_model_line(self.connection.client.clone())));
+        let mut model_check = Some(Box::pin(status::fetch_models(
+            self.connection.client.clone(),
+            Duration::from_secs(3),
+        )));
         loop {
             tokio::select! {
-                line = once(&mut model_check) => {
+                list = once(&mut model_check) => {
                     model_check = None;
-                    if let Some(line) = line {
+                    if let Some(line) = list.as_ref().and_then(status::no_model_line) {
                         self.error(&line);
                     }
+                    self.models = list;
+                    self.show_where();
                 }
                 input = self.editor.lines.recv() => {
                     let Some(input) = input else { return Ok(Exit::Success) };
@@ -402,7 +417,10 @@ impl Repl<'_> {
                     return Flow::Continue;
                 }
                 let (text, attachments) = self.compose(line.trim_end());
-                self.send_prompt(text, attachments).await;
+                if !self.send_prompt(text, attachments).await {
+                    // Refused: the prompt goes back in the line, to send again once fixed.
+                    self.refill = Some(line.trim_end().to_string());
+                }
                 Flow::Continue
             }
             Input::Interrupted => self.on_interrupt().await,
@@ -414,8 +432,10 @@ impl Repl<'_> {
         }
     }
 
-    async fn send_prompt(&mut self, text: String, attachments: Vec<String>) {
+    /// Sends a prompt; false when totemd did not take it.
+    async fn send_prompt(&mut self, text: String, attachments: Vec<String>) -> bool {
         self.renderer.sent_prompt(&text);
+        let sent = text.clone();
         let params = SessionPromptParams {
             session_id: self.session.id.clone(),
             text,
@@ -454,20 +474,22 @@ impl Repl<'_> {
                         since: Instant::now(),
                     });
                 }
+                return true;
             }
             Err(ClientError::Rpc { code, message, .. })
                 if code == ErrorCode::INVALID_PARAMS.0 && !chosen.is_empty() =>
             {
-                self.settings = PromptSettings::default();
                 self.error(&format!(
-                    "totemd refused the prompt's {} ({message}); they are cleared, send the prompt again",
-                    chosen.join(", ")
+                    "totemd refused the prompt ({message}). It is back in the line: change the {} it names, then send it again",
+                    chosen.join(" or ")
                 ));
             }
             Err(e) => self.error(&format!(
-                "totemd did not take the prompt: {e}. Try again, or check `totem daemon status`"
+                "totemd did not take the prompt: {e}. It is back in the line: try again, or check `totem daemon status`"
             )),
         }
+        self.renderer.forget_prompt(&sent);
+        false
     }
 
     /// Answers the oldest open permission question.
@@ -615,6 +637,17 @@ impl Repl<'_> {
                 }
             }
             EventKind::SessionUpdated { session } => self.session = session.clone(),
+            EventKind::Usage {
+                session,
+                context_tokens,
+                context_window,
+                ..
+            } => {
+                if let (Some(used), Some(window)) = (context_tokens, context_window) {
+                    self.context = Some((*used, *window));
+                }
+                self.cost = session.cost_usd.or(self.cost);
+            }
             _ => {}
         }
         if self.renderer_live {
@@ -638,6 +671,9 @@ impl Repl<'_> {
         self.print_chunks(chunks, &alert);
         if first_output || ended.is_some() || deleted {
             self.stop_spinner();
+        }
+        if ended.is_some() && live {
+            self.show_where();
         }
         if let EventKind::PermissionAsked { .. } = kind {
             if self.connection.has(method::PermissionReply::NAME) {
@@ -718,6 +754,8 @@ impl Repl<'_> {
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
         self.last_seq = after;
         self.live_after = session.last_seq;
+        self.context = None;
+        self.cost = None;
         self.questions.clear();
         self.running = (session.status == SessionStatus::Running).then(|| Running {
             id: None,
@@ -839,30 +877,6 @@ fn notice(text: &str, setting: &str) -> String {
     }
 }
 
-/// Resolves when the spinner's next frame is due; never without a spinner.
-/// One line, said as the prompt first shows, when no model answers: a first prompt would fail
-/// for a reason known now. None when one does, or when the providers take long to say.
-async fn no_model_line(client: totem_client::Client) -> Option<String> {
-    let call = client.call::<totem_protocol::method::ModelList>(totem_protocol::ModelListParams {
-        provider: None,
-    });
-    let list = tokio::time::timeout(Duration::from_secs(3), call)
-        .await
-        .ok()?
-        .ok()?;
-    if !list.models.is_empty() {
-        return None;
-    }
-    let names: Vec<&str> = list.errors.iter().map(|e| e.provider.as_str()).collect();
-    let why = match names.as_slice() {
-        [] => "the providers list none".to_string(),
-        many => format!("{} cannot be reached", many.join(", ")),
-    };
-    Some(format!(
-        "No model answers yet: {why}. Start the server, or add one with `totem provider add`; `totem doctor` says more."
-    ))
-}
-
 /// The output of a future that runs once; pending for ever after (or when there is none).
 async fn once<F: std::future::Future + Unpin>(future: &mut Option<F>) -> F::Output {
     match future {
@@ -871,6 +885,7 @@ async fn once<F: std::future::Future + Unpin>(future: &mut Option<F>) -> F::Outp
     }
 }
 
+/// Resolves when the spinner's next frame is due; never without a spinner.
 async fn spinner_due(spinner: &Option<Spinner>) {
     match spinner {
         Some(spinner) => tokio::time::sleep_until(spinner.next_frame()).await,
