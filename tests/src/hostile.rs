@@ -13,7 +13,8 @@ use totem_client::Client;
 use totem_protocol::{EventKind, Part};
 
 use crate::harness::TestDaemon;
-use crate::sim::{Reply, Sim, SimEvent, SimKind};
+use crate::setup::SimAgent;
+use crate::sim::{Reply, Sim, SimEvent};
 
 /// Text that must never reach the model.
 pub const OUTSIDE: &str = "OUTSIDE-SECRET-7f3a";
@@ -328,33 +329,16 @@ impl Suite {
     /// [`Suite::start`] with more variables for the daemon (`TOTEM_SANDBOX=off`).
     pub async fn start_with(env: &[(&str, &str)]) -> Suite {
         let tree = Tree::build();
-        let sim = Sim::start(SimKind::Ollama).await;
         let mut vars = vec![ENV_VAR];
         vars.extend_from_slice(env);
         let daemon = TestDaemon::start_with_env(&vars);
-        let client = daemon.client().await;
-        client
-            .call_raw(
-                "provider.add",
-                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
-            )
-            .await
-            .expect("provider.add");
-        let project = client
-            .call_raw("project.open", json!({"path": tree.project}))
-            .await
-            .expect("project.open")["id"]
-            .as_str()
-            .expect("project id")
-            .to_string();
-        let session = client
-            .call_raw("session.create", json!({"projectId": project}))
-            .await
-            .expect("session.create")["id"]
-            .as_str()
-            .expect("session id")
-            .to_string();
+        let SimAgent {
+            sim,
+            daemon,
+            client,
+            session,
+            ..
+        } = SimAgent::start(daemon, &tree.project).await;
         Suite {
             tree,
             sim,

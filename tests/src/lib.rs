@@ -7,4 +7,5 @@ pub mod hostile;
 pub mod llama;
 pub mod nvim;
 pub mod reliability;
+pub mod setup;
 pub mod sim;

@@ -173,33 +173,7 @@ pub async fn add_echo_provider(client: &Client, echo: &Echo) {
         .expect("provider.add");
 }
 
-/// Opens `path` as a project and returns its id.
-pub async fn open_project(client: &Client, path: &std::path::Path) -> String {
-    client
-        .call_raw("project.open", json!({"path": path}))
-        .await
-        .expect("project.open")["id"]
-        .as_str()
-        .expect("project id")
-        .to_string()
-}
-
-pub async fn create_session(client: &Client, project_id: &str) -> String {
-    client
-        .call_raw("session.create", json!({"projectId": project_id}))
-        .await
-        .expect("session.create")["id"]
-        .as_str()
-        .expect("session id")
-        .to_string()
-}
-
-/// A plain (not Total.js) project folder.
-pub fn plain_project() -> tempfile::TempDir {
-    let project = tempfile::tempdir().expect("project folder");
-    std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
-    project
-}
+pub use crate::setup::{create_session, open_project, plain_project};
 
 /// Sends the prompt for `tag` with the echo model; returns (run id, user message id).
 pub async fn prompt(client: &Client, session: &str, tag: &str) -> (String, String) {

@@ -36,13 +36,7 @@ async fn abort_during_bash_kills_the_process_group() {
     loop {
         let e = next_event(&mut events, 30).await;
         if let EventKind::PermissionAsked { question } = &e.kind {
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
-                )
-                .await
-                .expect("reply");
+            env.reply(&question.id, json!({"type": "once"})).await;
             break;
         }
     }

@@ -28,14 +28,9 @@ async fn plan_mode_never_offers_a_writing_tool() {
         json!({"path": "x.txt", "content": "no"}),
     )]);
     env.push(vec![text("Plan: 1. do it")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("plan the change", json!({"mode": "plan"})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
+    let events = env
+        .run_done("plan the change", json!({"mode": "plan"}), Answer::None)
+        .await;
 
     for request in env.sim.chat_requests() {
         let names = tool_names(&request.body);

@@ -158,14 +158,11 @@ async fn a_denial_with_a_note_reaches_the_model() {
     let run = env.prompt("clean", json!({})).await;
     loop {
         if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id,
-                           "reply": {"type": "deny", "note": "keep the build folder"}}),
-                )
-                .await
-                .expect("deny");
+            env.reply(
+                &question.id,
+                json!({"type": "deny", "note": "keep the build folder"}),
+            )
+            .await;
             break;
         }
     }
@@ -190,13 +187,7 @@ async fn reading_a_secret_file_asks_first() {
     loop {
         if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
             assert_eq!(question.target, ".env");
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "deny"}}),
-                )
-                .await
-                .expect("deny");
+            env.reply(&question.id, json!({"type": "deny"})).await;
             break;
         }
     }
@@ -218,13 +209,8 @@ async fn always_for_the_project_is_remembered_by_a_new_session() {
     let run = env.prompt("write", json!({})).await;
     loop {
         if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "alwaysProject"}}),
-                )
-                .await
-                .expect("reply");
+            env.reply(&question.id, json!({"type": "alwaysProject"}))
+                .await;
             break;
         }
     }
@@ -300,13 +286,7 @@ async fn a_client_that_did_not_declare_permissions_cannot_answer() {
         "{refused}"
     );
     // The question is still open and the declared client answers it.
-    env.client
-        .call_raw(
-            "permission.reply",
-            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
-        )
-        .await
-        .expect("reply");
+    env.reply(&question.id, json!({"type": "once"})).await;
     let events = follow(&env, &mut events, &run, Answer::None).await;
     assert!(matches!(last(&events), EventKind::RunDone { .. }));
 }

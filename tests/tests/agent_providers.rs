@@ -18,14 +18,7 @@ async fn a_run_lists_models_once() {
     let env = Env::start().await;
     for answer in ["one", "two"] {
         env.push(vec![text(answer)]);
-        let mut events = env.subscribe().await;
-        let run = env.prompt("hi", json!({})).await;
-        let events = follow(&env, &mut events, &run, Answer::None).await;
-        assert!(
-            matches!(last(&events), EventKind::RunDone { .. }),
-            "{:?}",
-            last(&events)
-        );
+        env.run_done("hi", json!({}), Answer::None).await;
     }
     // Three installed models, each shown once; the tags listed once.
     assert_eq!(count(&env, "/api/tags"), 1, "{:?}", env.sim.requests());

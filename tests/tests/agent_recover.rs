@@ -40,15 +40,7 @@ async fn malformed_tool_calls_are_recovered_and_the_run_goes_on() {
     // Missing a required field: the expected fields come back.
     env.push(vec![tool("c7", "read", json!({"offset": 1}))]);
     env.push(vec![text("Read it.")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("read notes", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
+    let events = env.run_done("read notes", json!({}), Answer::None).await;
     let results = results(&events);
     assert_eq!(results.len(), 7, "{results:?}");
     for (i, result) in results.iter().take(4).enumerate() {
@@ -82,9 +74,7 @@ async fn the_same_call_three_times_in_a_row_is_stopped() {
         env.push(vec![tool(id, "read", json!({"path": "a.txt"}))]);
     }
     env.push(vec![text("ok")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("loop", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let events = env.run("loop", json!({}), Answer::None).await;
     let results = results(&events);
     assert!(!results[1].2);
     assert!(
@@ -138,14 +128,7 @@ async fn a_text_stream_that_repeats_itself_is_cut_and_the_run_ends() {
     let env = Env::start().await;
     let looping = "I will check the file again. ".repeat(400);
     env.push(vec![text("Let me think. "), text(&looping)]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("loop", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
+    let events = env.run_done("loop", json!({}), Answer::None).await;
     let notice = events.iter().find_map(|e| match &e.kind {
         EventKind::Notice { text, .. } if text.contains("repeating") => Some(text.clone()),
         _ => None,
@@ -172,17 +155,14 @@ async fn a_model_without_native_tools_calls_them_in_its_text() {
         "```json\n{\"name\": \"read\", \"arguments\": {\"path\": \"notes.txt\"}}\n```",
     )]);
     env.push(vec![text("It says gamma.")]);
-    let mut events = env.subscribe().await;
     // The simulator lists gemma3:4b without tool support and refuses `tools` for it.
-    let run = env
-        .prompt("read notes", json!({"model": "sim/gemma3:4b"}))
+    let events = env
+        .run_done(
+            "read notes",
+            json!({"model": "sim/gemma3:4b"}),
+            Answer::None,
+        )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
     let results = results(&events);
     assert!(
         !results[0].2 && results[0].1.contains("gamma"),

@@ -115,15 +115,7 @@ async fn build_run_reads_edits_runs_a_command_and_answers() {
         json!({"command": "grep -c 'a = 2' src/app.js > count.txt"}),
     )]);
     env.push(vec![text("Changed a to 2 and counted it.")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("Set a to 2", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::Once).await;
-
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
+    let events = env.run_done("Set a to 2", json!({}), Answer::Once).await;
     assert_eq!(env.file("src/app.js"), "var a = 2;\nconsole.log(a);\n");
     assert_eq!(env.file("count.txt").trim(), "1");
     let results = results(&events);

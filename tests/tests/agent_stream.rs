@@ -13,10 +13,7 @@ use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
 async fn deltas_are_coalesced_and_add_up_to_the_part() {
     let env = Env::start().await;
     env.sim.push(Reply::Bench { deltas: 5000 });
-    let mut events = env.subscribe().await;
-    let run = env.prompt("talk", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let events = env.run_done("talk", json!({}), Answer::None).await;
     let deltas: Vec<&str> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -48,9 +45,7 @@ async fn a_slow_stream_sends_each_word_before_the_next_arrives() {
         delay_ms: 1000,
         ..Script::new(vec![text("Hello "), text("slow "), text("world.")])
     }));
-    let mut events = env.subscribe().await;
-    let run = env.prompt("talk", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
+    let events = env.run("talk", json!({}), Answer::None).await;
     let deltas: Vec<&str> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -73,19 +68,13 @@ async fn reasoning_is_a_part_of_its_own_and_todo_goes_out_as_an_event() {
         ),
     ]);
     env.push(vec![text("Planned.")]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "plan",
             json!({"model": "sim/qwen3:8b", "reasoning": "high"}),
+            Answer::None,
         )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
     assert_eq!(
         parts(&events)[0],
         Part::Reasoning {

@@ -39,10 +39,9 @@ async fn written_files_are_checked_against_the_conventions() {
         json!({"path": "controllers/default.js", "content": v4}),
     )]);
     env.push(vec![text("Written.")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("add a home route", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::Once).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    let events = env
+        .run_done("add a home route", json!({}), Answer::Once)
+        .await;
 
     let results = results(&events);
     let output = &results[0].1;
@@ -86,12 +85,13 @@ async fn an_edit_is_told_only_about_its_own_lines() {
         json!({"path": "actions/settings.js", "oldString": "$.success(2);", "newString": "$.view('x');"}),
     )]);
     env.push(vec![text("Done.")]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt("change the save answer", json!({"allow": ["edit"]}))
+    let events = env
+        .run_done(
+            "change the save answer",
+            json!({"allow": ["edit"]}),
+            Answer::None,
+        )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
     let results = results(&events);
 
     let clean_edit = &results[1].1;
@@ -130,9 +130,7 @@ async fn check_commands_from_agents_md_run_after_an_edit() {
         json!({"path": "a.txt", "content": "TODO: finish\n"}),
     )]);
     env.push(vec![text("ok")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("write a", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    let events = env.run("write a", json!({}), Answer::Once).await;
     let output = &results(&events)[0].1;
     assert!(
         output.contains("failed") && output.contains("TODO left in"),
@@ -157,9 +155,7 @@ async fn formatter_and_checks_from_settings_run_after_an_edit() {
         json!({"path": "notes.txt", "content": "hello world\n"}),
     )]);
     env.push(vec![text("ok")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("write notes", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::Once).await;
+    let events = env.run("write notes", json!({}), Answer::Once).await;
     assert_eq!(
         env.file("notes.txt"),
         "HELLO world\n",
@@ -193,12 +189,9 @@ async fn a_total4_project_is_told_the_v5_primer_does_not_apply() {
         json!({"path": "controllers/default.js", "content": v4}),
     )]);
     env.push(vec![text("Written.")]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt("add a home route", json!({"allow": ["edit"]}))
+    let events = env
+        .run_done("add a home route", json!({"allow": ["edit"]}), Answer::None)
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
     let notice = events.iter().find_map(|e| match &e.kind {
         EventKind::Notice { text, .. } if text.contains("Total.js 4") => Some(text.clone()),
         _ => None,
@@ -341,10 +334,8 @@ async fn a_small_window_gets_the_reminder_instead_of_the_primer() {
         .await
         .expect("provider.add");
     env.push(vec![text("ok")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("add a home route", json!({})).await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
+    env.run_done("add a home route", json!({}), Answer::None)
+        .await;
 
     let request = &env.sim.chat_requests()[0].body;
     let system = request["messages"][0]["content"].as_str().unwrap_or("");

@@ -1,77 +1,22 @@
 //! The command line against a model: the Ollama simulator configured as provider `sim`, and
 //! `totem run` / the REPL streaming its answers, aborting with Ctrl-C and answering permission
-//! questions. Skipped (with a note) when the daemon has no `provider.add` yet.
+//! questions.
 
 mod cli_common;
 
 use std::time::Duration;
 
-use cli_common::{Cli, assert_exit, stderr, stdout};
+use cli_common::{SimCli, assert_exit, stderr, stdout};
 use expectrl::session::OsSession;
 use expectrl::{ControlCode, Eof, Expect, Regex, Session};
 use serde_json::json;
-use totem_client::Client;
-use totem_protocol::ClientCapabilities;
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+use totem_tests::sim::SimEvent;
 
-const MODEL: &str = "sim/llama3.2:latest";
+use totem_tests::setup::MODEL;
 
-/// A daemon started by `totem`, with the simulator as its provider. None when the daemon cannot
-/// take a provider yet.
-struct Env {
-    cli: Cli,
-    sim: Sim,
-    runtime: tokio::runtime::Runtime,
-}
-
-fn start() -> Option<Env> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
-    let cli = Cli::new();
-    assert_exit(&cli.run(["daemon", "start"]), 0);
-    let added = runtime.block_on(async {
-        let (client, init) =
-            Client::connect(&cli.socket(), "cli-test", ClientCapabilities::default())
-                .await
-                .expect("connect");
-        if !init
-            .capabilities
-            .methods
-            .iter()
-            .any(|m| m == "provider.add")
-        {
-            return false;
-        }
-        client
-            .call_raw(
-                "provider.add",
-                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
-            )
-            .await
-            .expect("provider.add");
-        true
-    });
-    if !added {
-        eprintln!("skipped: this totemd has no provider.add yet");
-        return None;
-    }
-    Some(Env { cli, sim, runtime })
-}
+type Env = SimCli;
 
 impl Env {
-    fn push(&self, events: Vec<SimEvent>, delay_ms: u64) {
-        let _guard = self.runtime.enter();
-        self.sim.push(Reply::Stream(Script {
-            delay_ms,
-            ..Script::new(events)
-        }));
-    }
-
     fn repl(&self, args: &[&str]) -> OsSession {
         let mut command = self.cli.command(args);
         command.env("TERM", "xterm");
@@ -83,7 +28,7 @@ impl Env {
 
 #[test]
 fn run_streams_the_answer_to_stdout_and_exits_0() {
-    let Some(env) = start() else { return };
+    let env = SimCli::start();
     env.push(
         vec![
             SimEvent::text("Hello from "),
@@ -104,7 +49,7 @@ fn run_streams_the_answer_to_stdout_and_exits_0() {
 
 #[test]
 fn the_repl_streams_text_and_ctrl_c_aborts_the_run() {
-    let Some(env) = start() else { return };
+    let env = SimCli::start();
     let lines: Vec<SimEvent> = (1..=60)
         .map(|i| SimEvent::text(format!("line {i}\n")))
         .collect();
@@ -134,7 +79,7 @@ fn the_repl_streams_text_and_ctrl_c_aborts_the_run() {
 
 #[test]
 fn the_repl_shows_tool_calls_and_answers_permission_questions() {
-    let Some(env) = start() else { return };
+    let env = SimCli::start();
     // A secret file is asked for even to read; the question is answered here.
     std::fs::write(env.cli.project.path().join(".env"), "TOKEN=totem-secret\n").expect(".env");
     env.push(
@@ -168,7 +113,7 @@ fn the_repl_shows_tool_calls_and_answers_permission_questions() {
 
 #[test]
 fn a_question_answered_in_one_terminal_disappears_from_the_other() {
-    let Some(env) = start() else { return };
+    let env = SimCli::start();
     std::fs::write(env.cli.project.path().join(".env"), "TOKEN=x\n").expect(".env");
     env.push(
         vec![SimEvent::tool_call(

@@ -3,37 +3,16 @@
 
 mod cli_common;
 
-use cli_common::{Cli, assert_exit, json_events, stderr, stdout};
+use cli_common::{SimCli, assert_exit, json_events, stderr, stdout};
 use serde_json::json;
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, Script, SimEvent};
 
-const MODEL: &str = "sim/llama3.2:latest";
+use totem_tests::setup::MODEL;
 
-struct Env {
-    cli: Cli,
-    sim: Sim,
-    runtime: tokio::runtime::Runtime,
-}
+type Env = SimCli;
 
 fn start() -> Env {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
-    let cli = Cli::new();
-    let out = cli.run([
-        "provider",
-        "add",
-        "sim",
-        "--kind",
-        "ollama",
-        "--url",
-        &sim.url(),
-    ]);
-    assert_exit(&out, 0);
-    Env { cli, sim, runtime }
+    SimCli::start()
 }
 
 impl Env {
@@ -156,13 +135,7 @@ impl Env {
     /// `run.wait` on the daemon the CLI started: the run's status once it ended.
     fn wait_for_run(&self, run_id: &str) -> String {
         self.runtime.block_on(async {
-            let (client, _) = totem_client::Client::connect(
-                &self.cli.socket(),
-                "test",
-                totem_protocol::ClientCapabilities::default(),
-            )
-            .await
-            .expect("connect");
+            let client = self.client().await;
             let outcome = client
                 .call_raw("run.wait", json!({"runId": run_id, "timeoutMs": 30000}))
                 .await

@@ -6,10 +6,11 @@ mod agent_common;
 
 use std::time::Duration;
 
-use agent_common::{Answer, Env, follow, last, next_event, tool};
-use serde_json::json;
-use totem_client::Client;
-use totem_protocol::{ClientCapabilities, EventKind};
+use agent_common::{Answer, Env, next_event, tool};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use totem_client::{Client, ClientError, EventStream};
+use totem_protocol::{ClientCapabilities, EventKind, PermissionQuestion};
 
 /// A client that may answer permission questions, as the REPL is.
 async fn answering_client(env: &Env) -> Client {
@@ -21,6 +22,33 @@ async fn answering_client(env: &Env) -> Client {
     .await
     .expect("connect");
     client
+}
+
+/// Starts `session.shell` with `params` in the background and waits for the question it asks.
+async fn shell_asking(
+    env: &Env,
+    events: &mut EventStream,
+    mut params: Value,
+) -> (JoinHandle<Result<Value, ClientError>>, PermissionQuestion) {
+    params["sessionId"] = json!(env.session);
+    let client = env.client.clone();
+    let shell = tokio::spawn(async move { client.call_raw("session.shell", params).await });
+    loop {
+        if let EventKind::PermissionAsked { question } = next_event(events, 30).await.kind {
+            return (shell, question);
+        }
+    }
+}
+
+/// Answers `question` from `answering` (the client that may answer).
+async fn answer(answering: &Client, env: &Env, question: &PermissionQuestion, reply: Value) {
+    answering
+        .call_raw(
+            "permission.reply",
+            json!({"sessionId": env.session, "questionId": question.id, "reply": reply}),
+        )
+        .await
+        .expect("permission.reply");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,33 +80,12 @@ async fn shell_asks_like_bash_and_runs_only_when_allowed() {
     let mut events = env.subscribe().await;
 
     // Asked: the call waits until a client answers; "once" runs it.
-    let shell = {
-        let client = env.client.clone();
-        let session = env.session.clone();
-        tokio::spawn(async move {
-            client
-                .call_raw(
-                    "session.shell",
-                    json!({"sessionId": session, "command": "touch made-by-shell"}),
-                )
-                .await
-        })
-    };
-    let question = loop {
-        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
-            break question;
-        }
-    };
+    let (shell, question) =
+        shell_asking(&env, &mut events, json!({"command": "touch made-by-shell"})).await;
     assert_eq!(question.tool, "bash");
     assert_eq!(question.target, "touch made-by-shell");
     assert!(!env.project.path().join("made-by-shell").exists());
-    answering
-        .call_raw(
-            "permission.reply",
-            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
-        )
-        .await
-        .expect("permission.reply");
+    answer(&answering, &env, &question, json!({"type": "once"})).await;
     let result = tokio::time::timeout(Duration::from_secs(30), shell)
         .await
         .expect("answered in time")
@@ -88,31 +95,15 @@ async fn shell_asks_like_bash_and_runs_only_when_allowed() {
     assert!(env.project.path().join("made-by-shell").exists());
 
     // Denied with a note: nothing runs and the answer says why.
-    let shell = {
-        let client = env.client.clone();
-        let session = env.session.clone();
-        tokio::spawn(async move {
-            client
-                .call_raw(
-                    "session.shell",
-                    json!({"sessionId": session, "command": "touch never-made"}),
-                )
-                .await
-        })
-    };
-    let question = loop {
-        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
-            break question;
-        }
-    };
-    answering
-        .call_raw(
-            "permission.reply",
-            json!({"sessionId": env.session, "questionId": question.id,
-                   "reply": {"type": "deny", "note": "not now"}}),
-        )
-        .await
-        .expect("permission.reply");
+    let (shell, question) =
+        shell_asking(&env, &mut events, json!({"command": "touch never-made"})).await;
+    answer(
+        &answering,
+        &env,
+        &question,
+        json!({"type": "deny", "note": "not now"}),
+    )
+    .await;
     let result = shell.await.expect("task").expect("session.shell");
     assert_eq!(result["ran"], false, "{result}");
     let output = result["output"].as_str().unwrap_or("");
@@ -128,31 +119,14 @@ async fn shell_kills_a_command_at_its_timeout_and_refuses_an_empty_one() {
     let env = Env::start().await;
     let answering = answering_client(&env).await;
     let mut events = env.subscribe().await;
-    let shell = {
-        let client = env.client.clone();
-        let session = env.session.clone();
-        tokio::spawn(async move {
-            client
-                .call_raw(
-                    "session.shell",
-                    json!({"sessionId": session, "command": "echo before; sleep 30", "timeoutSecs": 1}),
-                )
-                .await
-        })
-    };
     // `sleep` is not on the read-only list: asked, and allowed once.
-    let question = loop {
-        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
-            break question;
-        }
-    };
-    answering
-        .call_raw(
-            "permission.reply",
-            json!({"sessionId": env.session, "questionId": question.id, "reply": {"type": "once"}}),
-        )
-        .await
-        .expect("permission.reply");
+    let (shell, question) = shell_asking(
+        &env,
+        &mut events,
+        json!({"command": "echo before; sleep 30", "timeoutSecs": 1}),
+    )
+    .await;
+    answer(&answering, &env, &question, json!({"type": "once"})).await;
     let started = std::time::Instant::now();
     let result = tokio::time::timeout(Duration::from_secs(20), shell)
         .await
@@ -198,10 +172,8 @@ async fn job_list_shows_the_sessions_background_jobs() {
         ),
     ]);
     env.push(vec![agent_common::text("Started.")]);
-    let mut events = env.subscribe().await;
-    let run = env.prompt("start two jobs", json!({})).await;
-    let seen = follow(&env, &mut events, &run, Answer::Once).await;
-    assert!(matches!(last(&seen), EventKind::RunDone { .. }));
+    env.run_done("start two jobs", json!({}), Answer::Once)
+        .await;
 
     // The quick one ends on its own; the list says so once it has.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -5,57 +5,23 @@ mod cli_common;
 
 use std::time::Duration;
 
-use cli_common::{Cli, assert_exit, stdout};
+use cli_common::{Cli, SimCli, assert_exit, stdout};
 use expectrl::session::OsSession;
 use expectrl::{ControlCode, Eof, Expect, Session};
 use serde_json::json;
-use totem_client::Client;
-use totem_protocol::ClientCapabilities;
-use totem_tests::sim::{Reply, Script, Sim, SimEvent, SimKind};
+use totem_tests::sim::SimEvent;
 
-const MODEL: &str = "sim/llama3.2:latest";
+use totem_tests::setup::MODEL;
 
-struct Env {
-    cli: Cli,
-    sim: Sim,
-    runtime: tokio::runtime::Runtime,
-}
+type Env = SimCli;
 
 fn start() -> Env {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sim = runtime.block_on(Sim::start(SimKind::Ollama));
-    let cli = Cli::new();
-    std::fs::write(cli.project.path().join("README.md"), "# demo\n").expect("readme");
-    assert_exit(&cli.run(["daemon", "start"]), 0);
-    runtime.block_on(async {
-        let (client, _) = Client::connect(&cli.socket(), "cli-test", ClientCapabilities::default())
-            .await
-            .expect("connect");
-        client
-            .call_raw(
-                "provider.add",
-                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
-            )
-            .await
-            .expect("provider.add");
-    });
-    Env { cli, sim, runtime }
+    let env = SimCli::start();
+    std::fs::write(env.cli.project.path().join("README.md"), "# demo\n").expect("readme");
+    env
 }
 
 impl Env {
-    fn push(&self, events: Vec<SimEvent>, delay_ms: u64) {
-        let _guard = self.runtime.enter();
-        self.sim.push(Reply::Stream(Script {
-            delay_ms,
-            ..Script::new(events)
-        }));
-    }
-
     /// The REPL in a pty; `color` leaves NO_COLOR unset.
     fn repl(&self, color: bool) -> OsSession {
         let mut command = self.cli.command(["attach", "--new"]);
@@ -308,11 +274,8 @@ fn questions_show_the_diff_coloured_and_folded_and_the_subcommand() {
 fn model_shows_the_tools_a_probe_or_the_settings_found() {
     let env = start();
     env.runtime.block_on(async {
-        let (client, _) =
-            Client::connect(&env.cli.socket(), "cli-test", ClientCapabilities::default())
-                .await
-                .expect("connect");
-        client
+        env.client()
+            .await
             .call_raw(
                 "provider.add",
                 json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),

@@ -403,9 +403,7 @@ async fn questions_carry_the_proposed_diff_or_the_subcommand() {
         tool("c3", "bash", json!({"command": "ls && touch made.txt"})),
     ]);
     env.push(vec![text("Done.")]);
-    let mut stream = env.subscribe().await;
-    let run = env.prompt("change things", json!({})).await;
-    let events = follow(&env, &mut stream, &run, Answer::Once).await;
+    let events = env.run("change things", json!({}), Answer::Once).await;
     let questions: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.kind {

@@ -3,47 +3,9 @@
 
 mod agent_common;
 
-use agent_common::{Env, next_event, results, text, tool, write_file};
+use agent_common::{Env, follow_replying, results, text, tool, write_file};
 use serde_json::{Value, json};
-use totem_client::EventStream;
 use totem_protocol::{EventKind, PermissionQuestion, SessionEvent};
-
-/// Follows run `run_id` to its end, answering every question with `reply`; returns the events and
-/// the questions asked.
-async fn follow_replying(
-    env: &Env,
-    stream: &mut EventStream,
-    run_id: &str,
-    reply: Value,
-) -> (Vec<SessionEvent>, Vec<PermissionQuestion>) {
-    let mut events = Vec::new();
-    let mut questions = Vec::new();
-    loop {
-        let e = next_event(stream, 60).await;
-        if let EventKind::PermissionAsked { question } = &e.kind
-            && question.run_id == run_id
-        {
-            questions.push(question.clone());
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id, "reply": reply}),
-                )
-                .await
-                .expect("permission.reply");
-        }
-        let end = match &e.kind {
-            EventKind::RunDone { run }
-            | EventKind::RunFailed { run }
-            | EventKind::RunAborted { run } => run.id == run_id,
-            _ => false,
-        };
-        events.push(e);
-        if end {
-            return (events, questions);
-        }
-    }
-}
 
 /// One run in which the model writes `rel` (with only `--allow edit`), answered with `reply`.
 async fn edit_run(
@@ -59,7 +21,7 @@ async fn edit_run(
     env.push(vec![text("ok")]);
     let mut stream = env.subscribe().await;
     let run = env.prompt("write it", json!({"allow": ["edit"]})).await;
-    follow_replying(env, &mut stream, &run, reply).await
+    follow_replying(env, &mut stream, &run, Some(reply)).await
 }
 
 fn deny() -> Value {
@@ -112,7 +74,7 @@ async fn a_model_written_agents_md_cannot_run_its_commands_in_the_next_run() {
     env.push(vec![text("ok")]);
     let mut stream = env.subscribe().await;
     let run = env.prompt("set up", json!({"allow": ["edit"]})).await;
-    let (_, questions) = follow_replying(&env, &mut stream, &run, deny()).await;
+    let (_, questions) = follow_replying(&env, &mut stream, &run, Some(deny())).await;
     assert!(questions.is_empty(), "{questions:#?}");
     // Run 2: the next edit meets the check; it asks, is refused, and nothing runs.
     let (_, questions) = edit_run(&env, "b.txt", deny()).await;
@@ -200,7 +162,7 @@ async fn a_key_the_provider_echoes_is_not_shown_stored_or_logged() {
     let run = env
         .prompt("hi", json!({"model": "keyed/llama3.2:latest"}))
         .await;
-    let (events, _) = follow_replying(&env, &mut stream, &run, deny()).await;
+    let (events, _) = follow_replying(&env, &mut stream, &run, Some(deny())).await;
     let failed = events
         .iter()
         .find_map(|e| match &e.kind {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use agent_common::{Env, follow, is_run_end, last, next_event, results, text, tool};
 use serde_json::{Value, json};
 use totem_protocol::{EventKind, QuestionKind};
+use totem_tests::setup::configure_servers;
 
 /// The reference server's version this test was written against.
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
@@ -20,15 +21,6 @@ const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 fn everything_js() -> PathBuf {
     let dir = totem_tests::external::npm_install("mcp-everything", &[EVERYTHING]);
     dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-}
-
-/// Adds `servers` as `mcpServers` to the daemon's settings (the daemon reads them at the next run).
-fn configure(env: &Env, servers: Value) {
-    let path = env.daemon.home.join("settings.json");
-    let mut settings: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
-    settings["mcpServers"] = servers;
-    std::fs::write(&path, serde_json::to_vec_pretty(&settings).expect("encode")).expect("write");
 }
 
 fn stdio_server(extra: Value) -> Value {
@@ -65,18 +57,13 @@ fn conversation(request: &Value) -> String {
         .join("\n")
 }
 
-async fn reply(env: &Env, question_id: &str, reply: Value) {
-    let params = json!({"sessionId": env.session, "questionId": question_id, "reply": reply});
-    env.client
-        .call_raw("permission.reply", params)
-        .await
-        .expect("permission.reply");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![tool(
         "c1",
         "everything_echo",
@@ -98,7 +85,7 @@ async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server()
             } else {
                 json!({"type": "once"})
             };
-            reply(&env, &question.id, answer).await;
+            env.reply(&question.id, answer).await;
         }
         if is_run_end(&e.kind) {
             break vec![e];
@@ -169,26 +156,24 @@ async fn stdio_tool_result_reaches_the_model_after_the_user_allowed_the_server()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_comes_through_mcp_prompt() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![tool(
         "c1",
         "mcp_prompt",
         json!({"server": "everything", "name": "args-prompt", "arguments": {"city": "Lyon"}}),
     )]);
     env.push(vec![text("Got the prompt.")]);
-    let mut stream = env.subscribe().await;
     // Rules granted for the run answer both questions: starting the server and getting prompts.
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "use the prompt",
             json!({"allow": ["mcp_server(everything)", "mcp_prompt"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{events:?}"
-    );
     let got = results(&events);
     assert_eq!(got.len(), 1);
     assert!(!got[0].2, "{got:?}");
@@ -216,7 +201,10 @@ async fn a_prompt_comes_through_mcp_prompt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![tool(
         "c1",
         "everything_get-sum",
@@ -228,18 +216,13 @@ async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
         json!({"a": 40, "b": 2}),
     )]);
     env.push(vec![text("The sum is 42.")]);
-    let mut stream = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "add",
             json!({"allow": ["mcp_server(everything)", "everything_get-sum"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{events:?}"
-    );
     let got = results(&events);
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got[0].2, "the bad call is an error: {got:?}");
@@ -250,7 +233,10 @@ async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_call_is_a_clear_error_and_a_notice() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![tool(
         "c1",
         "everything_trigger-long-running-operation",
@@ -310,8 +296,8 @@ async fn a_server_killed_mid_call_is_a_clear_error_and_a_notice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
     let env = Env::start().await;
-    configure(
-        &env,
+    configure_servers(
+        &env.daemon.home,
         json!({"everything": stdio_server(json!({"timeoutSecs": 1}))}),
     );
     env.push(vec![tool(
@@ -320,18 +306,13 @@ async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
         json!({"duration": 10, "steps": 2}),
     )]);
     env.push(vec![text("Too slow.")]);
-    let mut stream = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "slow",
             json!({"allow": ["mcp_server(everything)", "mcp(everything/*)"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{events:?}"
-    );
     let got = results(&events);
     assert!(
         got[0].2 && got[0].1.contains("did not answer within 1 s"),
@@ -344,7 +325,10 @@ async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declined_server_does_not_start_and_the_run_goes_on() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![text("Fine without it.")]);
     let mut stream = env.subscribe().await;
     let run = env.prompt("hello", json!({})).await;
@@ -357,7 +341,7 @@ async fn a_declined_server_does_not_start_and_the_run_goes_on() {
                 question.always,
                 json!({"mcp_server": {"everything": "allow"}})
             );
-            reply(&env, &question.id, json!({"type": "deny"})).await;
+            env.reply(&question.id, json!({"type": "deny"})).await;
         }
         if is_run_end(&e.kind) {
             break vec![e];
@@ -391,8 +375,8 @@ async fn streamable_http_tool_result_reaches_the_model() {
     }
 
     let env = Env::start().await;
-    configure(
-        &env,
+    configure_servers(
+        &env.daemon.home,
         json!({"web": {"url": format!("http://127.0.0.1:{port}/mcp"),
                        "headers": {"X-Totem-Test": "1"}, "tools": ["echo"]}}),
     );
@@ -402,14 +386,13 @@ async fn streamable_http_tool_result_reaches_the_model() {
         json!({"message": "over http"}),
     )]);
     env.push(vec![text("Done.")]);
-    let mut stream = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run(
             "echo over http",
             json!({"allow": ["mcp_server(web)", "web_echo"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
     let _ = server.kill();
     let _ = server.wait();
     assert!(
@@ -430,7 +413,10 @@ async fn streamable_http_tool_result_reaches_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_session_stops_its_server() {
     let env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![text("Started.")]);
     let mut stream = env.subscribe().await;
     let run = env
@@ -490,8 +476,8 @@ async fn doctor_lists_the_servers_and_checks_commands_and_urls() {
     let live = listening.local_addr().expect("addr").port();
     let dead = free_port();
     let env = Env::start().await;
-    configure(
-        &env,
+    configure_servers(
+        &env.daemon.home,
         json!({
             "everything": stdio_server(json!({})),
             "missing": {"command": "no-such-mcp-server-here"},
@@ -543,8 +529,8 @@ async fn a_changed_tool_list_reaches_the_next_request() {
     let bin = totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/docs_server.py");
     let env = Env::start().await;
-    configure(
-        &env,
+    configure_servers(
+        &env.daemon.home,
         json!({"py": {"command": bin.join("python"), "args": [script]}}),
     );
     env.push(vec![tool("c1", "py_add_page_tool", json!({}))]);
@@ -554,18 +540,13 @@ async fn a_changed_tool_list_reaches_the_next_request() {
         json!({"title": "The config file"}),
     )]);
     env.push(vec![text("Read it.")]);
-    let mut stream = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "add the tool",
             json!({"allow": ["mcp_server(py)", "mcp(py/*)"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{events:?}"
-    );
     let requests = env.sim.chat_requests();
     assert!(!offered(&requests[0].body).contains(&"py_read_page".to_string()));
     assert!(offered(&requests[1].body).contains(&"py_read_page".to_string()));
@@ -579,8 +560,8 @@ async fn a_changed_tool_list_reaches_the_next_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_offers_only_tools_the_server_marks_read_only() {
     let env = Env::start().await;
-    configure(
-        &env,
+    configure_servers(
+        &env.daemon.home,
         json!({"everything": stdio_server(json!({"tools": ["echo", "toggle-simulated-logging"]}))}),
     );
     env.push(vec![tool(
@@ -589,18 +570,13 @@ async fn plan_mode_offers_only_tools_the_server_marks_read_only() {
         json!({}),
     )]);
     env.push(vec![text("Planned.")]);
-    let mut stream = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "plan it",
             json!({"mode": "plan", "allow": ["mcp_server(everything)", "mcp(everything/*)"]}),
+            agent_common::Answer::None,
         )
         .await;
-    let events = follow(&env, &mut stream, &run, agent_common::Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{events:?}"
-    );
     let tools = offered(&env.sim.chat_requests()[0].body);
     assert!(tools.contains(&"everything_echo".to_string()), "{tools:?}");
     assert!(
@@ -614,7 +590,10 @@ async fn plan_mode_offers_only_tools_the_server_marks_read_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_is_killed_when_the_daemon_stops() {
     let mut env = Env::start().await;
-    configure(&env, json!({"everything": stdio_server(json!({}))}));
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
     env.push(vec![text("Started.")]);
     let mut stream = env.subscribe().await;
     let run = env

@@ -35,11 +35,7 @@ async fn run_with_docs(server: Value) -> (Env, Vec<SessionEvent>) {
     )
     .expect("package.json");
     let env = Env::start_in(project).await;
-    let path = env.daemon.home.join("settings.json");
-    let mut settings: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
-    settings["mcpServers"] = json!({ "docs": server });
-    std::fs::write(&path, settings.to_string()).expect("write settings");
+    totem_tests::setup::configure_servers(&env.daemon.home, json!({ "docs": server }));
 
     env.push(vec![text("Here is the route.")]);
     let mut stream = env.subscribe().await;

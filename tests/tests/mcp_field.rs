@@ -14,6 +14,7 @@ use agent_common::{Env, MODEL, text};
 use cli_common::{Cli, assert_exit, binary, stderr, stdout};
 use serde_json::{Value, json};
 use totem_protocol::{ClientCapabilities, EventKind};
+use totem_tests::setup::{clean_command, configure_servers};
 use totem_tests::sim::{Reply, Script, SimEvent};
 
 fn python() -> PathBuf {
@@ -23,13 +24,10 @@ fn python() -> PathBuf {
 /// Runs `field_client.py ARGS` with exactly `env` (nothing inherited) in `cwd`; returns its report.
 fn field_client(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/field_client.py");
-    let mut command = Command::new(python());
+    let mut command = clean_command(python());
     command
         .arg(script)
         .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .current_dir(cwd)
         .stdin(Stdio::null());
     for (key, value) in env {
@@ -41,12 +39,9 @@ fn field_client(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> Value {
 
 /// `totem ARGS` with exactly `env` (and PATH) in `cwd`.
 fn totem(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> std::process::Output {
-    let mut command = Command::new(binary("totem"));
+    let mut command = clean_command(binary("totem"));
     command
         .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("NO_COLOR", "1")
         .current_dir(cwd)
         .stdin(Stdio::null());
@@ -210,17 +205,6 @@ async fn a_progress_token_costs_no_time() {
     let extra =
         seconds("progress").min(seconds("progress2")) - seconds("plain").max(seconds("plain2"));
     assert!(extra < 1.0, "a progress token added {extra:.2} s: {report}");
-}
-
-/// Adds `servers` as `mcpServers` to the settings in `home`.
-fn configure_servers(home: &Path, servers: Value) {
-    let path = home.join("settings.json");
-    let mut settings: Value = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| json!({}));
-    settings["mcpServers"] = servers;
-    std::fs::write(&path, serde_json::to_vec_pretty(&settings).expect("encode")).expect("write");
 }
 
 /// Two servers nobody allowed yet (their commands would fail if they were ever started), and one

@@ -31,14 +31,7 @@ fn totem(env: &Env, args: &[&str]) -> expectrl::session::OsSession {
 
 /// The tool results of a run that starts terminals and types into them.
 async fn run(env: &Env, prompt: &str, extra: serde_json::Value) -> Vec<(String, String, bool)> {
-    let mut events = env.subscribe().await;
-    let run = env.prompt(prompt, extra).await;
-    let events = follow(env, &mut events, &run, Answer::Once).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
+    let events = env.run_done(prompt, extra, Answer::Once).await;
     results(&events)
 }
 
@@ -204,13 +197,7 @@ async fn a_read_prompt_and_ctrl_c_in_a_shell_each_line_checked_like_bash() {
             } else {
                 json!({"type": "once"})
             };
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id, "reply": reply}),
-                )
-                .await
-                .expect("permission.reply");
+            env.reply(&question.id, reply).await;
         }
         let end = matches!(&e.kind, EventKind::RunDone { run } | EventKind::RunFailed { run } if run.id == run_id);
         all.push(e);

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_common::{Answer, Env, follow, last, results, text, tool};
+use agent_common::{Answer, Env, results, text, tool};
 use serde_json::json;
 use totem_protocol::EventKind;
 
@@ -262,19 +262,13 @@ async fn a_scripted_model_builds_a_total5_app_that_serves_its_routes() {
     env.push(vec![text(
         "The app is ready: GET /hello/ and GET /api/items/.",
     )]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "Create a Total.js 5 app with a hello route and an items action",
             json!({"mode": "build", "allow": ["edit", "bash"]}),
+            Answer::None,
         )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(
-        matches!(last(&events), EventKind::RunDone { .. }),
-        "{:?}",
-        last(&events)
-    );
     assert!(
         !events
             .iter()
@@ -352,15 +346,13 @@ async fn total4_style_code_written_by_the_model_gets_the_findings() {
         json!({"path": "index.js", "content": "require('total4/debug')({ port: 8000 });\n"}),
     )]);
     env.push(vec![text("Done.")]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "Add an upload route and a users schema",
             json!({"allow": ["edit"]}),
+            Answer::None,
         )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
     let results = results(&events);
     assert_eq!(results.len(), 3, "{results:#?}");
 
@@ -422,15 +414,13 @@ async fn the_primer_example_runs_on_the_real_framework() {
         )]);
     }
     env.push(vec![text("Done.")]);
-    let mut events = env.subscribe().await;
-    let run = env
-        .prompt(
+    let events = env
+        .run_done(
             "Write the example app",
             json!({"mode": "build", "allow": ["edit"]}),
+            Answer::None,
         )
         .await;
-    let events = follow(&env, &mut events, &run, Answer::None).await;
-    assert!(matches!(last(&events), EventKind::RunDone { .. }));
     for (tool, output, is_error) in &results(&events) {
         assert!(!is_error, "{tool} failed: {output}");
         assert!(

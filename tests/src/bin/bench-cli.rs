@@ -20,6 +20,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use totem_client::Client;
 use totem_protocol::ClientCapabilities;
+use totem_tests::setup::sim_provider;
 use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
 
 const RUNS: usize = 20;
@@ -89,13 +90,7 @@ fn main() -> anyhow::Result<()> {
         {
             return Ok::<_, anyhow::Error>(false);
         }
-        client
-            .call_raw(
-                "provider.add",
-                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
-            )
-            .await?;
+        client.call_raw("provider.add", sim_provider(&sim)).await?;
         Ok(true)
     })?;
     let args: &[&str] = match with_sim {

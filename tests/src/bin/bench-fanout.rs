@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use totem_protocol::EventKind;
 use totem_tests::harness::TestDaemon;
+use totem_tests::setup::{SimAgent, plain_project};
 use totem_tests::sim::harness::plain_model;
-use totem_tests::sim::{Reply, Sim, SimKind};
+use totem_tests::sim::{Reply, SimKind};
 
 const CLIENTS: usize = 3;
 
@@ -23,33 +24,15 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
-    let sim = Sim::start(SimKind::Ollama).await;
-    let daemon = TestDaemon::start();
-    let client = daemon.client().await;
+    let project = plain_project();
+    let SimAgent {
+        sim,
+        daemon,
+        client,
+        session,
+        ..
+    } = SimAgent::start(TestDaemon::start(), project.path()).await;
     let model = format!("sim/{}", plain_model(SimKind::Ollama));
-    client
-        .call_raw(
-            "provider.add",
-            json!({"name": "sim", "kind": "ollama", "url": sim.url(), "maxRetries": 0}),
-        )
-        .await
-        .expect("provider.add");
-    let project = tempfile::tempdir().expect("project folder");
-    std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
-    let project_id = client
-        .call_raw("project.open", json!({"path": project.path()}))
-        .await
-        .expect("project.open")["id"]
-        .as_str()
-        .expect("project id")
-        .to_string();
-    let session = client
-        .call_raw("session.create", json!({"projectId": project_id}))
-        .await
-        .expect("session.create")["id"]
-        .as_str()
-        .expect("session id")
-        .to_string();
     println!(
         "# bench-fanout: {CLIENTS} clients subscribed to one session, a run of {deltas} deltas"
     );

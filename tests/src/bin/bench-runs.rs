@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use totem_protocol::EventKind;
 use totem_tests::harness::{self, TestDaemon};
+use totem_tests::setup::{SimAgent, plain_project};
 use totem_tests::sim::harness::plain_model;
-use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+use totem_tests::sim::{Reply, SimEvent, SimKind};
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
@@ -27,26 +28,10 @@ async fn main() {
         .unwrap_or(100);
     let one_session = std::env::args().nth(2).as_deref() == Some("one-session");
     let half = runs / 2;
-    let sim = Sim::start(SimKind::Ollama).await;
-    let daemon = TestDaemon::start();
-    let client = daemon.client().await;
+    let project = plain_project();
+    let agent = SimAgent::start(TestDaemon::start(), project.path()).await;
+    let (sim, daemon, client) = (&agent.sim, &agent.daemon, &agent.client);
     let model = format!("sim/{}", plain_model(SimKind::Ollama));
-    client
-        .call_raw(
-            "provider.add",
-            json!({"name": "sim", "kind": "ollama", "url": sim.url(), "maxRetries": 0}),
-        )
-        .await
-        .expect("provider.add");
-    let project = tempfile::tempdir().expect("project folder");
-    std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
-    let project_id = client
-        .call_raw("project.open", json!({"path": project.path()}))
-        .await
-        .expect("project.open")["id"]
-        .as_str()
-        .expect("project id")
-        .to_string();
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let start = harness::rss_kib(daemon.pid());
     println!(
@@ -60,16 +45,10 @@ async fn main() {
     println!("RSS at start                 {:>6.1} MiB", mib(start));
     let mut at_half = 0;
     let started = Instant::now();
-    let mut session = String::new();
+    let mut session = agent.session.clone();
     for i in 1..=runs {
-        if !one_session || session.is_empty() {
-            session = client
-                .call_raw("session.create", json!({"projectId": project_id}))
-                .await
-                .expect("session.create")["id"]
-                .as_str()
-                .expect("session id")
-                .to_string();
+        if !one_session && i > 1 {
+            session = agent.new_session().await;
         }
         let after = client
             .call_raw("session.get", json!({"sessionId": session}))

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use totem_client::{Client, EventStream};
-use totem_protocol::{EventKind, Part, SessionEvent};
+use totem_protocol::{EventKind, Part, PermissionQuestion, SessionEvent};
 use totem_tests::harness::TestDaemon;
-use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
+use totem_tests::setup::{SimAgent, plain_project};
+use totem_tests::sim::{Reply, Sim, SimEvent};
 
 pub struct Env {
     pub sim: Sim,
@@ -20,16 +21,12 @@ pub struct Env {
     pub session: String,
 }
 
-/// The model every test runs with (the Ollama simulator lists it with tools and a 128k window).
-pub const MODEL: &str = "sim/llama3.2:latest";
+pub use totem_tests::setup::MODEL;
 
 impl Env {
-    /// totemd, an Ollama simulator as provider `sim`, an empty project folder and a session.
+    /// totemd, an Ollama simulator as provider `sim`, a plain project folder and a session.
     pub async fn start() -> Env {
-        let project = tempfile::tempdir().expect("project folder");
-        // An empty folder is a new Total.js project; these tests want a plain one.
-        std::fs::write(project.path().join("README.md"), "# demo\n").expect("readme");
-        Env::start_in(project).await
+        Env::start_in(plain_project()).await
     }
 
     pub async fn start_in(project: tempfile::TempDir) -> Env {
@@ -38,30 +35,13 @@ impl Env {
 
     /// As [`Env::start_in`], on a daemon started by the caller (with its own environment, say).
     pub async fn start_on(daemon: TestDaemon, project: tempfile::TempDir) -> Env {
-        let sim = Sim::start(SimKind::Ollama).await;
-        let client = daemon.client().await;
-        client
-            .call_raw(
-                "provider.add",
-                json!({"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}),
-            )
-            .await
-            .expect("provider.add");
-        let project_id = client
-            .call_raw("project.open", json!({"path": project.path()}))
-            .await
-            .expect("project.open")["id"]
-            .as_str()
-            .expect("project id")
-            .to_string();
-        let session = client
-            .call_raw("session.create", json!({"projectId": project_id}))
-            .await
-            .expect("session.create")["id"]
-            .as_str()
-            .expect("session id")
-            .to_string();
+        let SimAgent {
+            sim,
+            daemon,
+            client,
+            session,
+            ..
+        } = SimAgent::start(daemon, project.path()).await;
         Env {
             sim,
             daemon,
@@ -100,6 +80,33 @@ impl Env {
         accepted["runId"].as_str().expect("run id").to_string()
     }
 
+    /// Prompts as [`Env::prompt`] does and follows the run to its end, answering questions as
+    /// told; returns the session's events up to that end.
+    pub async fn run(&self, text: &str, extra: Value, answer: Answer) -> Vec<SessionEvent> {
+        let mut stream = self.subscribe().await;
+        let run = self.prompt(text, extra).await;
+        follow(self, &mut stream, &run, answer).await
+    }
+
+    /// As [`Env::run`], and the run must have ended done.
+    pub async fn run_done(&self, text: &str, extra: Value, answer: Answer) -> Vec<SessionEvent> {
+        let events = self.run(text, extra, answer).await;
+        assert!(
+            matches!(last(&events), EventKind::RunDone { .. }),
+            "{events:?}"
+        );
+        events
+    }
+
+    /// Answers question `question_id` of the session with `reply`.
+    pub async fn reply(&self, question_id: &str, reply: Value) {
+        let params = json!({"sessionId": self.session, "questionId": question_id, "reply": reply});
+        self.client
+            .call_raw("permission.reply", params)
+            .await
+            .expect("permission.reply");
+    }
+
     pub fn push(&self, events: Vec<SimEvent>) {
         self.sim.push(Reply::stream(events));
     }
@@ -126,35 +133,41 @@ pub fn is_run_end(kind: &EventKind) -> bool {
     kind.ended_run().is_some()
 }
 
-/// Events until the end of run `run_id`, answering questions as told.
+/// Events until the end of run `run_id`, answering its questions as told.
 pub async fn follow(
     env: &Env,
     stream: &mut EventStream,
     run_id: &str,
     answer: Answer,
 ) -> Vec<SessionEvent> {
-    let mut out = Vec::new();
+    let reply = (answer == Answer::Once).then(|| json!({"type": "once"}));
+    follow_replying(env, stream, run_id, reply).await.0
+}
+
+/// Follows run `run_id` to its end, answering each of its questions with `reply` (leaving them
+/// pending when there is none); returns the events and the questions asked.
+pub async fn follow_replying(
+    env: &Env,
+    stream: &mut EventStream,
+    run_id: &str,
+    reply: Option<Value>,
+) -> (Vec<SessionEvent>, Vec<PermissionQuestion>) {
+    let mut events = Vec::new();
+    let mut questions = Vec::new();
     loop {
         let e = next_event(stream, 60).await;
-        if let (Answer::Once, EventKind::PermissionAsked { question }) = (answer, &e.kind) {
-            env.client
-                .call_raw(
-                    "permission.reply",
-                    json!({"sessionId": env.session, "questionId": question.id,
-                           "reply": {"type": "once"}}),
-                )
-                .await
-                .expect("permission.reply");
+        if let EventKind::PermissionAsked { question } = &e.kind
+            && question.run_id == run_id
+        {
+            questions.push(question.clone());
+            if let Some(reply) = &reply {
+                env.reply(&question.id, reply.clone()).await;
+            }
         }
-        let end = match &e.kind {
-            EventKind::RunDone { run }
-            | EventKind::RunFailed { run }
-            | EventKind::RunAborted { run } => run.id == run_id,
-            _ => false,
-        };
-        out.push(e);
+        let end = e.kind.ended_run().is_some_and(|run| run.id == run_id);
+        events.push(e);
         if end {
-            return out;
+            return (events, questions);
         }
     }
 }

@@ -219,9 +219,8 @@ pub fn sim_settings(cli: &Cli) -> (tokio::runtime::Runtime, totem_tests::sim::Si
         totem_tests::sim::SimKind::Ollama,
     ));
     let settings = serde_json::json!({
-        "defaultModel": "sim/llama3.2:latest",
-        "providers": [{"name": "sim", "kind": "ollama", "url": sim.url(),
-                       "defaultModel": "llama3.2:latest", "maxRetries": 0}],
+        "defaultModel": totem_tests::setup::MODEL,
+        "providers": [totem_tests::setup::sim_provider(&sim)],
     });
     std::fs::write(cli.home().join("settings.json"), settings.to_string()).expect("settings.json");
     (runtime, sim)
@@ -237,4 +236,43 @@ pub fn editor_project() -> (Cli, tokio::runtime::Runtime, totem_tests::sim::Sim)
     )
     .expect("math.js");
     (cli, runtime, sim)
+}
+
+/// `totem` against a model: a home whose settings name the Ollama simulator as provider `sim`
+/// (its model the default), the daemon started, and the runtime the simulator runs on.
+pub struct SimCli {
+    pub cli: Cli,
+    pub sim: totem_tests::sim::Sim,
+    pub runtime: tokio::runtime::Runtime,
+}
+
+impl SimCli {
+    pub fn start() -> SimCli {
+        let cli = Cli::new();
+        let (runtime, sim) = sim_settings(&cli);
+        assert_exit(&cli.run(["daemon", "start"]), 0);
+        SimCli { cli, sim, runtime }
+    }
+
+    /// Queues a streamed answer, its events `delay_ms` apart.
+    pub fn push(&self, events: Vec<totem_tests::sim::SimEvent>, delay_ms: u64) {
+        let _guard = self.runtime.enter();
+        self.sim
+            .push(totem_tests::sim::Reply::Stream(totem_tests::sim::Script {
+                delay_ms,
+                ..totem_tests::sim::Script::new(events)
+            }));
+    }
+
+    /// A client of the daemon `totem` started.
+    pub async fn client(&self) -> totem_client::Client {
+        let (client, _) = totem_client::Client::connect(
+            &self.cli.socket(),
+            "cli-test",
+            totem_protocol::ClientCapabilities::default(),
+        )
+        .await
+        .expect("connect");
+        client
+    }
 }
