@@ -120,6 +120,7 @@ pub struct SubCommand {
     pub assignments: Vec<Word>,
     /// The program and its arguments.
     pub words: Vec<Word>,
+    /// Redirections, in order (`> out.txt`, `2>&1`).
     pub redirects: Vec<Redirect>,
     /// The command runs code this splitter cannot see (`eval "$x"`, `bash -c "$script"`,
     /// `env -S …`): it can never be allowed by a pattern alone.
@@ -222,16 +223,22 @@ fn join<'a>(words: impl IntoIterator<Item = &'a Word>) -> String {
 /// Why a command line could not be split with confidence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// A quote is opened and never closed.
     #[error("unterminated {0} quote")]
     UnterminatedQuote(char),
+    /// A bracket, brace or parenthesis is not closed (or closed without opening).
     #[error("unbalanced `{0}`")]
     Unbalanced(char),
+    /// A here-document has no terminating line.
     #[error("here-document `{0}` is not terminated")]
     UnterminatedHeredoc(String),
+    /// A redirection operator has no file after it.
     #[error("a redirection `{0}` has no target")]
     MissingRedirectTarget(String),
+    /// Shell syntax this splitter does not read.
     #[error("{0} is not supported; the command needs a person's look")]
     Unsupported(&'static str),
+    /// The command nests too deep to follow.
     #[error("the command nests more than {MAX_DEPTH} levels deep")]
     TooDeep,
 }

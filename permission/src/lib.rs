@@ -80,6 +80,7 @@
 //! path; for a command its prefix (`npm test *`, `ls *`), or the exact command when a prefix would
 //! be too broad (`rm`, interpreters, wrappers) or when the question came from a secret, an
 //! expansion or an unreadable line.
+#![deny(missing_docs)]
 
 pub mod bash;
 pub mod defaults;
@@ -104,8 +105,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PermissionSettings {
+    /// The rule keys and their patterns.
     #[serde(default, skip_serializing_if = "Rules::is_empty")]
     pub rules: Rules,
+    /// Secret patterns added to or removed from the built-in ones.
     #[serde(default, skip_serializing_if = "SecretSettings::is_empty")]
     pub secrets: SecretSettings,
     /// Which environment variables commands inherit (see [`env`]).

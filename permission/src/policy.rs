@@ -16,27 +16,48 @@ use crate::state::PermissionState;
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Reason {
     /// A configured rule decided.
-    Rule { rule: MatchedRule },
+    Rule {
+        /// The rule.
+        rule: MatchedRule,
+    },
     /// A remembered "always" answer turned a question into an allow.
-    Remembered { rule: MatchedRule },
+    Remembered {
+        /// The rule the answer left.
+        rule: MatchedRule,
+    },
     /// The file is a secret (or the command names one); only an explicit answer for it allows it.
-    Secret { pattern: String },
+    Secret {
+        /// The secret pattern that matched.
+        pattern: String,
+    },
     /// The command line could not be split with confidence.
-    Unparsed { error: String },
+    Unparsed {
+        /// What the splitter could not read.
+        error: String,
+    },
     /// The command runs code that cannot be seen before it runs (`eval "$x"`, `bash -c "$s"`,
     /// a program name that is an expansion).
     Opaque,
     /// A built-in allow does not cover this use: it reaches outside the project or depends on an
     /// expansion.
-    ReachesOutside { word: String },
+    ReachesOutside {
+        /// The word that reaches out.
+        word: String,
+    },
     /// The file has more than one hard link: it may be a secret or a file outside the project
     /// under another name. Only an answer for exactly this file settles it.
-    HardLinked { links: u64 },
+    HardLinked {
+        /// How many links the file has.
+        links: u64,
+    },
     /// The tool runs the command outside the kernel sandbox the built-in allows assume.
     Unconfined,
     /// The command comes from a file in the project (AGENTS.md), not from the user: a built-in
     /// allow does not cover it, and only an answer for exactly this text settles it.
-    FromProject { origin: String },
+    FromProject {
+        /// The file the command comes from.
+        origin: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -69,7 +90,9 @@ impl fmt::Display for Reason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AlwaysRule {
+    /// The rule key (`bash`, `edit`, `mcp` …).
     pub key: String,
+    /// The pattern the rule matches.
     pub pattern: String,
 }
 
@@ -78,10 +101,13 @@ pub struct AlwaysRule {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Part {
+    /// Read, write, execute or an MCP call.
     pub kind: AccessKind,
     /// The sub-command text or the path.
     pub subject: String,
+    /// What this part alone would get.
     pub decision: Decision,
+    /// Why it gets that.
     pub reason: Reason,
     /// What answering "always" remembers for this part (only for parts that ask).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,7 +119,9 @@ pub struct Part {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
+    /// The strictest decision of the parts: what the access gets.
     pub decision: Decision,
+    /// Every decided piece, in order.
     pub parts: Vec<Part>,
 }
 
@@ -209,6 +237,7 @@ impl Policy {
         self.environment = environment;
     }
 
+    /// Which environment variables commands inherit.
     pub fn environment(&self) -> &crate::env::EnvSettings {
         &self.environment
     }
@@ -253,6 +282,7 @@ impl Policy {
         self.secrets = secrets;
     }
 
+    /// The secret patterns in force (built-in ones with the settings' changes).
     pub fn secrets(&self) -> &SecretPatterns {
         &self.secrets
     }

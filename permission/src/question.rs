@@ -11,6 +11,7 @@ use crate::rules::{Access, Decision, Rules};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Question {
+    /// The access asked about.
     pub access: Access,
     /// One line for a person: what is asked and why.
     pub explanation: String,

@@ -12,8 +12,11 @@ use crate::pattern::{PathPattern, Wildcard, specificity};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Decision {
+    /// Go ahead without asking.
     Allow,
+    /// Ask a person first.
     Ask,
+    /// Refuse.
     Deny,
 }
 
@@ -63,6 +66,7 @@ impl AccessKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Access {
+    /// Read, write, execute or an MCP call.
     pub kind: AccessKind,
     /// The tool asking (`read`, `write`, `bash`, `job`, `github/create_issue` …).
     pub tool: String,
@@ -72,6 +76,7 @@ pub struct Access {
 }
 
 impl Access {
+    /// An access of `kind` by `tool` to `target`.
     pub fn new(kind: AccessKind, tool: impl Into<String>, target: impl Into<String>) -> Self {
         Access {
             kind,
@@ -80,18 +85,22 @@ impl Access {
         }
     }
 
+    /// `tool` reads `path`.
     pub fn read(tool: impl Into<String>, path: impl Into<String>) -> Self {
         Self::new(AccessKind::Read, tool, path)
     }
 
+    /// `tool` changes `path`.
     pub fn write(tool: impl Into<String>, path: impl Into<String>) -> Self {
         Self::new(AccessKind::Write, tool, path)
     }
 
+    /// `tool` runs the command line `command`.
     pub fn execute(tool: impl Into<String>, command: impl Into<String>) -> Self {
         Self::new(AccessKind::Execute, tool, command)
     }
 
+    /// A call of MCP tool `tool` (`server/tool`), its own target.
     pub fn mcp(tool: impl Into<String>) -> Self {
         let tool = tool.into();
         Self::new(AccessKind::Mcp, tool.clone(), tool)
@@ -113,6 +122,7 @@ impl Access {
 pub struct Rules(pub BTreeMap<String, BTreeMap<String, Decision>>);
 
 impl Rules {
+    /// No rules.
     pub fn new() -> Self {
         Self::default()
     }
@@ -139,6 +149,7 @@ impl Rules {
         }
     }
 
+    /// No key holds a pattern.
     pub fn is_empty(&self) -> bool {
         self.0.values().all(BTreeMap::is_empty)
     }
@@ -185,18 +196,30 @@ fn parse_list_entry(entry: &str) -> Result<(String, String), RuleError> {
 /// A rule that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
+    /// A pattern is not a glob.
     #[error("rule `{key}`: pattern `{pattern}` is not a valid glob: {message}")]
     InvalidGlob {
+        /// The rule key.
         key: String,
+        /// The pattern as written.
         pattern: String,
+        /// What the glob parser said.
         message: String,
     },
     #[error(
         "`{entry}` is not a rule; write a key (`bash`) or a key with a pattern (`bash(git status *)`)"
     )]
-    InvalidEntry { entry: String },
+    /// An entry is neither a key nor a key with a pattern.
+    InvalidEntry {
+        /// The entry as written.
+        entry: String,
+    },
+    /// A secret pattern to remove is not a built-in one.
     #[error("`{pattern}` is not a built-in secret pattern, so it cannot be removed")]
-    UnknownSecretPattern { pattern: String },
+    UnknownSecretPattern {
+        /// The pattern as written.
+        pattern: String,
+    },
 }
 
 /// Where a rule came from, lowest precedence first.
@@ -237,9 +260,13 @@ impl fmt::Display for Source {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MatchedRule {
+    /// Which settings the rule came from.
     pub source: Source,
+    /// The rule key.
     pub key: String,
+    /// The pattern that matched.
     pub pattern: String,
+    /// What the rule says.
     pub decision: Decision,
 }
 
@@ -318,10 +345,12 @@ impl RuleSet {
         }
     }
 
+    /// Which settings these rules came from.
     pub fn source(&self) -> Source {
         self.source
     }
 
+    /// The rules themselves.
     pub fn rules(&self) -> &Rules {
         &self.rules
     }

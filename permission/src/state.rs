@@ -20,6 +20,7 @@ pub enum Reply {
     AlwaysProject,
     /// Refuse; the note, if any, is passed to the model.
     Deny {
+        /// The person's words for the model, passed on with the refusal.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
@@ -63,13 +64,16 @@ impl TryFrom<ReplyWire> for Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Scope {
+    /// For this session only.
     Session,
+    /// For the project, kept in the store.
     Project,
 }
 
 /// What an answer means for the waiting tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
+    /// The call may go ahead.
     pub allowed: bool,
     /// The person's note for the model, on a deny.
     pub note: Option<String>,
@@ -139,6 +143,7 @@ impl PermissionState {
         })
     }
 
+    /// The rules "always for this session" answers added.
     pub fn session_rules(&self) -> &Rules {
         self.session.rules()
     }
