@@ -106,6 +106,10 @@ impl Daemon {
         let _ = std::fs::remove_dir_all(&tmp);
         crate::util::create_private_dir(&tmp)?;
         totem_tools::set_temp_dir(tmp);
+        let ended = crate::mcp_client::leftovers::end_previous(home);
+        if ended > 0 {
+            tracing::warn!(ended, "ended MCP servers a previous totemd left running");
+        }
         tracing::info!(sandbox = %daemon.sandbox.describe(), "commands run without asking");
         daemon.mark_interrupted_runs()?;
         if let Some(repair) = daemon.store.repair() {

@@ -142,6 +142,9 @@ impl Connection {
                 .spawn()
                 .map_err(|e| format!("cannot run `{}`: {e}", config.describe()))?;
             let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+            if let Some(pgid) = pgid {
+                super::leftovers::record(pgid);
+            }
             if let Some(mut err) = err {
                 let keep = stderr.clone();
                 tokio::spawn(async move {
@@ -348,6 +351,7 @@ fn kill_group(pgid: Option<i32>) {
             nix::unistd::Pid::from_raw(pgid),
             nix::sys::signal::Signal::SIGKILL,
         );
+        super::leftovers::forget(pgid);
     }
 }
 

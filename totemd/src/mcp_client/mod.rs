@@ -10,10 +10,12 @@
 //! A server starts only inside a run, after the user allowed it (`agent/mcp.rs` asks): a
 //! permission question of kind `mcpServer` whose "always" answer remembers the rule
 //! `mcp_server: {<name>: allow}`; `allowAllProjects` in the user's settings starts it without
-//! asking. Servers stop with their session or the daemon.
+//! asking. Servers stop with their session or the daemon; [`leftovers`] ends those a daemon
+//! killed without stopping them left behind.
 
 pub mod client;
 pub mod docs;
+pub mod leftovers;
 pub mod server_config;
 pub mod session;
 pub mod tools;

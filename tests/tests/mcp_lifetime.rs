@@ -1,0 +1,121 @@
+//! How long the MCP servers Totem starts live, against a server written with the official Python
+//! SDK (`tests/mcp/slow_server.py`): a daemon killed with `kill -9` while a server is busy in a
+//! call leaves nothing behind once it starts again.
+
+mod agent_common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_common::{Env, next_event, text, tool};
+use serde_json::{Value, json};
+use totem_protocol::EventKind;
+
+fn python() -> PathBuf {
+    totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]).join("python")
+}
+
+/// A marker no other test's processes carry.
+fn marker(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("totem-{what}-{}-{nanos}", std::process::id())
+}
+
+/// `slow_server.py --marker MARKER EXTRA…` as an `mcpServers` entry.
+fn slow_server(marker: &str, extra: &[&str]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/slow_server.py");
+    let mut args = vec![json!(script), json!("--marker"), json!(marker)];
+    args.extend(extra.iter().map(|a| json!(a)));
+    json!({"command": python(), "args": args})
+}
+
+/// Writes `settings` keys into the settings.json of `home`.
+fn configure(home: &Path, settings: Value) {
+    let path = home.join("settings.json");
+    let mut current: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    if let (Some(current), Some(new)) = (current.as_object_mut(), settings.as_object()) {
+        current.extend(new.clone());
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&current).expect("encode")).expect("write");
+}
+
+/// The live (not zombie) processes whose command line holds `marker`.
+fn processes(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_none_or(|(_, rest)| rest.starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits until `count` processes carry `marker`; panics with `what` after `secs`.
+fn wait_for_processes(marker: &str, count: usize, secs: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let found = processes(marker);
+        if found.len() == count {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {found:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for the run's MCP call to start (its tool-result part opens).
+async fn wait_for_call(stream: &mut totem_client::EventStream) {
+    loop {
+        let e = next_event(stream, 60).await;
+        if let EventKind::PartStarted { part_type, .. } = &e.kind
+            && *part_type == totem_protocol::PartType::ToolResult
+        {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_daemon_mid_call_leaves_no_server_once_it_starts_again() {
+    let mut env = Env::start().await;
+    let marker = marker("kill9");
+    configure(
+        &env.daemon.home,
+        json!({"mcpServers": {"slow": slow_server(&marker, &[])}}),
+    );
+    env.push(vec![tool("c1", "slow_wait", json!({"seconds": 120}))]);
+    env.push(vec![text("Waited.")]);
+    let mut stream = env.subscribe().await;
+    env.prompt(
+        "wait a while",
+        json!({"allow": ["mcp_server(slow)", "mcp(slow/*)"]}),
+    )
+    .await;
+    wait_for_call(&mut stream).await;
+    wait_for_processes(&marker, 1, 30, "the server runs");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    env.daemon.kill9();
+    // Busy in its call, the server does not notice its stdin closing: it outlives the daemon.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        processes(&marker).len(),
+        1,
+        "the server outlives a killed daemon by itself"
+    );
+    let home = env.daemon.home.clone();
+    let _daemon = totem_tests::harness::TestDaemon::start_in(&home);
+    wait_for_processes(&marker, 0, 10, "the restarted daemon ended the server");
+}
