@@ -146,15 +146,24 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     });
 
     // :TotemUndo puts the file back, :TotemRedo applies the change again; its window reloads.
+    // The undo also puts the run's prompt back in the prompt window; the redo takes it out.
     let undone = |s: &str| s.contains("const b = 2;") && !s.contains("const b = 3;");
+    let prompt_back =
+        |nvim: &Nvim| nvim.lua("vim.fn.getbufline(vim.fn.bufnr('totem://prompt'), 1)[1] or ''");
     nvim.command("TotemUndo");
     nvim.wait("math.js to reload after undo", undone);
+    assert_eq!(prompt_back(&nvim), "make b three");
     nvim.command("TotemRedo");
     nvim.wait("math.js to reload after redo", |s| {
         s.contains("const b = 3;") && s.contains("redid the changes of")
     });
+    assert_eq!(prompt_back(&nvim), "");
     nvim.command("TotemUndo");
     nvim.wait("math.js to reload after the second undo", undone);
+    assert_eq!(prompt_back(&nvim), "make b three");
+    nvim.command(
+        "lua vim.api.nvim_buf_set_lines(vim.fn.bufnr('totem://prompt'), 0, -1, false, {})",
+    );
 
     // 2. The REPL answers the next question: the float in Neovim closes by itself.
     nvim.command("Totem");

@@ -302,7 +302,21 @@ fn repl_on_the_extension_session(cli: &cli_common::Cli, signals: &Path) -> Resul
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    repl.send("o\r").map_err(|e| format!("answer once: {e}"))?;
+    // Typed again if it went unnoticed: rustyline can swallow a key typed while it redraws its
+    // prompt (see cli_common::ctrl_d_until), and the question then stays open.
+    repl.set_expect_timeout(Some(std::time::Duration::from_secs(15)));
+    let mut granted = false;
+    for _ in 0..4 {
+        repl.send("o\r").map_err(|e| format!("answer once: {e}"))?;
+        if repl.expect("· permission granted").is_ok() {
+            granted = true;
+            break;
+        }
+    }
+    if !granted {
+        return Err("`o` typed 4 times, the REPL never said the permission was granted".into());
+    }
+    repl.set_expect_timeout(Some(std::time::Duration::from_secs(120)));
     repl.expect("Done again.")
         .map_err(|e| format!("the run's end in the REPL: {e}"))?;
     cli_common::ctrl_d_until(&mut repl, Eof);

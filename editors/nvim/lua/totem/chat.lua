@@ -489,6 +489,22 @@ function M.send(text, attachments)
   end)
 end
 
+--- Puts `text` in the prompt buffer when it is empty (an undone run's prompt); true if it did.
+function M.offer_prompt(text)
+  if not valid(chat.pbuf) or vim.trim(table.concat(vim.api.nvim_buf_get_lines(chat.pbuf, 0, -1, false), "\n")) ~= "" then
+    return false
+  end
+  vim.api.nvim_buf_set_lines(chat.pbuf, 0, -1, false, split_lines(text))
+  return true
+end
+
+--- Empties the prompt buffer if it still holds `text` as [offer_prompt] put it.
+function M.take_prompt(text)
+  if valid(chat.pbuf) and table.concat(vim.api.nvim_buf_get_lines(chat.pbuf, 0, -1, false), "\n") == text then
+    vim.api.nvim_buf_set_lines(chat.pbuf, 0, -1, false, {})
+  end
+end
+
 --- Sends what the prompt buffer holds, with the attachments added for it.
 function M.send_prompt()
   if not valid(chat.pbuf) then

@@ -553,6 +553,8 @@ function M.add(first, last)
   require("totem.chat").add(item)
 end
 
+local undone_prompt -- the prompt an undo put back, while a redo can take it out again
+
 local function changes(method)
   local chat = require("totem.chat")
   local session = chat.session_id()
@@ -572,8 +574,17 @@ local function changes(method)
     return vim.notify(err.message, vim.log.levels.ERROR, { title = "Totem" })
   end
   M.reload(result.files)
-  local verb = method == "session.undo" and "Undid" or "Redid"
-  notify(("%s the changes of %s: %s"):format(verb, result.runId, table.concat(result.files, ", ")))
+  local undo = method == "session.undo"
+  local what = #result.files > 0 and table.concat(result.files, ", ") or "no file"
+  -- The undone run's prompt goes back in the prompt buffer, to send again or edit; a redo takes it out.
+  local back = ""
+  if undo and result.prompt and chat.offer_prompt(result.prompt) then
+    undone_prompt, back = result.prompt, "; its prompt is back in the prompt window"
+  elseif not undo and undone_prompt then
+    chat.take_prompt(undone_prompt)
+    undone_prompt = nil
+  end
+  notify(("%s the changes of %s: %s%s"):format(undo and "Undid" or "Redid", result.runId, what, back))
 end
 
 function M.undo()
