@@ -529,6 +529,52 @@ fn the_line_by_the_prompt_says_where_i_am_and_a_wrong_choice_loses_nothing() {
     repl.send("\r").expect("Enter sends it again");
     repl.expect("totemd refused the prompt")
         .expect("refused again: it was there, and the mode was not cleared");
-    repl.send("\x15").expect("Ctrl-U empties the line");
+    repl.expect("› keep these words")
+        .expect("back in the line again");
+    // Empty the line and leave; a key typed while rustyline redraws can be lost, so again until
+    // it leaves.
+    repl.set_expect_timeout(Some(Duration::from_secs(3)));
+    let left = (0..8).any(|_| {
+        repl.send("\x15").expect("Ctrl-U empties the line");
+        std::thread::sleep(Duration::from_millis(200));
+        repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
+        repl.expect("totem attach --session").is_ok()
+    });
+    assert!(left, "Ctrl-U then Ctrl-D did not leave");
+}
+
+#[test]
+fn sessions_are_titled_by_their_first_prompt_renamed_and_filtered_by_typing() {
+    let env = start();
+    env.push(vec![SimEvent::text("Tall and bright.\n")], 0);
+    env.push(vec![SimEvent::text("One, two.\n")], 0);
+    let mut repl = env.repl(false);
+    repl.send("tell me about lighthouses\r")
+        .expect("first prompt");
+    repl.expect("✓ done").expect("run done");
+    repl.send("/new\r").expect("/new");
+    repl.expect("New session ·")
+        .expect("a new untitled session");
+    repl.send("count sheep\r")
+        .expect("a prompt in the second session");
+    repl.expect("✓ done").expect("run done");
+    repl.send("/sessions\r").expect("/sessions");
+    repl.expect("count sheep")
+        .expect("the newest titled by its prompt");
+    repl.expect("tell me about lighthouses")
+        .expect("the first titled by its prompt, not New session");
+    repl.expect("type words to filter").expect("the picker");
+    repl.send("lighthouse\r").expect("type to filter");
+    let filtered = repl.expect("type words to filter").expect("the list again");
+    let shown = text(&filtered);
+    assert!(
+        shown.contains("1. tell me about lighthouses") && !shown.contains("count sheep"),
+        "only the matching session: {shown:?}"
+    );
+    repl.send("1\r").expect("pick it");
+    repl.expect("· tell me about lighthouses · ses_")
+        .expect("switched, the header names its title");
+    repl.send("/rename Beacons\r").expect("/rename");
+    repl.expect("Renamed to “Beacons”.").expect("renamed");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }

@@ -231,7 +231,7 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     let screen = nvim.wait_for("Type number and <Enter>");
     let first = screen
         .lines()
-        .filter_map(|l| l.split_once(": New session"))
+        .filter_map(|l| l.split_once(": make b three"))
         .find(|(_, rest)| !rest.contains(", 0 messages"))
         .map(|(number, _)| number)
         .unwrap_or_else(|| panic!("the first session in the picker:\n{screen}"))

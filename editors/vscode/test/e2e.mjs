@@ -71,7 +71,7 @@ test("prompt, stream, question with its diff, changes, undo, selection, another 
     assert.equal(await reasoning.getAttribute("open"), null, "the reasoning is folded");
     await chat.locator(".tool", { hasText: "⚙ edit math.js" }).waitFor();
     // The sessions view says the session waits, and the Totem icon carries a badge.
-    await page.locator(".monaco-list-row", { hasText: "New session" }).filter({ hasText: "1 waiting" }).waitFor();
+    await page.locator(".monaco-list-row", { hasText: "make b three" }).filter({ hasText: "1 waiting" }).waitFor();
     const icon = page.locator('.activitybar li.action-item[aria-label^="Totem"]');
     assert.equal(await icon.getAttribute("aria-label"), "Totem - 1 question waits for you");
     assert.equal((await icon.locator(".badge-content").innerText()).trim(), "1");

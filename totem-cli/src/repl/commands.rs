@@ -36,8 +36,8 @@ pub const COMMANDS: &[SlashCommand] = &[
     cmd("/new", "", "start a new session in this project", None),
     cmd(
         "/sessions",
-        "",
-        "list this project's sessions and pick one",
+        "[words]",
+        "list this project's sessions (those whose title has the words) and pick one; at the pick, words filter again",
         None,
     ),
     cmd(
@@ -171,7 +171,7 @@ impl Repl<'_> {
                 Ok(())
             }
             "/new" => self.new_session().await,
-            "/sessions" => self.list_sessions().await,
+            "/sessions" => self.list_sessions(arg).await,
             "/rename" => self.rename(arg).await,
             "/abort" => self.abort().await,
             "/mode" => {
@@ -247,7 +247,9 @@ impl Repl<'_> {
         self.switch_to(session).await
     }
 
-    async fn list_sessions(&mut self) -> anyhow::Result<()> {
+    /// `/sessions [words]`: the project's sessions, newest first, those matching `search` when
+    /// it is not empty.
+    pub(super) async fn list_sessions(&mut self, search: &str) -> anyhow::Result<()> {
         let page = self
             .connection
             .client
@@ -255,7 +257,7 @@ impl Repl<'_> {
                 project_id: Some(self.project.id.clone()),
                 cursor: None,
                 limit: Some(20),
-                search: None,
+                search: (!search.is_empty()).then(|| search.to_string()),
             })
             .await?;
         let s = self.style();
@@ -279,8 +281,11 @@ impl Repl<'_> {
                 s.dim(&session.id)
             ));
         }
+        if page.items.is_empty() {
+            out = format!("No session here matches “{search}”. /sessions lists them all.\n");
+        }
         self.print(&out);
-        if page.items.len() > 1 {
+        if page.items.len() > 1 || (!search.is_empty() && !page.items.is_empty()) {
             self.picking = Some(page.items);
         }
         Ok(())

@@ -294,7 +294,10 @@ impl Repl<'_> {
             return "allow? o/s/p/d› ".to_string();
         }
         match &self.picking {
-            Some(list) => format!("pick 1-{} (Enter keeps this one)› ", list.len()),
+            Some(list) => format!(
+                "pick 1-{}, or type words to filter (Enter keeps this one)› ",
+                list.len()
+            ),
             None => PROMPT.to_string(),
         }
     }
@@ -840,6 +843,13 @@ impl Repl<'_> {
 
     async fn pick(&mut self, list: Vec<Session>, answer: &str) {
         if answer.is_empty() {
+            return;
+        }
+        if answer.parse::<usize>().is_err() {
+            // Words, not a number: the list again, filtered by them.
+            if let Err(e) = self.list_sessions(answer).await {
+                self.error(&format!("cannot list the sessions: {e:#}"));
+            }
             return;
         }
         let chosen = answer

@@ -209,7 +209,8 @@ pub fn prompt_as(
     }
     let agent = daemon.agents.session(daemon, &p.session_id)?;
     let attachments = attach::resolve(daemon, &agent.root, &mode, &p.attachments)?;
-    queue_run(
+    let title = title_from_prompt(&p.text);
+    let accepted = queue_run(
         daemon,
         &agent,
         RunRequest {
@@ -221,7 +222,44 @@ pub fn prompt_as(
             attachments,
             ask_to_start_servers,
         },
-    )
+    )?;
+    // A session still untitled is named after its first prompt at once (`session.updated`).
+    if let Some(title) = title
+        && daemon
+            .sessions
+            .snapshot(&p.session_id)
+            .is_ok_and(|s| s.title == crate::session::UNTITLED)
+        && let Err(e) = daemon.sessions.rename(&p.session_id, title)
+    {
+        tracing::warn!(session = %p.session_id, error = %e, "cannot title the session");
+    }
+    Ok(accepted)
+}
+
+/// Longest title taken from a prompt, in characters.
+const TITLE_CHARS: usize = 60;
+
+/// A session's title from its first prompt: the first line with words, cut at a word near
+/// [`TITLE_CHARS`]. None when the prompt has no words.
+pub fn title_from_prompt(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut title = String::new();
+    for word in words {
+        let len = title.chars().count() + word.chars().count() + 1;
+        if len > TITLE_CHARS {
+            if title.is_empty() {
+                title = word.chars().take(TITLE_CHARS).collect();
+            }
+            title.push('…');
+            break;
+        }
+        if !title.is_empty() {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    Some(title)
 }
 
 /// Stores the run as queued and makes sure a worker drains the queue.

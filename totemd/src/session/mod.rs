@@ -36,6 +36,9 @@ pub enum SessionError {
 
 pub type Result<T> = std::result::Result<T, SessionError>;
 
+/// The title of a session not named yet.
+pub const UNTITLED: &str = "New session";
+
 /// The sessions currently in memory.
 pub struct SessionHub {
     store: Store,
@@ -151,12 +154,13 @@ impl SessionHub {
         &self.store
     }
 
-    /// Creates and stores a new session.
+    /// Creates and stores a new session (titled [`UNTITLED`] when no title is given: its first
+    /// prompt names it).
     pub fn create(&self, project_id: &str, title: Option<String>) -> Result<Session> {
         let now = crate::util::tick_ms();
         let id = crate::util::new_id("ses");
         let session = Session {
-            title: title.unwrap_or_else(|| "New session".to_string()),
+            title: title.unwrap_or_else(|| UNTITLED.to_string()),
             id,
             project_id: project_id.to_string(),
             created_at: now,
