@@ -1,15 +1,19 @@
 //! How long the MCP servers Totem starts live, against a server written with the official Python
-//! SDK (`tests/mcp/slow_server.py`): a daemon killed with `kill -9` while a server is busy in a
-//! call leaves nothing behind once it starts again.
+//! SDK (`tests/mcp/slow_server.py`): headless runs in one project share one instance, which stops
+//! after the idle time; servers start at the same time, not one after another; a daemon killed
+//! with `kill -9` while a server is busy in a call leaves nothing behind once it starts again.
 
 mod agent_common;
+mod cli_common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_common::{Env, next_event, text, tool};
+use cli_common::{Cli, assert_exit};
 use serde_json::{Value, json};
 use totem_protocol::EventKind;
+use totem_tests::sim::{Reply, Script, SimEvent};
 
 fn python() -> PathBuf {
     totem_tests::external::python_venv("mcp", &["mcp==2.3.0"]).join("python")
@@ -118,4 +122,94 @@ async fn kill_9_of_the_daemon_mid_call_leaves_no_server_once_it_starts_again() {
     let home = env.daemon.home.clone();
     let _daemon = totem_tests::harness::TestDaemon::start_in(&home);
     wait_for_processes(&marker, 0, 10, "the restarted daemon ended the server");
+}
+
+/// The `start MARKER T0 T1` lines the servers wrote to `log`: (marker, start, end).
+fn starts(log: &Path) -> Vec<(String, f64, f64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            match parts.as_slice() {
+                ["start", marker, t0, t1] => {
+                    Some((marker.to_string(), t0.parse().ok()?, t1.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn three_headless_runs_in_a_project_share_one_server_which_stops_when_idle() {
+    let cli = Cli::new();
+    std::fs::write(cli.project.path().join("README.md"), "# demo\n").expect("readme");
+    let (runtime, sim) = cli_common::sim_settings(&cli);
+    let marker = marker("shared");
+    let log = cli.home().join("starts.log");
+    let mut server = slow_server(&marker, &["--log", &log.to_string_lossy()]);
+    server["allowAllProjects"] = json!(true);
+    configure(
+        cli.home(),
+        json!({"mcpServerIdleSecs": 5, "mcpServers": {"slow": server}}),
+    );
+    for _ in 0..3 {
+        {
+            let _guard = runtime.enter();
+            sim.push(Reply::Stream(Script::new(vec![SimEvent::text("Hello.")])));
+        }
+        let out = cli.run(["run", "--model", "sim/llama3.2:latest", "say hello"]);
+        assert_exit(&out, 0);
+    }
+    let offered = sim.chat_requests();
+    assert_eq!(offered.len(), 3);
+    assert!(
+        offered
+            .iter()
+            .all(|r| r.body.to_string().contains("slow_wait")),
+        "every run was offered the server's tool"
+    );
+    assert_eq!(processes(&marker).len(), 1, "one server for three runs");
+    assert_eq!(starts(&log).len(), 1, "started once: {:?}", starts(&log));
+    wait_for_processes(&marker, 0, 30, "the idle server stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_slow_servers_start_at_the_same_time() {
+    let env = Env::start().await;
+    let log = env.daemon.home.join("starts.log");
+    let log = log.to_string_lossy();
+    let (one, two) = (marker("one"), marker("two"));
+    configure(
+        &env.daemon.home,
+        json!({"mcpServers": {
+            "one": slow_server(&one, &["--start-delay", "2", "--log", &log]),
+            "two": slow_server(&two, &["--start-delay", "2", "--log", &log]),
+        }}),
+    );
+    env.push(vec![text("Started.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "hello",
+            json!({"allow": ["mcp_server(one)", "mcp_server(two)"]}),
+        )
+        .await;
+    agent_common::follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    let tools = env.sim.chat_requests()[0].body.to_string();
+    assert!(
+        tools.contains("one_wait") && tools.contains("two_wait"),
+        "both servers started"
+    );
+    let windows = starts(Path::new(log.as_ref()));
+    assert_eq!(windows.len(), 2, "{windows:?}");
+    // Each server slept 2 s before serving: one after another, the second's sleep would begin
+    // after the first's ended.
+    let latest_begin = windows.iter().map(|w| w.1).fold(f64::MIN, f64::max);
+    let earliest_end = windows.iter().map(|w| w.2).fold(f64::MAX, f64::min);
+    assert!(
+        latest_begin < earliest_end,
+        "the start windows overlap: {windows:?}"
+    );
 }

@@ -10,7 +10,8 @@ use totem_provider::{Message as ModelMessage, ToolCall};
 
 use super::lock;
 use super::run::Runner;
-use crate::mcp_client::client::{CallError, Connection};
+use crate::mcp_client::client::CallError;
+use crate::mcp_client::pool::{self, RunLease};
 use crate::mcp_client::server_config::{Origin, ServerConfig};
 use crate::mcp_client::tools::{PROMPT_TOOL, prompt_text, result_text};
 use crate::mcp_client::{START_PERMISSION, docs};
@@ -24,52 +25,59 @@ enum Start {
 }
 
 impl Runner {
-    /// Starts the configured servers the user allows (asking where needed), then, in a Total.js
-    /// project, gives the model the docs server's pages for `prompt`.
-    pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) {
+    /// Starts the configured servers the user allows (asking where needed; all at once, or gets
+    /// the project's running instances), then, in a Total.js project, gives the model the docs
+    /// server's pages for `prompt`. Returns the servers the run uses, held until it ends.
+    pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) -> RunLease {
         let settings = self.daemon.settings.current();
         let (servers, problems) =
             crate::mcp_client::server_config::servers(&settings.mcp_servers, &self.agent.root);
         for problem in problems {
             self.mcp_notice(totem_protocol::NoticeLevel::Warning, problem);
         }
+        let idle = settings
+            .mcp_server_idle_secs
+            .map_or(pool::DEFAULT_IDLE, std::time::Duration::from_secs);
         self.agent.mcp.drop_stopped();
         let mut not_allowed = Vec::new();
+        let mut wanted = Vec::new();
         for server in servers {
             // The docs server serves Total.js projects only.
             if server.is_docs() && !self.setup.totaljs {
                 continue;
             }
-            if self.agent.mcp.get(&server.name).is_some()
-                || self.agent.mcp.is_declined(&server.name)
-            {
+            if self.agent.mcp.is_declined(&server.name) || self.cancel.is_cancelled() {
                 continue;
             }
-            if self.cancel.is_cancelled() {
-                continue;
-            }
-            match self.may_start(&server).await {
-                Start::Yes => {}
-                Start::No => continue,
-                Start::Ask(access, verdict) => {
-                    if !may_ask {
-                        not_allowed.push(format!("`{}`", server.name));
-                        continue;
-                    }
-                    if !self.ask_to_start(&server, &access, verdict).await {
-                        continue;
+            if !self.agent.mcp.is_allowed(&server.name) {
+                match self.may_start(&server).await {
+                    Start::Yes => {}
+                    Start::No => continue,
+                    Start::Ask(access, verdict) => {
+                        if !may_ask {
+                            not_allowed.push(format!("`{}`", server.name));
+                            continue;
+                        }
+                        if !self.ask_to_start(&server, &access, verdict).await {
+                            continue;
+                        }
                     }
                 }
+                self.agent.mcp.allow(&server.name);
             }
-            let started = tokio::select! {
-                _ = self.cancel.cancelled() => return,
-                started = Connection::start(server.clone(), &self.agent.root) => started,
-            };
+            wanted.push(server);
+        }
+        let pool = &self.daemon.agents.mcp_pool;
+        let starts = wanted.iter().map(|server| {
+            pool.get_or_start(&self.agent.project_id, server, &self.agent.root, idle)
+        });
+        let started = tokio::select! {
+            _ = self.cancel.cancelled() => return self.agent.mcp.lease(),
+            started = futures::future::join_all(starts) => started,
+        };
+        for (server, started) in wanted.iter().zip(started) {
             match started {
-                Ok(connection) => {
-                    tracing::info!(server = %server.name, tools = connection.tools().len(), "MCP server started");
-                    self.agent.mcp.insert(connection);
-                }
+                Ok(connection) => self.agent.mcp.insert(connection),
                 // Without its docs server Totem falls back to the primer, silently.
                 Err(e) if server.is_docs() => {
                     tracing::warn!(server = %server.name, error = %e, "docs server did not start")
@@ -96,9 +104,11 @@ impl Runner {
                 ),
             );
         }
+        let lease = self.agent.mcp.lease();
         if self.setup.totaljs {
             self.docs_search(prompt).await;
         }
+        lease
     }
 
     /// Whether `server` may start: allowed for every project in the user's settings, allowed by a

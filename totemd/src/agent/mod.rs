@@ -61,6 +61,8 @@ pub use ask::Pending;
 #[derive(Default)]
 pub struct Agents {
     sessions: Mutex<HashMap<String, Arc<SessionAgent>>>,
+    /// The MCP servers running for the projects, shared by their sessions.
+    pub mcp_pool: crate::mcp_client::pool::Pool,
 }
 
 /// What a run is asked to do.
@@ -110,7 +112,7 @@ pub struct SessionAgent {
     questions: Mutex<Vec<Pending>>,
     /// The last tree scan, so the next one skips unchanged files.
     last_scan: Mutex<Option<totem_snapshot::TreeScan>>,
-    /// MCP servers started for this session; they stop with it.
+    /// The MCP servers this session uses.
     pub mcp: crate::mcp_client::SessionServers,
 }
 
@@ -153,19 +155,28 @@ impl Agents {
             .clone())
     }
 
-    /// Forgets a session's agent (after the session was deleted): its jobs are killed.
+    /// Forgets a session's agent (after the session was deleted): its jobs are killed, and the
+    /// MCP servers no other session uses stop.
     pub fn forget(&self, session_id: &str) {
-        if let Some(agent) = lock(&self.sessions).remove(session_id) {
+        let mut sessions = lock(&self.sessions);
+        if let Some(agent) = sessions.remove(session_id) {
             agent.abort_all();
             agent.jobs.kill_all();
-            agent.mcp.stop_all();
+            for connection in agent.mcp.detach_all() {
+                if !sessions.values().any(|a| a.mcp.holds(&connection)) {
+                    connection.kill();
+                }
+            }
         }
     }
 
-    /// Stops every session's MCP servers (the daemon is stopping): their processes are killed.
+    /// Stops every MCP server (the daemon is stopping): their processes are killed.
     pub fn stop_mcp_servers(&self) {
+        self.mcp_pool.stop_all();
         for agent in lock(&self.sessions).values() {
-            agent.mcp.stop_all();
+            for connection in agent.mcp.detach_all() {
+                connection.kill();
+            }
         }
     }
 }

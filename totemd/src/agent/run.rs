@@ -119,7 +119,7 @@ pub(super) async fn execute(
             Ok(mut runner) => {
                 run.model = Some(runner.model.name.clone());
                 used_model = Some(runner.model.name.clone());
-                runner
+                let _servers = runner
                     .start_mcp(&request.text, request.ask_to_start_servers)
                     .await;
                 let outcome = runner.go(&mut changes).await;

@@ -48,6 +48,10 @@ pub struct SettingsFile {
     /// it (see `crate::mcp_client`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerSettings>,
+    /// How long an MCP server no run used keeps running, in seconds (600 by default); a project's
+    /// sessions share one instance of each server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server_idle_secs: Option<u64>,
     /// Totem's own MCP server: its streamable HTTP listener (`totem mcp` serves stdio without
     /// settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,7 @@ impl Default for SettingsFile {
             permission: None,
             agents: BTreeMap::new(),
             mcp_servers: BTreeMap::new(),
+            mcp_server_idle_secs: None,
             mcp_server: None,
             totaljs: None,
             compaction: None,
@@ -215,6 +220,11 @@ impl SettingsFile {
             }
             totem_permission::Rules::from_lists(&mcp.allow, &[])
                 .map_err(|e| format!("mcpServer.allow: {e}"))?;
+        }
+        if self.mcp_server_idle_secs == Some(0) {
+            return Err(
+                "mcpServerIdleSecs must be above 0 (seconds an unused MCP server keeps running; 600 by default)".into(),
+            );
         }
         if let Some(model) = &self.default_model {
             totem_provider::ModelRef::parse(model).map_err(|e| format!("defaultModel: {e}"))?;

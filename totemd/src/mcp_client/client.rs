@@ -118,6 +118,8 @@ pub struct Connection {
     pgid: Option<i32>,
     stderr: Arc<Mutex<String>>,
     stopped: AtomicBool,
+    /// Runs using the server now, and when the last one ended (see `super::pool`).
+    pub(super) usage: Mutex<super::pool::Usage>,
 }
 
 impl Connection {
@@ -211,6 +213,7 @@ impl Connection {
             pgid,
             stderr,
             stopped: AtomicBool::new(false),
+            usage: Mutex::new(super::pool::Usage::default()),
         };
         let tools = tokio::time::timeout(wait, connection.peer.list_all_tools())
             .await

@@ -1,5 +1,6 @@
-//! The MCP servers of one session: those running, those the user declined, and the tools and
-//! prompts they offer the model right now.
+//! The MCP servers of one session: those it uses (instances shared with the project's other
+//! sessions, see [`super::pool`]), those the user allowed or declined, and the tools and prompts
+//! they offer the model right now.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -16,9 +17,12 @@ struct State {
     running: Vec<Arc<Connection>>,
     /// Servers the user refused to start in this session: not asked again until it ends.
     declined: HashSet<String>,
+    /// Servers the user allowed in this session: started again without asking after they stopped
+    /// idle.
+    allowed: HashSet<String>,
 }
 
-/// A session's servers; they stop with the session (or the daemon).
+/// A session's servers.
 #[derive(Default)]
 pub struct SessionServers {
     state: Mutex<State>,
@@ -43,29 +47,23 @@ impl SessionServers {
             .filter(|c| c.is_stopped())
             .map(|c| c.name().to_string())
             .collect();
-        state.running.retain(|c| {
-            let keep = !c.is_stopped();
-            if !keep {
-                c.kill();
-            }
-            keep
-        });
+        state.running.retain(|c| !c.is_stopped());
         stopped
     }
 
-    /// Keeps a started server (replacing an older connection of the same name).
-    pub fn insert(&self, connection: Connection) -> Arc<Connection> {
-        let connection = Arc::new(connection);
+    /// Uses `connection` (in place of an older connection of the same name).
+    pub fn insert(&self, connection: Arc<Connection>) {
         let mut state = lock(&self.state);
-        state.running.retain(|c| {
-            let keep = c.name() != connection.name();
-            if !keep {
-                c.kill();
-            }
-            keep
-        });
-        state.running.push(connection.clone());
-        connection
+        state.running.retain(|c| c.name() != connection.name());
+        state.running.push(connection);
+    }
+
+    pub fn allow(&self, name: &str) {
+        lock(&self.state).allowed.insert(name.to_string());
+    }
+
+    pub fn is_allowed(&self, name: &str) -> bool {
+        lock(&self.state).allowed.contains(name)
     }
 
     pub fn decline(&self, name: &str) {
@@ -76,12 +74,22 @@ impl SessionServers {
         lock(&self.state).declined.contains(name)
     }
 
-    /// Stops every server now (the session was deleted or the daemon stops).
-    pub fn stop_all(&self) {
-        let running = std::mem::take(&mut lock(&self.state).running);
-        for connection in running {
-            connection.kill();
-        }
+    /// Lets go of every server (the session was deleted); returns them.
+    pub fn detach_all(&self) -> Vec<Arc<Connection>> {
+        std::mem::take(&mut lock(&self.state).running)
+    }
+
+    /// Whether the session uses `connection`.
+    pub fn holds(&self, connection: &Arc<Connection>) -> bool {
+        lock(&self.state)
+            .running
+            .iter()
+            .any(|c| Arc::ptr_eq(c, connection))
+    }
+
+    /// The servers a run starting now uses, held until it ends.
+    pub fn lease(&self) -> super::pool::RunLease {
+        super::pool::RunLease::new(self.alive())
     }
 
     fn alive(&self) -> Vec<Arc<Connection>> {
@@ -169,12 +177,6 @@ impl SessionServers {
     /// Whether any server is running (the model may call `mcp_prompt`).
     pub fn has_prompts(&self) -> bool {
         !self.prompts().is_empty()
-    }
-}
-
-impl Drop for SessionServers {
-    fn drop(&mut self) {
-        self.stop_all();
     }
 }
 
