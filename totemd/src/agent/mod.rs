@@ -446,3 +446,23 @@ impl SessionAgent {
         q.current.is_some() || !q.queue.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::title_from_prompt;
+
+    #[test]
+    fn a_title_is_the_prompts_first_line_with_words_cut_at_a_word() {
+        assert_eq!(
+            title_from_prompt("\n  fix the   login page\nand the rest").as_deref(),
+            Some("fix the login page")
+        );
+        let long = "word ".repeat(30);
+        let title = title_from_prompt(&long).unwrap_or_default();
+        assert!(
+            title.ends_with("word…") && title.chars().count() <= 61,
+            "{title}"
+        );
+        assert_eq!(title_from_prompt("   \n "), None);
+    }
+}
