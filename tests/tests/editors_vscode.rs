@@ -7,6 +7,7 @@
 
 mod cli_common;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -64,12 +65,15 @@ fn checkout(dir: &Path, tools: &Path) {
         .expect("node_modules");
 }
 
-/// code-server, ended when the test ends.
+/// code-server in its own process group, ended with all of it when the test ends: killing only
+/// code-server left its extension host running, which started totemd again in the test's home
+/// once the test had stopped it (one daemon left behind per run).
 struct CodeServer(std::process::Child);
 
 impl Drop for CodeServer {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.wait();
     }
 }
@@ -215,6 +219,7 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         .arg(cli.project.path())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("start code-server"),
     );
