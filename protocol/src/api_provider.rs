@@ -106,6 +106,17 @@ pub enum ToolMode {
     None,
 }
 
+impl ToolMode {
+    /// The word settings.json uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolMode::Native => "native",
+            ToolMode::Text => "text",
+            ToolMode::None => "none",
+        }
+    }
+}
+
 /// What settings.json says about one model (`providers[].models.ID`), for servers that do not
 /// tell; `totem models --probe` writes it too. Unset fields keep what the provider lists.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

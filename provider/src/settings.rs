@@ -65,46 +65,9 @@ impl RetrySettings {
     }
 }
 
-/// How a model is offered Totem's tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolMode {
-    /// The API's own `tools` field and tool-call messages.
-    Native,
-    /// Described in the system prompt; the model writes each call as JSON in its text.
-    Text,
-    /// No tools at all: the model only answers.
-    None,
-}
-
-impl ToolMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolMode::Native => "native",
-            ToolMode::Text => "text",
-            ToolMode::None => "none",
-        }
-    }
-}
-
-/// What the user (or a probe) says about one model, for servers that do not tell.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelSettings {
-    /// Tokens of context the server gives the model.
-    pub context_window: Option<u64>,
-    /// Output token limit sent with every request.
-    pub max_output_tokens: Option<u32>,
-    pub tools: Option<ToolMode>,
-    pub temperature: Option<f32>,
-    /// `false`: never ask this model to stream (the server cannot). `true`: always stream, and
-    /// fail rather than ask again without streaming. Unset: stream, and ask again without
-    /// streaming (once, remembered) when the server cannot.
-    pub stream: Option<bool>,
-    /// `false`: every tool even in a small window; `true`: the reduced set whatever the window.
-    /// Unset: the reduced set for small windows (the daemon decides what small is).
-    pub reduced_tools: Option<bool>,
-}
+/// How a model is offered Totem's tools, and what settings.json says about one model: the
+/// protocol's types (the daemon hands them over as read).
+pub use totem_protocol::{ModelSettings, ToolMode};
 
 /// The output cap sent when nothing better is known: a quarter of the window, at most 4096
 /// tokens, so a model that repeats itself stops long before it has filled its context.

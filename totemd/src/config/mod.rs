@@ -394,11 +394,7 @@ impl Settings {
         if let Some(n) = entry.max_retries {
             config.retry.max_retries = n;
         }
-        config.models = entry
-            .models
-            .iter()
-            .map(|(id, m)| (id.clone(), model_settings(m)))
-            .collect();
+        config.models = entry.models.clone();
         Ok(config)
     }
 
@@ -502,22 +498,6 @@ fn ollama_host_url(value: &str) -> Option<String> {
     };
     let url = format!("{scheme}://{host}:{port}");
     reqwest::Url::parse(&url).ok().map(|_| url)
-}
-
-/// A model's settings as the provider crate takes them.
-pub fn model_settings(m: &totem_protocol::ModelSettings) -> totem_provider::ModelSettings {
-    totem_provider::ModelSettings {
-        context_window: m.context_window,
-        max_output_tokens: m.max_output_tokens,
-        tools: m.tools.map(|t| match t {
-            totem_protocol::ToolMode::Native => totem_provider::ToolMode::Native,
-            totem_protocol::ToolMode::Text => totem_provider::ToolMode::Text,
-            totem_protocol::ToolMode::None => totem_provider::ToolMode::None,
-        }),
-        temperature: m.temperature,
-        stream: m.stream,
-        reduced_tools: m.reduced_tools,
-    }
 }
 
 fn info(p: &ProviderSettings, has_key: bool) -> ProviderInfo {
