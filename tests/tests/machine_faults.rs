@@ -1,6 +1,7 @@
 //! Faults of the machine under the real daemon: a full disk (a size-limited tmpfs in a private
 //! mount namespace), a damaged journal (bytes flipped in its last batch and in an earlier one, and
-//! the file cut inside a batch), running out of file descriptors (a low RLIMIT_NOFILE), backups,
+//! the file cut inside a batch), a damaged table file (a data block, the index, the file cut),
+//! running out of file descriptors (a low RLIMIT_NOFILE), backups,
 //! and a home that cannot be written. Each asserts what the user sees and that nothing
 //! acknowledged is lost beyond what the disk itself lost.
 
@@ -379,6 +380,195 @@ async fn a_damaged_journal_opens_keeps_every_whole_batch_and_tells_the_user_once
     let messages = texts(&all_messages(&client, &session).await.expect("messages"));
     for tag in ["alpha", "bravo", "charlie"] {
         assert!(messages.contains(&echo_answer(tag, 1)), "{tag}: {messages}");
+    }
+}
+
+// ---- 2b. a damaged table file ----
+
+/// A home whose store has flushed writes to a table file: one small session ("alpha", "bravo")
+/// and one whose long prompts fill more than the store keeps in memory. Returns both session ids
+/// and the table files.
+async fn home_with_tables(home: &Path) -> (String, String, Vec<PathBuf>) {
+    let mut daemon = TestDaemon::start_in(home);
+    let (_echo, client, project, small) = echo_session(&daemon).await;
+    for tag in ["alpha", "bravo"] {
+        run(&client, &small, tag).await;
+    }
+    let project_id = open_project(&client, project.path()).await;
+    let bulk = create_session(&client, &project_id).await;
+    let tables = || -> Vec<PathBuf> {
+        let keyspaces = home.join("store").join("keyspaces");
+        std::fs::read_dir(&keyspaces)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            // Tree 0 is fjall's own (keyspace names and options).
+            .filter(|tree| tree.file_name() != "0")
+            .flat_map(|tree| {
+                std::fs::read_dir(tree.path().join("tables"))
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect()
+    };
+    // The store flushes what it holds in memory to a table file past 4 MiB.
+    let filler = "lorem ipsum dolor sit amet ".repeat(40_000);
+    for n in 0..8 {
+        if !tables().is_empty() {
+            break;
+        }
+        let tag = format!("bulk{n} {filler}");
+        run(&client, &bulk, &tag).await;
+    }
+    // The flush runs in the background.
+    let started = Instant::now();
+    while tables().is_empty() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(client);
+    assert!(daemon.terminate(), "totemd stops cleanly");
+    let found = tables();
+    assert!(!found.is_empty(), "the store wrote a table file");
+    (small, bulk, found)
+}
+
+/// The table file holding the small session's second prompt.
+fn table_with(tables: &[PathBuf], needle: &[u8]) -> PathBuf {
+    tables
+        .iter()
+        .find(|p| std::fs::read(p).is_ok_and(|d| d.windows(needle.len()).any(|w| w == needle)))
+        .unwrap_or_else(|| panic!("no table file holds {:?}", String::from_utf8_lossy(needle)))
+        .clone()
+}
+
+/// Starts totemd on a home with a damaged table file: it opens, says so once (and in `totem
+/// doctor`), keeps the old store whole beside the new one, reads every session back and writes.
+async fn rebuilt_and_told(home: &Path, small: &str, bulk: &str) {
+    let daemon = TestDaemon::start_in(home);
+    let (first, init) = Client::connect(&daemon.socket, "first", ClientCapabilities::default())
+        .await
+        .expect("the store with a damaged table file opens");
+    let notice = init.notices.join("\n");
+    assert!(
+        notice.contains("table file"),
+        "the notice says what was damaged: {notice}"
+    );
+    assert!(
+        notice.contains("nothing was lost"),
+        "and that the journal still held it all: {notice}"
+    );
+    assert!(
+        notice.contains("store.damaged-"),
+        "and where the copy is: {notice}"
+    );
+    let (_second, again) = Client::connect(&daemon.socket, "second", ClientCapabilities::default())
+        .await
+        .expect("second client");
+    assert!(again.notices.is_empty(), "told once: {:?}", again.notices);
+    let copies: Vec<PathBuf> = std::fs::read_dir(home)
+        .expect("home")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("store.damaged-"))
+        })
+        .collect();
+    assert_eq!(copies.len(), 1, "one copy beside the store");
+    assert!(
+        copies[0].join("store").join("keyspaces").is_dir(),
+        "the old store is kept whole"
+    );
+
+    let messages = texts(&all_messages(&first, small).await.expect("messages"));
+    for tag in ["alpha", "bravo"] {
+        assert!(
+            messages.contains(&echo_answer(tag, 1)),
+            "{tag} was kept: {messages}"
+        );
+    }
+    let bulk_messages = all_messages(&first, bulk).await.expect("bulk messages");
+    assert!(!bulk_messages.is_empty(), "the long session reads back too");
+    // It writes: a prompt in a new session runs to its end and reads back.
+    let echo = Echo::start(1, 0).await;
+    first
+        .call_raw(
+            "provider.add",
+            json!({"name": "echo", "kind": "ollama", "url": echo.url(), "replace": true,
+                   "defaultModel": "echo:latest", "maxRetries": 0}),
+        )
+        .await
+        .expect("the echo provider at its new address");
+    let project = plain_project();
+    let project_id = open_project(&first, project.path()).await;
+    let fresh = create_session(&first, &project_id).await;
+    run(&first, &fresh, "charlie").await;
+    let messages = texts(&all_messages(&first, &fresh).await.expect("messages"));
+    assert!(messages.contains(&echo_answer("charlie", 1)), "{messages}");
+
+    let doctor = Command::new(binary("totem"))
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .arg("doctor")
+        .env("TOTEM_HOME", home)
+        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("totem doctor");
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains("repair") && l.contains("table file")),
+        "doctor tells the rebuild: {report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_table_file_is_rebuilt_from_what_can_be_read_and_the_user_is_told_once() {
+    let template = tempfile::tempdir().expect("template home");
+    let (small, bulk, tables) = home_with_tables(template.path()).await;
+    let table = table_with(&tables, b"[[bravo]]");
+    let relative = table
+        .strip_prefix(template.path())
+        .expect("inside the home")
+        .to_path_buf();
+    let len = std::fs::metadata(&table).expect("table").len() as usize;
+
+    // A byte flipped in a data block (the one holding the second prompt), one in the index and
+    // meta blocks at the end of the file, and the file cut in half. Each time the journal still
+    // holds what the lost blocks held (fjall keeps it until 64 MB more have been written), so
+    // nothing is lost; the unit tests of the store cover blocks that only the table held.
+    let cases: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 3] = [
+        (
+            "data block",
+            Box::new(|bytes: &mut Vec<u8>| {
+                let at = bytes
+                    .windows(9)
+                    .position(|w| w == b"[[bravo]]")
+                    .expect("bravo");
+                bytes[at + 4] ^= 0x20;
+            }),
+        ),
+        (
+            "index and meta",
+            Box::new(move |bytes: &mut Vec<u8>| bytes[len - 300] ^= 0xff),
+        ),
+        (
+            "cut",
+            Box::new(move |bytes: &mut Vec<u8>| bytes.truncate(len / 2)),
+        ),
+    ];
+    for (what, damage) in cases {
+        let case = tempfile::tempdir().expect("case home");
+        copy_tree(template.path(), case.path());
+        let file = case.path().join(&relative);
+        let mut bytes = std::fs::read(&file).expect("read");
+        damage(&mut bytes);
+        std::fs::write(&file, &bytes).expect("damage");
+        eprintln!("case: {what}");
+        rebuilt_and_told(case.path(), &small, &bulk).await;
     }
 }
 

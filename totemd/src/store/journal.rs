@@ -440,10 +440,6 @@ pub(super) mod tests_support {
     pub fn batches(data: &[u8]) -> Vec<(usize, usize)> {
         super::layout(data).good
     }
-
-    pub fn items(batch: &[u8], out: &mut Vec<super::Item>) {
-        super::items_of(batch, out).unwrap();
-    }
 }
 
 #[cfg(test)]

@@ -243,15 +243,15 @@ fn walk(data: &[u8], global_seqno: u64) -> Walk {
             after: None,
         });
     }
-    if item_count(data) == Some(out.items.len() as u64) {
+    if meta_number(data, b"item_count") == Some(out.items.len() as u64) {
         // Every item the table holds was read: what was damaged was its index or filter.
         out.lost.clear();
     }
     out
 }
 
-/// The number of items the table's meta block records, when the meta block is whole.
-fn item_count(data: &[u8]) -> Option<u64> {
+/// A number the table's meta block records (`item_count`, `seqno#min`), when the block is whole.
+fn meta_number(data: &[u8], name: &[u8]) -> Option<u64> {
     // The meta block is the last block; the table of contents follows it.
     let starts: Vec<usize> = memchr::memmem::find_iter(data, BLOCK_MAGIC).collect();
     starts.iter().rev().find_map(|&at| {
@@ -264,7 +264,7 @@ fn item_count(data: &[u8]) -> Option<u64> {
         let bytes = block.as_slice().clone();
         block.iter().find_map(|item| {
             let entry = item.materialize(&bytes);
-            (&*entry.key.user_key == b"item_count")
+            (&*entry.key.user_key == name)
                 .then(|| {
                     entry
                         .value
@@ -347,9 +347,19 @@ pub fn repair(path: &Path, repair: &mut Option<Repair>) -> std::io::Result<()> {
     });
     out.tables.extend(damaged.iter().cloned());
     let mut lost_ids = Vec::new();
+    let journal = journal::items(path)?;
+    // fjall keeps a journal until 64 MB more have been written and what it holds is in table
+    // files: a table whose writes all came after the oldest journal began lost nothing with it.
+    let journal_from = journal.iter().map(|i| i.seqno).min();
     for table in &tree.tables {
         let data = std::fs::read(&table.path)?;
-        let found = walk(&data, table.global_seqno);
+        let mut found = walk(&data, table.global_seqno);
+        let lowest = meta_number(&data, b"seqno#min")
+            .map(|s| s + table.global_seqno)
+            .or_else(|| found.items.iter().map(|i| i.1).min());
+        if journal_from.is_some_and(|j| j == 0 || lowest.is_some_and(|l| j <= l)) {
+            found.lost.clear();
+        }
         for (key, seqno, value_type, value) in found.items {
             keep(key, seqno, value_type, value);
         }
@@ -381,7 +391,7 @@ pub fn repair(path: &Path, repair: &mut Option<Repair>) -> std::io::Result<()> {
         // Ids in neighbouring keys tell the sessions, not when the lost part was written.
         (out.from, out.to) = times;
     }
-    for item in journal::items(path)? {
+    for item in journal {
         if item.keyspace == tree.id {
             keep(item.key, item.seqno, item.value_type, item.value);
         }
@@ -467,18 +477,14 @@ mod tests {
             .find(|t| t.id != META_TREE)
             .unwrap();
         // fjall deletes a journal once it has rotated it (past 64 MB) and flushed what it holds.
-        // Here: the journal keeps fjall's own records and the two newer writes only, so the keys
-        // are in the table file alone.
+        // Here: the journal keeps the two newer writes only, so the keys are in the table file
+        // alone.
         for file in journal_files(&path) {
             let data = std::fs::read(&file).unwrap();
             let good = journal::tests_support::batches(&data);
             let mut kept = Vec::new();
-            for (n, (start, end)) in good.iter().enumerate() {
-                let mut items = Vec::new();
-                journal::tests_support::items(&data[*start..*end], &mut items);
-                if n + 2 >= good.len() || items.iter().all(|i| i.keyspace != tree.id) {
-                    kept.extend_from_slice(&data[*start..*end]);
-                }
+            for (start, end) in &good[good.len() - 2..] {
+                kept.extend_from_slice(&data[*start..*end]);
             }
             std::fs::write(&file, kept).unwrap();
         }
