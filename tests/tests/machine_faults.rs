@@ -277,15 +277,7 @@ async fn opens_and_tells(home: &Path, session: &str, kept: &[&str]) {
         .await
         .expect("second client");
     assert!(again.notices.is_empty(), "told once: {:?}", again.notices);
-    let copies: Vec<_> = std::fs::read_dir(home)
-        .expect("home")
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("store.damaged-")
-        })
-        .collect();
+    let copies = damaged_copies(home);
     assert_eq!(
         copies.len(),
         1,
@@ -305,9 +297,20 @@ async fn opens_and_tells(home: &Path, session: &str, kept: &[&str]) {
         .expect("project.list");
     let project_id = projects["items"][0]["id"].as_str().expect("a project");
     create_session(&first, project_id).await;
+    let report = doctor(home, &daemon.socket);
+    assert!(
+        report
+            .lines()
+            .any(|l| l.contains("repair") && l.contains(session)),
+        "doctor tells the repair: {report}"
+    );
+}
+
+/// What `totem doctor` prints for `home`.
+fn doctor(home: &Path, socket: &Path) -> String {
     let doctor = Command::new(binary("totem"))
         .arg("--socket")
-        .arg(&daemon.socket)
+        .arg(socket)
         .arg("doctor")
         .env("TOTEM_HOME", home)
         .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
@@ -315,13 +318,19 @@ async fn opens_and_tells(home: &Path, session: &str, kept: &[&str]) {
         .stdin(Stdio::null())
         .output()
         .expect("totem doctor");
-    let report = String::from_utf8_lossy(&doctor.stdout);
-    assert!(
-        report
-            .lines()
-            .any(|l| l.contains("repair") && l.contains(session)),
-        "doctor tells the repair: {report}"
-    );
+    String::from_utf8_lossy(&doctor.stdout).into_owned()
+}
+
+/// The copies of damaged files beside the store in `home`.
+fn damaged_copies(home: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(home)
+        .expect("home")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("store.damaged-"))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,14 +475,7 @@ async fn rebuilt_and_told(home: &Path, small: &str, bulk: &str) {
         .await
         .expect("second client");
     assert!(again.notices.is_empty(), "told once: {:?}", again.notices);
-    let copies: Vec<PathBuf> = std::fs::read_dir(home)
-        .expect("home")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("store.damaged-"))
-        })
-        .collect();
+    let copies = damaged_copies(home);
     assert_eq!(copies.len(), 1, "one copy beside the store");
     assert!(
         copies[0].join("store").join("keyspaces").is_dir(),
@@ -506,17 +508,7 @@ async fn rebuilt_and_told(home: &Path, small: &str, bulk: &str) {
     let messages = texts(&all_messages(&first, &fresh).await.expect("messages"));
     assert!(messages.contains(&echo_answer("charlie", 1)), "{messages}");
 
-    let doctor = Command::new(binary("totem"))
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .arg("doctor")
-        .env("TOTEM_HOME", home)
-        .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("totem doctor");
-    let report = String::from_utf8_lossy(&doctor.stdout);
+    let report = doctor(home, &daemon.socket);
     assert!(
         report
             .lines()
@@ -540,7 +532,8 @@ async fn a_damaged_table_file_is_rebuilt_from_what_can_be_read_and_the_user_is_t
     // meta blocks at the end of the file, and the file cut in half. Each time the journal still
     // holds what the lost blocks held (fjall keeps it until 64 MB more have been written), so
     // nothing is lost; the unit tests of the store cover blocks that only the table held.
-    let cases: [(&str, Box<dyn Fn(&mut Vec<u8>)>); 3] = [
+    type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: [(&str, Damage); 3] = [
         (
             "data block",
             Box::new(|bytes: &mut Vec<u8>| {
