@@ -4,11 +4,14 @@
 //!
 //! [`Recorder`] sits between Totem and the server: it passes every request and answer through
 //! unchanged and keeps what Totem sent and the status the server answered, so a test asserts on
-//! the wire, not on what a 135M model happens to say.
+//! the wire, not on what a 135M model happens to say. On demand it sends one fault Totem itself
+//! no longer sends (an assistant tool-call message with `content: null`, as Totem sent it before
+//! issue 16), so the server answers with its own real validation error.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -160,6 +163,7 @@ pub struct Exchange {
 pub struct Recorder {
     port: u16,
     exchanges: Arc<Mutex<Vec<Exchange>>>,
+    null_content: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -168,6 +172,7 @@ struct Upstream {
     base: String,
     client: reqwest::Client,
     exchanges: Arc<Mutex<Vec<Exchange>>>,
+    null_content: Arc<AtomicBool>,
 }
 
 impl Recorder {
@@ -178,6 +183,7 @@ impl Recorder {
             .expect("bind the recorder");
         let port = listener.local_addr().expect("recorder address").port();
         let exchanges = Arc::new(Mutex::new(Vec::new()));
+        let null_content = Arc::new(AtomicBool::new(false));
         let state = Upstream {
             base: upstream.trim_end_matches('/').to_owned(),
             client: {
@@ -191,6 +197,7 @@ impl Recorder {
                     .expect("an HTTP client")
             },
             exchanges: exchanges.clone(),
+            null_content: null_content.clone(),
         };
         let app = Router::new().fallback(forward).with_state(state);
         let task = tokio::spawn(async move {
@@ -199,8 +206,15 @@ impl Recorder {
         Recorder {
             port,
             exchanges,
+            null_content,
             task,
         }
+    }
+
+    /// While on, assistant messages with tool calls reach the server with `content: null` (the
+    /// exchange keeps what Totem sent).
+    pub fn send_null_content(&self, on: bool) {
+        self.null_content.store(on, Ordering::SeqCst);
     }
 
     /// The base URL an OpenAI-compatible provider takes.
@@ -236,10 +250,15 @@ async fn forward(
     let path = uri
         .path_and_query()
         .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
+    let sent = if upstream.null_content.load(Ordering::SeqCst) {
+        with_null_content(&body)
+    } else {
+        body.clone()
+    };
     let mut request = upstream
         .client
         .request(method, format!("{}{path}", upstream.base))
-        .body(body.clone());
+        .body(sent);
     if let Some(kind) = headers.get("content-type") {
         request = request.header("content-type", kind);
     }
@@ -278,4 +297,17 @@ async fn forward(
         .header("content-type", content_type)
         .body(body)
         .unwrap_or_default()
+}
+
+/// `body` with `content: null` on every assistant message that carries tool calls.
+fn with_null_content(body: &Bytes) -> Bytes {
+    let Ok(mut value) = serde_json::from_slice::<Value>(body) else {
+        return body.clone();
+    };
+    for message in value["messages"].as_array_mut().into_iter().flatten() {
+        if message["tool_calls"].is_array() {
+            message["content"] = Value::Null;
+        }
+    }
+    serde_json::to_vec(&value).map_or_else(|_| body.clone(), Bytes::from)
 }

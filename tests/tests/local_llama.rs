@@ -91,15 +91,49 @@ impl Local {
 
     /// Gives the model these settings (replacing the provider, behind the same recorder).
     async fn set(&self, settings: Value) {
+        self.set_retrying(settings, 0).await;
+    }
+
+    /// [`Local::set`], with `retries` retries of a failed request allowed.
+    async fn set_retrying(&self, settings: Value, retries: u32) {
         self.env
             .client
             .call_raw(
                 "provider.add",
                 json!({"name": "local", "kind": "openai", "url": self.recorder.url(),
-                       "maxRetries": 0, "replace": true, "models": {MODEL: settings}}),
+                       "maxRetries": retries, "replace": true, "models": {MODEL: settings}}),
             )
             .await
             .expect("provider.add local");
+    }
+
+    /// `totem ARGS` in the project, on this daemon's socket.
+    fn totem(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(totem_tests::harness::binary("totem"));
+        command
+            .arg("--socket")
+            .arg(&self.env.daemon.socket)
+            .args(args)
+            .current_dir(self.env.project.path())
+            .env("TOTEM_HOME", &self.env.daemon.home)
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+            .env("NO_COLOR", "1")
+            .env_remove("TOTEM_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
+    /// The run's status once it has ended.
+    async fn run_status(&self, run_id: &str) -> String {
+        let outcome = self
+            .env
+            .client
+            .call_raw("run.wait", json!({"runId": run_id, "timeoutMs": 120_000}))
+            .await
+            .expect("run.wait");
+        outcome["run"]["status"].as_str().unwrap_or("").to_string()
     }
 
     /// `provider.test {probe: true}` for the model; returns its probe.
@@ -129,26 +163,33 @@ impl Local {
             .map_or(Value::Null, |p| p["models"][MODEL].clone())
     }
 
-    fn chats(&self) -> Vec<Exchange> {
-        self.recorder.chats()
+    /// Every chat request was accepted; a failure shows the server's log.
+    fn assert_all_accepted(&self) {
+        self.assert_all_accepted_since(0);
     }
 
-    /// Every chat request the server refused, with its log: the message a failure needs.
-    fn assert_all_accepted(&self) {
-        let refused: Vec<_> = self
-            .chats()
-            .into_iter()
-            .filter(|e| e.status != 200)
+    /// Every chat request since the `before`th was accepted.
+    fn assert_all_accepted_since(&self, before: usize) {
+        let refused: Vec<u16> = self.chats()[before..]
+            .iter()
+            .map(|e| e.status)
+            .filter(|s| *s != 200)
             .collect();
         assert!(
             refused.is_empty(),
-            "the server refused {} request(s): {:?}\nserver log:\n{}",
-            refused.len(),
-            refused.iter().map(|e| e.status).collect::<Vec<_>>(),
+            "refused: {refused:?}\nserver log:\n{}",
             self.server.log_tail()
         );
     }
+
+    fn chats(&self) -> Vec<Exchange> {
+        self.recorder.chats()
+    }
 }
+
+/// A prompt a tiny model answers with a tool call written as text.
+const WRITE_A_CALL: &str =
+    r#"Reply with only this JSON and nothing else: {"name": "list", "arguments": {"path": "."}}"#;
 
 /// llama-cpp-python reports no usage in a stream, so the cap is checked on the answer's text:
 /// no token of this model is longer than a dozen characters.
@@ -160,7 +201,9 @@ fn done(events: &[totem_protocol::SessionEvent]) -> bool {
 
 /// The model's own template (SmolLM2's, which ignores `tools`): a plain answer, a looping one
 /// cut by the output cap, and a session whose history holds a tool call and its result, which
-/// the server took with `content: null` as a validation error (HTTP 500) and takes with `""`.
+/// the server took with `content: null` as a validation error (HTTP 500; asked once, not five
+/// times) and takes with `""`. Then `totem run` stopped by Ctrl-C (the run is aborted in the
+/// daemon) and `totem run --detach` (the run goes on to its end), text tools and the probe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_template_answers_capped_and_takes_tool_history() {
     // No window given: the probe below finds it in the server's own error.
@@ -199,8 +242,37 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     let (events, _) = local.run("What is here?", agent_common::MODEL).await;
     assert!(done(&events), "{:?}", last(&events));
     assert_eq!(results(&events).len(), 1);
+
+    // The old wire, `content: null` on that call (sent by the recorder as Totem sent it before
+    // issue 16): the server refuses it with its own validation error, HTTP 500. That fails the
+    // same way every time, so Totem asks once although retries are allowed, and the run fails
+    // at once with the server's words.
+    local
+        .set_retrying(json!({"maxOutputTokens": CAP, "temperature": 0.0}), 3)
+        .await;
+    local.recorder.send_null_content(true);
+    let before = local.chats().len();
     let (events, took) = local.run("Thanks. Say bye.", LOCAL).await;
-    local.assert_all_accepted();
+    local.recorder.send_null_content(false);
+    local
+        .set(json!({"maxOutputTokens": CAP, "temperature": 0.0}))
+        .await;
+    let asked: Vec<u16> = local.chats()[before..]
+        .iter()
+        .filter(|e| e.body["messages"].to_string().contains("Say bye"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(asked, [500], "asked once\n{}", local.server.log_tail());
+    let EventKind::RunFailed { run } = last(&events) else {
+        panic!("{:?}", last(&events));
+    };
+    let error = run.error.clone().unwrap_or_default();
+    assert!(error.contains("validation error"), "{error}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    eprintln!("validation error, asked once: {took:?}, {error:?}");
+    let refused = local.chats().len();
+    let (events, took) = local.run("Thanks. Say bye.", LOCAL).await;
+    local.assert_all_accepted_since(refused);
     assert!(done(&events), "{:?}", last(&events));
     let chats = local.chats();
     let messages = chats.last().expect("a request").body["messages"].clone();
@@ -221,6 +293,108 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     );
     eprintln!("tool history accepted: {took:?}");
 
+    // Ctrl-C on `totem run` aborts the run in the daemon, and the server's stream with it;
+    // `--detach` leaves the run going. A long answer is asked for, so the run is still
+    // streaming when the signal comes.
+    local
+        .set(json!({"maxOutputTokens": 400, "temperature": 0.0}))
+        .await;
+    let before = local.chats().len();
+    let mut child = local
+        .totem(&[
+            "run",
+            "--json",
+            "--model",
+            LOCAL,
+            "Write a long story about a dragon.",
+        ])
+        .spawn()
+        .expect("spawn totem run");
+    let interrupted = tokio::task::spawn_blocking(move || {
+        use std::io::{BufRead, Read};
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line).expect("read totem's output");
+            assert!(read > 0, "totem run ended before streaming: {seen}");
+            seen.push_str(&line);
+            if line.contains("\"part.delta\"") {
+                break;
+            }
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal totem");
+        let sent = Instant::now();
+        stdout.read_to_string(&mut seen).expect("read the rest");
+        let out = child.wait_with_output().expect("wait totem");
+        (out, seen, sent.elapsed())
+    })
+    .await
+    .expect("totem run");
+    let (out, seen, took) = interrupted;
+    assert_eq!(out.status.code(), Some(1), "{seen}");
+    assert!(took < Duration::from_secs(5), "totem took {took:?} to stop");
+    let end: Value = seen
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("events");
+    assert_eq!(end["type"], "run.aborted", "{seen}");
+    let run_id = end["run"]["id"].as_str().expect("run id").to_string();
+    assert_eq!(local.run_status(&run_id).await, "aborted");
+    // One request for the run, and the daemon did not ask the server again.
+    let asked = local.chats()[before..]
+        .iter()
+        .filter(|e| e.body["messages"].to_string().contains("dragon"))
+        .count();
+    assert_eq!(asked, 1);
+    eprintln!("Ctrl-C: totem stopped {took:?} after the signal, the run aborted");
+
+    local
+        .set(json!({"maxOutputTokens": CAP, "temperature": 0.0}))
+        .await;
+    let started = Instant::now();
+    let out = local
+        .totem(&["run", "--detach", "--model", LOCAL, "Say hello."])
+        .output()
+        .expect("totem run --detach");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "--detach returns at once"
+    );
+    assert!(text.contains("attach --session ses_"), "{text}");
+    let run_id = text
+        .split_whitespace()
+        .find(|w| w.starts_with("run_"))
+        .expect("the run is named")
+        .trim_end_matches(|c: char| !c.is_alphanumeric())
+        .to_string();
+    assert_eq!(local.run_status(&run_id).await, "done", "{text}");
+    local.assert_all_accepted_since(before);
+
+    // `tools: none`: no tools are sent or described, and whatever call the model writes in
+    // its text stays text (the model is asked to write one; it does, or answers otherwise).
+    local
+        .set(json!({"maxOutputTokens": 2 * CAP, "temperature": 0.0, "tools": "none"}))
+        .await;
+    local.env.session = local.new_session().await;
+    let before = local.chats().len();
+    let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;
+    local.assert_all_accepted_since(before);
+    assert!(done(&events), "{:?}", last(&events));
+    assert!(results(&events).is_empty(), "{:?}", results(&events));
+    let chats = local.chats();
+    let asked = &chats[before..];
+    assert_eq!(asked.len(), 1, "one step, nothing sent back");
+    assert!(asked[0].body.get("tools").is_none(), "{}", asked[0].body);
+    assert!(!asked[0].body.to_string().contains("Tools: call one"));
+    let said = parts_text(&events);
+    let wrote_call = !totem_tools::recover::calls_from_text(&said, &["list"]).is_empty();
+    eprintln!("tools none: {took:?}, the model wrote a call: {wrote_call}, {said:?}");
+
     // Text tools (this template drops `tools`): the request carries the text form and no
     // `tools`, and a call the model writes in that shape is executed.
     // A new session, so the earlier answers do not lead the model; room for a call written
@@ -229,13 +403,8 @@ async fn default_template_answers_capped_and_takes_tool_history() {
         .set(json!({"maxOutputTokens": 2 * CAP, "temperature": 0.0, "tools": "text"}))
         .await;
     local.env.session = local.new_session().await;
-    let (events, took) = local
-        .run(
-            r#"Reply with only this JSON and nothing else: {"name": "list", "arguments": {"path": "."}}"#,
-            LOCAL,
-        )
-        .await;
-    local.assert_all_accepted();
+    let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;
+    local.assert_all_accepted_since(refused);
     let sent = &local.chats().last().expect("a request").body.clone();
     let first = local
         .chats()
