@@ -251,3 +251,32 @@ fn spawn_command_wrapped(wrapper: &[&str], home: &Path, socket: &Path) -> Comman
         .stderr(Stdio::piped());
     command
 }
+
+/// Waits for the first streamed text of a `totem run --json` child (its stdout piped), sends it
+/// `signal`, and returns its output (stdout: every line it wrote) and how long it took to exit
+/// after the signal.
+pub fn signal_after_first_delta(
+    mut child: Child,
+    signal: nix::sys::signal::Signal,
+) -> (std::process::Output, Duration) {
+    use std::io::{BufRead, Read};
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout piped"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stdout.read_line(&mut line).expect("read totem's output");
+        assert!(read > 0, "totem run ended before streaming: {seen}");
+        seen.push_str(&line);
+        if line.contains("\"part.delta\"") {
+            break;
+        }
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, signal).expect("signal totem");
+    let sent = Instant::now();
+    stdout.read_to_string(&mut seen).expect("read the rest");
+    let mut out = child.wait_with_output().expect("wait totem");
+    let took = sent.elapsed();
+    out.stdout = seen.into_bytes();
+    (out, took)
+}

@@ -151,8 +151,7 @@ fn interrupt_run(
     env: &Env,
     signal: nix::sys::signal::Signal,
 ) -> (std::process::Output, std::time::Duration) {
-    use std::io::BufRead;
-    let mut child = env
+    let child = env
         .cli
         .command(["run", "--json", "--model", MODEL, "talk slowly"])
         .stdin(std::process::Stdio::null())
@@ -160,27 +159,7 @@ fn interrupt_run(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn totem run");
-    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        let read = stdout.read_line(&mut line).expect("read totem's output");
-        assert!(read > 0, "totem run ended before streaming: {seen}");
-        seen.push_str(&line);
-        if line.contains("\"part.delta\"") {
-            break;
-        }
-    }
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-    nix::sys::signal::kill(pid, signal).expect("signal totem");
-    let sent = std::time::Instant::now();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("read the rest");
-    let mut out = child.wait_with_output().expect("wait totem");
-    let took = sent.elapsed();
-    seen.push_str(&rest);
-    out.stdout = seen.into_bytes();
-    (out, took)
+    totem_tests::harness::signal_after_first_delta(child, signal)
 }
 
 #[test]

@@ -300,7 +300,7 @@ async fn default_template_answers_capped_and_takes_tool_history() {
         .set(json!({"maxOutputTokens": 400, "temperature": 0.0}))
         .await;
     let before = local.chats().len();
-    let mut child = local
+    let child = local
         .totem(&[
             "run",
             "--json",
@@ -310,29 +310,12 @@ async fn default_template_answers_capped_and_takes_tool_history() {
         ])
         .spawn()
         .expect("spawn totem run");
-    let interrupted = tokio::task::spawn_blocking(move || {
-        use std::io::{BufRead, Read};
-        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            let read = stdout.read_line(&mut line).expect("read totem's output");
-            assert!(read > 0, "totem run ended before streaming: {seen}");
-            seen.push_str(&line);
-            if line.contains("\"part.delta\"") {
-                break;
-            }
-        }
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("signal totem");
-        let sent = Instant::now();
-        stdout.read_to_string(&mut seen).expect("read the rest");
-        let out = child.wait_with_output().expect("wait totem");
-        (out, seen, sent.elapsed())
+    let (out, took) = tokio::task::spawn_blocking(move || {
+        totem_tests::harness::signal_after_first_delta(child, nix::sys::signal::Signal::SIGINT)
     })
     .await
     .expect("totem run");
-    let (out, seen, took) = interrupted;
+    let seen = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(1), "{seen}");
     assert!(took < Duration::from_secs(5), "totem took {took:?} to stop");
     let end: Value = seen
