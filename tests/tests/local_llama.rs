@@ -361,7 +361,7 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     // `tools: none`: no tools are sent or described, and whatever call the model writes in
     // its text stays text (the model is asked to write one; it does, or answers otherwise).
     local
-        .set(json!({"maxOutputTokens": 2 * CAP, "temperature": 0.0, "tools": "none"}))
+        .set(json!({"maxOutputTokens": 4 * CAP, "temperature": 0.0, "tools": "none"}))
         .await;
     local.env.session = local.new_session().await;
     let before = local.chats().len();
@@ -381,9 +381,9 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     // Text tools (this template drops `tools`): the request carries the text form and no
     // `tools`, and a call the model writes in that shape is executed.
     // A new session, so the earlier answers do not lead the model; room for a call written
-    // with spaces and newlines.
+    // with spaces, newlines and a fence (a 135M model writes all three; 48 tokens cut one short).
     local
-        .set(json!({"maxOutputTokens": 2 * CAP, "temperature": 0.0, "tools": "text"}))
+        .set(json!({"maxOutputTokens": 4 * CAP, "temperature": 0.0, "tools": "text"}))
         .await;
     local.env.session = local.new_session().await;
     let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;
