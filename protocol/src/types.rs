@@ -182,7 +182,7 @@ pub struct Run {
 }
 
 /// Token counts and cost, for one model answer, a run or a whole session.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     /// Prompt tokens not served from a cache.
@@ -201,6 +201,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Every prompt token, cached or not.
+    pub fn total_input(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
     /// Adds another count to this one (costs add when either is known).
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;

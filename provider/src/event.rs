@@ -86,28 +86,9 @@ impl std::fmt::Display for RetryNotice {
     }
 }
 
-/// Token counts as the provider reported them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    /// Prompt tokens not served from a cache.
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Prompt tokens read from the provider's cache (OpenAI `cached_tokens`, Anthropic
-    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
-    pub cache_read_tokens: u64,
-    /// Prompt tokens written to the cache (Anthropic `cache_creation_input_tokens`).
-    pub cache_write_tokens: u64,
-    /// Reasoning tokens, where reported separately; already included in `output_tokens`.
-    pub reasoning_tokens: u64,
-}
-
-impl Usage {
-    /// Every prompt token, cached or not.
-    pub fn total_input(&self) -> u64 {
-        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
-    }
-}
+/// Token counts as the provider reported them: the protocol's [`Usage`], whose cost is left
+/// unset here (the daemon prices it).
+pub use totem_protocol::Usage;
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -747,8 +747,8 @@ fn usage_event(usage: UsageMetadata) -> StreamEvent {
         input_tokens: usage.prompt_token_count.saturating_sub(cached),
         output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
         cache_read_tokens: cached,
-        cache_write_tokens: 0,
         reasoning_tokens: usage.thoughts_token_count,
+        ..Usage::default()
     })
 }
 

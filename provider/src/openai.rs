@@ -1013,11 +1013,11 @@ impl OpenAiDecoder {
                 input_tokens: usage.prompt_tokens.saturating_sub(cached),
                 output_tokens: usage.completion_tokens,
                 cache_read_tokens: cached,
-                cache_write_tokens: 0,
                 reasoning_tokens: usage
                     .completion_tokens_details
                     .and_then(|d| d.reasoning_tokens)
                     .unwrap_or(0),
+                ..Usage::default()
             }));
         }
         Ok(())

@@ -35,7 +35,7 @@ async fn text_answer_is_streamed_stored_and_counted() {
     let usage = events
         .iter()
         .find_map(|e| match &e.kind {
-            EventKind::Usage { usage, session, .. } => Some((usage.clone(), session.clone())),
+            EventKind::Usage { usage, session, .. } => Some((*usage, *session)),
             _ => None,
         })
         .expect("a usage event");

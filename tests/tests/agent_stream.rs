@@ -115,7 +115,7 @@ async fn cost_comes_from_the_model_list_prices() {
         .await;
     let events = follow(&env, &mut events, &run, Answer::None).await;
     let usage = match last(&events) {
-        EventKind::RunDone { run } => run.usage.clone().expect("run usage"),
+        EventKind::RunDone { run } => run.usage.expect("run usage"),
         other => panic!("{other:?}"),
     };
     // 1000 × $0.15/M + 500 × $0.60/M

@@ -126,7 +126,7 @@ pub(super) async fn execute(
                 if matches!(outcome, Outcome::Aborted) {
                     runner.kill_jobs();
                 }
-                run_usage = runner.usage.clone();
+                run_usage = runner.usage;
                 outcome
             }
             Err(reason) => Outcome::Failed(reason),

@@ -22,7 +22,7 @@ impl Runner {
         let usage = priced(&tokens, prices.as_ref());
         let run = self.usage.get_or_insert_with(Usage::default);
         run.add(&usage);
-        let run = run.clone();
+        let run = *run;
         let session = self.live.update(self.daemon.store(), |s| {
             s.usage.get_or_insert_with(Usage::default).add(&usage);
         })?;
@@ -40,14 +40,9 @@ impl Runner {
 
 /// One answer's tokens as the protocol reports them, with their cost when `prices` are known.
 /// Cache reads and writes without their own price cost as much as input.
-fn priced(tokens: &totem_provider::Usage, prices: Option<&Prices>) -> Usage {
+fn priced(tokens: &Usage, prices: Option<&Prices>) -> Usage {
     let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
     Usage {
-        input_tokens: tokens.input_tokens,
-        output_tokens: tokens.output_tokens,
-        cache_read_tokens: tokens.cache_read_tokens,
-        cache_write_tokens: tokens.cache_write_tokens,
-        reasoning_tokens: tokens.reasoning_tokens,
         cost_usd: prices.map(|p| {
             per(tokens.input_tokens, p.input_per_million)
                 + per(tokens.output_tokens, p.output_per_million)
@@ -60,6 +55,7 @@ fn priced(tokens: &totem_provider::Usage, prices: Option<&Prices>) -> Usage {
                     p.cache_write_per_million.unwrap_or(p.input_per_million),
                 )
         }),
+        ..*tokens
     }
 }
 
@@ -67,13 +63,14 @@ fn priced(tokens: &totem_provider::Usage, prices: Option<&Prices>) -> Usage {
 mod tests {
     use super::*;
 
-    fn tokens() -> totem_provider::Usage {
-        totem_provider::Usage {
+    fn tokens() -> Usage {
+        Usage {
             input_tokens: 1_000_000,
             output_tokens: 500_000,
             cache_read_tokens: 2_000_000,
             cache_write_tokens: 100_000,
             reasoning_tokens: 40_000,
+            cost_usd: None,
         }
     }
 
