@@ -15,6 +15,7 @@ mod events;
 mod methods;
 pub mod schema;
 pub mod socket;
+mod tool_definition;
 mod types;
 
 pub use api::*;
@@ -27,6 +28,7 @@ pub use events::{
     DaemonEvent, DaemonEventKind, EventKind, NOTIFICATIONS, NotificationInfo, SessionEvent,
 };
 pub use methods::{METHODS, Method, MethodInfo, find as find_method, method};
+pub use tool_definition::ToolDefinition;
 pub use types::*;
 
 /// The protocol major version this build speaks. Within a major version changes are additive only.

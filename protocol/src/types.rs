@@ -233,7 +233,10 @@ pub struct TodoItem {
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     Pending,
+    // The aliases are for the `todo` tool, which reads the words models use.
+    #[serde(alias = "in-progress", alias = "active")]
     InProgress,
+    #[serde(alias = "completed", alias = "complete")]
     Done,
 }
 

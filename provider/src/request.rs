@@ -108,14 +108,7 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDefinition {
-    pub name: String,
-    pub description: String,
-    /// A JSON Schema object describing the arguments.
-    pub parameters: serde_json::Value,
-}
+pub use totem_protocol::ToolDefinition;
 
 pub use totem_protocol::ReasoningLevel;
 

@@ -46,17 +46,8 @@ pub trait Tool: Send + Sync + 'static {
     -> impl Future<Output = ToolOutput> + Send;
 }
 
-/// What kind of access a call needs permission for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum AccessKind {
-    /// Reading a file or listing/searching a folder.
-    Read,
-    /// Creating, changing or deleting a file.
-    Write,
-    /// Running a shell command.
-    Execute,
-}
+/// What kind of access a call needs permission for (tools need `Read`, `Write` and `Execute`).
+pub use totem_permission::AccessKind;
 
 /// One thing a call will do that a permission rule may allow, ask about or deny.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -277,14 +268,7 @@ impl PreparedCall {
     }
 }
 
-/// The definition the model sees.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolDefinition {
-    pub name: String,
-    pub description: String,
-    /// A flat JSON Schema object (no `$ref`, no titles).
-    pub parameters: serde_json::Value,
-}
+pub use totem_protocol::ToolDefinition;
 
 /// The object-safe face of a tool, held by the registry. Built-in tools get it from [`Tool`] through
 /// [`Typed`]; tools defined at run time (MCP) may implement it directly.

@@ -14,7 +14,8 @@ pub struct TodoInput {
     pub todos: Vec<TodoItem>,
 }
 
-/// One step of the plan.
+/// One step of the plan as the model writes it: strict about its fields (the protocol's
+/// `TodoItem`, which the daemon announces, is not, as an output type).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TodoItem {
@@ -22,16 +23,8 @@ pub struct TodoItem {
     pub status: TodoStatus,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-/// Where a step stands.
-pub enum TodoStatus {
-    Pending,
-    #[serde(alias = "in-progress", alias = "active")]
-    InProgress,
-    #[serde(alias = "completed", alias = "complete")]
-    Done,
-}
+/// Where a step stands: the protocol's enum, which accepts the words models use.
+pub use totem_protocol::TodoStatus;
 
 /// The `todo` tool.
 pub struct Todo;

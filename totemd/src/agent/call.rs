@@ -45,12 +45,7 @@ pub(super) struct ToolState {
 }
 
 fn convert(access: &totem_tools::Access) -> Access {
-    let kind = match access.kind {
-        totem_tools::AccessKind::Read => AccessKind::Read,
-        totem_tools::AccessKind::Write => AccessKind::Write,
-        totem_tools::AccessKind::Execute => AccessKind::Execute,
-    };
-    Access::new(kind, access.tool, access.target.clone())
+    Access::new(access.kind, access.tool, access.target.clone())
 }
 
 fn question_kind(kind: AccessKind) -> QuestionKind {

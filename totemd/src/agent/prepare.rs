@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run, TodoStatus};
+use totem_protocol::{EventKind, Message, Part, ReasoningLevel, Run};
 use totem_provider::{
     AssistantPart, ChatRequest, Message as ModelMessage, ToolDefinition, ToolMode,
 };
@@ -74,11 +74,7 @@ impl EventSink for TodoEvents {
         let todos = todos
             .into_iter()
             .map(|t| totem_protocol::TodoItem {
-                status: match t.status {
-                    totem_tools::tool::todo::TodoStatus::Pending => TodoStatus::Pending,
-                    totem_tools::tool::todo::TodoStatus::InProgress => TodoStatus::InProgress,
-                    totem_tools::tool::todo::TodoStatus::Done => TodoStatus::Done,
-                },
+                status: t.status,
                 content: t.content,
             })
             .collect();
@@ -253,11 +249,6 @@ impl Runner {
                 .registry
                 .definitions(self.setup.read_only)
                 .into_iter()
-                .map(|d| ToolDefinition {
-                    name: d.name,
-                    description: d.description,
-                    parameters: d.parameters,
-                })
                 .chain(self.agent.mcp.definitions(self.setup.read_only))
                 .filter(|d| self.setup.tool_offer.offers(&d.name))
                 .collect()
