@@ -864,7 +864,9 @@ async fn edit_refuses_a_file_over_the_limit_and_stays_linear_below_it() {
     assert!(out.is_error, "{}", out.text);
     assert!(out.text.contains("up to 10 MB"), "{}", out.text);
 
-    // 6 MB of identical lines and an old string that almost matches at each: one pass.
+    // 6 MB of identical lines and an old string that almost matches at each: one pass. A
+    // quadratic search would take hours here, so the bound is loose enough for a loaded machine
+    // running a debug build (20 s was missed under a load of 12).
     p.put("six.txt", "    same line\n".repeat(430_000));
     let started = std::time::Instant::now();
     let out = p
@@ -876,7 +878,7 @@ async fn edit_refuses_a_file_over_the_limit_and_stays_linear_below_it() {
     assert!(out.is_error, "{}", out.text);
     assert!(out.text.contains("not found"), "{}", out.text);
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
+        started.elapsed() < std::time::Duration::from_secs(180),
         "took {:?}",
         started.elapsed()
     );
