@@ -170,6 +170,14 @@ method_table! {
     ProviderRemove = "provider.remove" (ProviderRef) -> ProviderRemoved { mcp: false, subscription: false };
     /// Asks a provider for its model list and says in plain words whether it answered.
     ProviderTest = "provider.test" (ProviderTestParams) -> ProviderTestResult { mcp: false, subscription: false };
+    /// Adds (or replaces) an MCP server in the user's settings, with its secrets encrypted.
+    McpServerAdd = "mcpServer.add" (McpServerAddParams) -> McpServerInfo { mcp: false, subscription: false };
+    /// The MCP servers of the user's settings, without secret values.
+    McpServerList = "mcpServer.list" (NoParams) -> crate::api_provider::McpServerList { mcp: false, subscription: false };
+    /// Removes an MCP server from the user's settings, with its stored secrets.
+    McpServerRemove = "mcpServer.remove" (ProviderRef) -> ProviderRemoved { mcp: false, subscription: false };
+    /// Starts an MCP server of the user's settings, lists its tools and stops it.
+    McpServerTest = "mcpServer.test" (McpServerTestParams) -> McpServerTestResult { mcp: false, subscription: false };
     /// Models of every configured provider (or of one), as `provider/model`, with context
     /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
     ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: true, subscription: false };

@@ -27,11 +27,73 @@ pub struct McpArgs {
 pub enum McpCommand {
     /// Create (or replace) the bearer token of totemd's MCP HTTP listener and print it, once.
     Token,
+    /// Add an MCP server for the model to your settings:
+    /// `totem mcp add NAME -- COMMAND ARGS…` or `totem mcp add NAME --url URL`.
+    #[command(after_help = ADD_HELP)]
+    Add(McpAddArgs),
+    /// List the MCP servers of your settings (secret values are never shown).
+    List {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an MCP server from your settings, with its stored secrets.
+    Remove {
+        /// The server's name.
+        name: String,
+    },
+    /// Start an MCP server of your settings, list its tools and stop it.
+    Test {
+        /// The server's name.
+        name: String,
+    },
+}
+
+const ADD_HELP: &str = "\
+Secrets: give a header or variable without a value (`--header Authorization`, `--env API_TOKEN`)
+and its value is read from standard input with --value-stdin, or asked for without echo on a
+terminal. It is stored encrypted like provider keys; settings.json only names it.
+
+Examples:
+  totem mcp add fs -- npx -y @modelcontextprotocol/server-filesystem .
+  printf 'Bearer %s' \"$TOKEN\" | totem mcp add docs --url https://example.com/mcp --header Authorization --value-stdin";
+
+/// `totem mcp add`.
+#[derive(Debug, Args)]
+pub struct McpAddArgs {
+    /// The server's name (it prefixes its tools: NAME_TOOL).
+    pub name: String,
+    /// A streamable HTTP endpoint, instead of a command after `--`.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// `VAR=VALUE` for the command's environment; `VAR` alone for a secret. Repeatable.
+    #[arg(long = "env", value_name = "VAR[=VALUE]")]
+    pub env: Vec<String>,
+    /// `'Name: value'` for each HTTP request; `Name` alone for a secret. Repeatable.
+    #[arg(long = "header", value_name = "NAME[: VALUE]")]
+    pub headers: Vec<String>,
+    /// Read the secret values from standard input, one line each (variables first, in the order
+    /// given, then headers).
+    #[arg(long)]
+    pub value_stdin: bool,
+    /// Only this tool of the server reaches the model. Repeatable (default: all of them).
+    #[arg(long = "tool", value_name = "TOOL")]
+    pub tools: Vec<String>,
+    /// Replace a server of the same name.
+    #[arg(long)]
+    pub replace: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 pub async fn command(endpoint: &Endpoint, args: McpArgs) -> anyhow::Result<Exit> {
     match args.command {
         Some(McpCommand::Token) => token(endpoint).await,
+        Some(McpCommand::Add(add)) => crate::mcp_servers::add(endpoint, add).await,
+        Some(McpCommand::List { json }) => crate::mcp_servers::list(endpoint, json).await,
+        Some(McpCommand::Remove { name }) => crate::mcp_servers::remove(endpoint, &name).await,
+        Some(McpCommand::Test { name }) => crate::mcp_servers::test(endpoint, &name).await,
         None => serve(endpoint, args.project).await,
     }
 }

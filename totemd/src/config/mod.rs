@@ -11,6 +11,7 @@
 //! and model id) and, when the session names no model, [`Settings::default_model`].
 
 pub mod file;
+mod mcp_servers;
 mod models;
 mod probe;
 pub mod secrets;
@@ -64,6 +65,8 @@ pub enum ConfigError {
     NoProvider(String),
     #[error("a provider named `{0}` exists already; remove it first or add it again with replace")]
     Exists(String),
+    #[error("no MCP server named `{0}` in your settings; `totem mcp list` shows them")]
+    NoMcpServer(String),
     #[error(
         "settings are not changed while the file on disk is broken ({0}); fix the file or move it away, then try again"
     )]

@@ -103,6 +103,13 @@ pub struct McpServerSettings {
     /// `false` keeps the entry but never starts the server (default `true`).
     #[serde(default = "enabled", skip_serializing_if = "is_enabled")]
     pub enabled: bool,
+    /// Environment variables whose values are stored encrypted beside the provider keys
+    /// (`totem mcp add NAME --env VAR --value-stdin`); user settings only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
+    /// Headers whose values are stored encrypted (`--header NAME --value-stdin`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_headers: Vec<String>,
 }
 
 fn enabled() -> bool {
@@ -123,6 +130,8 @@ impl Default for McpServerSettings {
             allow_all_projects: false,
             timeout_secs: None,
             enabled: true,
+            secret_env: Vec::new(),
+            secret_headers: Vec::new(),
         }
     }
 }
@@ -154,7 +163,7 @@ impl McpServerSettings {
                 "MCP server `{name}`: `command` is empty; give the program to start"
             )),
             (Some(_), None) => {
-                if self.headers.is_empty() {
+                if self.headers.is_empty() && self.secret_headers.is_empty() {
                     Ok(())
                 } else {
                     Err(format!(
@@ -163,7 +172,7 @@ impl McpServerSettings {
                 }
             }
             (None, Some(url)) => {
-                if !self.args.is_empty() || !self.env.is_empty() {
+                if !self.args.is_empty() || !self.env.is_empty() || !self.secret_env.is_empty() {
                     return Err(format!(
                         "MCP server `{name}`: `args` and `env` apply to a `command` server, not to a URL"
                     ));
@@ -177,6 +186,20 @@ impl McpServerSettings {
                 "MCP server `{name}` needs a `command` (stdio) or a `url` (streamable HTTP)"
             )),
         }?;
+        let twice = self
+            .secret_env
+            .iter()
+            .find(|n| self.env.contains_key(*n))
+            .or_else(|| {
+                self.secret_headers
+                    .iter()
+                    .find(|n| self.headers.contains_key(*n))
+            });
+        if let Some(twice) = twice {
+            return Err(format!(
+                "MCP server `{name}`: `{twice}` is both a plain and a secret value; keep one"
+            ));
+        }
         if self.timeout_secs == Some(0) {
             return Err(format!(
                 "MCP server `{name}`: timeoutSecs must be at least 1"

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, JsonObject};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -116,6 +116,8 @@ pub struct Connection {
     lists: Arc<Mutex<Lists>>,
     /// The process group of a stdio server, killed when the connection goes.
     pgid: Option<i32>,
+    /// A stdio server's process (killed if dropped).
+    _child: Option<tokio::process::Child>,
     stderr: Arc<Mutex<String>>,
     stopped: AtomicBool,
     /// Runs using the server now, and when the last one ended (see `super::pool`).
@@ -132,22 +134,30 @@ impl Connection {
         };
         let stderr = Arc::new(Mutex::new(String::new()));
         let wait = config.timeout().max(Duration::from_secs(30));
-        let (service, pgid) = if let Some(command) = &config.settings.command {
+        let (service, pgid, child) = if let Some(command) = &config.settings.command {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(&config.settings.args)
                 .envs(&config.settings.env)
                 .current_dir(root)
                 .process_group(0)
-                .kill_on_drop(true);
-            let (transport, err) = TokioChildProcess::builder(cmd)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            // The child is ours (not the transport's), so that a server that dies before the
+            // handshake can be asked how it ended.
+            let mut child = cmd
                 .spawn()
                 .map_err(|e| format!("cannot run `{}`: {e}", config.describe()))?;
-            let pgid = transport.id().and_then(|p| i32::try_from(p).ok());
+            let pgid = child.id().and_then(|p| i32::try_from(p).ok());
             if let Some(pgid) = pgid {
                 super::leftovers::record(pgid);
             }
-            if let Some(mut err) = err {
+            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                kill_group(pgid);
+                return Err("its standard input and output could not be connected".into());
+            };
+            if let Some(mut err) = child.stderr.take() {
                 let keep = stderr.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
@@ -164,12 +174,18 @@ impl Connection {
                     }
                 });
             }
-            let started = tokio::time::timeout(wait, handler.serve(transport)).await;
+            let started = tokio::time::timeout(wait, handler.serve((stdout, stdin))).await;
             let service = match started {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => {
+                    let ended = exit_status(&mut child).await;
                     kill_group(pgid);
-                    return Err(with_stderr(format!("it did not start: {e}"), &stderr));
+                    // Its last words may still be in the pipe.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    return Err(with_stderr(
+                        format!("it did not start{ended} ({})", plain_error(&e.to_string())),
+                        &stderr,
+                    ));
                 }
                 Err(_) => {
                     kill_group(pgid);
@@ -179,7 +195,7 @@ impl Connection {
                     ));
                 }
             };
-            (service, pgid)
+            (service, pgid, Some(child))
         } else if let Some(url) = &config.settings.url {
             let mut headers = HashMap::new();
             for (name, value) in &config.settings.headers {
@@ -195,8 +211,18 @@ impl Connection {
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers),
             );
             match tokio::time::timeout(wait, handler.serve(transport)).await {
-                Ok(Ok(service)) => (service, None),
-                Ok(Err(e)) => return Err(format!("{url} did not accept the connection: {e}")),
+                Ok(Ok(service)) => (service, None, None),
+                Ok(Err(e)) => {
+                    let why = plain_error(&e.to_string());
+                    let hint = match why.contains("HTTP 401") || why.contains("HTTP 403") {
+                        true => format!(
+                            "; it wants a token: `totem mcp add {} --url {url} --header Authorization --value-stdin --replace` stores one",
+                            config.name
+                        ),
+                        false => String::new(),
+                    };
+                    return Err(format!("{url} did not accept the connection: {why}{hint}"));
+                }
                 Err(_) => {
                     return Err(format!("{url} did not answer within {} s", wait.as_secs()));
                 }
@@ -211,6 +237,7 @@ impl Connection {
             peer,
             lists,
             pgid,
+            _child: child,
             stderr,
             stopped: AtomicBool::new(false),
             usage: Mutex::new(super::pool::Usage::default()),
@@ -356,6 +383,43 @@ fn kill_group(pgid: Option<i32>) {
         );
         super::leftovers::forget(pgid);
     }
+}
+
+/// How a server that did not start ended: ` (it exited with status 3)`, or nothing when it
+/// still runs a moment later.
+async fn exit_status(child: &mut tokio::process::Child) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+        Ok(Ok(status)) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!(": it exited with status {code}"),
+            (None, Some(signal)) => format!(": it was killed by signal {signal}"),
+            (None, None) => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+/// An rmcp error as a sentence: the server's answer when it gave one, without the Rust type
+/// names of the transport (`Transport [rmcp::transport::worker::WorkerTransport<…>]`).
+fn plain_error(text: &str) -> String {
+    if let Some((_, answer)) = text.split_once("unexpected server response: ") {
+        let answer = answer.split(", when send").next().unwrap_or(answer);
+        return format!("it answered {}", answer.trim());
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        if !rest[open..close].contains("::") {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn with_stderr(message: String, stderr: &Mutex<String>) -> String {

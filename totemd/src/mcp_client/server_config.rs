@@ -74,6 +74,17 @@ impl ServerConfig {
     }
 }
 
+/// Header and environment values of the user's servers hold tokens: never shown or logged.
+pub fn register_secrets(settings: &McpServerSettings) {
+    for value in settings.headers.values().chain(settings.env.values()) {
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .unwrap_or(value);
+        crate::redact::register(token);
+    }
+}
+
 /// The servers of a project: the user's, then the project's own ones under names the user's
 /// settings do not use. Problems are returned as notices; a broken entry is left out.
 pub fn servers(
@@ -81,16 +92,7 @@ pub fn servers(
     root: &Path,
 ) -> (Vec<ServerConfig>, Vec<String>) {
     let mut notices = Vec::new();
-    // Header and environment values of the user's servers hold tokens: never shown or logged.
-    for settings in user.values() {
-        for value in settings.headers.values().chain(settings.env.values()) {
-            let token = value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-                .unwrap_or(value);
-            crate::redact::register(token);
-        }
-    }
+    user.values().for_each(register_secrets);
     let mut out: Vec<ServerConfig> = user
         .iter()
         .filter(|(_, settings)| settings.enabled)
@@ -123,6 +125,10 @@ pub fn servers(
             notices.push(format!("{e} (in {})", path.display()));
             continue;
         }
+        // Secret values are the user's, sealed under their own server names: a project's entry
+        // names none.
+        settings.secret_env.clear();
+        settings.secret_headers.clear();
         if settings.allow_all_projects {
             notices.push(format!(
                 "MCP server `{name}` in {}: `allowAllProjects` is ignored in a project file; Totem asks before starting it",

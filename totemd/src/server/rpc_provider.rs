@@ -1,11 +1,12 @@
-//! Handlers of the provider and model methods: `provider.add|list|remove|test`, `model.list`.
+//! Handlers of the provider and model methods: `provider.add|list|remove|test`, `model.list`;
+//! and of the user's MCP servers: `mcpServer.add|list|remove|test`.
 //! Params of `provider.add` carry a key; nothing here logs params or returns a key.
 
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
-    ErrorCode, ModelListParams, NoParams, ProviderAddParams, ProviderRef, ProviderRemoved,
-    ProviderTestParams, method,
+    ErrorCode, McpServerAddParams, McpServerTestParams, McpServerTestResult, ModelListParams,
+    NoParams, ProviderAddParams, ProviderRef, ProviderRemoved, ProviderTestParams, method,
 };
 
 use super::rpc::{err, register};
@@ -16,7 +17,7 @@ impl From<ConfigError> for ErrorObjectOwned {
     fn from(e: ConfigError) -> Self {
         let code = match &e {
             ConfigError::BadRequest(_) => ErrorCode::INVALID_PARAMS,
-            ConfigError::NoProvider(_) => ErrorCode::NOT_FOUND,
+            ConfigError::NoProvider(_) | ConfigError::NoMcpServer(_) => ErrorCode::NOT_FOUND,
             ConfigError::Exists(_) | ConfigError::Broken(_) => ErrorCode::CONFLICT,
             ConfigError::Malformed { .. } | ConfigError::Invalid { .. } => ErrorCode::CONFLICT,
             ConfigError::Io { .. } | ConfigError::Secret { .. } | ConfigError::Provider(_) => {
@@ -50,4 +51,80 @@ pub fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::ModelList, _, _>(m, |p: ModelListParams, d, _| async move {
         Ok(d.settings.list_models(p.provider.as_deref()).await?)
     });
+
+    register::<method::McpServerAdd, _, _>(m, |p: McpServerAddParams, d, _| async move {
+        Ok(d.settings.add_mcp_server(p)?)
+    });
+
+    register::<method::McpServerList, _, _>(m, |_: NoParams, d, _| async move {
+        Ok(d.settings.list_mcp_servers())
+    });
+
+    register::<method::McpServerRemove, _, _>(m, |p: ProviderRef, d, _| async move {
+        d.settings.remove_mcp_server(&p.name)?;
+        Ok(ProviderRemoved { name: p.name })
+    });
+
+    register::<method::McpServerTest, _, _>(m, |p: McpServerTestParams, d, _| async move {
+        Ok(test_mcp_server(&d, p).await?)
+    });
+}
+
+/// Starts one of the user's MCP servers as a session would, lists its tools and stops it.
+async fn test_mcp_server(
+    d: &Daemon,
+    p: McpServerTestParams,
+) -> Result<McpServerTestResult, ConfigError> {
+    use crate::mcp_client::server_config::{Origin, ServerConfig};
+    let (servers, problems) = d.settings.mcp_servers_with_secrets();
+    let Some(settings) = servers.get(&p.name).cloned() else {
+        return Err(ConfigError::NoMcpServer(p.name));
+    };
+    let named = format!("`{}`", p.name);
+    if let Some(problem) = problems.iter().find(|m| m.contains(&named)) {
+        return Ok(McpServerTestResult {
+            name: p.name,
+            ok: false,
+            tools: Vec::new(),
+            error: Some(problem.clone()),
+            millis: 0,
+        });
+    }
+    crate::mcp_client::server_config::register_secrets(&settings);
+    let dir = p
+        .dir
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| d.home.clone());
+    let config = ServerConfig {
+        name: p.name.clone(),
+        settings,
+        origin: Origin::User,
+    };
+    let started = std::time::Instant::now();
+    let outcome = crate::mcp_client::client::Connection::start(config, &dir).await;
+    let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(match outcome {
+        Ok(connection) => {
+            let tools = connection
+                .tools()
+                .iter()
+                .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(String::from))
+                .collect();
+            connection.kill();
+            McpServerTestResult {
+                name: p.name,
+                ok: true,
+                tools,
+                error: None,
+                millis,
+            }
+        }
+        Err(error) => McpServerTestResult {
+            name: p.name,
+            ok: false,
+            tools: Vec::new(),
+            error: Some(error),
+            millis,
+        },
+    })
 }
