@@ -205,6 +205,7 @@ async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
         &env.daemon.home,
         json!({"everything": stdio_server(json!({}))}),
     );
+    env.push(vec![tool("c0", "sum_numbers", json!({"a": 1, "b": 2}))]);
     env.push(vec![tool(
         "c1",
         "everything_get-sum",
@@ -224,10 +225,15 @@ async fn a_failing_tool_is_an_error_for_the_model_and_the_run_goes_on() {
         )
         .await;
     let got = results(&events);
-    assert_eq!(got.len(), 2, "{got:?}");
-    assert!(got[0].2, "the bad call is an error: {got:?}");
-    assert!(!got[1].2, "{got:?}");
-    assert!(got[1].1.contains("42"), "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+    // A name no tool has: the answer lists the MCP tools beside the built-in ones.
+    assert!(got[0].2, "{got:?}");
+    assert!(got[0].1.contains("unknown tool"), "{got:?}");
+    assert!(got[0].1.contains("from MCP servers: "), "{got:?}");
+    assert!(got[0].1.contains("everything_get-sum"), "{got:?}");
+    assert!(got[1].2, "the bad call is an error: {got:?}");
+    assert!(!got[2].2, "{got:?}");
+    assert!(got[2].1.contains("42"), "{got:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,6 +80,9 @@ impl Runner {
             self.setup.read_only,
         ) {
             Ok(p) => p,
+            Err(e @ totem_tools::ToolError::UnknownTool { .. }) => {
+                return (self.with_mcp_tools(e.to_string()), true);
+            }
             Err(e) => return (e.to_string(), true),
         };
 

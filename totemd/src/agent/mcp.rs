@@ -229,6 +229,23 @@ impl Runner {
     }
 
     /// Runs `call` when it names an MCP tool or `mcp_prompt`; `None` when it is not one.
+    /// An "unknown tool" message with the MCP tools this run offers added to the built-in ones
+    /// it lists, so that the model sees every name it may call.
+    pub(super) fn with_mcp_tools(&self, message: String) -> String {
+        let mut names: Vec<String> = self
+            .agent
+            .mcp
+            .definitions(self.setup.read_only)
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        if names.is_empty() {
+            return message;
+        }
+        names.sort();
+        format!("{message}; from MCP servers: {}", names.join(", "))
+    }
+
     pub(super) async fn call_mcp(&mut self, call: &ToolCall) -> Option<(String, bool)> {
         if call.name == PROMPT_TOOL && self.agent.mcp.has_prompts() {
             return Some(self.call_prompt(call).await);
