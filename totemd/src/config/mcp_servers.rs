@@ -89,40 +89,53 @@ impl Settings {
         let settings = self.current();
         let mut out = BTreeMap::new();
         let mut problems = Vec::new();
-        'servers: for (name, entry) in &settings.mcp_servers {
-            let mut entry = entry.clone();
-            let wanted = [
-                ("env", entry.secret_env.clone()),
-                ("header", entry.secret_headers.clone()),
-            ];
-            for (kind, names) in wanted {
-                for key in names {
-                    let value = match self.secrets.get(&secret_key(name, kind, &key)) {
-                        Ok(Some(value)) => value.into_inner(),
-                        Ok(None) => {
-                            problems.push(format!(
-                                "MCP server `{name}` is not started: its secret {kind} `{key}` is not stored; add it again with `totem mcp add {name} … --replace`"
-                            ));
-                            entry.enabled = false;
-                            out.insert(name.clone(), entry);
-                            continue 'servers;
-                        }
-                        Err(e) => {
-                            problems.push(format!("MCP server `{name}` is not started: {e}"));
-                            entry.enabled = false;
-                            out.insert(name.clone(), entry);
-                            continue 'servers;
-                        }
-                    };
-                    match kind {
-                        "env" => entry.env.insert(key, value),
-                        _ => entry.headers.insert(key, value),
-                    };
+        for (name, entry) in &settings.mcp_servers {
+            let entry = self.unseal(name, entry).unwrap_or_else(|problem| {
+                problems.push(problem);
+                McpServerSettings {
+                    enabled: false,
+                    ..entry.clone()
                 }
-            }
+            });
             out.insert(name.clone(), entry);
         }
         (out, problems)
+    }
+
+    /// One of the user's MCP servers with its secrets put back, or why it cannot start; `None`
+    /// when settings.json has no server of that name.
+    pub fn mcp_server_with_secrets(&self, name: &str) -> Option<Result<McpServerSettings, String>> {
+        let settings = self.current();
+        let entry = settings.mcp_servers.get(name)?;
+        Some(self.unseal(name, entry))
+    }
+
+    /// `entry` with the values of its secret variables and headers unsealed into `env` and
+    /// `headers`, or a sentence saying which secret could not be read.
+    fn unseal(&self, name: &str, entry: &McpServerSettings) -> Result<McpServerSettings, String> {
+        let mut entry = entry.clone();
+        let wanted = [
+            ("env", entry.secret_env.clone()),
+            ("header", entry.secret_headers.clone()),
+        ];
+        for (kind, names) in wanted {
+            for key in names {
+                let value = match self.secrets.get(&secret_key(name, kind, &key)) {
+                    Ok(Some(value)) => value.into_inner(),
+                    Ok(None) => {
+                        return Err(format!(
+                            "MCP server `{name}` is not started: its secret {kind} `{key}` is not stored; add it again with `totem mcp add {name} … --replace`"
+                        ));
+                    }
+                    Err(e) => return Err(format!("MCP server `{name}` is not started: {e}")),
+                };
+                match kind {
+                    "env" => entry.env.insert(key, value),
+                    _ => entry.headers.insert(key, value),
+                };
+            }
+        }
+        Ok(entry)
     }
 
     fn forget_mcp_secrets(&self, server: &str) -> Result<(), ConfigError> {

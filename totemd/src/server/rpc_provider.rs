@@ -76,20 +76,19 @@ async fn test_mcp_server(
     p: McpServerTestParams,
 ) -> Result<McpServerTestResult, ConfigError> {
     use crate::mcp_client::server_config::{Origin, ServerConfig};
-    let (servers, problems) = d.settings.mcp_servers_with_secrets();
-    let Some(settings) = servers.get(&p.name).cloned() else {
-        return Err(ConfigError::NoMcpServer(p.name));
+    let settings = match d.settings.mcp_server_with_secrets(&p.name) {
+        None => return Err(ConfigError::NoMcpServer(p.name)),
+        Some(Err(problem)) => {
+            return Ok(McpServerTestResult {
+                name: p.name,
+                ok: false,
+                tools: Vec::new(),
+                error: Some(problem),
+                millis: 0,
+            });
+        }
+        Some(Ok(settings)) => settings,
     };
-    let named = format!("`{}`", p.name);
-    if let Some(problem) = problems.iter().find(|m| m.contains(&named)) {
-        return Ok(McpServerTestResult {
-            name: p.name,
-            ok: false,
-            tools: Vec::new(),
-            error: Some(problem.clone()),
-            millis: 0,
-        });
-    }
     crate::mcp_client::server_config::register_secrets(&settings);
     let dir = p
         .dir
