@@ -3,8 +3,8 @@
 //!
 //! It is a pure library: the daemon builds a [`Policy`] from settings, keeps a [`PermissionState`]
 //! per session, calls [`Policy::evaluate`] for every [`Access`] a tool call plans, on
-//! [`Decision::Ask`] sends a [`Question`] to the clients, and feeds the first [`Reply`] to
-//! [`PermissionState::answer`]. The project
+//! [`Decision::Ask`] sends a [`Question`] to the clients, and feeds the first reply (the protocol's
+//! [`PermissionReply`](totem_protocol::PermissionReply)) to [`PermissionState::answer`]. The project
 //! boundary (paths outside the project root) is enforced before this crate is consulted and no
 //! rule here can lift it.
 //!
@@ -97,7 +97,7 @@ pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict};
 pub use question::Question;
 pub use rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
 pub use secret::{SecretPatterns, SecretSettings, is_secret};
-pub use state::{Answer, PermissionState, Reply, Scope};
+pub use state::{Answer, PermissionState, Scope};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,64 +1,10 @@
 //! Answers to permission questions, and the "always" rules they leave behind.
 
 use serde::{Deserialize, Serialize};
+use totem_protocol::PermissionReply;
 
 use crate::policy::Verdict;
 use crate::rules::{AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
-
-/// A person's answer to a permission question.
-///
-/// On the wire: `{"type": "once" | "alwaysSession" | "alwaysProject"}` or
-/// `{"type": "deny", "note": "…"}` (note optional); unknown fields are refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase", try_from = "ReplyWire")]
-pub enum Reply {
-    /// Allow this once.
-    Once,
-    /// Allow, and do not ask again for the same thing in this session.
-    AlwaysSession,
-    /// Allow, and do not ask again for the same thing in this project (persisted).
-    AlwaysProject,
-    /// Refuse; the note, if any, is passed to the model.
-    Deny {
-        /// The person's words for the model, passed on with the refusal.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        note: Option<String>,
-    },
-}
-
-/// The wire form of [`Reply`], read through a struct because serde ignores unknown fields on the
-/// unit variants of an internally tagged enum.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReplyWire {
-    #[serde(rename = "type")]
-    kind: ReplyKind,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-enum ReplyKind {
-    Once,
-    AlwaysSession,
-    AlwaysProject,
-    Deny,
-}
-
-impl TryFrom<ReplyWire> for Reply {
-    type Error = String;
-
-    fn try_from(wire: ReplyWire) -> Result<Self, String> {
-        match (wire.kind, wire.note) {
-            (ReplyKind::Deny, note) => Ok(Reply::Deny { note }),
-            (_, Some(_)) => Err("only a `deny` reply carries a note".into()),
-            (ReplyKind::Once, None) => Ok(Reply::Once),
-            (ReplyKind::AlwaysSession, None) => Ok(Reply::AlwaysSession),
-            (ReplyKind::AlwaysProject, None) => Ok(Reply::AlwaysProject),
-        }
-    }
-}
 
 /// Where an "always" answer is remembered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,13 +113,17 @@ impl PermissionState {
 
     /// Applies a person's reply to the question `verdict` raised: remembers the "always" rules in
     /// the chosen scope and says whether the call may go ahead. A verdict that denies stays denied.
-    pub fn answer(&mut self, verdict: &Verdict, reply: &Reply) -> Result<Answer, RuleError> {
+    pub fn answer(
+        &mut self,
+        verdict: &Verdict,
+        reply: &PermissionReply,
+    ) -> Result<Answer, RuleError> {
         let denied = verdict.decision == Decision::Deny;
         let (scope, allowed, note) = match reply {
-            Reply::Once => (None, !denied, None),
-            Reply::AlwaysSession => (Some(Scope::Session), !denied, None),
-            Reply::AlwaysProject => (Some(Scope::Project), !denied, None),
-            Reply::Deny { note } => (None, false, note.clone()),
+            PermissionReply::Once => (None, !denied, None),
+            PermissionReply::AlwaysSession => (Some(Scope::Session), !denied, None),
+            PermissionReply::AlwaysProject => (Some(Scope::Project), !denied, None),
+            PermissionReply::Deny { note } => (None, false, note.clone()),
         };
         let remembered = match scope {
             Some(scope) if allowed => {

@@ -2,11 +2,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use totem_permission::{
-    Access, Decision, PermissionState, Policy, Reason, Reply, Rules, Scope, Source,
-};
+use totem_permission::{Access, Decision, PermissionState, Policy, Reason, Rules, Scope, Source};
+use totem_protocol::PermissionReply;
 
-fn ask_and_answer(policy: &Policy, state: &mut PermissionState, access: &Access, reply: Reply) {
+fn ask_and_answer(
+    policy: &Policy,
+    state: &mut PermissionState,
+    access: &Access,
+    reply: PermissionReply,
+) {
     let v = policy.evaluate(access, state);
     assert_eq!(v.decision, Decision::Ask, "{access:?} should ask first");
     let answer = state.answer(&v, &reply).unwrap();
@@ -22,7 +26,7 @@ fn once_allows_without_remembering() {
     let p = Policy::new();
     let mut s = PermissionState::new();
     let a = Access::execute("bash", "npm test");
-    ask_and_answer(&p, &mut s, &a, Reply::Once);
+    ask_and_answer(&p, &mut s, &a, PermissionReply::Once);
     assert_eq!(decide(&p, &s, &a), Decision::Ask);
     assert!(s.session_rules().is_empty());
 }
@@ -35,7 +39,7 @@ fn always_for_a_command_remembers_its_prefix() {
         &p,
         &mut s,
         &Access::execute("bash", "npm test -- --ci"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         s.session_rules().0["bash"].keys().collect::<Vec<_>>(),
@@ -63,7 +67,7 @@ fn always_for_a_single_word_program_remembers_program_star() {
         &p,
         &mut s,
         &Access::execute("bash", "pytest -x tests"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert!(s.session_rules().0["bash"].contains_key("pytest *"));
 }
@@ -76,7 +80,7 @@ fn always_for_a_dangerous_program_remembers_the_exact_command() {
         &p,
         &mut s,
         &Access::execute("bash", "rm build.log"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", "rm build.log")),
@@ -90,7 +94,7 @@ fn always_for_a_dangerous_program_remembers_the_exact_command() {
         &p,
         &mut s,
         &Access::execute("bash", "python3 x.py"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", "python3 -c 'evil'")),
@@ -108,7 +112,7 @@ fn always_for_a_compound_line_remembers_each_asking_part() {
     assert!(always.0["bash"].contains_key("cargo build *"));
     assert!(always.0["bash"].contains_key("cargo test *"));
     assert!(always.0["edit"].contains_key("/out.txt"));
-    s.answer(&v, &Reply::AlwaysSession).unwrap();
+    s.answer(&v, &PermissionReply::AlwaysSession).unwrap();
     assert_eq!(decide(&p, &s, &a), Decision::Allow);
     // The remembered parts do not let a new part through.
     assert_eq!(
@@ -125,7 +129,7 @@ fn always_for_a_file_remembers_that_path_only() {
         &p,
         &mut s,
         &Access::write("edit", "src/lib.rs"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::write("edit", "src/lib.rs")),
@@ -154,7 +158,7 @@ fn always_for_a_path_with_glob_characters_matches_it_literally() {
         &p,
         &mut s,
         &Access::write("edit", "app/[id]/page.tsx"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::write("edit", "app/[id]/page.tsx")),
@@ -174,7 +178,7 @@ fn always_for_an_mcp_tool_remembers_that_tool() {
         &p,
         &mut s,
         &Access::mcp("github/list_issues"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::mcp("github/list_issues")),
@@ -197,7 +201,7 @@ fn always_never_lifts_a_configured_deny() {
         &p,
         &mut s,
         &Access::execute("bash", "git push origin"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", "git push origin")),
@@ -214,7 +218,7 @@ fn remembered_answer_is_named_in_the_verdict() {
     let p = Policy::new();
     let mut s = PermissionState::new();
     let a = Access::execute("bash", "make check");
-    ask_and_answer(&p, &mut s, &a, Reply::AlwaysProject);
+    ask_and_answer(&p, &mut s, &a, PermissionReply::AlwaysProject);
     let v = p.evaluate(&a, &s);
     match v.reason() {
         Some(Reason::Remembered { rule }) => {
@@ -231,7 +235,7 @@ fn always_for_project_is_persisted_and_restored() {
     let mut s = PermissionState::new();
     let a = Access::execute("bash", "cargo clippy --all-targets");
     let v = p.evaluate(&a, &s);
-    let answer = s.answer(&v, &Reply::AlwaysProject).unwrap();
+    let answer = s.answer(&v, &PermissionReply::AlwaysProject).unwrap();
     assert_eq!(answer.remembered, Some(Scope::Project));
     assert!(s.session_rules().is_empty());
 
@@ -249,13 +253,13 @@ fn whole_state_round_trips_through_json() {
         &p,
         &mut s,
         &Access::execute("bash", "npm ci"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     ask_and_answer(
         &p,
         &mut s,
         &Access::write("edit", "a.txt"),
-        Reply::AlwaysProject,
+        PermissionReply::AlwaysProject,
     );
     let json = serde_json::to_string(&s).unwrap();
     let back: PermissionState = serde_json::from_str(&json).unwrap();
@@ -273,7 +277,7 @@ fn deny_reply_refuses_with_its_note_and_remembers_nothing() {
     let answer = s
         .answer(
             &v,
-            &Reply::Deny {
+            &PermissionReply::Deny {
                 note: Some("use cargo clean".into()),
             },
         )
@@ -285,29 +289,6 @@ fn deny_reply_refuses_with_its_note_and_remembers_nothing() {
 }
 
 #[test]
-fn replies_have_a_stable_wire_form() {
-    let cases = [
-        (Reply::Once, r#"{"type":"once"}"#),
-        (Reply::AlwaysSession, r#"{"type":"alwaysSession"}"#),
-        (Reply::AlwaysProject, r#"{"type":"alwaysProject"}"#),
-        (
-            Reply::Deny {
-                note: Some("no".into()),
-            },
-            r#"{"type":"deny","note":"no"}"#,
-        ),
-        (Reply::Deny { note: None }, r#"{"type":"deny"}"#),
-    ];
-    for (reply, json) in cases {
-        assert_eq!(serde_json::to_string(&reply).unwrap(), json);
-        assert_eq!(serde_json::from_str::<Reply>(json).unwrap(), reply);
-    }
-    assert!(serde_json::from_str::<Reply>(r#"{"type":"once","x":1}"#).is_err());
-    assert!(serde_json::from_str::<Reply>(r#"{"type":"once","note":"n"}"#).is_err());
-    assert!(serde_json::from_str::<Reply>(r#"{"type":"maybe"}"#).is_err());
-}
-
-#[test]
 fn secret_named_by_a_command_is_remembered_exactly() {
     let p = Policy::new();
     let mut s = PermissionState::new();
@@ -315,7 +296,7 @@ fn secret_named_by_a_command_is_remembered_exactly() {
         &p,
         &mut s,
         &Access::execute("bash", "cat .env"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", "cat .env")),
@@ -335,7 +316,7 @@ fn outside_reach_is_remembered_exactly() {
         &p,
         &mut s,
         &Access::execute("bash", "ls /tmp"),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", "ls /tmp")),
@@ -356,7 +337,7 @@ fn unparseable_line_is_remembered_exactly() {
         &p,
         &mut s,
         &Access::execute("bash", line),
-        Reply::AlwaysSession,
+        PermissionReply::AlwaysSession,
     );
     assert_eq!(
         decide(&p, &s, &Access::execute("bash", line)),
@@ -380,7 +361,11 @@ fn answering_a_denied_verdict_does_not_allow_it() {
     p.add_layer(Source::User, r).unwrap();
     let mut s = PermissionState::new();
     let v = p.evaluate(&Access::execute("bash", "rm x"), &s);
-    assert!(!s.answer(&v, &Reply::AlwaysSession).unwrap().allowed);
+    assert!(
+        !s.answer(&v, &PermissionReply::AlwaysSession)
+            .unwrap()
+            .allowed
+    );
     assert!(s.session_rules().is_empty());
 }
 
@@ -396,7 +381,11 @@ fn question_carries_what_always_would_remember_and_survives_json() {
     // Persisted while no client is attached, answered later.
     let stored = serde_json::to_string(&q).unwrap();
     let q: totem_permission::Question = serde_json::from_str(&stored).unwrap();
-    assert!(s.answer(&q.verdict, &Reply::AlwaysSession).unwrap().allowed);
+    assert!(
+        s.answer(&q.verdict, &PermissionReply::AlwaysSession)
+            .unwrap()
+            .allowed
+    );
     assert_eq!(decide(&p, &s, &a), Decision::Allow);
 }
 
@@ -427,7 +416,11 @@ fn commands_from_the_project_ask_even_where_a_built_in_allows_and_remember_exact
         v.always_rules().0["bash"].keys().collect::<Vec<_>>(),
         ["npm run lint"]
     );
-    assert!(s.answer(&v, &Reply::AlwaysProject).unwrap().allowed);
+    assert!(
+        s.answer(&v, &PermissionReply::AlwaysProject)
+            .unwrap()
+            .allowed
+    );
     assert_eq!(project("npm run lint", &s).decision, Decision::Allow);
     assert_eq!(project("npm run lint; touch x", &s).decision, Decision::Ask);
     assert_eq!(project("npm run lint --fix", &s).decision, Decision::Ask);
@@ -465,7 +458,11 @@ fn a_command_run_outside_the_sandbox_is_not_covered_by_a_built_in_allow() {
         "{}",
         v.explain()
     );
-    assert!(s.answer(&v, &Reply::AlwaysSession).unwrap().allowed);
+    assert!(
+        s.answer(&v, &PermissionReply::AlwaysSession)
+            .unwrap()
+            .allowed
+    );
     assert_eq!(p.evaluate_unconfined(&a, &s).decision, Decision::Allow);
     let other = Access::execute("terminal", "cat other.txt");
     assert_eq!(p.evaluate_unconfined(&other, &s).decision, Decision::Ask);

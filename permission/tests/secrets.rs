@@ -3,9 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use totem_permission::{
-    Access, Decision, PermissionState, Policy, Reason, Reply, Rules, SecretPatterns,
-    SecretSettings, Source, is_secret,
+    Access, Decision, PermissionState, Policy, Reason, Rules, SecretPatterns, SecretSettings,
+    Source, is_secret,
 };
+use totem_protocol::PermissionReply;
 
 #[test]
 fn built_in_secret_files_are_recognised_at_any_depth() {
@@ -178,7 +179,7 @@ fn only_an_answer_for_that_exact_file_lifts_a_secret() {
     assert_eq!(read(&policy, &state, ".env"), Decision::Ask);
 
     let v = policy.evaluate(&Access::read("read", ".env"), &state);
-    state.answer(&v, &Reply::AlwaysSession).unwrap();
+    state.answer(&v, &PermissionReply::AlwaysSession).unwrap();
     assert_eq!(read(&policy, &state, ".env"), Decision::Allow);
     // Same name elsewhere is another file.
     assert_eq!(read(&policy, &state, "api/.env"), Decision::Ask);

@@ -317,8 +317,11 @@ pub struct PermissionQuestion {
     pub subcommand: Option<String>,
 }
 
-/// A person's answer to a permission question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+// The permission engine (totem-permission) takes this type as it is: one type from the wire to
+// `PermissionState::answer`.
+/// A person's answer to a permission question. Unknown fields, and a note on anything but a
+/// deny, are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum PermissionReply {
     /// Allow this once.
@@ -332,6 +335,42 @@ pub enum PermissionReply {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
+}
+
+/// The wire form of [`PermissionReply`] as it is read: through a struct, because serde ignores
+/// unknown fields on the unit variants of an internally tagged enum. (Read by hand rather than
+/// with `#[serde(try_from)]`, which would make schemars describe this struct instead of the enum.)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplyWire {
+    #[serde(rename = "type")]
+    kind: ReplyKind,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum ReplyKind {
+    Once,
+    AlwaysSession,
+    AlwaysProject,
+    Deny,
+}
+
+impl<'de> Deserialize<'de> for PermissionReply {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = ReplyWire::deserialize(d)?;
+        match (wire.kind, wire.note) {
+            (ReplyKind::Deny, note) => Ok(PermissionReply::Deny { note }),
+            (_, Some(_)) => Err(serde::de::Error::custom(
+                "only a `deny` reply carries a note",
+            )),
+            (ReplyKind::Once, None) => Ok(PermissionReply::Once),
+            (ReplyKind::AlwaysSession, None) => Ok(PermissionReply::AlwaysSession),
+            (ReplyKind::AlwaysProject, None) => Ok(PermissionReply::AlwaysProject),
+        }
+    }
 }
 
 /// A page of a cursor-paginated list. Pass `nextCursor` back as `cursor` for the next page; it is

@@ -40,6 +40,49 @@ fn params_reject_unknown_fields() {
     assert!(err.to_string().contains("unknown field"), "{err}");
 }
 
+#[test]
+fn permission_replies_have_a_stable_wire_form() {
+    let cases = [
+        (totem_protocol::PermissionReply::Once, r#"{"type":"once"}"#),
+        (
+            totem_protocol::PermissionReply::AlwaysSession,
+            r#"{"type":"alwaysSession"}"#,
+        ),
+        (
+            totem_protocol::PermissionReply::AlwaysProject,
+            r#"{"type":"alwaysProject"}"#,
+        ),
+        (
+            totem_protocol::PermissionReply::Deny {
+                note: Some("no".into()),
+            },
+            r#"{"type":"deny","note":"no"}"#,
+        ),
+        (
+            totem_protocol::PermissionReply::Deny { note: None },
+            r#"{"type":"deny"}"#,
+        ),
+    ];
+    for (reply, json) in cases {
+        assert_eq!(serde_json::to_string(&reply).unwrap(), json);
+        assert_eq!(
+            serde_json::from_str::<totem_protocol::PermissionReply>(json).unwrap(),
+            reply
+        );
+    }
+    assert!(
+        serde_json::from_str::<totem_protocol::PermissionReply>(r#"{"type":"once","x":1}"#)
+            .is_err()
+    );
+    assert!(
+        serde_json::from_str::<totem_protocol::PermissionReply>(r#"{"type":"once","note":"n"}"#)
+            .is_err()
+    );
+    assert!(
+        serde_json::from_str::<totem_protocol::PermissionReply>(r#"{"type":"maybe"}"#).is_err()
+    );
+}
+
 /// Which variant an event is. The match has no wildcard: a new kind of event does not compile
 /// until it is added here, and then the test fails until it is in the list below.
 fn variant(kind: &totem_protocol::EventKind) -> usize {

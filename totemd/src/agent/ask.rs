@@ -10,7 +10,7 @@
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use totem_permission::{Access, AccessKind, Answer, Reply, Scope, Verdict};
+use totem_permission::{Access, AccessKind, Answer, Scope, Verdict};
 use totem_protocol::{EventKind, PermissionQuestion, PermissionReplyParams};
 
 use super::{DaemonError, SessionAgent, lock};
@@ -102,9 +102,6 @@ impl SessionAgent {
 
     /// `permission.reply`: the first answer to a question wins.
     pub fn reply(&self, daemon: &Daemon, p: PermissionReplyParams) -> Result<(), DaemonError> {
-        let reply: Reply = serde_json::to_value(&p.reply)
-            .and_then(serde_json::from_value)
-            .map_err(|e| DaemonError::Invalid(format!("invalid reply: {e}")))?;
         let pending = {
             let mut questions = lock(&self.questions);
             let Some(at) = questions
@@ -121,7 +118,7 @@ impl SessionAgent {
         let answer = {
             let mut state = lock(&self.permissions);
             let answer = state
-                .answer(&pending.verdict, &reply)
+                .answer(&pending.verdict, &p.reply)
                 .map_err(|e| DaemonError::Invalid(e.to_string()))?;
             if answer.remembered == Some(Scope::Project) {
                 let rules = serde_json::to_value(state.project_rules())
