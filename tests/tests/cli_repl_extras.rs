@@ -578,3 +578,57 @@ fn sessions_are_titled_by_their_first_prompt_renamed_and_filtered_by_typing() {
     repl.expect("Renamed to “Beacons”.").expect("renamed");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn totem_run_on_a_colour_terminal_shows_each_word_as_it_comes() {
+    let env = start();
+    // A slow local model: a chunk every 400 ms, thinking first, then one line in pieces.
+    env.push(
+        vec![
+            SimEvent::thinking("First I read the question.\n", None),
+            SimEvent::thinking("Then I weigh it.", None),
+            SimEvent::text("Alpha beta "),
+            SimEvent::text("gamma delta "),
+            SimEvent::text("epsilon zeta "),
+            SimEvent::text("eta theta "),
+            SimEvent::text("Omega.\n"),
+        ],
+        400,
+    );
+    let mut command = env.cli.command(["run", "--model", MODEL, "go slowly"]);
+    command.env("TERM", "xterm");
+    command.env_remove("NO_COLOR");
+    let mut run = Session::spawn(command).expect("spawn totem run in a pty");
+    run.set_expect_timeout(Some(Duration::from_secs(30)));
+    let mut all = b"\r\n".repeat(8);
+    let thinking = run
+        .expect("thinking…")
+        .expect("the thinking shows while it streams");
+    all.extend_from_slice(thinking.as_bytes());
+    // The unfinished line is on screen before the stream ends.
+    let partial = run.expect("gamma delta").expect("partial text");
+    all.extend_from_slice(partial.as_bytes());
+    let shown = screen(&all);
+    assert!(
+        shown.contains("Alpha beta gamma delta") && !shown.contains("Omega."),
+        "the first words show while the rest is still coming:\n{shown}"
+    );
+    assert!(
+        shown.contains("┊ thought · 43 chars") && !shown.contains("thinking…"),
+        "the thinking folded to one line once done:\n{shown}"
+    );
+    assert!(
+        !shown.contains("/thinking"),
+        "totem run has no /thinking to offer:\n{shown}"
+    );
+    let rest = run.expect(Eof).expect("totem run ends");
+    all.extend_from_slice(rest.as_bytes());
+    let shown = screen(&all);
+    assert_eq!(
+        shown
+            .matches("Alpha beta gamma delta epsilon zeta eta theta Omega.")
+            .count(),
+        1,
+        "the finished line replaces the unfinished one:\n{shown}"
+    );
+}

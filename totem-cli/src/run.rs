@@ -15,7 +15,7 @@ use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::{Exit, Unreachable, UsageError};
 use crate::format::one_line;
 use crate::project::HomeFolder;
-use crate::render::{Chunk, Options, Renderer, Style, TextMode, ended_how};
+use crate::render::{Chunk, LiveArea, Options, Renderer, Style, TextMode, ended_how};
 
 pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
     let prompt = read_prompt(&args.prompt)?;
@@ -167,44 +167,82 @@ fn attachments(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Attachment>> 
 }
 
 /// Where the rendered output goes: the answer to stdout; the rest too on a terminal, to stderr
-/// when stdout is a pipe, so scripts read the answer alone.
+/// when stdout is a pipe, so scripts read the answer alone. On a colour terminal the unfinished
+/// line being streamed is drawn live under what is written, replaced at every delta, so a slow
+/// model's words show as they come.
 struct Terminal {
     asides_to_stderr: bool,
+    /// Unfinished lines are drawn live (a colour terminal).
+    live_lines: bool,
     at_line_start: bool,
+    /// The live line (empty: none), and the rows it takes on screen now (0: not drawn).
+    live: String,
+    live_rows: usize,
 }
 
 impl Terminal {
+    fn new(asides_to_stderr: bool, live_lines: bool) -> Terminal {
+        Terminal {
+            asides_to_stderr,
+            live_lines,
+            at_line_start: true,
+            live: String::new(),
+            live_rows: 0,
+        }
+    }
+
     fn write(&mut self, chunk: Chunk) {
-        let mut stdout = std::io::stdout().lock();
+        if let Chunk::Aside(text) = &chunk
+            && self.asides_to_stderr
+        {
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            return;
+        }
+        let mut out = self.erase_live();
         match chunk {
+            Chunk::Live(line) => self.live = line,
             Chunk::Answer(text) => {
-                let _ = stdout.write_all(text.as_bytes());
-                let _ = stdout.flush();
+                out.push_str(&text);
                 if !text.is_empty() {
                     self.at_line_start = text.ends_with('\n');
                 }
             }
-            // Not asked for: `totem run` draws whole lines or every delta.
-            Chunk::Live(_) => {}
-            Chunk::Aside(text) if self.asides_to_stderr => {
-                let _ = std::io::stderr().write_all(text.as_bytes());
-            }
             Chunk::Aside(text) => {
                 if !self.at_line_start {
-                    let _ = stdout.write_all(b"\n");
+                    out.push('\n');
                 }
-                let _ = stdout.write_all(text.as_bytes());
-                let _ = stdout.flush();
+                out.push_str(&text);
                 self.at_line_start = true;
             }
+        }
+        if !self.live.is_empty() && self.at_line_start {
+            out.push_str(&self.live);
+            self.live_rows = crate::render::rows(&self.live, LiveArea::of_terminal().cols);
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    }
+
+    /// Takes the live line off the screen: back to its first row, cleared to the end.
+    fn erase_live(&mut self) -> String {
+        match std::mem::take(&mut self.live_rows) {
+            0 => String::new(),
+            1 => "\r\x1b[J".to_string(),
+            n => format!("\r\x1b[{}A\x1b[J", n - 1),
         }
     }
 
     fn finish(&mut self) {
+        self.live.clear();
+        let erase = self.erase_live();
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(erase.as_bytes());
         if !self.at_line_start {
-            println!();
+            let _ = stdout.write_all(b"\n");
             self.at_line_start = true;
         }
+        let _ = stdout.flush();
     }
 }
 
@@ -319,11 +357,9 @@ async fn follow(
         reasoning: tty,
         user_messages: false,
         run_ends: false,
+        thinking_command: false,
     });
-    let mut out = Terminal {
-        asides_to_stderr: !tty,
-        at_line_start: true,
-    };
+    let mut out = Terminal::new(!tty, tty && style.color && !args.json);
     let mut last_seq = session.last_seq;
     let mut denied = false;
     let mut server_starts = Vec::new();
@@ -446,6 +482,9 @@ fn show(
     if json {
         println!("{}", serde_json::to_string(&received.json)?);
     } else {
+        if out.live_lines {
+            renderer.set_live(Some(LiveArea::of_terminal()));
+        }
         for chunk in renderer.event(received) {
             out.write(chunk);
         }

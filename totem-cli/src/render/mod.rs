@@ -103,6 +103,8 @@ pub struct Options {
     pub user_messages: bool,
     /// Show run ends (done, failed, aborted) as lines; `totem run` reports them itself.
     pub run_ends: bool,
+    /// The client has `/thinking` to show a folded thinking whole (the REPL), and says so.
+    pub thinking_command: bool,
 }
 
 /// Output for the caller to place.
@@ -124,6 +126,17 @@ pub enum Chunk {
 pub struct LiveArea {
     pub cols: usize,
     pub max_rows: usize,
+}
+
+impl LiveArea {
+    /// This terminal's: its width, and up to half its height.
+    pub fn of_terminal() -> LiveArea {
+        let (cols, rows) = crate::terminal::window_size().unwrap_or((80, 24));
+        LiveArea {
+            cols: usize::from(cols),
+            max_rows: usize::from(rows / 2).max(1),
+        }
+    }
 }
 
 /// The rows `text` (ANSI escapes left out) takes on a terminal `cols` wide; at least one.
@@ -534,7 +547,11 @@ impl Renderer {
                 }
                 self.thoughts.1.push(text.trim().to_string());
                 let size = tokens(text.trim().chars().count() as u64);
-                let line = s.thinking(&format!("┊ thought · {size} chars · /thinking shows it"));
+                let hint = match self.options.thinking_command {
+                    true => " · /thinking shows it",
+                    false => "",
+                };
+                let line = s.thinking(&format!("┊ thought · {size} chars{hint}"));
                 vec![Chunk::Aside(format!("{line}\n"))]
             }
             Part::ToolCall { tool, input, .. } => {
@@ -730,6 +747,7 @@ mod tests {
             reasoning: true,
             user_messages: true,
             run_ends: true,
+            thinking_command: true,
         })
     }
 
@@ -771,6 +789,7 @@ mod tests {
             reasoning: true,
             user_messages: true,
             run_ends: true,
+            thinking_command: true,
         });
         assert_eq!(answer(r.event(&delta("first *para"))), "");
         let first = answer(r.event(&delta("graph*\n\nsecond")));
@@ -918,6 +937,7 @@ mod tests {
             reasoning: true,
             user_messages: true,
             run_ends: true,
+            thinking_command: true,
         });
         r.set_undone(["run_1".to_string()]);
         let prompt = |run: &str| -> Received {

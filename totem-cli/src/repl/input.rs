@@ -30,10 +30,19 @@ pub enum Input {
 /// The line editor's thread, seen from the async side.
 pub struct LineEditor {
     pub lines: mpsc::UnboundedReceiver<Input>,
-    /// The next prompt to show and the text to put in the line first.
-    next: std::sync::mpsc::Sender<Option<(String, String)>>,
+    /// The printer thread's queue: text to print, and requests for the next line, in order.
+    jobs: std::sync::mpsc::Sender<Job>,
     /// Prints above the prompt; None when stdin or stdout is not a terminal.
     pub printer: Option<Box<dyn ExternalPrinter + Send>>,
+}
+
+/// What the printer thread does next.
+enum Job {
+    Print(String),
+    /// Ask the editor for a line with this prompt and initial text (None: end the editor).
+    Read(Option<(String, String)>),
+    /// Tell when everything queued before is printed.
+    Flushed(std::sync::mpsc::Sender<()>),
 }
 
 impl LineEditor {
@@ -58,12 +67,7 @@ impl LineEditor {
                         return;
                     }
                 };
-                let printer = editor
-                    .create_external_printer()
-                    .ok()
-                    .and_then(|p| Queued::start(p).ok())
-                    .map(|p| Box::new(p) as Box<dyn ExternalPrinter + Send>);
-                let _ = printer_tx.send(printer);
+                let _ = printer_tx.send(editor.create_external_printer().ok());
                 while let Ok(Some((prompt, initial))) = next_rx.recv() {
                     let input = match editor.readline_with_initial(&prompt, (&initial, "")) {
                         Ok(line) => {
@@ -84,10 +88,13 @@ impl LineEditor {
                 }
             })?;
         let printer = printer_rx.recv().unwrap_or(None);
+        let has_printer = printer.is_some();
+        let jobs = start_printer(printer, next)?;
         Ok(LineEditor {
             lines,
-            next,
-            printer,
+            printer: has_printer
+                .then(|| Box::new(Queued(jobs.clone())) as Box<dyn ExternalPrinter + Send>),
+            jobs,
         })
     }
 
@@ -97,40 +104,71 @@ impl LineEditor {
     }
 
     /// Shows `prompt` and reads the next line, which starts as `initial` (the cursor after it).
+    /// Asked through the printer's queue, so text printed before is on screen above the prompt
+    /// before the prompt is drawn.
     pub fn read_with(&self, prompt: &str, initial: String) {
-        let _ = self.next.send(Some((prompt.to_string(), initial)));
+        let _ = self
+            .jobs
+            .send(Job::Read(Some((prompt.to_string(), initial))));
     }
 
     /// Ends the thread once it is done with the current line.
     pub fn stop(&self) {
-        let _ = self.next.send(None);
+        let _ = self.jobs.send(Job::Read(None));
+    }
+
+    /// Waits (up to a second) until everything printed so far is on screen.
+    pub fn flush(&self) {
+        let (done, flushed) = std::sync::mpsc::channel();
+        if self.jobs.send(Job::Flushed(done)).is_ok() {
+            let _ = flushed.recv_timeout(std::time::Duration::from_secs(1));
+        }
     }
 }
 
+/// The printer thread: prints queued text through rustyline's printer and hands the editor its
+/// requests for lines, in the order they were made.
+///
 /// rustyline's printer holds one message: a second one printed while the editor is in raw mode
 /// but no longer reading (the line was just entered) blocks until the next `readline`, and the
-/// async side, blocked, never asks for it (the REPL froze). So messages go through a thread of
-/// their own that may wait; the async side never does.
-struct Queued(std::sync::mpsc::Sender<String>);
-
-impl Queued {
-    fn start(mut printer: impl ExternalPrinter + Send + 'static) -> std::io::Result<Queued> {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::Builder::new()
-            .name("totem-printer".into())
-            .spawn(move || {
-                for text in rx {
-                    let _ = printer.print(text);
+/// async side, blocked, would never ask for it (the REPL froze). So messages go through this
+/// thread, which may wait; the async side never does. And a request for the next line waits
+/// behind the text printed before it: while the editor is not reading, rustyline writes text
+/// straight to the terminal, which would otherwise race the prompt being drawn.
+fn start_printer(
+    mut printer: Option<impl ExternalPrinter + Send + 'static>,
+    next: std::sync::mpsc::Sender<Option<(String, String)>>,
+) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("totem-printer".into())
+        .spawn(move || {
+            for job in rx {
+                match job {
+                    Job::Print(text) => {
+                        if let Some(printer) = &mut printer {
+                            let _ = printer.print(text);
+                        }
+                    }
+                    Job::Read(request) => {
+                        let _ = next.send(request);
+                    }
+                    Job::Flushed(done) => {
+                        let _ = done.send(());
+                    }
                 }
-            })?;
-        Ok(Queued(tx))
-    }
+            }
+        })?;
+    Ok(tx)
 }
+
+/// The async side's printer: queues text for the printer thread.
+struct Queued(std::sync::mpsc::Sender<Job>);
 
 impl ExternalPrinter for Queued {
     fn print(&mut self, msg: String) -> rustyline::Result<()> {
         self.0
-            .send(msg)
+            .send(Job::Print(msg))
             .map_err(|_| ReadlineError::Io(std::io::Error::other("the printer thread ended")))
     }
 }

@@ -100,6 +100,7 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         reasoning: true,
         user_messages: true,
         run_ends: true,
+        thinking_command: true,
     };
     let (shell_done_tx, shell_done) = tokio::sync::mpsc::unbounded_channel();
     let mut repl = Repl {
@@ -142,7 +143,8 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     let exit = repl.run().await;
     repl.editor.stop();
     // The line editor is done: write the way back in straight to stdout, flushed, so it cannot be
-    // lost in the printer's queue when the process ends right after.
+    // lost in the printer's queue when the process ends right after; what is queued goes first.
+    repl.editor.flush();
     repl.editor.printer = None;
     let rows = std::mem::take(&mut repl.live_rows);
     if rows > 0 {
@@ -208,15 +210,6 @@ struct Repl<'a> {
     context: Option<(u64, u64)>,
     /// The session's cost so far, from its newest `usage` event.
     cost: Option<f64>,
-}
-
-/// The live line's room: the terminal's width, and up to half its height.
-fn live_area() -> LiveArea {
-    let (cols, rows) = crate::terminal::window_size().unwrap_or((80, 24));
-    LiveArea {
-        cols: usize::from(cols),
-        max_rows: usize::from(rows / 2).max(1),
-    }
 }
 
 /// Whether this terminal gets a spinner: a TTY (the editor has an external printer) that is not
@@ -310,7 +303,7 @@ impl Repl<'_> {
         if self.editor.printer.is_some() && !self.live.is_empty() {
             out.push_str(&self.live);
             out.push('\n');
-            self.live_rows = crate::render::rows(&self.live, live_area().cols);
+            self.live_rows = crate::render::rows(&self.live, LiveArea::of_terminal().cols);
         }
         let text = out.as_str();
         match &mut self.editor.printer {
@@ -364,7 +357,7 @@ impl Repl<'_> {
             // brings the cursor back to the cleared line, where the prompt is drawn again.
             true => format!("{}\x1b[1A", spinner::erase(rows)),
             false => {
-                self.live_rows = crate::render::rows(&self.live, live_area().cols);
+                self.live_rows = crate::render::rows(&self.live, LiveArea::of_terminal().cols);
                 format!("{}{}\n", spinner::erase(rows), self.live)
             }
         };
@@ -654,7 +647,7 @@ impl Repl<'_> {
             _ => {}
         }
         if self.renderer_live {
-            self.renderer.set_live(Some(live_area()));
+            self.renderer.set_live(Some(LiveArea::of_terminal()));
         }
         let chunks = self.renderer.event(&received);
         // The first delta of any kind, a question or the run's end stops the spinner; a notice
