@@ -1,7 +1,8 @@
 //! Totem's MCP client against a server that is not ours: the reference server
 //! `@modelcontextprotocol/server-everything` from npm, over stdio and over streamable HTTP, driven
 //! by real runs with a scripted model. The server starts only after the user allowed it; its tools
-//! reach the model as `everything_<tool>`, its prompts through `mcp_prompt`; a failing tool, a
+//! reach the model as `everything_<tool>`, its prompts through `mcp_prompt`, its resources through
+//! `mcp_resource` (listed freely, read after the permission rules); a failing tool, a
 //! timeout and a server killed mid-call give the model an error and the run goes on.
 
 mod agent_common;
@@ -44,6 +45,19 @@ fn offered(request: &Value) -> Vec<String> {
         .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
         .map(str::to_string)
         .collect()
+}
+
+/// The description of tool `name` in a recorded Ollama request; panics when it is not offered.
+fn description(request: &Value, name: &str) -> String {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t.pointer("/function/name") == Some(&json!(name)))
+        .and_then(|t| t.pointer("/function/description"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{name} is not offered"))
+        .to_string()
 }
 
 /// The text of every message of a recorded request.
@@ -179,23 +193,117 @@ async fn a_prompt_comes_through_mcp_prompt() {
     assert!(!got[0].2, "{got:?}");
     assert!(got[0].1.contains("What's weather in Lyon?"), "{got:?}");
     let requests = env.sim.chat_requests();
-    let prompt_tool = requests[0].body["tools"]
-        .as_array()
-        .and_then(|t| {
-            t.iter()
-                .find(|t| t.pointer("/function/name") == Some(&json!("mcp_prompt")))
-        })
-        .cloned()
-        .expect("mcp_prompt offered");
-    let description = prompt_tool
-        .pointer("/function/description")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let description = description(&requests[0].body, "mcp_prompt");
     assert!(
         description.contains("everything/args-prompt(city*, state)"),
         "{description}"
     );
     assert!(conversation(&requests[1].body).contains("What's weather in Lyon?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_are_listed_and_read_through_mcp_resource_after_asking() {
+    let env = Env::start().await;
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({}))}),
+    );
+    let doc = "demo://resource/static/document/architecture.md";
+    env.push(vec![tool("c1", "mcp_resource", json!({}))]);
+    env.push(vec![tool(
+        "c2",
+        "mcp_resource",
+        json!({"server": "everything", "uri": doc}),
+    )]);
+    // Without `server`: the only server with resources has it.
+    env.push(vec![tool(
+        "c3",
+        "mcp_resource",
+        json!({"uri": "demo://resource/dynamic/blob/7"}),
+    )]);
+    env.push(vec![tool(
+        "c4",
+        "mcp_resource",
+        json!({"server": "everything", "uri": "demo://resource/dynamic/text/3"}),
+    )]);
+    env.push(vec![text("Read them.")]);
+    let mut stream = env.subscribe().await;
+    env.prompt(
+        "read the docs",
+        json!({"allow": ["mcp_server(everything)"]}),
+    )
+    .await;
+    // Listing asks nothing; each read asks (the blob once, the text resource denied).
+    let mut asked = Vec::new();
+    let mut events = Vec::new();
+    loop {
+        let e = next_event(&mut stream, 60).await;
+        if let EventKind::PermissionAsked { question } = &e.kind {
+            asked.push((question.kind, question.target.clone()));
+            let answer = match question.target.contains("/text/") {
+                true => json!({"type": "deny"}),
+                false => json!({"type": "once"}),
+            };
+            env.reply(&question.id, answer).await;
+        }
+        let end = is_run_end(&e.kind);
+        events.push(e);
+        if end {
+            break;
+        }
+    }
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    assert_eq!(
+        asked,
+        vec![
+            (QuestionKind::Mcp, format!("everything/{doc}")),
+            (
+                QuestionKind::Mcp,
+                "everything/demo://resource/dynamic/blob/7".to_string()
+            ),
+            (
+                QuestionKind::Mcp,
+                "everything/demo://resource/dynamic/text/3".to_string()
+            ),
+        ]
+    );
+    let requests = env.sim.chat_requests();
+    let definition = description(&requests[0].body, "mcp_resource");
+    assert!(
+        definition.contains("Servers with resources: everything ("),
+        "{definition}"
+    );
+    let got = results(&events);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(!got[0].2, "{got:?}");
+    assert!(
+        got[0].1.contains(doc),
+        "the list names the document: {got:?}"
+    );
+    assert!(
+        got[0]
+            .1
+            .contains("demo://resource/dynamic/text/{resourceId}"),
+        "the list names the templates: {got:?}"
+    );
+    assert!(
+        !got[1].2 && got[1].1.contains("# Everything Server – Architecture"),
+        "{got:?}"
+    );
+    assert!(
+        !got[2].2
+            && got[2]
+                .1
+                .starts_with("[binary resource demo://resource/dynamic/blob/7 (text/plain, ")
+            && got[2].1.ends_with(" bytes) not shown]"),
+        "a blob is a note: {got:?}"
+    );
+    assert!(got[3].2, "the denied read is an error: {got:?}");
+    assert!(!got[3].1.contains("plaintext resource"), "{got:?}");
+    assert!(conversation(&requests[2].body).contains("# Everything Server – Architecture"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -555,6 +663,8 @@ async fn a_changed_tool_list_reaches_the_next_request() {
         .await;
     let requests = env.sim.chat_requests();
     assert!(!offered(&requests[0].body).contains(&"py_read_page".to_string()));
+    // Its SDK declares resources but it lists none: no `mcp_resource`.
+    assert!(!offered(&requests[0].body).contains(&"mcp_resource".to_string()));
     assert!(offered(&requests[1].body).contains(&"py_read_page".to_string()));
     let got = results(&events);
     assert!(

@@ -1,7 +1,7 @@
 //! The run's side of MCP (the client is `crate::mcp_client`): before the first step, the configured
 //! servers start once the user allowed it, and in Total.js projects the docs server is searched
-//! with the prompt; during the run, calls of MCP tools and of `mcp_prompt` go through the
-//! permission rules and come back as text, a timeout or a stopped server as a clear error.
+//! with the prompt; during the run, calls of MCP tools, of `mcp_prompt` and of `mcp_resource` go
+//! through the permission rules and come back as text, a timeout or a stopped server as a clear error.
 
 use serde_json::{Map, Value};
 use totem_permission::{Access, AccessKind, AlwaysRule, Decision, Policy, Reason};
@@ -13,7 +13,10 @@ use super::run::Runner;
 use crate::mcp_client::client::CallError;
 use crate::mcp_client::pool::{self, RunLease};
 use crate::mcp_client::server_config::{Origin, ServerConfig};
-use crate::mcp_client::tools::{PROMPT_TOOL, prompt_text, result_text};
+use crate::mcp_client::tools::{
+    PROMPT_TOOL, RESOURCE_TOOL, ServerResources, prompt_text, resource_list, resource_text,
+    result_text,
+};
 use crate::mcp_client::{START_PERMISSION, docs};
 
 /// What the rules say about starting a server.
@@ -228,7 +231,6 @@ impl Runner {
         }
     }
 
-    /// Runs `call` when it names an MCP tool or `mcp_prompt`; `None` when it is not one.
     /// An "unknown tool" message with the MCP tools this run offers added to the built-in ones
     /// it lists, so that the model sees every name it may call.
     pub(super) fn with_mcp_tools(&self, message: String) -> String {
@@ -246,9 +248,14 @@ impl Runner {
         format!("{message}; from MCP servers: {}", names.join(", "))
     }
 
+    /// Runs `call` when it names an MCP tool, `mcp_prompt` or `mcp_resource`; `None` when it is
+    /// not one.
     pub(super) async fn call_mcp(&mut self, call: &ToolCall) -> Option<(String, bool)> {
         if call.name == PROMPT_TOOL && self.agent.mcp.has_prompts() {
             return Some(self.call_prompt(call).await);
+        }
+        if call.name == RESOURCE_TOOL && self.agent.mcp.has_resources() {
+            return Some(self.call_resource(call).await);
         }
         let (connection, tool) = self.agent.mcp.find(&call.name)?;
         if self.setup.read_only && !tool.read_only {
@@ -287,12 +294,7 @@ impl Runner {
             Ok(a) => a,
             Err(e) => return (e, true),
         };
-        let field = |name: &str| {
-            arguments
-                .get(name)
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
+        let field = |name: &str| text_field(&arguments, name);
         let (Some(server), Some(name)) = (field("server"), field("name")) else {
             return (
                 "mcp_prompt needs `server` and `name` (strings), and `arguments` when the prompt has any".into(),
@@ -300,22 +302,8 @@ impl Runner {
             );
         };
         let Some(connection) = self.agent.mcp.get(&server) else {
-            let running: Vec<String> = self
-                .agent
-                .mcp
-                .prompts()
-                .into_iter()
-                .map(|(s, _)| s)
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            return (
-                format!(
-                    "no running MCP server `{server}` has prompts; servers with prompts: {}",
-                    running.join(", ")
-                ),
-                true,
-            );
+            let offering = self.agent.mcp.prompts().into_iter().map(|(s, _)| s);
+            return (not_offered(&server, "prompts", offering), true);
         };
         let mut prompt_arguments = Map::new();
         if let Some(Value::Object(given)) = arguments.get("arguments") {
@@ -337,6 +325,73 @@ impl Runner {
         };
         match result {
             Ok(value) => (prompt_text(&value), false),
+            Err(e) => self.call_failed(e),
+        }
+    }
+
+    /// `mcp_resource`: without `uri`, the resources and templates of `server` (or of every
+    /// server); with it, that resource's contents after the permission rules allow reading it.
+    async fn call_resource(&mut self, call: &ToolCall) -> (String, bool) {
+        let arguments = match object_arguments(&call.arguments) {
+            Ok(a) => a,
+            Err(e) => return (e, true),
+        };
+        let field = |name: &str| text_field(&arguments, name);
+        let offering: Vec<ServerResources> = self
+            .agent
+            .mcp
+            .resources()
+            .into_iter()
+            .filter(|s| !s.resources.is_empty() || !s.templates.is_empty())
+            .collect();
+        let names = || offering.iter().map(|s| s.server.clone());
+        let server = field("server");
+        if let Some(server) = &server
+            && !offering.iter().any(|s| s.server == *server)
+        {
+            return (not_offered(server, "resources", names()), true);
+        }
+        let Some(uri) = field("uri") else {
+            let listed: Vec<ServerResources> = offering
+                .into_iter()
+                .filter(|s| server.as_ref().is_none_or(|name| s.server == *name))
+                .collect();
+            return (resource_list(&listed), false);
+        };
+        // Without `server`: the one that lists the URI, or the only one with resources.
+        let server = server.or_else(|| {
+            let listing = offering.iter().find(|s| {
+                s.resources
+                    .iter()
+                    .any(|r| r.get("uri").and_then(Value::as_str) == Some(uri.as_str()))
+            });
+            match (listing, offering.as_slice()) {
+                (Some(s), _) | (None, [s]) => Some(s.server.clone()),
+                _ => None,
+            }
+        });
+        let Some(server) = server else {
+            return (
+                format!(
+                    "say which `server` has `{uri}`; servers with resources: {}",
+                    names().collect::<Vec<_>>().join(", ")
+                ),
+                true,
+            );
+        };
+        let Some(connection) = self.agent.mcp.get(&server) else {
+            return (not_offered(&server, "resources", names()), true);
+        };
+        let access = Access::new(AccessKind::Mcp, RESOURCE_TOOL, format!("{server}/{uri}"));
+        if let Err(text) = self.permit(&access, &call.id).await {
+            return (text, true);
+        }
+        let result = tokio::select! {
+            _ = self.cancel.cancelled() => return ("cancelled: the run was aborted".into(), true),
+            result = connection.read_resource(&uri) => result,
+        };
+        match result {
+            Ok(value) => (resource_text(&value), false),
             Err(e) => self.call_failed(e),
         }
     }
@@ -381,6 +436,27 @@ impl Runner {
             text,
         });
     }
+}
+
+/// The answer to a call naming `server`, which is not among the running servers `offering` what
+/// was asked for (`prompts`, `resources`).
+fn not_offered(server: &str, what: &str, offering: impl Iterator<Item = String>) -> String {
+    let names: std::collections::BTreeSet<String> = offering.collect();
+    let names: Vec<String> = names.into_iter().collect();
+    format!(
+        "no running MCP server `{server}` has {what}; servers with {what}: {}",
+        names.join(", ")
+    )
+}
+
+/// The string argument `name` of a call, when it is given and not blank.
+fn text_field(arguments: &Value, name: &str) -> Option<String> {
+    arguments
+        .get(name)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
 }
 
 /// A call's arguments as a JSON object: models sometimes send the object as a string, or nothing.

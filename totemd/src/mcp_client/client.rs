@@ -1,6 +1,6 @@
 //! One connected MCP server: started (a child process in its own process group, or a streamable
-//! HTTP session), its tools and prompts kept current through `list_changed` notifications, and
-//! calls bounded by the server's timeout.
+//! HTTP session), its tools, prompts and resources kept current through `list_changed`
+//! notifications, and calls bounded by the server's timeout.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, JsonObject, ReadResourceRequestParams,
+};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -42,13 +44,15 @@ pub enum CallError {
     Refused { server: String, message: String },
 }
 
-/// A tool or prompt as the server lists it (kept as JSON: only a few fields matter here).
+/// A tool, prompt or resource as the server lists it (kept as JSON: only a few fields matter here).
 pub type Listed = Vec<Value>;
 
 #[derive(Default)]
 struct Lists {
     tools: Listed,
     prompts: Listed,
+    resources: Listed,
+    resource_templates: Listed,
     /// The server said its tools changed and the new list has not arrived yet.
     tools_stale: bool,
 }
@@ -88,6 +92,22 @@ impl ClientHandler for Handler {
             match context.peer.list_all_prompts().await {
                 Ok(prompts) => lock(&lists).prompts = to_values(prompts),
                 Err(e) => tracing::warn!(error = %e, "cannot list an MCP server's changed prompts"),
+            }
+        });
+        std::future::ready(())
+    }
+
+    fn on_resource_list_changed(
+        &self,
+        context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let lists = self.lists.clone();
+        tokio::spawn(async move {
+            match context.peer.list_all_resources().await {
+                Ok(resources) => lock(&lists).resources = to_values(resources),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list an MCP server's changed resources")
+                }
             }
         });
         std::future::ready(())
@@ -257,6 +277,13 @@ impl Connection {
         {
             lock(&connection.lists).prompts = to_values(prompts);
         }
+        if connection
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some())
+        {
+            connection.list_resources(wait).await;
+        }
         Ok(connection)
     }
 
@@ -292,6 +319,33 @@ impl Connection {
 
     pub fn prompts(&self) -> Listed {
         lock(&self.lists).prompts.clone()
+    }
+
+    /// The resources and resource templates the server lists now.
+    pub fn resources(&self) -> (Listed, Listed) {
+        let lists = lock(&self.lists);
+        (lists.resources.clone(), lists.resource_templates.clone())
+    }
+
+    /// Lists the resources and templates; a server that fails to list either offers none of it.
+    async fn list_resources(&self, wait: Duration) {
+        if let Ok(Ok(resources)) = tokio::time::timeout(wait, self.peer.list_all_resources()).await
+        {
+            lock(&self.lists).resources = to_values(resources);
+        }
+        if let Ok(Ok(templates)) =
+            tokio::time::timeout(wait, self.peer.list_all_resource_templates()).await
+        {
+            lock(&self.lists).resource_templates = to_values(templates);
+        }
+    }
+
+    /// Reads the resource at `uri`; returns its `contents` as JSON.
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, CallError> {
+        let result = self
+            .bounded(self.peer.read_resource(ReadResourceRequestParams::new(uri)))
+            .await?;
+        Ok(serde_json::to_value(&result).unwrap_or(Value::Null))
     }
 
     /// Calls `tool` with `arguments` (a JSON object), bounded by the server's timeout.

@@ -1,6 +1,6 @@
 //! The MCP servers of one session: those it uses (instances shared with the project's other
-//! sessions, see [`super::pool`]), those the user allowed or declined, and the tools and prompts
-//! they offer the model right now.
+//! sessions, see [`super::pool`]), those the user allowed or declined, and the tools, prompts
+//! and resources they offer the model right now.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,9 @@ use serde_json::Value;
 use totem_provider::ToolDefinition;
 
 use super::client::Connection;
-use super::tools::{OfferedTool, PROMPT_TOOL, offered, prompt_tool};
+use super::tools::{
+    OfferedTool, PROMPT_TOOL, RESOURCE_TOOL, ServerResources, offered, prompt_tool, resource_tool,
+};
 use crate::util::lock;
 
 #[derive(Default)]
@@ -115,6 +117,7 @@ impl SessionServers {
         });
         let mut seen: HashSet<String> = builtin.iter().cloned().collect();
         seen.insert(PROMPT_TOOL.to_string());
+        seen.insert(RESOURCE_TOOL.to_string());
         let mut out = Vec::new();
         for connection in self.alive() {
             for listed in connection.tools() {
@@ -145,6 +148,21 @@ impl SessionServers {
             .collect()
     }
 
+    /// Every live server's resources and resource templates.
+    pub fn resources(&self) -> Vec<ServerResources> {
+        self.alive()
+            .iter()
+            .map(|c| {
+                let (resources, templates) = c.resources();
+                ServerResources {
+                    server: c.name().to_string(),
+                    resources,
+                    templates,
+                }
+            })
+            .collect()
+    }
+
     /// What the model is offered from MCP servers for the next request.
     pub fn definitions(&self, read_only: bool) -> Vec<ToolDefinition> {
         let mut out: Vec<ToolDefinition> = self
@@ -163,6 +181,13 @@ impl SessionServers {
                 parameters,
             });
         }
+        if let Some((description, parameters)) = resource_tool(&self.resources()) {
+            out.push(ToolDefinition {
+                name: RESOURCE_TOOL.into(),
+                description,
+                parameters,
+            });
+        }
         out
     }
 
@@ -177,6 +202,11 @@ impl SessionServers {
     /// Whether any server is running (the model may call `mcp_prompt`).
     pub fn has_prompts(&self) -> bool {
         !self.prompts().is_empty()
+    }
+
+    /// Whether a running server lists resources or templates (the model may call `mcp_resource`).
+    pub fn has_resources(&self) -> bool {
+        resource_tool(&self.resources()).is_some()
     }
 }
 

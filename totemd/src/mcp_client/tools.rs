@@ -1,11 +1,11 @@
 //! What the model sees of the servers: their tools under namespaced names (`server_tool`, only
-//! the characters every provider accepts), one `mcp_prompt` tool for their prompts, and results
-//! turned into capped text.
+//! the characters every provider accepts), one `mcp_prompt` tool for their prompts, one
+//! `mcp_resource` tool to list and read their resources, and results turned into capped text.
 //!
 //! Plan mode offers an MCP tool only when the server marks it `readOnlyHint: true`. The hint is
 //! the server's word, not a guarantee; a server the user allowed to start is trusted that far, and
-//! calls still go through the permission rules (`mcp` asks by default). `mcp_prompt` only reads a
-//! prompt template, so Plan mode offers it too.
+//! calls still go through the permission rules (`mcp` asks by default). `mcp_prompt` and
+//! `mcp_resource` only read, so Plan mode offers them too.
 
 use serde_json::{Value, json};
 
@@ -13,6 +13,9 @@ use super::client::CallOutcome;
 
 /// The one tool that gets a prompt of any server.
 pub const PROMPT_TOOL: &str = "mcp_prompt";
+
+/// The one tool that lists and reads the resources of any server.
+pub const RESOURCE_TOOL: &str = "mcp_resource";
 
 /// Longest text a result gives the model, as for the built-in tools' output.
 pub const MAX_TEXT: usize = 30_000;
@@ -149,6 +152,124 @@ pub fn prompt_tool(prompts: &[(String, Value)]) -> Option<(String, Value)> {
     Some((description, parameters))
 }
 
+/// A server's resources and resource templates, as it lists them.
+pub struct ServerResources {
+    pub server: String,
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+}
+
+/// The `mcp_resource` definition, naming the servers with resources (`None` when none has any).
+pub fn resource_tool(servers: &[ServerResources]) -> Option<(String, Value)> {
+    let offering: Vec<String> = servers
+        .iter()
+        .filter(|s| !s.resources.is_empty() || !s.templates.is_empty())
+        .map(|s| {
+            format!(
+                "{} ({} resources, {} templates)",
+                s.server,
+                s.resources.len(),
+                s.templates.len()
+            )
+        })
+        .collect();
+    if offering.is_empty() {
+        return None;
+    }
+    let description = format!(
+        "Read the resources (documents, files, data) of MCP servers. Without `uri` it lists the resources and URI templates of `server` (or of every server); with `uri` it reads that resource (fill a template's {{placeholders}} first). Servers with resources: {}",
+        offering.join(", ")
+    );
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "server": {"type": "string", "description": "the MCP server"},
+            "uri": {"type": "string", "description": "the resource to read; leave out to list them"}
+        }
+    });
+    Some((description, parameters))
+}
+
+/// The resources and templates of `servers` as a list the model reads, capped at [`MAX_TEXT`].
+pub fn resource_list(servers: &[ServerResources]) -> String {
+    let line = |uri: &str, item: &Value| {
+        let field = |name: &str| item.get(name).and_then(Value::as_str).unwrap_or("");
+        let mut text = format!("- {uri}");
+        let name = field("title").trim();
+        let name = if name.is_empty() {
+            field("name").trim()
+        } else {
+            name
+        };
+        if !name.is_empty() && !uri.ends_with(name) {
+            text.push_str(&format!("  {name}"));
+        }
+        if !field("mimeType").is_empty() {
+            text.push_str(&format!(" ({})", field("mimeType")));
+        }
+        let description = field("description").lines().next().unwrap_or("").trim();
+        if !description.is_empty() {
+            let short: String = description.chars().take(200).collect();
+            text.push_str(&format!(": {short}"));
+        }
+        text
+    };
+    let mut out = Vec::new();
+    for server in servers {
+        if server.resources.is_empty() && server.templates.is_empty() {
+            out.push(format!("{}: no resources", server.server));
+            continue;
+        }
+        out.push(format!("{}:", server.server));
+        for resource in &server.resources {
+            if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                out.push(line(uri, resource));
+            }
+        }
+        if !server.templates.is_empty() {
+            out.push("  templates (fill the {placeholders}, then read the URI):".into());
+            for template in &server.templates {
+                if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
+                    out.push(line(uri, template));
+                }
+            }
+        }
+    }
+    cap(out.join("\n"))
+}
+
+/// The contents of a `resources/read` result as text: text as is, binary as a note with its type
+/// and size; capped at [`MAX_TEXT`].
+pub fn resource_text(result: &Value) -> String {
+    let contents: Vec<&Value> = result
+        .get("contents")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().collect())
+        .unwrap_or_default();
+    let several = contents.len() > 1;
+    let mut pieces = Vec::new();
+    for content in contents {
+        let uri = content.get("uri").and_then(Value::as_str).unwrap_or("?");
+        let mime = content.get("mimeType").and_then(Value::as_str);
+        if let Some(text) = content.get("text").and_then(Value::as_str) {
+            pieces.push(match several {
+                true => format!("[resource {uri}]\n{text}"),
+                false => text.to_string(),
+            });
+        } else if let Some(blob) = content.get("blob").and_then(Value::as_str) {
+            let bytes = blob.trim_end_matches('=').len() * 3 / 4;
+            pieces.push(format!(
+                "[binary resource {uri} ({}, {bytes} bytes) not shown]",
+                mime.unwrap_or("unknown type")
+            ));
+        }
+    }
+    if pieces.is_empty() {
+        return "(the resource is empty)".into();
+    }
+    cap(pieces.join("\n"))
+}
+
 /// A tool result as the model reads it: text as is, a short placeholder for images, audio and
 /// binary resources, capped at [`MAX_TEXT`].
 pub fn result_text(outcome: &CallOutcome) -> String {
@@ -282,6 +403,44 @@ mod tests {
         assert!(text.starts_with("hello\n[image (image/png"), "{text}");
         let long = cap("é".repeat(MAX_TEXT));
         assert!(long.contains("output cut"));
+    }
+
+    #[test]
+    fn resources_list_with_templates_and_binary_is_a_note() {
+        let servers = [ServerResources {
+            server: "everything".into(),
+            resources: vec![json!({"uri": "demo://doc/a.md", "name": "a.md",
+                                   "mimeType": "text/markdown", "description": "A doc\nmore"})],
+            templates: vec![json!({"uriTemplate": "demo://text/{id}", "name": "Dynamic"})],
+        }];
+        let list = resource_list(&servers);
+        assert!(
+            list.contains("- demo://doc/a.md (text/markdown): A doc\n"),
+            "{list}"
+        );
+        assert!(list.contains("- demo://text/{id}  Dynamic"), "{list}");
+        assert!(!list.contains("more"), "{list}");
+        let (description, _) = resource_tool(&servers).unwrap();
+        assert!(description.contains("everything (1 resources, 1 templates)"));
+        let empty = [ServerResources {
+            server: "x".into(),
+            resources: vec![],
+            templates: vec![],
+        }];
+        assert!(resource_tool(&empty).is_none());
+
+        let text = resource_text(&json!({"contents": [{"uri": "u", "text": "hello"}]}));
+        assert_eq!(text, "hello");
+        let blob = resource_text(&json!({"contents": [
+            {"uri": "u1", "text": "hi"},
+            {"uri": "u2", "blob": "AAAAAA==", "mimeType": "image/png"}]}));
+        assert_eq!(
+            blob,
+            "[resource u1]\nhi\n[binary resource u2 (image/png, 4 bytes) not shown]"
+        );
+        let long =
+            resource_text(&json!({"contents": [{"uri": "u", "text": "x".repeat(MAX_TEXT + 10)}]}));
+        assert!(long.contains("output cut"), "capped");
     }
 
     #[test]
