@@ -1,7 +1,9 @@
-//! How long the MCP servers Totem starts live, against a server written with the official Python
-//! SDK (`tests/mcp/slow_server.py`): headless runs in one project share one instance, which stops
-//! after the idle time; servers start at the same time, not one after another; a daemon killed
-//! with `kill -9` while a server is busy in a call leaves nothing behind once it starts again.
+//! How long the MCP servers Totem starts live, against servers written with the official Python
+//! SDK (`tests/mcp/slow_server.py`, `tests/mcp/session_server.py`): headless runs in one project
+//! share one instance, which stops after the idle time; the sessions of a project share one
+//! session of a remote (streamable HTTP) server, ended with a `DELETE` after the idle time;
+//! servers start at the same time, not one after another; a daemon killed with `kill -9` while a
+//! server is busy in a call leaves nothing behind once it starts again.
 
 mod agent_common;
 mod cli_common;
@@ -9,7 +11,7 @@ mod cli_common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agent_common::{Env, next_event, text, tool};
+use agent_common::{Answer, Env, next_event, text, tool};
 use cli_common::{Cli, assert_exit};
 use serde_json::{Value, json};
 use totem_protocol::EventKind;
@@ -212,4 +214,91 @@ async fn two_slow_servers_start_at_the_same_time() {
         latest_begin < earliest_end,
         "the start windows overlap: {windows:?}"
     );
+}
+
+/// The `open ID` and `close ID` lines `session_server.py` wrote to `log`.
+fn http_sessions(log: &Path) -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let ids = |what: &str| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(what))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    (ids("open "), ids("close "))
+}
+
+/// Kills the server process when the test ends, however it ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_sessions_share_one_remote_server_session_ended_when_idle() {
+    use std::io::BufRead;
+    let mut env = Env::start().await;
+    let log = env.daemon.home.join("sessions.log");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/session_server.py");
+    let mut child = std::process::Command::new(python())
+        .arg(script)
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start session_server.py");
+    let stdout = child.stdout.take().expect("its stdout");
+    let server = Killed(child);
+    let mut port = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut port)
+        .expect("the server's port");
+    let url = format!("http://127.0.0.1:{}/mcp", port.trim());
+    configure(
+        &env.daemon.home,
+        json!({"mcpServerIdleSecs": 5,
+               "mcpServers": {"web": {"url": url, "allowAllProjects": true}}}),
+    );
+
+    // Two sessions of the project, a run in each: one session on the server.
+    env.push(vec![text("First.")]);
+    env.run_done("hello", json!({}), Answer::None).await;
+    let project = totem_tests::setup::open_project(&env.client, env.project.path()).await;
+    env.session = totem_tests::setup::create_session(&env.client, &project).await;
+    env.push(vec![text("Second.")]);
+    env.run_done("hello again", json!({}), Answer::None).await;
+    let requests = env.sim.chat_requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.body.to_string().contains("web_ping")),
+        "both runs were offered the server's tool"
+    );
+    let (opened, closed) = http_sessions(&log);
+    assert_eq!(opened.len(), 1, "one server session for two: {opened:?}");
+    assert!(closed.is_empty(), "closed while in use: {closed:?}");
+
+    // Idle for 5 s: Totem ends the session on the server.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_sessions(&log).1.is_empty() {
+        assert!(Instant::now() < deadline, "the idle session was not ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(http_sessions(&log).1, opened, "the one session was ended");
+
+    // The next run opens a new one.
+    env.push(vec![text("Third.")]);
+    env.run_done("and again", json!({}), Answer::None).await;
+    assert!(
+        env.sim.chat_requests()[2]
+            .body
+            .to_string()
+            .contains("web_ping"),
+        "offered again after the idle stop"
+    );
+    assert_eq!(http_sessions(&log).0.len(), 2, "a new session");
+    drop(server);
 }
