@@ -146,6 +146,9 @@ pub struct ModelSettings {
     pub reduced_tools: Option<bool>,
 }
 
+/// `provider.add`: the entry to store ([`ProviderSettings`]) with its key. It differs from the
+/// stored entry on purpose: `url` may be left out (the kind's endpoint is stored), `models` left
+/// out keeps a replaced provider's ones, and the key goes in here but is stored apart.
 #[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderAddParams {
@@ -199,28 +202,47 @@ impl std::fmt::Debug for ProviderAddParams {
     }
 }
 
+/// One configured provider as settings.json stores it (`providers[]`); `provider.list` shows it
+/// as it is, with `hasKey`. The key is not part of it: it is stored encrypted apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// The name users type before the slash in `provider/model`.
+    pub name: String,
+    /// The wire format it speaks.
+    pub kind: ProviderKind,
+    /// Base URL, always written out (the kind's default when none was given).
+    pub url: String,
+    /// The model used when only the provider is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Ollama only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ollama: Option<OllamaOptions>,
+    /// Temperature sent when a request sets none (typically for local servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// How long to wait for the provider; unset keeps the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<ProviderTimeouts>,
+    /// Retries of a failed call before any output streamed (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Per-model settings by the provider's model id (`{"qwen3:8b": {"contextWindow": 8192}}`),
+    /// for servers that do not tell; `totem models --probe` writes them too.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub models: std::collections::BTreeMap<String, ModelSettings>,
+}
+
 /// A configured provider as clients see it: everything but the key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInfo {
-    pub name: String,
-    pub kind: ProviderKind,
-    pub url: String,
+    /// The provider as settings.json stores it.
+    #[serde(flatten)]
+    pub settings: ProviderSettings,
     /// A key is stored for this provider (encrypted; never returned).
     pub has_key: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ollama: Option<OllamaOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<ProviderTimeouts>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_retries: Option<u32>,
-    /// Per-model settings by the provider's model id.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub models: std::collections::BTreeMap<String, ModelSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

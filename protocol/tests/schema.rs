@@ -83,6 +83,21 @@ fn permission_replies_have_a_stable_wire_form() {
     );
 }
 
+#[test]
+fn provider_info_is_the_stored_entry_beside_has_key() {
+    let json = r#"{"name":"lms","kind":"openai","url":"http://127.0.0.1:1234/v1","defaultModel":"qwen","maxRetries":2,"models":{"qwen":{"contextWindow":8192}},"hasKey":false}"#;
+    let info: totem_protocol::ProviderInfo = serde_json::from_str(json).unwrap();
+    assert_eq!(info.settings.name, "lms");
+    assert_eq!(info.settings.max_retries, Some(2));
+    assert_eq!(info.settings.models["qwen"].context_window, Some(8192));
+    assert!(!info.has_key);
+    let back: serde_json::Value = serde_json::to_value(&info).unwrap();
+    assert_eq!(
+        back,
+        serde_json::from_str::<serde_json::Value>(json).unwrap()
+    );
+}
+
 /// Which variant an event is. The match has no wildcard: a new kind of event does not compile
 /// until it is added here, and then the test fails until it is in the list below.
 fn variant(kind: &totem_protocol::EventKind) -> usize {

@@ -78,8 +78,11 @@ pub fn default_output_cap(context_window: Option<u64>) -> u32 {
         .unwrap_or(CAP)
 }
 
-/// One configured provider. Settings storage and key encryption live in the daemon; this is what
-/// the provider needs at call time.
+/// One configured provider as it is called: every default filled in, timeouts as durations, the
+/// key decrypted. It differs on purpose from the entry settings.json stores
+/// ([`totem_protocol::ProviderSettings`]), which holds only what the user set (so a changed
+/// default reaches every provider that did not set it) and never the key; the daemon builds this
+/// from that entry and the key it keeps encrypted.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderConfig {

@@ -520,7 +520,7 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         ));
         return checks;
     }
-    for provider in list.providers {
+    for provider in list.providers.into_iter().map(|info| info.settings) {
         let kind = crate::provider::kind_name(provider.kind);
         let url = &provider.url;
         let label = format!("provider {}", provider.name);

@@ -36,9 +36,9 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
                 .await?;
             println!(
                 "Added provider {} ({}, {}){}.",
-                info.name,
-                kind_name(info.kind),
-                info.url,
+                info.settings.name,
+                kind_name(info.settings.kind),
+                info.settings.url,
                 if info.has_key {
                     ", key stored encrypted"
                 } else {
@@ -47,7 +47,7 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
             );
             println!(
                 "Check it with `totem provider test {}`; list its models with `totem models --provider {}`.",
-                info.name, info.name
+                info.settings.name, info.settings.name
             );
             Ok(Exit::Success)
         }
@@ -68,13 +68,14 @@ pub async fn command(endpoint: &Endpoint, command: ProviderCommand) -> anyhow::R
                     "Add one with `totem provider add NAME --kind ollama|openai|anthropic|gemini --url URL`."
                 );
             }
-            for p in &list.providers {
+            for info in &list.providers {
+                let p = &info.settings;
                 println!(
                     "{:<16} {:<10} {:<44} {}{}",
                     p.name,
                     kind_name(p.kind),
                     p.url,
-                    if p.has_key { "key set" } else { "no key" },
+                    if info.has_key { "key set" } else { "no key" },
                     p.default_model
                         .as_deref()
                         .map(|m| format!(", default model {m}"))

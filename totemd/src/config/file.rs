@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use totem_permission::PermissionSettings;
-use totem_protocol::{ModelSettings, OllamaOptions, ProviderKind, ProviderTimeouts};
+use totem_protocol::{ModelSettings, ProviderKind, ProviderSettings};
 
 use super::ConfigError;
 use super::sections::{AgentSettings, CompactionSettings, McpServerSettings, TotaljsSettings};
@@ -169,31 +169,8 @@ impl McpHttpSettings {
     }
 }
 
-/// One configured provider, as stored. The key is not part of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderSettings {
-    pub name: String,
-    pub kind: ProviderKind,
-    /// Base URL, always written out (the kind's default when none was given).
-    pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ollama: Option<OllamaOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeouts: Option<ProviderTimeouts>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_retries: Option<u32>,
-    /// Per-model settings by the provider's model id (`{"qwen3:8b": {"contextWindow": 8192}}`),
-    /// for servers that do not tell; `totem models --probe` writes them too.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub models: std::collections::BTreeMap<String, ModelSettings>,
-}
-
 impl SettingsFile {
+    /// The provider entry named `name`, if any.
     pub fn provider(&self, name: &str) -> Option<&ProviderSettings> {
         self.providers.iter().find(|p| p.name == name)
     }
@@ -208,7 +185,7 @@ impl SettingsFile {
         }
         let mut seen = std::collections::HashSet::new();
         for provider in &self.providers {
-            provider.validate()?;
+            validate_provider(provider)?;
             if !seen.insert(provider.name.as_str()) {
                 return Err(format!("provider `{}` is listed twice", provider.name));
             }
@@ -255,58 +232,57 @@ fn validate_model_settings(model: &ModelSettings) -> Result<(), String> {
     Ok(())
 }
 
-impl ProviderSettings {
-    pub fn validate(&self) -> Result<(), String> {
-        validate_name(&self.name)?;
-        validate_url(&self.url).map_err(|e| format!("provider `{}`: {e}", self.name))?;
-        let context = |e: String| format!("provider `{}`: {e}", self.name);
-        if let Some(model) = &self.default_model
-            && (model.trim().is_empty() || model.trim() != model)
+/// Checks what serde cannot in one provider's entry: its name, URL and ranges.
+pub fn validate_provider(provider: &ProviderSettings) -> Result<(), String> {
+    validate_name(&provider.name)?;
+    validate_url(&provider.url).map_err(|e| format!("provider `{}`: {e}", provider.name))?;
+    let context = |e: String| format!("provider `{}`: {e}", provider.name);
+    if let Some(model) = &provider.default_model
+        && (model.trim().is_empty() || model.trim() != model)
+    {
+        return Err(context(format!(
+            "defaultModel `{model}` is empty or has spaces around it"
+        )));
+    }
+    if let Some(ollama) = &provider.ollama {
+        if provider.kind != ProviderKind::Ollama {
+            return Err(context(
+                "`ollama` options apply to Ollama providers only".into(),
+            ));
+        }
+        if let (Some(ctx), Some(max)) = (ollama.ctx, ollama.ctx_max)
+            && max < ctx
         {
             return Err(context(format!(
-                "defaultModel `{model}` is empty or has spaces around it"
+                "ollama.ctxMax ({max}) is smaller than ollama.ctx ({ctx})"
             )));
         }
-        if let Some(ollama) = &self.ollama {
-            if self.kind != ProviderKind::Ollama {
-                return Err(context(
-                    "`ollama` options apply to Ollama providers only".into(),
-                ));
-            }
-            if let (Some(ctx), Some(max)) = (ollama.ctx, ollama.ctx_max)
-                && max < ctx
-            {
-                return Err(context(format!(
-                    "ollama.ctxMax ({max}) is smaller than ollama.ctx ({ctx})"
-                )));
-            }
-            if ollama.ctx == Some(0) || ollama.ctx_max == Some(0) {
-                return Err(context(
-                    "ollama.ctx and ollama.ctxMax must be above 0".into(),
-                ));
-            }
+        if ollama.ctx == Some(0) || ollama.ctx_max == Some(0) {
+            return Err(context(
+                "ollama.ctx and ollama.ctxMax must be above 0".into(),
+            ));
         }
-        if let Some(t) = self.temperature
-            && !(0.0..=2.0).contains(&t)
-        {
-            return Err(context(format!("temperature {t} is outside 0..2")));
-        }
-        for (id, model) in &self.models {
-            validate_model_settings(model).map_err(|e| context(format!("models.{id}: {e}")))?;
-        }
-        if let Some(timeouts) = &self.timeouts {
-            for (field, value) in [
-                ("connectSecs", timeouts.connect_secs),
-                ("responseSecs", timeouts.response_secs),
-                ("idleSecs", timeouts.idle_secs),
-            ] {
-                if value == Some(0) {
-                    return Err(context(format!("timeouts.{field} must be at least 1")));
-                }
-            }
-        }
-        Ok(())
     }
+    if let Some(t) = provider.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(context(format!("temperature {t} is outside 0..2")));
+    }
+    for (id, model) in &provider.models {
+        validate_model_settings(model).map_err(|e| context(format!("models.{id}: {e}")))?;
+    }
+    if let Some(timeouts) = &provider.timeouts {
+        for (field, value) in [
+            ("connectSecs", timeouts.connect_secs),
+            ("responseSecs", timeouts.response_secs),
+            ("idleSecs", timeouts.idle_secs),
+        ] {
+            if value == Some(0) {
+                return Err(context(format!("timeouts.{field} must be at least 1")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A provider name is what users type before the slash, so it is kept plain.

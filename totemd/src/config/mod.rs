@@ -27,12 +27,13 @@ use totem_protocol::{
 };
 use totem_provider::{ModelRef, Provider, ProviderConfig, ProviderError};
 
-pub use file::{ProviderSettings, SETTINGS_VERSION, SettingsFile};
+pub use file::{SETTINGS_VERSION, SettingsFile};
 pub use models::MODEL_LIST_TTL;
 pub use secrets::{ApiKey, Secrets};
 pub use sections::{
     AgentSettings, CompactionSettings, McpServerSettings, ServerRole, TotaljsSettings,
 };
+pub use totem_protocol::ProviderSettings;
 
 /// The provider used without any configuration: a local Ollama.
 pub const IMPLICIT_PROVIDER: &str = "ollama";
@@ -278,7 +279,7 @@ impl Settings {
             max_retries: params.max_retries,
             models: params.models.clone().unwrap_or_default(),
         };
-        entry.validate().map_err(ConfigError::BadRequest)?;
+        file::validate_provider(&entry).map_err(ConfigError::BadRequest)?;
         let name = entry.name.clone();
         self.update(|settings| {
             match settings.providers.iter_mut().find(|p| p.name == entry.name) {
@@ -505,16 +506,8 @@ fn ollama_host_url(value: &str) -> Option<String> {
 
 fn info(p: &ProviderSettings, has_key: bool) -> ProviderInfo {
     ProviderInfo {
-        name: p.name.clone(),
-        kind: p.kind,
-        url: p.url.clone(),
+        settings: p.clone(),
         has_key,
-        default_model: p.default_model.clone(),
-        ollama: p.ollama.clone(),
-        temperature: p.temperature,
-        timeouts: p.timeouts.clone(),
-        max_retries: p.max_retries,
-        models: p.models.clone(),
     }
 }
 
@@ -546,7 +539,7 @@ mod tests {
             .add_provider(add("work", Some("sk-unit-7777")))
             .unwrap();
         assert!(info.has_key);
-        assert_eq!(info.url, "http://127.0.0.1:9/v1");
+        assert_eq!(info.settings.url, "http://127.0.0.1:9/v1");
         let listed = serde_json::to_string(&settings.list_providers().unwrap()).unwrap();
         assert!(listed.contains("\"hasKey\":true"), "{listed}");
         assert!(!listed.contains("sk-unit"), "{listed}");
