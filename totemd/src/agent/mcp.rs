@@ -33,7 +33,7 @@ impl Runner {
     /// server's pages for `prompt`. Returns the servers the run uses, held until it ends.
     pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) -> RunLease {
         let settings = self.daemon.settings.current();
-        let (user, secret_problems) = self.daemon.settings.mcp_servers_with_secrets();
+        let (user, secret_problems) = self.daemon.settings.mcp_servers_with_secrets(&settings);
         let (servers, problems) =
             crate::mcp_client::server_config::servers(&user, &self.agent.root);
         for problem in secret_problems.into_iter().chain(problems) {

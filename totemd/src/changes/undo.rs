@@ -78,30 +78,67 @@ fn touched(restored: &Restored) -> Vec<String> {
 
 /// `session.undo`.
 pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result<ChangesApplied> {
+    undo_or_redo(daemon, session_id, force, true).await
+}
+
+/// `session.redo`.
+pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result<ChangesApplied> {
+    undo_or_redo(daemon, session_id, force, false).await
+}
+
+/// Undo (`undo`) or redo: picks the run, takes its files back or applies them again (off the
+/// async threads), records the new state and tells the session.
+async fn undo_or_redo(
+    daemon: &Arc<Daemon>,
+    session_id: &str,
+    force: bool,
+    undo: bool,
+) -> Result<ChangesApplied> {
+    let what = if undo { "undo" } else { "redo" };
     let _guard = UNDO_LOCK.lock().await;
-    ensure_idle(daemon, session_id, "undo")?;
+    ensure_idle(daemon, session_id, what)?;
     let root = project_root(daemon, session_id)?;
     let store = daemon.store();
     let mut state = store.undo_state(session_id)?;
     let records = session_records(daemon, session_id)?;
-    let Some(run_id) = undoable(&records, &state).pop() else {
-        return Err(DaemonError::NotFound(format!(
-            "nothing to undo: every run of session {session_id} is undone already"
-        )));
+    let run_id = if undo {
+        undoable(&records, &state).pop().ok_or_else(|| {
+            DaemonError::NotFound(format!(
+                "nothing to undo: every run of session {session_id} is undone already"
+            ))
+        })?
+    } else {
+        live_redo(&records, &state)
+            .map(|r| r.run_id.clone())
+            .ok_or_else(|| {
+                let why = if state.redo.is_some() {
+                    "a run came after the last undo"
+                } else {
+                    "redo follows an undo, once"
+                };
+                DaemonError::NotFound(format!("nothing to redo in session {session_id}: {why}"))
+            })?
     };
     let record = run_record(daemon, &run_id)?;
     let blobs = blobs(daemon);
-    let restored =
-        tokio::task::spawn_blocking(move || totem_snapshot::undo(&root, &blobs, &record, force))
-            .await
-            .map_err(|e| DaemonError::Failed(format!("undo stopped: {e}")))?
-            .map_err(|e| snapshot_failed(&format!("undo run {run_id}"), e))?;
+    let restored = tokio::task::spawn_blocking(move || match undo {
+        true => totem_snapshot::undo(&root, &blobs, &record, force),
+        false => totem_snapshot::redo(&root, &blobs, &record, force),
+    })
+    .await
+    .map_err(|e| DaemonError::Failed(format!("{what} stopped: {e}")))?
+    .map_err(|e| snapshot_failed(&format!("{what} run {run_id}"), e))?;
 
-    state.undone.push(run_id.clone());
-    state.redo = Some(Redo {
-        run_id: run_id.clone(),
-        newest_run: records.last().map(|(run, _)| run.id.clone()),
-    });
+    if undo {
+        state.undone.push(run_id.clone());
+        state.redo = Some(Redo {
+            run_id: run_id.clone(),
+            newest_run: records.last().map(|(run, _)| run.id.clone()),
+        });
+    } else {
+        state.undone.retain(|id| *id != run_id);
+        state.redo = None;
+    }
     store.put_undo_state(session_id, &state)?;
     let (message_ids, prompt) = run_messages(daemon, session_id, &run_id)?;
     let mut applied = announce(
@@ -111,51 +148,13 @@ pub async fn undo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result
         &restored,
         &records,
         &state,
-        (true, message_ids),
+        (undo, message_ids),
     )?;
-    applied.prompt = prompt;
+    // An undone run's prompt goes back to the client's prompt box.
+    if undo {
+        applied.prompt = prompt;
+    }
     Ok(applied)
-}
-
-/// `session.redo`.
-pub async fn redo(daemon: &Arc<Daemon>, session_id: &str, force: bool) -> Result<ChangesApplied> {
-    let _guard = UNDO_LOCK.lock().await;
-    ensure_idle(daemon, session_id, "redo")?;
-    let root = project_root(daemon, session_id)?;
-    let store = daemon.store();
-    let mut state = store.undo_state(session_id)?;
-    let records = session_records(daemon, session_id)?;
-    let Some(run_id) = live_redo(&records, &state).map(|r| r.run_id.clone()) else {
-        let why = if state.redo.is_some() {
-            "a run came after the last undo"
-        } else {
-            "redo follows an undo, once"
-        };
-        return Err(DaemonError::NotFound(format!(
-            "nothing to redo in session {session_id}: {why}"
-        )));
-    };
-    let record = run_record(daemon, &run_id)?;
-    let blobs = blobs(daemon);
-    let restored =
-        tokio::task::spawn_blocking(move || totem_snapshot::redo(&root, &blobs, &record, force))
-            .await
-            .map_err(|e| DaemonError::Failed(format!("redo stopped: {e}")))?
-            .map_err(|e| snapshot_failed(&format!("redo run {run_id}"), e))?;
-
-    state.undone.retain(|id| *id != run_id);
-    state.redo = None;
-    store.put_undo_state(session_id, &state)?;
-    let (message_ids, _) = run_messages(daemon, session_id, &run_id)?;
-    announce(
-        daemon,
-        session_id,
-        &run_id,
-        &restored,
-        &records,
-        &state,
-        (false, message_ids),
-    )
 }
 
 /// Tells the session's subscribers and builds the answer.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use totem_protocol::{McpServerAddParams, McpServerInfo, McpServerList};
 
 use super::sections::McpServerSettings;
-use super::{ApiKey, ConfigError, Settings};
+use super::{ApiKey, ConfigError, Settings, SettingsFile};
 
 /// Where a secret of server `server` is sealed in secrets.json: `mcp/NAME/env/VAR` or
 /// `mcp/NAME/header/NAME`. Provider names cannot hold `/`, so these never meet a provider's.
@@ -82,11 +82,14 @@ impl Settings {
         }
     }
 
-    /// The user's MCP servers with their secret values put back into `env` and `headers`, for
-    /// starting them. A secret that cannot be read switches its server off (the entry stays, so
-    /// that a project's server of that name does not take its place), with the reason.
-    pub fn mcp_servers_with_secrets(&self) -> (BTreeMap<String, McpServerSettings>, Vec<String>) {
-        let settings = self.current();
+    /// The MCP servers of `settings` (the caller's read of the user's settings) with their secret
+    /// values put back into `env` and `headers`, for starting them. A secret that cannot be read
+    /// switches its server off (the entry stays, so that a project's server of that name does not
+    /// take its place), with the reason.
+    pub fn mcp_servers_with_secrets(
+        &self,
+        settings: &SettingsFile,
+    ) -> (BTreeMap<String, McpServerSettings>, Vec<String>) {
         let mut out = BTreeMap::new();
         let mut problems = Vec::new();
         for (name, entry) in &settings.mcp_servers {

@@ -177,7 +177,7 @@ impl Connection {
                 kill_group(pgid);
                 return Err("its standard input and output could not be connected".into());
             };
-            if let Some(mut err) = child.stderr.take() {
+            let reader = child.stderr.take().map(|mut err| {
                 let keep = stderr.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
@@ -192,16 +192,15 @@ impl Connection {
                             kept.replace_range(..cut, "");
                         }
                     }
-                });
-            }
+                })
+            });
             let started = tokio::time::timeout(wait, handler.serve((stdout, stdin))).await;
             let service = match started {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => {
                     let ended = exit_status(&mut child).await;
                     kill_group(pgid);
-                    // Its last words may still be in the pipe.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    last_words(reader).await;
                     return Err(with_stderr(
                         format!("it did not start{ended} ({})", plain_error(&e.to_string())),
                         &stderr,
@@ -209,6 +208,7 @@ impl Connection {
                 }
                 Err(_) => {
                     kill_group(pgid);
+                    last_words(reader).await;
                     return Err(with_stderr(
                         format!("it did not answer within {} s", wait.as_secs()),
                         &stderr,
@@ -474,6 +474,14 @@ fn plain_error(text: &str) -> String {
     }
     out.push_str(rest);
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Waits for a killed server's stderr reader to reach the pipe's end, so that its last words are
+/// kept; at most a second, in case a process that left the group still holds the pipe.
+async fn last_words(reader: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(reader) = reader {
+        let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+    }
 }
 
 fn with_stderr(message: String, stderr: &Mutex<String>) -> String {
