@@ -53,6 +53,8 @@ struct Inner {
 }
 
 impl AnthropicProvider {
+    /// A provider calling the server `config` describes; fails only when its HTTP client cannot
+    /// be built.
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
         Ok(AnthropicProvider {
             inner: Arc::new(Inner {

@@ -24,22 +24,28 @@ impl std::fmt::Display for TimeoutPhase {
     }
 }
 
-/// A failed provider call. `provider` is the configured provider name; `message` is the
-/// provider's own words where it gave any.
+/// A failed provider call. In every variant `provider` is the configured provider name,
+/// `message` the provider's own words where it gave any, `status` the HTTP status and
+/// `retry_after` the wait the server asked for.
+// The fields are the ones named above; a line on each of them would say it again.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
+    /// The server could not be reached at `url`.
     #[error("cannot reach provider {provider} at {url}: {message}; is the server running?")]
     Connect {
         provider: String,
         url: String,
         message: String,
     },
+    /// No answer within `after` while waiting in `phase`.
     #[error("provider {provider} timed out after {after:?} {phase}")]
     Timeout {
         provider: String,
         phase: TimeoutPhase,
         after: Duration,
     },
+    /// Too many requests: retried after the wait.
     #[error("provider {provider} is rate limiting (HTTP {status}): {message}")]
     RateLimited {
         provider: String,
@@ -47,6 +53,7 @@ pub enum ProviderError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// The server is busy: retried after the wait.
     #[error("provider {provider} is overloaded (HTTP {status}): {message}")]
     Overloaded {
         provider: String,
@@ -54,12 +61,14 @@ pub enum ProviderError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// The server failed on its side (HTTP 5xx).
     #[error("provider {provider} had a server error (HTTP {status}): {message}")]
     Server {
         provider: String,
         status: u16,
         message: String,
     },
+    /// The API key is missing, wrong or not allowed this model.
     #[error(
         "provider {provider} refused the credentials (HTTP {status}): {message}; check its API key"
     )]
@@ -68,12 +77,14 @@ pub enum ProviderError {
         status: u16,
         message: String,
     },
+    /// The account cannot pay for the request.
     #[error("provider {provider} refused payment (HTTP {status}): {message}")]
     Billing {
         provider: String,
         status: u16,
         message: String,
     },
+    /// The provider has no model of that id.
     #[error("provider {provider} does not know model {model}: {message}")]
     ModelNotFound {
         provider: String,
@@ -89,6 +100,7 @@ pub enum ProviderError {
         needed: Option<u64>,
         limit: Option<u64>,
     },
+    /// The provider refused the request as malformed or unsupported (HTTP 4xx).
     #[error("provider {provider} rejected the request (HTTP {status}): {message}")]
     InvalidRequest {
         provider: String,

@@ -13,25 +13,32 @@ use crate::request::{AssistantPart, ToolCall};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum StreamEvent {
+    /// More text of the answer.
     TextDelta {
+        /// The new text, to append.
         text: String,
     },
+    /// More of the model's thinking.
     ReasoningDelta {
+        /// The new thinking text, to append.
         text: String,
     },
     /// Closes the current text or reasoning part. `signature` (Anthropic thinking signature, Gemini
     /// `thoughtSignature`) belongs to that part and must be sent back with it, byte for byte.
     PartEnd {
+        /// The part's signature, to send back with it.
         signature: Option<String>,
     },
     /// A whole block of encrypted reasoning (Anthropic `redacted_thinking`).
     RedactedReasoning {
+        /// The encrypted block, sent back as received.
         data: String,
     },
     /// A complete tool call; arguments are parsed once the call is whole.
     ToolCall(ToolCall),
     /// Token counts so far for this answer. A later `Usage` replaces an earlier one.
     Usage(Usage),
+    /// Why the answer ended; the last event of a stream.
     Finish(FinishReason),
     /// An attempt failed before any output and is about to be sent again. Not part of the
     /// answer: something to tell the user while they wait.
@@ -42,14 +49,17 @@ pub enum StreamEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryNotice {
+    /// The configured provider that failed.
     pub provider: String,
     /// The HTTP status, when the failure was one.
     pub status: Option<u16>,
     /// What went wrong, in a few words.
     pub reason: String,
+    /// How long until the next attempt, in milliseconds.
     pub wait_ms: u64,
     /// This retry's number, from 1, and how many are allowed.
     pub retry: u32,
+    /// How many retries are allowed in all.
     pub max_retries: u32,
 }
 
@@ -112,8 +122,11 @@ pub enum FinishReason {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Completion {
+    /// The answer's parts, in the order they streamed.
     pub parts: Vec<AssistantPart>,
+    /// Token counts, when the provider sent them.
     pub usage: Option<Usage>,
+    /// Why the answer ended, when the provider said.
     pub finish: Option<FinishReason>,
 }
 
@@ -159,10 +172,12 @@ pub struct TurnBuilder {
 }
 
 impl TurnBuilder {
+    /// An empty turn, before the first event.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds one event: extends the open part, starts a new one or records usage and the finish.
     pub fn push(&mut self, event: StreamEvent) {
         match event {
             StreamEvent::TextDelta { text } => {

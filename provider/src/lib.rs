@@ -5,6 +5,8 @@
 //! neutral [`ChatRequest`]; fold the events with [`TurnBuilder`] (or call [`Provider::complete`]) to
 //! get the assistant turn to send back next time, signatures included.
 
+#![deny(missing_docs)]
+
 mod anthropic;
 mod body;
 mod error;

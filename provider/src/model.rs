@@ -9,8 +9,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
+    /// It takes tool definitions and calls tools natively.
     pub tools: bool,
+    /// It can think before answering (reasoning levels apply).
     pub thinking: bool,
+    /// It reads images.
     pub vision: bool,
     /// Anthropic: the model takes `thinking: {type: "adaptive"}` (and wants it over budgets).
     pub adaptive_thinking: bool,
@@ -20,9 +23,13 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Prices {
+    /// Price of a million prompt tokens.
     pub input_per_million: f64,
+    /// Price of a million answer tokens.
     pub output_per_million: f64,
+    /// Price of a million prompt tokens read from the provider's cache, where it prices them apart.
     pub cache_read_per_million: Option<f64>,
+    /// Price of a million prompt tokens written to the provider's cache, where it prices them apart.
     pub cache_write_per_million: Option<f64>,
 }
 
@@ -32,11 +39,15 @@ pub struct Prices {
 pub struct ModelInfo {
     /// The provider's model id (without the `provider/` prefix).
     pub id: String,
+    /// The name the provider shows people, when it differs from the id.
     pub display_name: Option<String>,
     /// Tokens of context (Ollama: the trained window from `/api/show`).
     pub context_window: Option<u64>,
+    /// The largest answer the model can give, in tokens, where the provider says.
     pub max_output_tokens: Option<u64>,
+    /// What the model can do, as far as the provider says.
     pub capabilities: Capabilities,
+    /// What it costs, where the provider lists prices.
     pub prices: Option<Prices>,
 }
 

@@ -76,6 +76,8 @@ struct Inner {
 }
 
 impl OllamaProvider {
+    /// A provider calling the server `config` describes; fails only when its HTTP client cannot
+    /// be built.
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
         Ok(OllamaProvider {
             inner: Arc::new(Inner {

@@ -37,6 +37,8 @@ struct Inner {
 }
 
 impl OpenAiProvider {
+    /// A provider calling the server `config` describes; fails only when its HTTP client cannot
+    /// be built.
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
         Ok(OpenAiProvider {
             inner: Arc::new(Inner {

@@ -10,8 +10,11 @@ pub struct ChatRequest {
     pub model: String,
     /// The system prompt, sent the way each provider expects it.
     pub system: Option<String>,
+    /// The conversation so far, oldest first.
     pub messages: Vec<Message>,
+    /// The tools the model may call; empty for none.
     pub tools: Vec<ToolDefinition>,
+    /// How hard the model should think, turned into each provider's own setting.
     pub reasoning: ReasoningLevel,
     /// Output token limit. Anthropic requires one; [`DEFAULT_MAX_OUTPUT_TOKENS`] is used there when unset.
     pub max_output_tokens: Option<u32>,
@@ -27,13 +30,19 @@ pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
+    /// What the person (or Totem on their behalf) said.
     User {
+        /// The message's text.
         text: String,
         #[serde(default)]
+        /// Images attached to it, for models that see.
         images: Vec<Image>,
     },
     /// What the model answered, part by part, in the order it streamed them.
-    Assistant { parts: Vec<AssistantPart> },
+    Assistant {
+        /// The turn's parts.
+        parts: Vec<AssistantPart>,
+    },
     /// The result of one tool call. Consecutive results answer the same assistant turn and are
     /// grouped into one message where the provider wants that (Anthropic, Gemini).
     ToolResult(ToolResult),
@@ -64,13 +73,17 @@ pub struct Image {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum AssistantPart {
+    /// Text of the answer.
     Text {
+        /// The text as it streamed.
         text: String,
         /// Gemini `thoughtSignature` carried by a text part.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// The model's thinking, shown folded and sent back where the provider wants it.
     Reasoning {
+        /// The thinking as it streamed.
         text: String,
         /// Anthropic thinking `signature`, or Gemini `thoughtSignature` on a thought part.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,8 +91,10 @@ pub enum AssistantPart {
     },
     /// Anthropic `redacted_thinking`: encrypted reasoning with no readable text.
     RedactedReasoning {
+        /// The encrypted block, sent back as received.
         data: String,
     },
+    /// A call of one of the request's tools.
     ToolCall(ToolCall),
 }
 
@@ -89,6 +104,7 @@ pub enum AssistantPart {
 pub struct ToolCall {
     /// The provider's call id; synthesised (`call_0`…) where the provider gives none.
     pub id: String,
+    /// The tool's name, as in the request's tool list.
     pub name: String,
     /// Always a JSON value (an object for every well-behaved model), never a JSON string.
     pub arguments: serde_json::Value,
@@ -101,10 +117,14 @@ pub struct ToolCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
+    /// The id of the call this answers.
     pub call_id: String,
+    /// The name of the tool that was called (Gemini matches results by name).
     pub tool_name: String,
+    /// What the tool returned, as the model reads it.
     pub content: String,
     #[serde(default)]
+    /// The tool failed: `content` says why.
     pub is_error: bool,
 }
 

@@ -88,6 +88,7 @@ pub fn default_output_cap(context_window: Option<u64>) -> u32 {
 pub struct ProviderConfig {
     /// The name users type before the slash (`ollama`, `openrouter`, `work-claude`).
     pub name: String,
+    /// The wire format it speaks.
     pub kind: ProviderKind,
     /// Base URL. OpenAI-compatible URLs include the version path (`https://openrouter.ai/api/v1`,
     /// `http://127.0.0.1:1234/v1`); the others are the host root.
@@ -95,15 +96,19 @@ pub struct ProviderConfig {
     /// The API key, decrypted. Never logged (`Debug` masks it) and never serialized.
     #[serde(default, skip_serializing)]
     pub api_key: Option<String>,
+    /// The model used when only the provider is named (`ollama` rather than `ollama/qwen3:8b`).
     pub default_model: Option<String>,
+    /// How `num_ctx` is sized and how long the model stays loaded; read by Ollama only.
     pub ollama: OllamaSettings,
     /// Temperature sent when the request sets none (typically for local servers).
     pub temperature: Option<f32>,
+    /// How long opening the connection may take.
     pub connect_timeout: Duration,
     /// How long to wait for the response headers.
     pub response_timeout: Duration,
     /// How long a stream may stay silent between two chunks.
     pub idle_timeout: Duration,
+    /// When a failed call is tried again.
     pub retry: RetrySettings,
     /// Per-model settings, by the provider's model id.
     #[serde(default)]
@@ -134,11 +139,13 @@ impl ProviderConfig {
         self.models.get(id).cloned().unwrap_or_default()
     }
 
+    /// The same config reaching the server at `url`.
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
     }
 
+    /// The same config sending `key` (decrypted) with every request.
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
         self
@@ -173,7 +180,9 @@ impl fmt::Debug for ProviderConfig {
 /// Only the first slash separates: model ids may contain slashes themselves.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ModelRef {
+    /// The configured provider's name, before the first slash.
     pub provider: String,
+    /// The provider's own model id, after it (may hold slashes).
     pub model: String,
 }
 
