@@ -25,10 +25,20 @@ pub enum BoundaryError {
     Outside(String),
     /// The path text itself is not acceptable (NUL byte, invisible or look-alike character).
     #[error("invalid path {path:?}: {reason}")]
-    Invalid { path: String, reason: String },
+    Invalid {
+        /// The path as given.
+        path: String,
+        /// What is wrong with its text.
+        reason: String,
+    },
     /// Resolution failed (a symlink loop, an unreadable directory).
     #[error("cannot resolve path {path:?}: {reason}")]
-    Unresolvable { path: String, reason: String },
+    Unresolvable {
+        /// The path as given.
+        path: String,
+        /// Why it could not be followed.
+        reason: String,
+    },
 }
 
 /// A path that passed the boundary: its real absolute location and its form relative to the root.

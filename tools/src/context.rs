@@ -33,6 +33,7 @@ pub trait EventSink: Send + Sync {
 pub enum ToolEvent {
     /// The model replaced its plan.
     Todos {
+        /// The whole new plan, in order.
         todos: Vec<crate::tool::todo::TodoItem>,
     },
 }

@@ -19,10 +19,13 @@ const MAX_RUNNING: usize = 16;
 /// How a job stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
+    /// Still running.
     Running,
     /// Ended; the words say how (`exit code 0`, `killed by signal 9`).
     Ended {
+        /// The exit code, when it exited rather than being killed.
         code: Option<i32>,
+        /// How it ended, in words.
         how: String,
     },
 }
@@ -30,9 +33,13 @@ pub enum JobStatus {
 /// A job as `list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
+    /// The id the model passes to `job` to read, wait for or kill it.
     pub id: String,
+    /// The command line it runs.
     pub command: String,
+    /// Running, or how it ended.
     pub status: JobStatus,
+    /// Time since it started.
     pub elapsed: Duration,
 }
 
@@ -43,6 +50,7 @@ pub struct JobOutput {
     pub text: String,
     /// Bytes of new output that were too old to keep.
     pub skipped: u64,
+    /// Running, or how it ended.
     pub status: JobStatus,
 }
 

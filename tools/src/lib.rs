@@ -10,6 +10,8 @@
 //! The daemon calls [`Registry::prepare`], asks permission for the returned plan, snapshots the
 //! files it names, then runs the call.
 
+#![deny(missing_docs)]
+
 pub mod boundary;
 pub mod context;
 mod fsutil;

@@ -52,6 +52,7 @@ pub use totem_permission::AccessKind;
 /// One thing a call will do that a permission rule may allow, ask about or deny.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Access {
+    /// Read, write, execute or an MCP call: which rules decide it.
     pub kind: AccessKind,
     /// The tool asking.
     pub tool: &'static str,
@@ -131,7 +132,9 @@ impl Plan {
 pub struct FileChange {
     /// Relative to the project root.
     pub path: String,
+    /// The file was there before the call (false: the call created it).
     pub existed_before: bool,
+    /// The file is there after the call (false: the call deleted it).
     pub exists_after: bool,
 }
 
@@ -139,6 +142,7 @@ pub struct FileChange {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolMeta {
+    /// Files the call changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileChange>,
     /// Unified diff of the change (write, edit, patch).
@@ -150,15 +154,19 @@ pub struct ToolMeta {
     /// MIME type of an image that was read (its bytes are in `blob`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// A command's exit code, when it exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// A command was killed at its timeout.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
+    /// The run was stopped while the call ran.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
     /// The text was shortened (caps on lines, matches or bytes).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The job a `job start` began.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
 }
@@ -167,8 +175,11 @@ pub struct ToolMeta {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
+    /// What the model reads.
     pub text: String,
+    /// The call failed; `text` says why.
     pub is_error: bool,
+    /// Facts for the daemon and clients.
     pub meta: ToolMeta,
 }
 
@@ -206,18 +217,31 @@ impl From<ToolError> for ToolOutput {
 /// Why a call could not be prepared or run. The `Display` text is short and meant for the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
+    /// The model called a tool that does not exist.
     #[error("unknown tool {name:?}. Available tools: {available}")]
-    UnknownTool { name: String, available: String },
+    UnknownTool {
+        /// The name it called.
+        name: String,
+        /// The tools it may call, comma-separated.
+        available: String,
+    },
+    /// The tool writes or runs, and the mode is read-only.
     #[error("tool {0} is not available in this mode (read-only); use read, list, glob or grep")]
     NotAllowed(String),
+    /// The arguments do not fit the tool's schema.
     #[error("invalid arguments for {tool}: {reason}. Expected {expected}")]
     InvalidArguments {
+        /// The tool called.
         tool: String,
+        /// What is wrong with them.
         reason: String,
+        /// The arguments the tool takes, in short.
         expected: String,
     },
+    /// A path leaves the project or cannot be resolved.
     #[error(transparent)]
     Boundary(#[from] BoundaryError),
+    /// The call ran and failed; the text says why.
     #[error("{0}")]
     Failed(String),
 }

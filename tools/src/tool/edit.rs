@@ -78,7 +78,9 @@ pub(crate) struct Change<'a> {
 /// A replacement done in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
+    /// The file's new content.
     pub content: String,
+    /// How many places were replaced.
     pub count: usize,
     /// `exact`, `indentation-flexible`, `line-trimmed`, `whitespace-normalised`, `escape-normalised`,
     /// `line-numbers-removed`.
