@@ -217,3 +217,124 @@ async fn provider_failure_fails_the_run_with_its_reason() {
     let events2 = follow(&env, &mut events2, &run2, Answer::None).await;
     assert!(matches!(last(&events2), EventKind::RunDone { .. }));
 }
+
+/// Sets `titleModel` in the daemon's settings.json (read at the next run).
+fn set_title_model(env: &Env, model: &str) {
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings.json"))
+            .expect("settings JSON");
+    settings["titleModel"] = json!(model);
+    std::fs::write(&path, serde_json::to_vec_pretty(&settings).expect("encode")).expect("write");
+}
+
+/// The session's title as `session.get` tells it.
+async fn title_of(env: &Env) -> String {
+    let session = env
+        .client
+        .call_raw("session.get", json!({"sessionId": env.session}))
+        .await
+        .expect("session.get");
+    session["title"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_model_names_the_session_after_its_first_answer_and_the_run_does_not_wait() {
+    let env = Env::start().await;
+    set_title_model(&env, agent_common::MODEL);
+    env.push(vec![text("They guide ships past rocks at night.\n")]);
+    // What the title model answers, in two chunks a second apart.
+    env.sim
+        .push(totem_tests::sim::Reply::Stream(totem_tests::sim::Script {
+            delay_ms: 1_000,
+            ..totem_tests::sim::Script::new(vec![text("\"Lighthouse "), text("basics\"")])
+        }));
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("tell me about lighthouses", json!({})).await;
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    // The run ended with the title its prompt gave; the model's title comes after, on the side.
+    let titles: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::SessionUpdated { session } => Some(session.title.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        titles.iter().all(|t| *t == "tell me about lighthouses"),
+        "no model-written title before the run's end: {titles:?}"
+    );
+    let titled = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let event = agent_common::next_event(&mut stream, 30).await;
+            if let EventKind::SessionUpdated { session } = &event.kind
+                && session.title != "tell me about lighthouses"
+            {
+                return session.title.clone();
+            }
+        }
+    })
+    .await
+    .expect("a session.updated with the model's title");
+    assert_eq!(titled, "Lighthouse basics");
+    assert_eq!(title_of(&env).await, "Lighthouse basics");
+
+    // The title model read the prompt and the answer, and was asked for a title.
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 2, "the run's request and the title's");
+    let asked = requests[1].body.to_string();
+    assert!(asked.contains("You name coding sessions"), "{asked}");
+    assert!(
+        asked.contains("tell me about lighthouses") && asked.contains("guide ships past rocks"),
+        "{asked}"
+    );
+
+    // A later run keeps the title: the title model is not asked again.
+    env.push(vec![text("Fresnel lenses.\n")]);
+    env.run_done("and their lenses?", json!({}), Answer::None)
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(env.sim.chat_requests().len(), 3);
+    assert_eq!(title_of(&env).await, "Lighthouse basics");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_renamed_before_its_first_answer_keeps_its_name_and_no_title_model_means_none() {
+    // Renamed while the first run goes on: the title model is not asked.
+    let env = Env::start().await;
+    set_title_model(&env, agent_common::MODEL);
+    env.sim
+        .push(totem_tests::sim::Reply::Stream(totem_tests::sim::Script {
+            delay_ms: 800,
+            ..totem_tests::sim::Script::new(vec![text("One "), text("two.\n")])
+        }));
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("count to two", json!({})).await;
+    env.client
+        .call_raw(
+            "session.rename",
+            json!({"sessionId": env.session, "title": "Counting"}),
+        )
+        .await
+        .expect("session.rename");
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    assert!(
+        matches!(last(&events), EventKind::RunDone { .. }),
+        "{events:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(env.sim.chat_requests().len(), 1, "no title request");
+    assert_eq!(title_of(&env).await, "Counting");
+
+    // Without titleModel a session keeps its prompt's title and nothing more is asked.
+    let env = Env::start().await;
+    env.push(vec![text("Hi.\n")]);
+    env.run_done("say hi", json!({}), Answer::None).await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(env.sim.chat_requests().len(), 1);
+    assert_eq!(title_of(&env).await, "say hi");
+}

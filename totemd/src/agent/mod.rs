@@ -36,6 +36,7 @@ pub mod settings;
 pub mod shell;
 mod stream;
 pub mod system;
+mod title;
 mod usage;
 
 use std::collections::{HashMap, VecDeque};

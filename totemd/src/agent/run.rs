@@ -214,6 +214,9 @@ pub(super) async fn execute(
         tracing::warn!(run = %run.id, error = %e, "cannot store the end of the run; announcing it anyway");
         live.announce_unstored(kind);
     }
+    if run.status == RunStatus::Done {
+        super::title::after_first_answer(daemon, &agent.session_id, &request.text);
+    }
     used_model
 }
 

@@ -34,6 +34,10 @@ pub struct SettingsFile {
     /// The model sessions use when none is chosen, as `provider/model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    /// A small model that names each session after its first answer, as `provider/model`;
+    /// without it a session keeps the title taken from its first prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_model: Option<String>,
     /// Configured providers, in the order they were added. Keys are not here: they live
     /// encrypted in secrets.json.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -85,6 +89,7 @@ impl Default for SettingsFile {
         SettingsFile {
             version: SETTINGS_VERSION,
             default_model: None,
+            title_model: None,
             providers: Vec::new(),
             permission: None,
             agents: BTreeMap::new(),
@@ -205,6 +210,9 @@ impl SettingsFile {
         }
         if let Some(model) = &self.default_model {
             totem_provider::ModelRef::parse(model).map_err(|e| format!("defaultModel: {e}"))?;
+        }
+        if let Some(model) = &self.title_model {
+            totem_provider::ModelRef::parse(model).map_err(|e| format!("titleModel: {e}"))?;
         }
         if let Some(level) = &self.log_level {
             validate_log_level(level)?;

@@ -277,6 +277,32 @@ impl SessionHub {
         Ok(updated)
     }
 
+    /// Renames a session only while its title is still `expected`, so a title someone gave it
+    /// meanwhile wins; None when it was left alone.
+    pub fn retitle(&self, id: &str, expected: &str, title: String) -> Result<Option<Session>> {
+        let session = self.get(id)?;
+        if lock(&session.state).record.session.title != expected {
+            return Ok(None);
+        }
+        let mut renamed = false;
+        let updated = session.update(&self.store, |s| {
+            if s.title == expected {
+                s.title = title;
+                renamed = true;
+            }
+        })?;
+        if !renamed {
+            return Ok(None);
+        }
+        session.emit(
+            &self.store,
+            EventKind::SessionUpdated {
+                session: updated.clone(),
+            },
+        )?;
+        Ok(Some(updated))
+    }
+
     /// Deletes a session; its subscribers get `session.deleted` and their streams end.
     pub fn delete(&self, id: &str) -> Result<()> {
         let session = self.get(id)?;
