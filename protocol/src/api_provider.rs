@@ -471,6 +471,9 @@ pub struct McpServerInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     pub enabled: bool,
+    /// OAuth tokens of it are stored (`totem mcp login`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub logged_in: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -502,4 +505,42 @@ pub struct McpServerTestResult {
     pub error: Option<String>,
     /// From the start to the tool list.
     pub millis: u64,
+}
+
+/// `mcpServer.login`: start logging in to a remote server that wants OAuth.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerLoginParams {
+    pub name: String,
+    /// Where the browser comes back: the caller's loopback address, `http://127.0.0.1:PORT/…`.
+    pub redirect_uri: String,
+    /// A client registered by hand with the authorization server; without it Totem registers
+    /// itself (dynamic client registration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerLoginStarted {
+    pub name: String,
+    /// The page to open in the browser.
+    pub authorization_url: String,
+}
+
+/// `mcpServer.loginFinish`: the URL the browser was sent back to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerLoginFinishParams {
+    pub name: String,
+    /// The redirect URI with the authorization server's `code` and `state` (or `error`).
+    pub callback_url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerLogoutResult {
+    pub name: String,
+    /// Whether tokens were stored.
+    pub was_logged_in: bool,
 }

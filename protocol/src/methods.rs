@@ -178,6 +178,12 @@ method_table! {
     McpServerRemove = "mcpServer.remove" (ProviderRef) -> ProviderRemoved { mcp: false, subscription: false };
     /// Starts an MCP server of the user's settings, lists its tools and stops it.
     McpServerTest = "mcpServer.test" (McpServerTestParams) -> McpServerTestResult { mcp: false, subscription: false };
+    /// Starts an OAuth login to a remote MCP server: returns the URL to open in the browser.
+    McpServerLogin = "mcpServer.login" (McpServerLoginParams) -> McpServerLoginStarted { mcp: false, subscription: false };
+    /// Finishes an OAuth login with the URL the browser came back to; the tokens are stored encrypted.
+    McpServerLoginFinish = "mcpServer.loginFinish" (McpServerLoginFinishParams) -> McpServerInfo { mcp: false, subscription: false };
+    /// Forgets the OAuth tokens of an MCP server.
+    McpServerLogout = "mcpServer.logout" (ProviderRef) -> McpServerLogoutResult { mcp: false, subscription: false };
     /// Models of every configured provider (or of one), as `provider/model`, with context
     /// window, capabilities and prices. With no provider configured, a local Ollama is asked.
     ModelList = "model.list" (ModelListParams) -> crate::api_provider::ModelList { mcp: true, subscription: false };

@@ -5,10 +5,8 @@
 
 mod cli_common;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use cli_common::{Cli, assert_exit, stderr, stdout};
 use serde_json::Value;
@@ -134,24 +132,14 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(token: &str) -> HttpServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        let port = cli_common::free_port();
         let child = Command::new(python())
             .args([&script(), "--http", &port.to_string(), token])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the token server");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the server never listened"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        cli_common::wait_until_listening(port);
         HttpServer { child, port }
     }
 

@@ -10,6 +10,7 @@ mod format;
 mod init;
 mod install;
 mod mcp;
+mod mcp_login;
 mod mcp_servers;
 mod project;
 mod provider;

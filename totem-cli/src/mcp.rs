@@ -47,6 +47,28 @@ pub enum McpCommand {
         /// The server's name.
         name: String,
     },
+    /// Log in to a remote MCP server that wants OAuth: opens its login page in your browser,
+    /// which comes back to Totem; the tokens are stored encrypted and refreshed by themselves.
+    Login(McpLoginArgs),
+    /// Forget the OAuth tokens of an MCP server (`totem mcp login` gets new ones).
+    Logout {
+        /// The server's name.
+        name: String,
+    },
+}
+
+/// `totem mcp login`.
+#[derive(Debug, Args)]
+pub struct McpLoginArgs {
+    /// The server's name (`totem mcp list` shows them).
+    pub name: String,
+    /// A client id you registered with the server's authorization server, for one that does
+    /// not register clients by itself.
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// Only print the login page's address; do not open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
 }
 
 const ADD_HELP: &str = "\
@@ -94,6 +116,8 @@ pub async fn command(endpoint: &Endpoint, args: McpArgs) -> anyhow::Result<Exit>
         Some(McpCommand::List { json }) => crate::mcp_servers::list(endpoint, json).await,
         Some(McpCommand::Remove { name }) => crate::mcp_servers::remove(endpoint, &name).await,
         Some(McpCommand::Test { name }) => crate::mcp_servers::test(endpoint, &name).await,
+        Some(McpCommand::Login(login)) => crate::mcp_login::login(endpoint, login).await,
+        Some(McpCommand::Logout { name }) => crate::mcp_login::logout(endpoint, &name).await,
         None => serve(endpoint, args.project).await,
     }
 }

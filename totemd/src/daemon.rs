@@ -70,6 +70,8 @@ pub struct Daemon {
     pub terminals: std::sync::Arc<crate::terminal::Terminals>,
     /// Whether commands run without asking are confined by the kernel (probed at start).
     pub sandbox: crate::sandbox::Mode,
+    /// OAuth logins to MCP servers waiting for the browser (`mcpServer.login`).
+    pub mcp_logins: crate::mcp_client::oauth::Logins,
     shutdown: watch::Sender<bool>,
     failed: std::sync::atomic::AtomicBool,
 }
@@ -98,6 +100,7 @@ impl Daemon {
             agents: crate::agent::Agents::default(),
             terminals: std::sync::Arc::new(crate::terminal::Terminals::new(home)),
             sandbox: crate::sandbox::probe(),
+            mcp_logins: crate::mcp_client::oauth::Logins::default(),
             shutdown,
             failed: std::sync::atomic::AtomicBool::new(false),
         };

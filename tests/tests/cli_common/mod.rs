@@ -276,3 +276,23 @@ impl SimCli {
         client
     }
 }
+
+/// A TCP port on 127.0.0.1 free at the moment, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Waits (up to 60 s) until something listens on `port` of 127.0.0.1.
+pub fn wait_until_listening(port: u16) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "nothing listened on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -8,6 +8,7 @@ use totem_protocol::{McpServerAddParams, McpServerInfo, McpServerList};
 
 use super::sections::McpServerSettings;
 use super::{ApiKey, ConfigError, Settings, SettingsFile};
+use crate::mcp_client::oauth::{self, TokenStore};
 
 /// Where a secret of server `server` is sealed in secrets.json: `mcp/NAME/env/VAR` or
 /// `mcp/NAME/header/NAME`. Provider names cannot hold `/`, so these never meet a provider's.
@@ -77,9 +78,27 @@ impl Settings {
             servers: settings
                 .mcp_servers
                 .iter()
-                .map(|(name, entry)| mcp_info(name, entry))
+                .map(|(name, entry)| McpServerInfo {
+                    logged_in: self.is_logged_in(name),
+                    ..mcp_info(name, entry)
+                })
                 .collect(),
         }
+    }
+
+    /// Whether OAuth tokens of server `name` are stored (`totem mcp login`).
+    pub fn is_logged_in(&self, name: &str) -> bool {
+        self.secrets.has(&oauth::secret_key(name)).unwrap_or(false)
+    }
+
+    /// Forgets the OAuth tokens of server `name`; returns whether there were any.
+    pub fn log_out_of_mcp_server(&self, name: &str) -> Result<bool, ConfigError> {
+        if !self.current().mcp_servers.contains_key(name) {
+            return Err(ConfigError::NoMcpServer(name.to_string()));
+        }
+        let had = self.secrets.remove(&oauth::secret_key(name))?;
+        tracing::info!(server = %name, had, "MCP server logged out");
+        Ok(had)
     }
 
     /// The MCP servers of `settings` (the caller's read of the user's settings) with their secret
@@ -138,6 +157,9 @@ impl Settings {
                 };
             }
         }
+        if entry.url.is_some() && self.is_logged_in(name) {
+            entry.oauth = Some(TokenStore::new(self.secrets.clone(), name));
+        }
         Ok(entry)
     }
 
@@ -174,5 +196,6 @@ fn mcp_info(name: &str, entry: &McpServerSettings) -> McpServerInfo {
         secrets,
         tools: entry.tools.clone(),
         enabled: entry.enabled,
+        logged_in: false,
     }
 }

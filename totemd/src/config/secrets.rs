@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -48,6 +48,11 @@ impl ApiKey {
     pub fn into_inner(self) -> String {
         self.0
     }
+
+    /// A longer text Totem wrote itself (an MCP server's OAuth tokens as JSON), sealed as is.
+    pub fn document(text: String) -> ApiKey {
+        ApiKey(text)
+    }
 }
 
 impl std::fmt::Debug for ApiKey {
@@ -65,12 +70,14 @@ struct SecretsFile {
 }
 
 /// The key store under one home. Every call reads and writes the (small) files afresh, so the
-/// files stay the only truth.
+/// files stay the only truth. Clones share the lock (an MCP server's token refresh writes beside
+/// the settings' own writes).
+#[derive(Clone)]
 pub struct Secrets {
     key_path: PathBuf,
     secrets_path: PathBuf,
     /// Serializes read-modify-write of secrets.json within this daemon.
-    lock: Mutex<()>,
+    lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -87,7 +94,7 @@ impl Secrets {
         Secrets {
             key_path: home.join("keys").join("master.key"),
             secrets_path: home.join("secrets.json"),
-            lock: Mutex::new(()),
+            lock: Arc::new(Mutex::new(())),
         }
     }
 

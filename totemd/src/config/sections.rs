@@ -110,6 +110,10 @@ pub struct McpServerSettings {
     /// Headers whose values are stored encrypted (`--header NAME --value-stdin`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_headers: Vec<String>,
+    /// Its sealed OAuth tokens, when the user logged in to it (`totem mcp login`); never in
+    /// settings.json.
+    #[serde(skip)]
+    pub oauth: Option<crate::mcp_client::oauth::TokenStore>,
 }
 
 fn enabled() -> bool {
@@ -132,6 +136,7 @@ impl Default for McpServerSettings {
             enabled: true,
             secret_env: Vec::new(),
             secret_headers: Vec::new(),
+            oauth: None,
         }
     }
 }

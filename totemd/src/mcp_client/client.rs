@@ -227,20 +227,27 @@ impl Connection {
             }
             // reqwest is built without a default TLS crypto provider; https URLs need one.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers),
-            );
-            match tokio::time::timeout(wait, handler.serve(transport)).await {
+            let http =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+            // A server the user logged in to gets its access token, refreshed when it expired
+            // or was refused; the others get the configured headers only.
+            let started = match &config.settings.oauth {
+                Some(tokens) => {
+                    let client = super::oauth::client(url, tokens.clone()).await?;
+                    let transport = StreamableHttpClientTransport::with_client(client, http);
+                    tokio::time::timeout(wait, handler.serve(transport)).await
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::from_config(http);
+                    tokio::time::timeout(wait, handler.serve(transport)).await
+                }
+            };
+            match started {
                 Ok(Ok(service)) => (service, None, None),
                 Ok(Err(e)) => {
-                    let why = plain_error(&e.to_string());
-                    let hint = match why.contains("HTTP 401") || why.contains("HTTP 403") {
-                        true => format!(
-                            "; it wants a token: `totem mcp add {} --url {url} --header Authorization --value-stdin --replace` stores one",
-                            config.name
-                        ),
-                        false => String::new(),
-                    };
+                    let raw = e.to_string();
+                    let why = plain_error(&raw);
+                    let hint = refusal_hint(&config, url, &raw).await;
                     return Err(format!("{url} did not accept the connection: {why}{hint}"));
                 }
                 Err(_) => {
@@ -395,9 +402,17 @@ impl Connection {
                 // Anything but an MCP error means the connection is unusable.
                 tracing::warn!(server = %self.name(), error = %e, "MCP server connection failed");
                 self.stopped.store(true, Ordering::Relaxed);
+                let detail =
+                    match self.config.settings.oauth.is_some() && is_refusal(&e.to_string()) {
+                        true => format!(
+                            " ({})",
+                            super::oauth::login_hint(self.name(), "its login is no longer valid")
+                        ),
+                        false => self.why_stopped(),
+                    };
                 Err(CallError::Stopped {
                     server: self.name().to_string(),
-                    detail: self.why_stopped(),
+                    detail,
                 })
             }
         }
@@ -453,9 +468,49 @@ async fn exit_status(child: &mut tokio::process::Child) -> String {
     }
 }
 
+/// Whether an rmcp error says the server wants credentials (401, 403, a refused token).
+fn is_refusal(text: &str) -> bool {
+    [
+        "HTTP 401",
+        "HTTP 403",
+        "Auth required",
+        "Auth error",
+        "Insufficient scope",
+    ]
+    .iter()
+    .any(|s| text.contains(s))
+}
+
+/// What to do when a remote server refused the connection for want of credentials (`error` is
+/// rmcp's): log in (again) when it offers OAuth, else store a token; nothing for other failures.
+async fn refusal_hint(config: &ServerConfig, url: &str, error: &str) -> String {
+    if !is_refusal(error) {
+        return String::new();
+    }
+    let name = &config.name;
+    if config.settings.oauth.is_some() {
+        return format!(
+            "; {}",
+            super::oauth::login_hint(name, "its login is no longer valid")
+        );
+    }
+    if super::oauth::offers_login(url, &config.settings).await {
+        return format!(
+            "; {}",
+            super::oauth::login_hint(name, "it wants you to log in")
+        );
+    }
+    format!(
+        "; it wants a token: `totem mcp add {name} --url {url} --header Authorization --value-stdin --replace` stores one"
+    )
+}
+
 /// An rmcp error as a sentence: the server's answer when it gave one, without the Rust type
 /// names of the transport (`Transport [rmcp::transport::worker::WorkerTransport<…>]`).
 fn plain_error(text: &str) -> String {
+    if text.contains("Auth required") {
+        return "it answered 401 (it wants credentials)".into();
+    }
     if let Some((_, answer)) = text.split_once("unexpected server response: ") {
         let answer = answer.split(", when send").next().unwrap_or(answer);
         return format!("it answered {}", answer.trim());

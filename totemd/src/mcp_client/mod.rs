@@ -6,7 +6,8 @@
 //! - [`pool`]: one instance of a server per project, shared by its sessions, stopped when idle;
 //! - [`session`]: a session's servers and what they offer the model now;
 //! - [`tools`]: namespaced names, `mcp_prompt`, results as text;
-//! - [`docs`]: the Total.js docs server searched before a run's first step.
+//! - [`docs`]: the Total.js docs server searched before a run's first step;
+//! - [`oauth`]: `totem mcp login` to remote servers, their tokens sealed and refreshed.
 //!
 //! A server starts only inside a run, after the user allowed it (`agent/mcp.rs` asks): a
 //! permission question of kind `mcpServer` whose "always" answer remembers the rule
@@ -18,6 +19,7 @@
 pub mod client;
 pub mod docs;
 pub mod leftovers;
+pub mod oauth;
 pub mod pool;
 pub mod server_config;
 pub mod session;

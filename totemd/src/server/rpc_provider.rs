@@ -5,8 +5,10 @@
 use jsonrpsee::core::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use totem_protocol::{
-    ErrorCode, McpServerAddParams, McpServerTestParams, McpServerTestResult, ModelListParams,
-    NoParams, ProviderAddParams, ProviderRef, ProviderRemoved, ProviderTestParams, method,
+    ErrorCode, McpServerAddParams, McpServerLoginFinishParams, McpServerLoginParams,
+    McpServerLoginStarted, McpServerLogoutResult, McpServerTestParams, McpServerTestResult,
+    ModelListParams, NoParams, ProviderAddParams, ProviderRef, ProviderRemoved, ProviderTestParams,
+    method,
 };
 
 use super::rpc::{err, register};
@@ -67,6 +69,43 @@ pub fn register_all(m: &mut RpcModule<Daemon>) {
 
     register::<method::McpServerTest, _, _>(m, |p: McpServerTestParams, d, _| async move {
         Ok(test_mcp_server(&d, p).await?)
+    });
+
+    register::<method::McpServerLogin, _, _>(m, |p: McpServerLoginParams, d, _| async move {
+        let authorization_url = d
+            .mcp_logins
+            .start(
+                &d.settings,
+                &p.name,
+                &p.redirect_uri,
+                p.client_id.as_deref(),
+            )
+            .await?;
+        Ok(McpServerLoginStarted {
+            name: p.name,
+            authorization_url,
+        })
+    });
+
+    register::<method::McpServerLoginFinish, _, _>(
+        m,
+        |p: McpServerLoginFinishParams, d, _| async move {
+            d.mcp_logins.finish(&p.name, &p.callback_url).await?;
+            let listed = d.settings.list_mcp_servers();
+            listed
+                .servers
+                .into_iter()
+                .find(|s| s.name == p.name)
+                .ok_or_else(|| ConfigError::NoMcpServer(p.name).into())
+        },
+    );
+
+    register::<method::McpServerLogout, _, _>(m, |p: ProviderRef, d, _| async move {
+        let was_logged_in = d.settings.log_out_of_mcp_server(&p.name)?;
+        Ok(McpServerLogoutResult {
+            name: p.name,
+            was_logged_in,
+        })
     });
 }
 
