@@ -1,6 +1,8 @@
 //! Params and results of the methods that look at and take back what runs changed on disk
 //! (`session.diff`, `session.undo`, `session.redo`) and of `session.fork`.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -8,9 +10,11 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// `session.diff`: what runs of a session changed on disk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionDiffParams {
+    /// The session whose changes to show.
     pub session_id: String,
     /// Only this run's changes (shown even when the run was undone). Default: every run of the
     /// session that is not undone, combined: each file from before the first run that touched it
@@ -27,8 +31,11 @@ pub struct SessionDiffParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FileStatus {
+    /// The file did not exist before.
     Added,
+    /// The file's content or mode changed.
     Modified,
+    /// The file is gone.
     Deleted,
 }
 
@@ -38,6 +45,7 @@ pub enum FileStatus {
 pub struct ChangedFile {
     /// Project-relative, `/`-separated.
     pub path: String,
+    /// Added, modified or deleted.
     pub status: FileStatus,
     /// The unified diff (`--- a/…`/`+++ b/…` headers, `/dev/null` for an added or deleted file);
     /// absent for a binary file or one too large to keep.
@@ -51,6 +59,7 @@ pub struct ChangedFile {
     pub not_kept: bool,
 }
 
+/// What `session.diff` found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionDiff {
@@ -62,9 +71,11 @@ pub struct SessionDiff {
     pub run_ids: Vec<String>,
 }
 
+/// `session.undo` and `session.redo`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionUndoParams {
+    /// The session whose last run to take back (or apply again).
     pub session_id: String,
     /// Overwrite files changed since the run (or since the undo, for redo) instead of refusing.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -92,9 +103,11 @@ pub struct ChangesApplied {
     pub prompt: Option<String>,
 }
 
+/// `session.fork`: a new session that starts with a copy of another's conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionForkParams {
+    /// The session to copy.
     pub session_id: String,
     /// The last message the fork keeps (it and every earlier one). Default: the newest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +119,7 @@ pub struct SessionForkParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionImportParams {
+    /// The project the new session belongs to.
     pub project_id: String,
     /// Default: "Imported session".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,9 +133,11 @@ pub struct SessionImportParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportedMessage {
+    /// Who wrote it.
     pub role: crate::types::Role,
     /// Unix milliseconds; default: the time of the import.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<u64>,
+    /// Its content, in order.
     pub parts: Vec<crate::types::Part>,
 }

@@ -1,30 +1,38 @@
 //! Params and results of the methods that follow a run to its end (`run.get`, `run.wait`,
 //! `session.ask`) — what other agents use through Totem's MCP server — and of `mcpToken.rotate`.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::api::ReasoningLevel;
 use crate::types::{PermissionQuestion, Run};
 
+/// `run.get`: one run by its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunRef {
+    /// The run's id.
     pub run_id: String,
 }
 
+/// `run.wait`: wait until a run ends, or for at most `timeoutMs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunWaitParams {
+    /// The run to wait for.
     pub run_id: String,
     /// Longest wait in milliseconds (default 45000, at most 600000); 0 answers at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
 
+/// `session.ask`: prompt a session and wait for the run's outcome in one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionAskParams {
+    /// The session to prompt.
     pub session_id: String,
     /// What the agent should do.
     pub text: String,
@@ -34,6 +42,7 @@ pub struct SessionAskParams {
     /// The model as `provider/model`; default: the session's last model, else the settings' one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// How hard the model should think, for models known to think (default off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningLevel>,
     /// Files or selections to give the model with the prompt, as in `session.prompt`.

@@ -1,6 +1,8 @@
 //! JSON-RPC error codes. The standard ones keep their JSON-RPC 2.0 meaning; Totem's own live in
 //! -32000..-32099, the range JSON-RPC reserves for servers.
 
+#![deny(missing_docs)]
+
 /// An error code a client may see in `error.code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErrorCode(pub i32);
@@ -38,8 +40,11 @@ impl ErrorCode {
 /// One entry of the error code list, for the spec and the schema.
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorCodeInfo {
+    /// The JSON-RPC error code.
     pub code: ErrorCode,
+    /// Its name in the spec (`sessionNotFound`).
     pub name: &'static str,
+    /// When a client meets it.
     pub meaning: &'static str,
 }
 

@@ -1,6 +1,8 @@
 //! The method table: every method is declared once, here. Dispatch names, the typed `Method`
 //! markers, the MCP mirror's list and the JSON Schema all come from this one table.
 
+#![deny(missing_docs)]
+
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -13,21 +15,28 @@ use crate::types::Session;
 
 /// A method of the protocol, known at compile time: `method::SessionGet::NAME` and its types.
 pub trait Method {
+    /// The name on the wire (`session.get`).
     const NAME: &'static str;
+    /// What the call takes.
     type Params: Serialize + DeserializeOwned + JsonSchema;
+    /// What it answers.
     type Result: Serialize + DeserializeOwned + JsonSchema;
 }
 
 /// What the table knows about a method, at run time.
 #[derive(Clone, Copy)]
 pub struct MethodInfo {
+    /// The name on the wire.
     pub name: &'static str,
+    /// What it does, for the schema and the MCP tool's description.
     pub doc: &'static str,
     /// Mirrored as a tool by Totem's MCP server.
     pub mcp: bool,
     /// A subscription: the result is a subscription id and events follow as notifications.
     pub subscription: bool,
+    /// The params' JSON Schema.
     pub params_schema: fn(&mut SchemaGenerator) -> schemars::Schema,
+    /// The result's JSON Schema.
     pub result_schema: fn(&mut SchemaGenerator) -> schemars::Schema,
 }
 
