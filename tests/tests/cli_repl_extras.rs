@@ -384,6 +384,61 @@ fn screen(bytes: &[u8]) -> String {
     parser.screen().contents()
 }
 
+/// A slow local model: a chunk every 400 ms, thinking first, then one line in pieces.
+fn push_slow_answer(env: &Env) {
+    env.push(
+        vec![
+            SimEvent::thinking("First I read the question.\n", None),
+            SimEvent::thinking("Then I weigh it.", None),
+            SimEvent::text("Alpha beta "),
+            SimEvent::text("gamma delta "),
+            SimEvent::text("epsilon zeta "),
+            SimEvent::text("eta theta "),
+            SimEvent::text("Omega.\n"),
+        ],
+        400,
+    );
+}
+
+/// Watches the answer [`push_slow_answer`] scripted on `terminal`: the thinking and the first
+/// words are on screen while the rest is still coming, the thinking then folds to `folded`, and
+/// once `end` shows, the finished line stands once in place of the unfinished one. Returns the
+/// screen then.
+fn see_the_slow_answer_live(
+    terminal: &mut OsSession,
+    folded: &str,
+    end: impl expectrl::Needle,
+) -> String {
+    let mut all = b"\r\n".repeat(8);
+    let thinking = terminal
+        .expect("thinking…")
+        .expect("the thinking shows while it streams");
+    all.extend_from_slice(thinking.as_bytes());
+    // The unfinished line is on screen before the stream ends.
+    let partial = terminal.expect("gamma delta").expect("partial text");
+    all.extend_from_slice(partial.as_bytes());
+    let shown = screen(&all);
+    assert!(
+        shown.contains("Alpha beta gamma delta") && !shown.contains("Omega."),
+        "the first words show while the rest is still coming:\n{shown}"
+    );
+    assert!(
+        shown.contains(folded) && !shown.contains("thinking…"),
+        "the thinking folded to one line once done:\n{shown}"
+    );
+    let rest = terminal.expect(end).expect("the answer's end");
+    all.extend_from_slice(rest.as_bytes());
+    let shown = screen(&all);
+    assert_eq!(
+        shown
+            .matches("Alpha beta gamma delta epsilon zeta eta theta Omega.")
+            .count(),
+        1,
+        "the finished line replaces the unfinished one:\n{shown}"
+    );
+    shown
+}
+
 #[test]
 fn leaving_during_a_run_leaves_no_spinner_and_ctrl_l_clears_the_screen() {
     let env = start();
@@ -419,47 +474,13 @@ fn leaving_during_a_run_leaves_no_spinner_and_ctrl_l_clears_the_screen() {
 #[test]
 fn a_slow_answer_shows_word_by_word_and_thinking_folds_to_one_line() {
     let env = start();
-    // A slow local model: a chunk every 400 ms, thinking first, then one line in pieces.
-    env.push(
-        vec![
-            SimEvent::thinking("First I read the question.\n", None),
-            SimEvent::thinking("Then I weigh it.", None),
-            SimEvent::text("Alpha beta "),
-            SimEvent::text("gamma delta "),
-            SimEvent::text("epsilon zeta "),
-            SimEvent::text("eta theta "),
-            SimEvent::text("Omega.\n"),
-        ],
-        400,
-    );
+    push_slow_answer(&env);
     let mut repl = env.repl(false);
     repl.send("go slowly\r").expect("type a prompt");
-    let mut all = b"\r\n".repeat(8);
-    let thinking = repl
-        .expect("thinking…")
-        .expect("the thinking shows while it streams");
-    all.extend_from_slice(thinking.as_bytes());
-    // The unfinished line is on screen before the stream ends.
-    let partial = repl.expect("gamma delta").expect("partial text");
-    all.extend_from_slice(partial.as_bytes());
-    let shown = screen(&all);
-    assert!(
-        shown.contains("Alpha beta gamma delta") && !shown.contains("Omega."),
-        "the first words show while the rest is still coming:\n{shown}"
-    );
-    assert!(
-        shown.contains("┊ thought · 43 chars · /thinking shows it") && !shown.contains("thinking…"),
-        "the thinking folded to one line once done:\n{shown}"
-    );
-    let rest = repl.expect("✓ done").expect("run done");
-    all.extend_from_slice(rest.as_bytes());
-    let shown = screen(&all);
-    assert_eq!(
-        shown
-            .matches("Alpha beta gamma delta epsilon zeta eta theta Omega.")
-            .count(),
-        1,
-        "the finished line replaces the unfinished one:\n{shown}"
+    see_the_slow_answer_live(
+        &mut repl,
+        "┊ thought · 43 chars · /thinking shows it",
+        "✓ done",
     );
     repl.send("/thinking\r").expect("type /thinking");
     repl.expect("┊ Then I weigh it.")
@@ -582,53 +603,15 @@ fn sessions_are_titled_by_their_first_prompt_renamed_and_filtered_by_typing() {
 #[test]
 fn totem_run_on_a_colour_terminal_shows_each_word_as_it_comes() {
     let env = start();
-    // A slow local model: a chunk every 400 ms, thinking first, then one line in pieces.
-    env.push(
-        vec![
-            SimEvent::thinking("First I read the question.\n", None),
-            SimEvent::thinking("Then I weigh it.", None),
-            SimEvent::text("Alpha beta "),
-            SimEvent::text("gamma delta "),
-            SimEvent::text("epsilon zeta "),
-            SimEvent::text("eta theta "),
-            SimEvent::text("Omega.\n"),
-        ],
-        400,
-    );
+    push_slow_answer(&env);
     let mut command = env.cli.command(["run", "--model", MODEL, "go slowly"]);
     command.env("TERM", "xterm");
     command.env_remove("NO_COLOR");
     let mut run = Session::spawn(command).expect("spawn totem run in a pty");
     run.set_expect_timeout(Some(Duration::from_secs(30)));
-    let mut all = b"\r\n".repeat(8);
-    let thinking = run
-        .expect("thinking…")
-        .expect("the thinking shows while it streams");
-    all.extend_from_slice(thinking.as_bytes());
-    // The unfinished line is on screen before the stream ends.
-    let partial = run.expect("gamma delta").expect("partial text");
-    all.extend_from_slice(partial.as_bytes());
-    let shown = screen(&all);
-    assert!(
-        shown.contains("Alpha beta gamma delta") && !shown.contains("Omega."),
-        "the first words show while the rest is still coming:\n{shown}"
-    );
-    assert!(
-        shown.contains("┊ thought · 43 chars") && !shown.contains("thinking…"),
-        "the thinking folded to one line once done:\n{shown}"
-    );
+    let shown = see_the_slow_answer_live(&mut run, "┊ thought · 43 chars", Eof);
     assert!(
         !shown.contains("/thinking"),
         "totem run has no /thinking to offer:\n{shown}"
-    );
-    let rest = run.expect(Eof).expect("totem run ends");
-    all.extend_from_slice(rest.as_bytes());
-    let shown = screen(&all);
-    assert_eq!(
-        shown
-            .matches("Alpha beta gamma delta epsilon zeta eta theta Omega.")
-            .count(),
-        1,
-        "the finished line replaces the unfinished one:\n{shown}"
     );
 }
