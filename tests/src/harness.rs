@@ -23,10 +23,13 @@ pub fn target_dir() -> PathBuf {
 /// is never tested. `cargo test` builds a package's own binaries only, and these belong to other
 /// packages. The command is the one `.ci/run` runs first, so there it is a no-op (another package
 /// selection could unify features differently and rebuild). `TOTEM_TESTS_NO_BUILD=1` skips it.
+/// `TOTEM_TESTS_BIN_DIR=FOLDER` takes the binaries from that folder instead, unbuilt (an older
+/// build, to measure the same program against the code before a change).
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
+    let folder = other_bin_dir();
     BUILT.get_or_init(|| {
-        if std::env::var_os("TOTEM_TESTS_NO_BUILD").is_some() {
+        if folder.is_some() || std::env::var_os("TOTEM_TESTS_NO_BUILD").is_some() {
             return;
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -38,13 +41,18 @@ pub fn binary(name: &str) -> PathBuf {
         let status = build.status().expect("run cargo build");
         assert!(status.success(), "building totemd and totem failed");
     });
-    let path = target_dir().join(name);
+    let path = folder.unwrap_or_else(target_dir).join(name);
     assert!(
         path.exists(),
         "{} is missing: run `cargo build --workspace`",
         path.display()
     );
     path
+}
+
+/// The folder `TOTEM_TESTS_BIN_DIR` names, when the binaries are to come from another build.
+pub fn other_bin_dir() -> Option<PathBuf> {
+    std::env::var_os("TOTEM_TESTS_BIN_DIR").map(PathBuf::from)
 }
 
 /// Resident memory of a process in KiB (VmRSS from /proc; 0 when it cannot be read).

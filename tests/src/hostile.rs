@@ -309,6 +309,9 @@ pub fn attacks() -> Vec<Attack> {
 pub struct Outcome {
     pub name: &'static str,
     pub held: bool,
+    /// False when the daemon does not have the attack's tool (an older build): it answered
+    /// "unknown tool", so the attack says nothing about it.
+    pub applicable: bool,
     pub detail: String,
 }
 
@@ -407,6 +410,9 @@ impl Suite {
             }
         }
         let took = started.elapsed();
+        if !ended {
+            self.end_stuck_run(&run, &mut stream).await;
+        }
         let pwned = self.tree.take_pwned();
         let leaked = match attack.leak {
             _ if !pwned.is_empty() => true,
@@ -422,11 +428,37 @@ impl Suite {
         Outcome {
             name: attack.name,
             held,
+            applicable: !output.starts_with("unknown tool"),
             detail: format!(
                 "asked {asked}, {:.1} s, ran {pwned:?}: {}",
                 took.as_secs_f64(),
                 output.chars().take(300).collect::<String>()
             ),
+        }
+    }
+
+    /// Ends a run whose call never ended (a read blocked on the FIFO in an older build, which
+    /// `session.abort` alone could not end), so the next attack finds the session free: aborts it
+    /// and opens the FIFO for writing until the run ends, which lets a reader stuck in `open()`
+    /// through to an end of file.
+    async fn end_stuck_run(&self, run: &str, stream: &mut totem_client::EventStream) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = self
+            .client
+            .call_raw("session.abort", json!({"sessionId": self.session}))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .open(self.tree.project.join("fifo"));
+            if let Ok(Some(Ok(event))) =
+                tokio::time::timeout(Duration::from_millis(200), stream.next()).await
+                && event.kind.ended_run().is_some_and(|r| r.id == run)
+            {
+                return;
+            }
         }
     }
 }
