@@ -1,12 +1,16 @@
 //! Params, results and events of the interactive terminals: programs on a pseudo-terminal owned
 //! by the daemon, belonging to a session, that the model and every client can watch and type into.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.open`: start a program on a new terminal of a session.
 pub struct TerminalOpenParams {
+    /// The session the terminal belongs to.
     pub session_id: String,
     /// The command line, run by `bash -c` (or `sh -c`) on a new pseudo-terminal in the project
     /// folder.
@@ -25,11 +29,15 @@ pub struct TerminalOpenParams {
 pub struct TerminalInfo {
     /// `term_…`, unique for the daemon.
     pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
     /// `t1`, `t2`, … within the session: what the model calls it.
     pub name: String,
+    /// The command line it runs.
     pub command: String,
+    /// Width in columns.
     pub cols: u16,
+    /// Height in rows.
     pub rows: u16,
     /// The program still runs.
     pub running: bool,
@@ -37,6 +45,7 @@ pub struct TerminalInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The program's exit code; absent while it runs or when a signal ended it.
     pub exit_code: Option<i32>,
     /// The process id of the program (also its process group and session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +55,7 @@ pub struct TerminalInfo {
     pub title: Option<String>,
     /// `model` (the `terminal` tool) or `user` (`terminal.open`).
     pub opened_by: String,
+    /// When it was opened, in milliseconds since the Unix epoch.
     pub started_at: u64,
     /// Clients subscribed to its output now.
     pub watchers: u32,
@@ -55,6 +65,7 @@ pub struct TerminalInfo {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.close`: one terminal by its id.
 pub struct TerminalRef {
     /// The terminal's id (`term_…`).
     pub id: String,
@@ -62,7 +73,9 @@ pub struct TerminalRef {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.write`: type into a terminal.
 pub struct TerminalWriteParams {
+    /// The terminal to type into.
     pub id: String,
     /// What to type, as the terminal would send it: text, `\r` for Enter, `\u0003` for Ctrl-C,
     /// escape sequences for keys. At most 64 KiB.
@@ -71,6 +84,7 @@ pub struct TerminalWriteParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+/// What `terminal.write` accepted.
 pub struct TerminalWritten {
     /// Bytes accepted.
     pub bytes: u64,
@@ -78,14 +92,19 @@ pub struct TerminalWritten {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.resize`: give a terminal a new size.
 pub struct TerminalResizeParams {
+    /// The terminal to resize.
     pub id: String,
+    /// New width in columns (2 to 1000).
     pub cols: u16,
+    /// New height in rows (2 to 1000).
     pub rows: u16,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.list`: the daemon's terminals.
 pub struct TerminalListParams {
     /// Only this session's terminals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +113,7 @@ pub struct TerminalListParams {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+/// What `terminal.list` returns.
 pub struct TerminalList {
     /// Oldest first.
     pub terminals: Vec<TerminalInfo>,
@@ -101,7 +121,9 @@ pub struct TerminalList {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.screen`: the rendered screen of a terminal.
 pub struct TerminalScreenParams {
+    /// The terminal to read.
     pub id: String,
     /// Also this many lines of scrollback above the screen (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,7 +133,9 @@ pub struct TerminalScreenParams {
 /// A cell position, from 0 at the top left.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TerminalCursor {
+    /// Row, from 0 at the top.
     pub row: u16,
+    /// Column, from 0 at the left.
     pub col: u16,
 }
 
@@ -119,25 +143,33 @@ pub struct TerminalCursor {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminalScreen {
+    /// The terminal's id.
     pub id: String,
     /// The screen's rows as lines of text (scrollback lines first when asked for), without
     /// colours; trailing blanks are trimmed from each line.
     pub text: String,
+    /// Where the cursor is on the screen.
     pub cursor: TerminalCursor,
+    /// Width in columns.
     pub cols: u16,
+    /// Height in rows.
     pub rows: u16,
     /// Lines of scrollback included above the screen.
     pub scrollback: u32,
+    /// The program still runs.
     pub running: bool,
     /// The output this screen includes (the `seq` of the last output event it shows).
     pub seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The window title the program set, if any.
     pub title: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// `terminal.subscribe`: stream a terminal's output as `terminal.event` notifications.
 pub struct TerminalSubscribeParams {
+    /// The terminal to watch.
     pub id: String,
     /// Replay the output after this `seq` when the daemon still has it; otherwise (and with 0)
     /// the first event is a `redraw` of the current screen.
@@ -147,6 +179,7 @@ pub struct TerminalSubscribeParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+/// `terminal.unsubscribe`: stop a `terminal.subscribe` stream.
 pub struct TerminalUnsubscribeParams {
     /// The id `terminal.subscribe` returned.
     pub subscription: String,
@@ -156,10 +189,12 @@ pub struct TerminalUnsubscribeParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminalEvent {
+    /// The terminal the event is about.
     pub terminal_id: String,
     /// Bytes of output the terminal had produced when the event was sent: strictly increasing
     /// for `output`; resubscribe with `afterSeq` set to it.
     pub seq: u64,
+    /// What happened, tagged by `type`.
     #[serde(flatten)]
     pub kind: TerminalEventKind,
 }
@@ -171,20 +206,36 @@ pub enum TerminalEventKind {
     /// The program printed `data` (raw terminal output, escape sequences included). Output is
     /// batched, at most about 30 events a second.
     #[serde(rename = "output")]
-    Output { data: String },
+    Output {
+        /// The output, as the program wrote it.
+        data: String,
+    },
     /// Everything needed to draw the screen from scratch: clear the screen, then write `data`.
     /// Sent first when the output after `afterSeq` is gone, and when a client fell behind (its
     /// missed output is skipped, the screen ends the same).
     #[serde(rename = "redraw")]
-    Redraw { data: String, cols: u16, rows: u16 },
+    Redraw {
+        /// Output that paints the whole screen.
+        data: String,
+        /// Width in columns.
+        cols: u16,
+        /// Height in rows.
+        rows: u16,
+    },
     /// The terminal was resized (by a client or the model).
     #[serde(rename = "resized")]
-    Resized { cols: u16, rows: u16 },
+    Resized {
+        /// New width in columns.
+        cols: u16,
+        /// New height in rows.
+        rows: u16,
+    },
     /// The program ended; the terminal stays readable until it is closed.
     #[serde(rename = "exited")]
     Exited {
         /// In words: `exit code 0`, `killed by signal 9`.
         how: String,
+        /// The exit code; absent when a signal ended it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
     },
