@@ -1,6 +1,8 @@
 //! Params and results of the provider and model methods: `provider.add|list|remove|test` and
 //! `model.list`. API keys go in (`provider.add`) and never come out: results say `hasKey` only.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -130,6 +132,7 @@ pub struct ModelSettings {
     /// Output token limit sent with every request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
+    /// How the model is offered tools: `native`, `text` or `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolMode>,
     /// 0..2.
@@ -154,6 +157,7 @@ pub struct ModelSettings {
 pub struct ProviderAddParams {
     /// The name users type before the slash in `provider/model`: letters, digits, `.`, `_`, `-`.
     pub name: String,
+    /// The wire format it speaks.
     pub kind: ProviderKind,
     /// Base URL; defaults to the kind's public endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,6 +174,7 @@ pub struct ProviderAddParams {
     /// Temperature sent when a request sets none (typically for local servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// How long to wait for the provider; unset keeps the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<ProviderTimeouts>,
     /// Retries of a failed call before any output streamed (default 4).
@@ -245,6 +250,7 @@ pub struct ProviderInfo {
     pub has_key: bool,
 }
 
+/// What `provider.list` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderList {
@@ -259,9 +265,11 @@ pub struct ProviderList {
     pub settings_error: Option<String>,
 }
 
+/// `provider.remove`, `mcpServer.remove`, `mcpServer.logout`: a provider or MCP server by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderRef {
+    /// The provider's or MCP server's name.
     pub name: String,
 }
 
@@ -269,6 +277,7 @@ pub struct ProviderRef {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderTestParams {
+    /// The provider to test.
     pub name: String,
     /// Also ask each model a tiny scripted question set (a plain answer, one native tool call,
     /// the same in text form, streaming with tools) and save what it can do as its settings.
@@ -307,9 +316,11 @@ pub struct ModelProbe {
     pub message: String,
 }
 
+/// What a removal returns: the name of what was removed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderRemoved {
+    /// The removed provider's or MCP server's name.
     pub name: String,
 }
 
@@ -317,7 +328,9 @@ pub struct ProviderRemoved {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderTestResult {
+    /// The provider tested.
     pub name: String,
+    /// The base URL that was asked.
     pub url: String,
     /// The provider listed its models.
     pub reachable: bool,
@@ -326,6 +339,7 @@ pub struct ProviderTestResult {
     /// In plain words: what was reached and how many models it has, or what went wrong and
     /// what to check.
     pub message: String,
+    /// How long the test took, in milliseconds.
     pub elapsed_ms: u64,
     /// Whether the provider's default model is among the models it listed; absent when it has
     /// no default model or did not answer.
@@ -336,6 +350,7 @@ pub struct ProviderTestResult {
     pub probes: Vec<ModelProbe>,
 }
 
+/// `model.list`: the models of every configured provider.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelListParams {
@@ -348,8 +363,11 @@ pub struct ModelListParams {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCapabilities {
+    /// It can call tools.
     pub tools: bool,
+    /// It can think before answering (reasoning output).
     pub thinking: bool,
+    /// It takes images as input.
     pub vision: bool,
     /// Anthropic: the model takes adaptive thinking.
     #[serde(default)]
@@ -360,10 +378,14 @@ pub struct ModelCapabilities {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelPrices {
+    /// Price of input tokens.
     pub input_per_million: f64,
+    /// Price of output tokens.
     pub output_per_million: f64,
+    /// Price of input tokens read from the prompt cache, where the provider prices it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_per_million: Option<f64>,
+    /// Price of input tokens written to the prompt cache, where the provider prices it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_per_million: Option<f64>,
 }
@@ -374,17 +396,22 @@ pub struct ModelPrices {
 pub struct ModelEntry {
     /// What users type: `provider/model` (`ollama/qwen3:8b`).
     pub name: String,
+    /// The provider's name, as configured.
     pub provider: String,
     /// The provider's own model id.
     pub id: String,
+    /// A readable name, where the provider gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
     /// Tokens of context, where the provider says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// Output token limit, where the provider says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    /// What the model is known to do.
     pub capabilities: ModelCapabilities,
+    /// Prices, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prices: Option<ModelPrices>,
     /// What settings.json (or a probe) says about the model; its `contextWindow` is already
@@ -397,10 +424,13 @@ pub struct ModelEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelListError {
+    /// The provider's name.
     pub provider: String,
+    /// What went wrong, in words.
     pub message: String,
 }
 
+/// What `model.list` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelList {
@@ -419,10 +449,12 @@ pub struct ModelList {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServerAddParams {
+    /// The name the server is known by in settings and in its tools' names.
     pub name: String,
     /// The program to start (it speaks MCP on stdin and stdout); or give `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Arguments for `command`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// A streamable HTTP endpoint.
@@ -452,11 +484,15 @@ pub struct McpServerAddParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerInfo {
+    /// The server's name.
     pub name: String,
+    /// The program it starts, for a local server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Arguments for `command`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// The HTTP endpoint, for a remote server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Names of the environment variables it gets (values not shown).
@@ -468,17 +504,21 @@ pub struct McpServerInfo {
     /// Which of those are stored encrypted: `env NAME` or `header NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Only these tools reach the model (all when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// Sessions start it and get its tools; `false` when settings.json turns it off.
     pub enabled: bool,
     /// OAuth tokens of it are stored (`totem mcp login`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub logged_in: bool,
 }
 
+/// What `mcpServer.list` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerList {
+    /// Settings order.
     pub servers: Vec<McpServerInfo>,
 }
 
@@ -486,16 +526,20 @@ pub struct McpServerList {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServerTestParams {
+    /// The server to test.
     pub name: String,
     /// The folder a command is started in (default: Totem's home).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
 }
 
+/// What `mcpServer.test` found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerTestResult {
+    /// The server tested.
     pub name: String,
+    /// It started and listed its tools.
     pub ok: bool,
     /// Its tools, when it started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -511,6 +555,7 @@ pub struct McpServerTestResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServerLoginParams {
+    /// The server to log in to.
     pub name: String,
     /// Where the browser comes back: the caller's loopback address, `http://127.0.0.1:PORT/…`.
     pub redirect_uri: String,
@@ -520,9 +565,11 @@ pub struct McpServerLoginParams {
     pub client_id: Option<String>,
 }
 
+/// What `mcpServer.login` returns: where to send the user.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerLoginStarted {
+    /// The server being logged in to.
     pub name: String,
     /// The page to open in the browser.
     pub authorization_url: String,
@@ -532,14 +579,17 @@ pub struct McpServerLoginStarted {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpServerLoginFinishParams {
+    /// The server being logged in to.
     pub name: String,
     /// The redirect URI with the authorization server's `code` and `state` (or `error`).
     pub callback_url: String,
 }
 
+/// What `mcpServer.logout` did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerLogoutResult {
+    /// The server logged out of.
     pub name: String,
     /// Whether tokens were stored.
     pub was_logged_in: bool,

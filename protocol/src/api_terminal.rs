@@ -6,9 +6,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// `terminal.open`: start a program on a new terminal of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.open`: start a program on a new terminal of a session.
 pub struct TerminalOpenParams {
     /// The session the terminal belongs to.
     pub session_id: String,
@@ -44,8 +44,8 @@ pub struct TerminalInfo {
     /// How it ended, in words (`exit code 0`, `killed by signal 9`); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The program's exit code; absent while it runs or when a signal ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The process id of the program (also its process group and session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,17 +63,17 @@ pub struct TerminalInfo {
     pub seq: u64,
 }
 
+/// `terminal.close`: one terminal by its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.close`: one terminal by its id.
 pub struct TerminalRef {
     /// The terminal's id (`term_…`).
     pub id: String,
 }
 
+/// `terminal.write`: type into a terminal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.write`: type into a terminal.
 pub struct TerminalWriteParams {
     /// The terminal to type into.
     pub id: String,
@@ -82,17 +82,17 @@ pub struct TerminalWriteParams {
     pub data: String,
 }
 
+/// What `terminal.write` accepted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-/// What `terminal.write` accepted.
 pub struct TerminalWritten {
     /// Bytes accepted.
     pub bytes: u64,
 }
 
+/// `terminal.resize`: give a terminal a new size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.resize`: give a terminal a new size.
 pub struct TerminalResizeParams {
     /// The terminal to resize.
     pub id: String,
@@ -102,26 +102,26 @@ pub struct TerminalResizeParams {
     pub rows: u16,
 }
 
+/// `terminal.list`: the daemon's terminals.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.list`: the daemon's terminals.
 pub struct TerminalListParams {
     /// Only this session's terminals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }
 
+/// What `terminal.list` returns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-/// What `terminal.list` returns.
 pub struct TerminalList {
     /// Oldest first.
     pub terminals: Vec<TerminalInfo>,
 }
 
+/// `terminal.screen`: the rendered screen of a terminal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.screen`: the rendered screen of a terminal.
 pub struct TerminalScreenParams {
     /// The terminal to read.
     pub id: String,
@@ -160,14 +160,14 @@ pub struct TerminalScreen {
     pub running: bool,
     /// The output this screen includes (the `seq` of the last output event it shows).
     pub seq: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The window title the program set, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
 }
 
+/// `terminal.subscribe`: stream a terminal's output as `terminal.event` notifications.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-/// `terminal.subscribe`: stream a terminal's output as `terminal.event` notifications.
 pub struct TerminalSubscribeParams {
     /// The terminal to watch.
     pub id: String,
@@ -177,9 +177,9 @@ pub struct TerminalSubscribeParams {
     pub after_seq: u64,
 }
 
+/// `terminal.unsubscribe`: stop a `terminal.subscribe` stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-/// `terminal.unsubscribe`: stop a `terminal.subscribe` stream.
 pub struct TerminalUnsubscribeParams {
     /// The id `terminal.subscribe` returned.
     pub subscription: String,
