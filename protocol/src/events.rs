@@ -1,6 +1,8 @@
 //! What a session streams to its subscribers. Every event carries the session's sequence number;
 //! a client that lost its connection resubscribes with `afterSeq` set to the last one it saw.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -13,11 +15,13 @@ use crate::types::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionEvent {
+    /// The session the event is about.
     pub session_id: String,
     /// Strictly increasing per session. `lagged` repeats the last delivered number.
     pub seq: u64,
     /// Unix milliseconds.
     pub at: u64,
+    /// What happened, tagged by `type`.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -28,45 +32,68 @@ pub struct SessionEvent {
 pub enum EventKind {
     /// A message was stored (the user's prompt, or the start of the model's answer).
     #[serde(rename = "message.created")]
-    MessageCreated { message: Message },
+    MessageCreated {
+        /// The message as stored, its parts so far.
+        message: Message,
+    },
+    /// A run began: the prompt was taken and the model is being asked.
     #[serde(rename = "run.started")]
-    RunStarted { run: Run },
+    RunStarted {
+        /// The run, `running`.
+        run: Run,
+    },
     /// A part of a message began streaming.
     #[serde(rename = "part.started")]
     PartStarted {
+        /// The run that streams it.
         run_id: String,
+        /// The message it belongs to.
         message_id: String,
+        /// Its position among the message's parts, from 0.
         index: u32,
+        /// What kind of part it will be.
         part_type: PartType,
     },
     /// More text for a streaming part. Not stored: `part.done` carries the whole part.
     #[serde(rename = "part.delta")]
     PartDelta {
+        /// The run that streams it.
         run_id: String,
+        /// The message it belongs to.
         message_id: String,
+        /// Its position among the message's parts, from 0.
         index: u32,
+        /// The text to append to the part.
         text: String,
     },
     /// A part is finished and stored.
     #[serde(rename = "part.done")]
     PartDone {
+        /// The run that streams it.
         run_id: String,
+        /// The message it belongs to.
         message_id: String,
+        /// Its position among the message's parts, from 0.
         index: u32,
+        /// The whole part, as stored.
         part: Part,
     },
     /// Something the user should know that is not part of the conversation.
     #[serde(rename = "notice")]
     Notice {
+        /// The run it is about; absent when it is about the session.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<String>,
+        /// How much it matters: info, warning or error.
         level: NoticeLevel,
+        /// What to tell the user, in words.
         text: String,
     },
     /// The docs MCP server (`role: "docs"`) found pages for the prompt; their text went to the
     /// model with the prompt.
     #[serde(rename = "docs.found")]
     DocsFound {
+        /// The run whose prompt was looked up.
         run_id: String,
         /// The configured server that answered.
         server: String,
@@ -75,40 +102,66 @@ pub enum EventKind {
     },
     /// The session's own fields changed (title, status).
     #[serde(rename = "session.updated")]
-    SessionUpdated { session: Session },
+    SessionUpdated {
+        /// The session as it is now.
+        session: Session,
+    },
+    /// A run finished normally: the model answered without more tool calls.
     #[serde(rename = "run.done")]
-    RunDone { run: Run },
+    RunDone {
+        /// The run, `done`.
+        run: Run,
+    },
+    /// A run stopped on an error; the run's `error` says what went wrong.
     #[serde(rename = "run.failed")]
-    RunFailed { run: Run },
+    RunFailed {
+        /// The run, `failed`.
+        run: Run,
+    },
+    /// A run was stopped on request (`run.abort`).
     #[serde(rename = "run.aborted")]
-    RunAborted { run: Run },
+    RunAborted {
+        /// The run, `aborted`.
+        run: Run,
+    },
     /// Tokens and cost of one model answer, with the run's and the session's totals so far.
     #[serde(rename = "usage")]
     Usage {
+        /// The run the answer belongs to.
         run_id: String,
+        /// The assistant message of the answer.
         message_id: String,
         /// This answer.
         usage: Usage,
+        /// The run's total so far.
         run: Usage,
+        /// The session's total so far.
         session: Usage,
         /// Estimated tokens of the request against the model's window, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context_tokens: Option<u64>,
+        /// The model's context window in tokens, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context_window: Option<u64>,
     },
     /// The model replaced its plan (the `todo` tool).
     #[serde(rename = "todo")]
     Todo {
+        /// The run whose model wrote the plan.
         run_id: String,
+        /// The whole plan, in order; it replaces the previous one.
         todos: Vec<TodoItem>,
     },
     /// A tool call waits for a person's permission; answer with `permission.reply`.
     #[serde(rename = "permission.asked")]
-    PermissionAsked { question: PermissionQuestion },
+    PermissionAsked {
+        /// What is asked, with the choices.
+        question: PermissionQuestion,
+    },
     /// A question was answered (the first answer wins) or withdrawn because its run ended.
     #[serde(rename = "permission.resolved")]
     PermissionResolved {
+        /// The question that was resolved.
         question_id: String,
         /// Absent when the question was withdrawn without an answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,7 +174,9 @@ pub enum EventKind {
     /// stored but marked undone and out of the model's history.
     #[serde(rename = "changes.undone")]
     ChangesUndone {
+        /// The run taken back.
         run_id: String,
+        /// The files restored, project-relative.
         files: Vec<String>,
         /// The run's messages, now undone: show them as such (dimmed).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -131,7 +186,9 @@ pub enum EventKind {
     /// part of the conversation again.
     #[serde(rename = "changes.redone")]
     ChangesRedone {
+        /// The run applied again.
         run_id: String,
+        /// The files written again, project-relative.
         files: Vec<String>,
         /// The run's messages, no longer undone.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -150,7 +207,10 @@ pub enum EventKind {
     },
     /// The daemon stopped while the run was going; found and marked when it started again.
     #[serde(rename = "run.interrupted")]
-    RunInterrupted { run: Run },
+    RunInterrupted {
+        /// The run, `interrupted`.
+        run: Run,
+    },
     /// The session was deleted; the subscription ends.
     #[serde(rename = "session.deleted")]
     SessionDeleted {},
@@ -220,6 +280,7 @@ impl EventKind {
 pub struct DaemonEvent {
     /// Unix milliseconds.
     pub at: u64,
+    /// What happened, tagged by `type`.
     #[serde(flatten)]
     pub kind: DaemonEventKind,
 }
@@ -230,36 +291,58 @@ pub struct DaemonEvent {
 pub enum DaemonEventKind {
     /// A session was created (`session.create`, `session.fork`).
     #[serde(rename = "session.created")]
-    SessionCreated { session: Session },
+    SessionCreated {
+        /// The new session.
+        session: Session,
+    },
     /// A session's fields changed (title, status, counts).
     #[serde(rename = "session.updated")]
-    SessionUpdated { session: Session },
+    SessionUpdated {
+        /// The session as it is now.
+        session: Session,
+    },
     /// A session was deleted.
     #[serde(rename = "session.deleted")]
-    SessionDeleted { session_id: String },
+    SessionDeleted {
+        /// The deleted session's id.
+        session_id: String,
+    },
     /// What a session is doing changed; on subscribing, sent for every session that is not idle.
     #[serde(rename = "session.status")]
     SessionStatus {
+        /// The session whose activity changed.
         session_id: String,
+        /// The project it belongs to.
         project_id: String,
+        /// What it is doing now.
         status: SessionActivity,
     },
     /// A permission question waits for a person; on subscribing, sent for every open question.
     #[serde(rename = "permission.asked")]
-    PermissionAsked { question: PermissionQuestion },
+    PermissionAsked {
+        /// What is asked, with the choices.
+        question: PermissionQuestion,
+    },
     /// A question was answered or withdrawn: stop showing it.
     #[serde(rename = "permission.resolved")]
     PermissionResolved {
+        /// The session the question belongs to.
         session_id: String,
+        /// The question that was resolved.
         question_id: String,
+        /// The answer; absent when the question was withdrawn.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<PermissionReply>,
+        /// Why it was withdrawn without an answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<WithdrawnReason>,
     },
     /// A run ended (`status` says how).
     #[serde(rename = "run.ended")]
-    RunEnded { run: Run },
+    RunEnded {
+        /// The run as it ended.
+        run: Run,
+    },
     /// This subscription fell too far behind and was closed: subscribe again.
     #[serde(rename = "lagged")]
     Lagged {},
@@ -268,7 +351,9 @@ pub enum DaemonEventKind {
 /// A notification the daemon sends without being asked.
 #[derive(Clone, Copy)]
 pub struct NotificationInfo {
+    /// The JSON-RPC method name (`session.event`).
     pub name: &'static str,
+    /// What it carries; the schema's `description` of it.
     pub doc: &'static str,
     /// The schema of its `result`.
     pub result_schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
