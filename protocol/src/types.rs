@@ -1,6 +1,8 @@
 //! The resources the daemon owns, as clients see them. Ids are opaque strings; times are Unix
 //! milliseconds.
 
+#![deny(missing_docs)]
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -8,11 +10,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
+    /// `prj_…`; one per canonical path.
     pub id: String,
     /// Canonical absolute path of the project root.
     pub path: String,
     /// Last path component, for display.
     pub name: String,
+    /// When the daemon first saw it, Unix milliseconds.
     pub created_at: u64,
 }
 
@@ -20,7 +24,9 @@ pub struct Project {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum SessionStatus {
+    /// No run is going.
     Idle,
+    /// A run is going; a new prompt is refused until it ends.
     Running,
 }
 
@@ -29,8 +35,11 @@ pub enum SessionStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum SessionActivity {
+    /// No run is going.
     Idle,
+    /// A run is going.
     Running,
+    /// A run waits for a person's answer to a permission question.
     Waiting,
 }
 
@@ -38,15 +47,21 @@ pub enum SessionActivity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
+    /// `ses_…`, unique for the daemon.
     pub id: String,
+    /// The project it works in.
     pub project_id: String,
+    /// A short name for the conversation: given at creation, else taken from its first prompt.
     pub title: String,
+    /// When it was created, Unix milliseconds.
     pub created_at: u64,
     /// Changes whenever something happens in the session; `session.list` sorts by it.
     pub updated_at: u64,
     /// Sequence number of the newest event; subscribe with `afterSeq` to resume after it.
     pub last_seq: u64,
+    /// Whether a run is going.
     pub status: SessionStatus,
+    /// Messages stored so far, undone ones included.
     pub message_count: u64,
     /// The session this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +75,9 @@ pub struct Session {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Role {
+    /// The person at the keyboard (prompts, attachments).
     User,
+    /// The model (text, reasoning, tool calls and results).
     Assistant,
 }
 
@@ -68,14 +85,20 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
+    /// `msg_…`, unique for the daemon.
     pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
     /// The session event sequence number at which the message was created; messages sort by it.
     pub seq: u64,
+    /// Who wrote it.
     pub role: Role,
+    /// The run that produced it, or that its prompt started; absent for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// When it was stored, Unix milliseconds.
     pub created_at: u64,
+    /// Its content, in order.
     pub parts: Vec<Part>,
     /// Its run was undone (`session.undo`): it is kept but left out of the model's history until
     /// a redo; show it as undone (dimmed). Set in `session.messages` answers.
@@ -88,22 +111,35 @@ pub struct Message {
 #[serde(rename_all = "camelCase", tag = "type")]
 pub enum Part {
     /// Text written by the user or the model.
-    Text { text: String },
+    Text {
+        /// The text, as written.
+        text: String,
+    },
     /// The model's visible reasoning.
-    Reasoning { text: String },
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+    },
     /// A tool the model called.
     #[serde(rename_all = "camelCase")]
     ToolCall {
+        /// The provider's id of the call; its result carries the same one.
         call_id: String,
+        /// The tool's name.
         tool: String,
+        /// The arguments the model gave, as JSON.
         input: serde_json::Value,
     },
     /// What the tool returned.
     #[serde(rename_all = "camelCase")]
     ToolResult {
+        /// The call it answers.
         call_id: String,
+        /// The tool's name.
         tool: String,
+        /// What the model is shown as the tool's answer.
         output: String,
+        /// The tool failed or refused; `output` says why.
         is_error: bool,
     },
     /// A file, or some lines of it, the user attached to a prompt (`session.prompt
@@ -141,7 +177,9 @@ impl Part {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LineRange {
+    /// The first line attached.
     pub start_line: u32,
+    /// The last line attached.
     pub end_line: u32,
 }
 
@@ -149,9 +187,13 @@ pub struct LineRange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
+    /// It is still going.
     Running,
+    /// It finished: the model answered without more tool calls.
     Done,
+    /// It stopped on an error; `error` says what went wrong.
     Failed,
+    /// It was stopped on request (`run.abort`).
     Aborted,
     /// The daemon stopped (or crashed) while the run was going.
     Interrupted,
@@ -161,10 +203,15 @@ pub enum RunStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
+    /// `run_…`, unique for the daemon.
     pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
+    /// Where it stands.
     pub status: RunStatus,
+    /// When it started, Unix milliseconds.
     pub started_at: u64,
+    /// When it ended, Unix milliseconds; absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,
     /// Why the run failed, in words a user can act on.
@@ -187,9 +234,12 @@ pub struct Run {
 pub struct Usage {
     /// Prompt tokens not served from a cache.
     pub input_tokens: u64,
+    /// Tokens the model wrote, reasoning included.
     pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
     #[serde(default)]
     pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's cache.
     #[serde(default)]
     pub cache_write_tokens: u64,
     /// Reasoning tokens, already included in `outputTokens`.
@@ -224,7 +274,9 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TodoItem {
+    /// The step, in the model's words.
     pub content: String,
+    /// Where it stands.
     pub status: TodoStatus,
 }
 
@@ -232,10 +284,13 @@ pub struct TodoItem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
+    /// Not started.
     Pending,
     // The aliases are for the `todo` tool, which reads the words models use.
+    /// Being worked on now.
     #[serde(alias = "in-progress", alias = "active")]
     InProgress,
+    /// Finished.
     #[serde(alias = "completed", alias = "complete")]
     Done,
 }
@@ -245,9 +300,13 @@ pub enum TodoStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum PartType {
+    /// Text written by the user or the model.
     Text,
+    /// The model's visible reasoning.
     Reasoning,
+    /// A tool call.
     ToolCall,
+    /// A tool's answer.
     ToolResult,
 }
 
@@ -255,8 +314,11 @@ pub enum PartType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum NoticeLevel {
+    /// For information.
     Info,
+    /// Something went wrong but the work goes on.
     Warning,
+    /// Something failed.
     Error,
 }
 
@@ -291,12 +353,17 @@ pub enum WithdrawnReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionQuestion {
+    /// `perm_…`; what `permission.reply` answers.
     pub id: String,
+    /// The session whose run asks.
     pub session_id: String,
+    /// The run that waits.
     pub run_id: String,
     /// The tool call that waits for the answer.
     pub call_id: String,
+    /// The tool that asks.
     pub tool: String,
+    /// What is asked for.
     pub kind: QuestionKind,
     /// The project-relative path, the command line, the MCP tool (`server/tool`) or server name.
     pub target: String,
@@ -304,6 +371,7 @@ pub struct PermissionQuestion {
     pub explanation: String,
     /// What an "always" answer would remember: rule key → pattern → `allow`.
     pub always: serde_json::Value,
+    /// When it was asked, Unix milliseconds.
     pub asked_at: u64,
     /// For `write`, `edit` and `patch`: the proposed change of `target` as a unified diff
     /// (`--- a/…`/`+++ b/…`), cut at 400 lines or 32 KB (then `truncated`).
@@ -332,6 +400,7 @@ pub enum PermissionReply {
     AlwaysProject,
     /// Refuse; the note, if any, is passed to the model.
     Deny {
+        /// Why, for the model; absent for none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
@@ -378,7 +447,9 @@ impl<'de> Deserialize<'de> for PermissionReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
+    /// This page's items, in the list's order.
     pub items: Vec<T>,
+    /// Where the next page starts; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
 }
