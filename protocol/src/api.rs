@@ -19,7 +19,9 @@ pub struct Ack {}
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Implementation {
+    /// The program's name (`totem`, `totem-vscode`).
     pub name: String,
+    /// Its version.
     pub version: String,
 }
 
@@ -33,12 +35,15 @@ pub struct ClientCapabilities {
     pub permissions: bool,
 }
 
+/// `initialize`: the first request on a connection; nothing else is served before it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InitializeParams {
     /// The protocol major version the client speaks.
     pub protocol_version: u32,
+    /// Who is connecting, for logs and `daemon.status`.
     pub client: Implementation,
+    /// What the client can do; absent means nothing optional.
     #[serde(default)]
     pub capabilities: ClientCapabilities,
 }
@@ -53,13 +58,17 @@ pub struct ServerCapabilities {
     pub methods: Vec<String>,
 }
 
+/// What `initialize` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeResult {
     /// The version this connection speaks from now on.
     pub protocol_version: u32,
+    /// Every major version the daemon can serve, oldest first.
     pub supported_versions: Vec<u32>,
+    /// The daemon's name and version.
     pub server: Implementation,
+    /// What the daemon offers on this connection.
     pub capabilities: ServerCapabilities,
     /// Things the user should be told once, sent to the first client after the daemon starts
     /// (e.g. what a damaged store lost when it was repaired). Show them to the person.
@@ -71,9 +80,13 @@ pub struct InitializeResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonCounts {
+    /// Projects known.
     pub projects: u64,
+    /// Sessions stored.
     pub sessions: u64,
+    /// Clients connected now.
     pub connections: u64,
+    /// Runs going now, across all sessions.
     pub running_runs: u64,
     /// Connections the daemon can hold open at once (from its file descriptor limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,22 +112,33 @@ pub struct StoreStatus {
     pub repaired: Option<String>,
 }
 
+/// What `daemon.status` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStatus {
+    /// The daemon's version.
     pub version: String,
+    /// The protocol major version it speaks by default.
     pub protocol_version: u32,
+    /// Its process id.
     pub pid: u32,
+    /// How long it has run, in milliseconds.
     pub uptime_ms: u64,
+    /// When it started, Unix milliseconds.
     pub started_at: u64,
+    /// Totem's home folder (settings, store, socket), absolute.
     pub home: String,
+    /// The socket it listens on, absolute.
     pub socket: String,
+    /// The store's folder, absolute.
     pub store_path: String,
+    /// How many of each thing it holds.
     pub counts: DaemonCounts,
     /// How commands the rules allow without asking are confined: `landlock` (the kernel
     /// sandbox) or `none` (then only commands that read no file run without asking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxStatus>,
+    /// Whether the store can write, and the room left; absent when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreStatus>,
 }
@@ -129,6 +153,7 @@ pub struct SandboxStatus {
     pub detail: String,
 }
 
+/// `store.backup`: copy the store to a file while the daemon runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StoreBackupParams {
@@ -136,17 +161,21 @@ pub struct StoreBackupParams {
     pub path: String,
 }
 
+/// What `store.backup` wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreBackupResult {
+    /// The backup file written, absolute.
     pub path: String,
     /// Store records and blobs written.
     pub records: u64,
+    /// Blobs of the store (kept file contents) written.
     pub blobs: u64,
     /// Size of the file.
     pub bytes: u64,
 }
 
+/// `project.open`: the project of a folder, created on first open.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
@@ -163,28 +192,36 @@ pub struct ProjectOpenParams {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListParams {
+    /// Where the page starts: a previous page's `nextCursor`; absent for the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// At most this many items (default 50, at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
 
+/// `session.create`: a new, empty session in a project.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionCreateParams {
+    /// The project it works in (from `project.open`).
     pub project_id: String,
+    /// Its title; absent lets its first prompt name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
 }
 
+/// `session.list`: sessions, most recently updated first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionListParams {
     /// Only sessions of this project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_id: Option<String>,
+    /// Where the page starts: a previous page's `nextCursor`; absent for the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// At most this many sessions (default 50, at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// Only sessions whose title or messages contain this text (case does not matter).
@@ -192,28 +229,37 @@ pub struct SessionListParams {
     pub search: Option<String>,
 }
 
+/// One session by its id (`session.get`, `session.delete`, `session.abort`, `job.list`, `permission.list`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionRef {
+    /// The session's id.
     pub session_id: String,
 }
 
+/// `session.rename`: give a session a new title.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionRenameParams {
+    /// The session to rename.
     pub session_id: String,
+    /// Its new title.
     pub title: String,
 }
 
+/// What `session.delete` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionDeleted {
+    /// The deleted session's id.
     pub session_id: String,
 }
 
+/// `session.messages`: a page of a session's stored messages, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionMessagesParams {
+    /// The session to read.
     pub session_id: String,
     /// Only messages created after this event sequence number.
     #[serde(default)]
@@ -227,24 +273,29 @@ pub struct SessionMessagesParams {
     pub newest: bool,
 }
 
+/// What `session.messages` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMessages {
+    /// The page's messages, oldest first.
     pub messages: Vec<Message>,
     /// Pass as `afterSeq` for the next page; absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after_seq: Option<u64>,
 }
 
+/// `session.subscribe`: stream a session's events as `session.event` notifications.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionSubscribeParams {
+    /// The session to watch.
     pub session_id: String,
     /// Replay every stored event after this sequence number before the live ones. 0 replays all.
     #[serde(default)]
     pub after_seq: u64,
 }
 
+/// `session.unsubscribe`, `daemon.unsubscribe`: stop a subscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionUnsubscribeParams {
@@ -252,10 +303,13 @@ pub struct SessionUnsubscribeParams {
     pub subscription: String,
 }
 
+/// `session.prompt`: send the user's text; a run starts, or waits behind the one going.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionPromptParams {
+    /// The session to prompt.
     pub session_id: String,
+    /// What the user wrote.
     pub text: String,
     /// `build` (all tools, the default), `plan` (read-only tools) or an agent from settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,10 +350,14 @@ pub struct Attachment {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasoningLevel {
+    /// No extended thinking.
     #[default]
     Off,
+    /// A little thinking.
     Low,
+    /// More thinking.
     Medium,
+    /// As much thinking as the provider allows.
     High,
 }
 
@@ -326,14 +384,19 @@ pub struct SessionAborted {
     pub dropped_queued: u32,
 }
 
+/// `permission.reply`: answer a permission question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PermissionReplyParams {
+    /// The session whose run asked.
     pub session_id: String,
+    /// The question's id (`permission.asked`).
     pub question_id: String,
+    /// The answer.
     pub reply: crate::types::PermissionReply,
 }
 
+/// What `permission.list` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionList {
@@ -341,9 +404,11 @@ pub struct PermissionList {
     pub questions: Vec<crate::types::PermissionQuestion>,
 }
 
+/// `session.command`: run a slash command in a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionCommandParams {
+    /// The session to run it in.
     pub session_id: String,
     /// `compact`, `init`, or the name of a custom command (`.totem/commands/NAME.md`); a leading
     /// `/` is accepted.
@@ -353,6 +418,7 @@ pub struct SessionCommandParams {
     pub args: Option<String>,
 }
 
+/// What `session.command` did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandResult {
@@ -363,9 +429,11 @@ pub struct CommandResult {
     pub run_id: Option<String>,
 }
 
+/// What `session.prompt` answers: the run the prompt started or queued.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptAccepted {
+    /// The run of the prompt.
     pub run_id: String,
     /// The stored user message.
     pub message_id: String,
@@ -373,6 +441,7 @@ pub struct PromptAccepted {
 
 /// The list results, named so the schema reads well.
 pub type ProjectPage = Page<Project>;
+/// What `session.list` answers.
 pub type SessionPage = Page<Session>;
 
 /// A background command of a session (`job.list`), as started by the `job` tool.
@@ -381,12 +450,14 @@ pub type SessionPage = Page<Session>;
 pub struct JobInfo {
     /// `j1`, `j2`, … within the session.
     pub id: String,
+    /// The command line it runs.
     pub command: String,
     /// Still running.
     pub running: bool,
     /// How it ended, in words (`exit code 0`, `killed by signal 9`); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Its exit code; absent while it runs or when a signal ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Milliseconds since it started.
@@ -397,12 +468,15 @@ pub struct JobInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobList {
+    /// The jobs, oldest first.
     pub jobs: Vec<JobInfo>,
 }
 
+/// `session.shell`: the user runs a command in the project, like a `!` line in the REPL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionShellParams {
+    /// The session whose project and permissions apply.
     pub session_id: String,
     /// The command line, run by `bash -c` in the project folder.
     pub command: String,
@@ -420,10 +494,13 @@ pub struct ShellResult {
     /// Its output, stdout and stderr interleaved, cut to its head and tail past 30,000 bytes,
     /// ending with a bracketed note when it failed, timed out or printed nothing.
     pub output: String,
+    /// The command's exit code; absent when it did not run, timed out or was killed by a signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// It ran past its timeout and was killed.
     #[serde(default)]
     pub timed_out: bool,
+    /// `output` was cut to its head and tail.
     #[serde(default)]
     pub truncated: bool,
 }
@@ -453,6 +530,7 @@ pub struct CheckFinding {
     pub rule: String,
     /// `error` (breaks at run time), `warning` or `info`.
     pub severity: String,
+    /// What is wrong and how to fix it, in words.
     pub message: String,
 }
 
@@ -464,8 +542,11 @@ pub struct ProjectCheck {
     pub findings: Vec<CheckFinding>,
     /// How many files the check read.
     pub files_checked: u32,
+    /// How many findings are errors.
     pub errors: u32,
+    /// How many findings are warnings.
     pub warnings: u32,
+    /// How many findings are info.
     pub notes: u32,
     /// Something the user should know: the folder is not detected as Total.js 5, the project's
     /// `.totem/settings.json` names an unknown rule, a file could not be read.

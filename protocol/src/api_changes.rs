@@ -1,8 +1,6 @@
 //! Params and results of the methods that look at and take back what runs changed on disk
 //! (`session.diff`, `session.undo`, `session.redo`) and of `session.fork`.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,8 +1,6 @@
 //! Params and results of the provider and model methods: `provider.add|list|remove|test` and
 //! `model.list`. API keys go in (`provider.add`) and never come out: results say `hasKey` only.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,8 +1,6 @@
 //! Params and results of the methods that follow a run to its end (`run.get`, `run.wait`,
 //! `session.ask`) — what other agents use through Totem's MCP server — and of `mcpToken.rotate`.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,8 +1,6 @@
 //! Params, results and events of the interactive terminals: programs on a pseudo-terminal owned
 //! by the daemon, belonging to a session, that the model and every client can watch and type into.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

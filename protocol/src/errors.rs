@@ -1,8 +1,6 @@
 //! JSON-RPC error codes. The standard ones keep their JSON-RPC 2.0 meaning; Totem's own live in
 //! -32000..-32099, the range JSON-RPC reserves for servers.
 
-#![deny(missing_docs)]
-
 /// An error code a client may see in `error.code`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ErrorCode(pub i32);

@@ -1,8 +1,6 @@
 //! What a session streams to its subscribers. Every event carries the session's sequence number;
 //! a client that lost its connection resubscribes with `afterSeq` set to the last one it saw.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -5,6 +5,8 @@
 //! for finding the daemon's socket. No I/O lives in this crate; `protocol/README.md` is the spec in
 //! prose and `protocol/schema/protocol.json` the JSON Schema generated from these types.
 
+#![deny(missing_docs)]
+
 mod api;
 mod api_changes;
 mod api_provider;

@@ -1,8 +1,6 @@
 //! The method table: every method is declared once, here. Dispatch names, the typed `Method`
 //! markers, the MCP mirror's list and the JSON Schema all come from this one table.
 
-#![deny(missing_docs)]
-
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, de::DeserializeOwned};
 

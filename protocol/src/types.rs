@@ -1,8 +1,6 @@
 //! The resources the daemon owns, as clients see them. Ids are opaque strings; times are Unix
 //! milliseconds.
 
-#![deny(missing_docs)]
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
