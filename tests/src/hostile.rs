@@ -413,6 +413,9 @@ impl Suite {
         if !ended {
             self.end_stuck_run(&run, &mut stream).await;
         }
+        // A run that ended early (aborted) leaves its second answer queued; the next attack must
+        // not get it in place of its own call.
+        self.sim.clear_replies();
         let pwned = self.tree.take_pwned();
         let leaked = match attack.leak {
             _ if !pwned.is_empty() => true,

@@ -444,6 +444,11 @@ impl Sim {
         self.lock().queue.push_back(queued);
     }
 
+    /// Drops the answers still queued (a run that ended before asking for them).
+    pub fn clear_replies(&self) {
+        self.lock().queue.clear();
+    }
+
     /// Replaces the model list.
     pub fn set_models(&self, models: Vec<SimModel>) {
         self.lock().models = models;
