@@ -389,8 +389,10 @@ mod tests {
                 }
             }
         }
-        // The list was 42.6 KB (compact JSON) before it was made portable.
-        assert!(total < 22_000, "the tool schemas take {total} bytes");
+        // The list was 42.6 KB (compact JSON) before it was made portable, under 22 KB after. The
+        // input fields' descriptions (totem-protocol's docs, 6dacc39) brought it to 23.9 KB: they
+        // are kept, since they tell the host's model what each argument means.
+        assert!(total < 25_000, "the tool schemas take {total} bytes");
     }
 
     #[test]
