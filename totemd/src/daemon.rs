@@ -12,21 +12,35 @@ use crate::session::SessionHub;
 use crate::store::{Store, StoreError};
 use crate::util::{new_id, now_ms};
 
+/// Why a folder cannot be opened as a project.
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
+    /// The path given is relative.
     #[error("project path must be absolute: {0}")]
     NotAbsolute(String),
+    /// The folder cannot be read or canonicalised.
     #[error("cannot open project {path}: {source}")]
     Unreadable {
+        /// The path as given.
         path: String,
+        /// The underlying error.
         source: std::io::Error,
     },
+    /// The path exists but is a file.
     #[error("project path is not a folder: {0}")]
     NotAFolder(String),
     #[error(
         "{path} {what}, so Totem does not open it as a project unless you name it on purpose. Start Totem in your project's folder, or pass `--project {path}` if you mean it"
     )]
-    TooBroad { path: String, what: &'static str },
+    /// The folder is the whole disk, the home folder or one holding it, and was not named on
+    /// purpose.
+    TooBroad {
+        /// The folder as given.
+        path: String,
+        /// Why it is too broad, as [`too_broad`] says it.
+        what: &'static str,
+    },
+    /// Recording the project failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -47,15 +61,22 @@ pub fn too_broad(folder: &Path, home: Option<&Path>) -> Option<&'static str> {
     }
 }
 
+/// The daemon: its home, store, sessions and agents, shared by every connection.
 pub struct Daemon {
+    /// The Totem home (`TOTEM_HOME`): settings, secrets, store, logs.
     pub home: PathBuf,
+    /// The Unix socket clients connect to.
     pub socket: PathBuf,
     store: Store,
     /// Content-addressed blobs: file snapshots and full tool outputs, one store for both.
     pub blobs: totem_snapshot::DirBlobStore,
+    /// The live sessions and their event streams.
     pub sessions: SessionHub,
+    /// When the daemon started, for `daemon.status` uptime.
     pub started: Instant,
+    /// When the daemon started, Unix milliseconds.
     pub started_at: u64,
+    /// Client connections open now.
     pub connections: AtomicU64,
     /// Connections the daemon holds at most (from its file descriptor limit); more are refused
     /// with a one-line reason.
@@ -200,6 +221,7 @@ impl Daemon {
         self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The store every session, run and project is kept in.
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -273,10 +295,12 @@ impl Daemon {
         Ok(project)
     }
 
+    /// Asks the daemon to stop; the listener and connections watch for it.
     pub fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
     }
 
+    /// A receiver that turns `true` once a shutdown is requested.
     pub fn shutdown_requested(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }

@@ -1,6 +1,8 @@
 //! totemd: the daemon that owns every Totem session. `main.rs` parses the command line; this
 //! library holds the parts so tests and benchmarks can reach them.
 
+#![deny(missing_docs)]
+
 pub mod agent;
 pub mod changes;
 pub mod config;

@@ -46,13 +46,20 @@ const MAX_ENTRIES: usize = 400_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
     /// Landlock restricts them; `abi` is the kernel's version.
-    Landlock { abi: i32 },
+    Landlock {
+        /// The Landlock ABI version the kernel supports.
+        abi: i32,
+    },
     /// No Landlock (an old kernel, another OS, or it is switched off): the built-in allow list
     /// shrinks to commands that read no file a path or link could redirect.
-    Unavailable { reason: String },
+    Unavailable {
+        /// Why there is no Landlock, as `daemon.status` shows it.
+        reason: String,
+    },
 }
 
 impl Mode {
+    /// Whether commands run under Landlock.
     pub fn is_sandboxed(&self) -> bool {
         matches!(self, Mode::Landlock { .. })
     }
@@ -134,8 +141,11 @@ fn kernel_abi() -> i32 {
 pub struct Launcher {
     /// The daemon's own executable.
     pub program: PathBuf,
+    /// The project root, writable inside the sandbox.
     pub project: PathBuf,
+    /// The call's own temp folder, writable inside the sandbox.
     pub tmp: PathBuf,
+    /// Files matching these are not readable inside the sandbox.
     pub secrets: SecretSettings,
 }
 

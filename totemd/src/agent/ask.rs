@@ -45,6 +45,7 @@ pub(super) fn subcommand(access: &Access, verdict: &Verdict) -> Option<String> {
 
 /// A question waiting for its first answer.
 pub struct Pending {
+    /// What the user is asked, as sent in the `permission.asked` event.
     pub question: PermissionQuestion,
     verdict: Verdict,
     answer: oneshot::Sender<Answer>,

@@ -18,6 +18,7 @@ use crate::daemon::Daemon;
 use crate::store::Compaction;
 use crate::util::now_ms;
 
+/// Runs a slash command (`session.command`), such as `/compact`, on a session.
 pub async fn run(
     daemon: &Arc<Daemon>,
     p: SessionCommandParams,

@@ -69,9 +69,14 @@ pub struct Agents {
 /// What a run is asked to do.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
+    /// The prompt text the user typed.
     pub text: String,
+    /// The agent (mode) to run in, `build`, `plan` or one from settings.
     pub mode: String,
+    /// `provider/model` to run with; absent: the session's last model, else the agent's, else the
+    /// default.
     pub model: Option<String>,
+    /// How hard the model should reason; absent is off.
     pub reasoning: Option<ReasoningLevel>,
     /// Rules granted for this run only (`session.prompt {allow}`).
     pub allow: Vec<String>,
@@ -102,7 +107,9 @@ struct RunQueue {
 
 /// One session's agent state.
 pub struct SessionAgent {
+    /// The session this agent runs (`ses_…`).
     pub session_id: String,
+    /// The project the session belongs to (`prj_…`).
     pub project_id: String,
     /// The project root, canonical.
     pub root: PathBuf,

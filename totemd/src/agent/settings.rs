@@ -26,6 +26,7 @@ pub fn load(daemon: &Daemon) -> Result<Arc<SettingsFile>, String> {
 /// A provider ready for a run, with the model it serves.
 #[derive(Clone)]
 pub struct ResolvedModel {
+    /// The provider that serves the model.
     pub provider: Arc<dyn Provider>,
     /// The provider's own model id.
     pub model: String,
@@ -45,6 +46,7 @@ pub const SMALL_WINDOW_TOOLS: &[&str] = &["read", "list", "edit", "write", "bash
 /// How a run offers the model its tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolOffer {
+    /// Which tools are offered: all, or only the read-only ones.
     pub mode: ToolMode,
     /// Only [`SMALL_WINDOW_TOOLS`] (and no MCP tools).
     pub reduced: bool,

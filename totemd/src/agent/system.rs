@@ -34,7 +34,9 @@ const MAX_INSTRUCTIONS: usize = 16 * 1024;
 
 /// What the system prompt is built from.
 pub struct SystemPrompt<'a> {
+    /// The project root, described in the prompt and searched for instruction files.
     pub root: &'a Path,
+    /// The run may only read (Plan mode or a read-only agent); the prompt then gives the Plan text.
     pub read_only: bool,
     /// The agent's own prompt from settings.
     pub agent_prompt: Option<&'a str>,
@@ -45,6 +47,7 @@ pub struct SystemPrompt<'a> {
 }
 
 impl SystemPrompt<'_> {
+    /// The whole system prompt, base text first, then what the fields add.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         out.push_str(BASE);

@@ -24,6 +24,7 @@ use totem_snapshot::{DirBlobStore, RunRecord, SnapshotError};
 use crate::daemon::Daemon;
 use crate::error::DaemonError;
 
+/// Results of the undo, redo, diff and fork operations.
 pub type Result<T> = std::result::Result<T, DaemonError>;
 
 /// The blob store the agent records runs into.

@@ -29,6 +29,7 @@ fn current_version() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SettingsFile {
+    /// Layout version of the file; a version other than [`SETTINGS_VERSION`] is refused.
     #[serde(default = "current_version")]
     pub version: u32,
     /// The model sessions use when none is chosen, as `provider/model`.
@@ -111,6 +112,7 @@ impl Default for SettingsFile {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpListenSettings {
+    /// The HTTP listener for other agents.
     #[serde(default)]
     pub http: McpHttpSettings,
     /// Permission rules for every run another agent starts (`session.ask`, the MCP tools), as in
@@ -125,8 +127,10 @@ pub struct McpListenSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpHttpSettings {
+    /// Whether totemd listens for MCP over HTTP at all.
     #[serde(default)]
     pub enabled: bool,
+    /// TCP port of the listener.
     #[serde(default = "default_mcp_port")]
     pub port: u16,
     /// An IP address; anything but loopback is refused while no token exists.
@@ -328,6 +332,8 @@ pub fn validate_log_level(level: &str) -> Result<(), String> {
         .map_err(|e| format!("logLevel `{level}` is not a log filter ({e}); {hint}"))
 }
 
+/// Checks that `url` is an `http` or `https` URL with a host and no spaces; the error says what is
+/// wrong.
 pub fn validate_url(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")

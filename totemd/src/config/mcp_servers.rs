@@ -72,6 +72,7 @@ impl Settings {
         Ok(())
     }
 
+    /// The configured MCP servers, for `mcp.list`, with secret values left out, only their names.
     pub fn list_mcp_servers(&self) -> McpServerList {
         let settings = self.current();
         McpServerList {

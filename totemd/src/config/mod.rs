@@ -42,36 +42,62 @@ pub const IMPLICIT_PROVIDER: &str = "ollama";
 /// contain a key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file is not valid JSON or has an unknown field.
     #[error("{}: line {line}, column {column}: {message}", path.display())]
     Malformed {
+        /// The settings file.
         path: PathBuf,
+        /// Line of the error, from 1.
         line: usize,
+        /// Column of the error, from 1.
         column: usize,
+        /// What the parser found wrong.
         message: String,
     },
+    /// The file parses but a value in it is not acceptable.
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The settings file.
+        path: PathBuf,
+        /// Which value is wrong and why.
+        message: String,
+    },
+    /// Reading or writing a settings or secrets file failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
+        /// What was being done (`read`, `write`, …), for the message.
         action: &'static str,
+        /// The file involved.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
+    /// The secrets file or the master key cannot be used.
     #[error("{}: {message}", path.display())]
-    Secret { path: PathBuf, message: String },
+    Secret {
+        /// The secrets file or key file.
+        path: PathBuf,
+        /// What is wrong with it; never the key.
+        message: String,
+    },
     /// The caller asked for something invalid; the message says what.
     #[error("{0}")]
     BadRequest(String),
+    /// No provider has this name.
     #[error("no provider named `{0}`; `totem provider list` shows the configured ones")]
     NoProvider(String),
+    /// A provider of this name exists and replacing it was not asked for.
     #[error("a provider named `{0}` exists already; remove it first or add it again with replace")]
     Exists(String),
+    /// No MCP server has this name in the user's settings.
     #[error("no MCP server named `{0}` in your settings; `totem mcp list` shows them")]
     NoMcpServer(String),
     #[error(
         "settings are not changed while the file on disk is broken ({0}); fix the file or move it away, then try again"
     )]
+    /// settings.json on disk does not load, so changing it could lose what the user wrote.
     Broken(String),
+    /// The provider refused or failed (listing models, checking a key).
     #[error(transparent)]
     Provider(#[from] ProviderError),
 }
@@ -83,6 +109,7 @@ pub struct ResolvedModel {
     pub name: String,
     /// The provider's own model id.
     pub model: String,
+    /// The provider that serves the model.
     pub provider: Arc<dyn Provider>,
 }
 

@@ -45,6 +45,7 @@ impl ApiKey {
         &self.0
     }
 
+    /// The key itself, taking it out of its wrapper.
     pub fn into_inner(self) -> String {
         self.0
     }
@@ -90,6 +91,7 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
+    /// The key store of the Totem home `home` (its `keys/` and `secrets.json`).
     pub fn new(home: &Path) -> Secrets {
         Secrets {
             key_path: home.join("keys").join("master.key"),

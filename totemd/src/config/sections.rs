@@ -15,6 +15,7 @@ use super::file::SettingsFile;
 
 /// The modes every installation has; `agents` can add more, or give these a prompt or model.
 pub const BUILD: &str = "build";
+/// The read-only planning mode.
 pub const PLAN: &str = "plan";
 
 /// `agents.NAME`: an agent (mode) with its own prompt, model and rules.
@@ -33,6 +34,7 @@ pub struct AgentSettings {
     /// Rules as `bash(git *)`, `edit`, …
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
+    /// Rules this agent always refuses, written as in `allow`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
 }
@@ -74,6 +76,7 @@ pub struct McpServerSettings {
     /// The program to start; it speaks MCP on its stdin and stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Arguments passed to `command`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Variables added to the program's environment.

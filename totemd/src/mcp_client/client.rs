@@ -28,20 +28,41 @@ const STDERR_KEEP: usize = 2000;
 /// What one call returned, as the model will read it.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
+    /// The result's content blocks, as JSON.
     pub content: Value,
+    /// The structured result, when the tool returns one.
     pub structured: Option<Value>,
+    /// The tool reported a failure; the content says what.
     pub is_error: bool,
 }
 
 /// Why a call produced no result.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
+    /// The server did not answer within its timeout.
     #[error("MCP server `{server}` did not answer within {secs} s")]
-    Timeout { server: String, secs: u64 },
+    Timeout {
+        /// The server's name in settings.
+        server: String,
+        /// The timeout that ran out, seconds.
+        secs: u64,
+    },
+    /// The server exited or its connection closed.
     #[error("MCP server `{server}` stopped{detail}")]
-    Stopped { server: String, detail: String },
+    Stopped {
+        /// The server's name in settings.
+        server: String,
+        /// Why, as a suffix of the message (` (…)`); may be empty.
+        detail: String,
+    },
+    /// The server answered with an error.
     #[error("MCP server `{server}` refused the request: {message}")]
-    Refused { server: String, message: String },
+    Refused {
+        /// The server's name in settings.
+        server: String,
+        /// The server's error message.
+        message: String,
+    },
 }
 
 /// A tool, prompt or resource as the server lists it (kept as JSON: only a few fields matter here).
@@ -130,6 +151,7 @@ fn to_values<T: serde::Serialize>(items: Vec<T>) -> Listed {
 
 /// A server Totem started (or connected to) for a session.
 pub struct Connection {
+    /// How the server was configured and where that came from.
     pub config: ServerConfig,
     service: RunningService<RoleClient, Handler>,
     peer: Peer<RoleClient>,
@@ -294,6 +316,7 @@ impl Connection {
         Ok(connection)
     }
 
+    /// The server's name in settings.
     pub fn name(&self) -> &str {
         &self.config.name
     }
@@ -324,6 +347,7 @@ impl Connection {
         }
     }
 
+    /// The prompts the server listed last.
     pub fn prompts(&self) -> Listed {
         lock(&self.lists).prompts.clone()
     }

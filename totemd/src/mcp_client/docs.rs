@@ -16,7 +16,9 @@ const TOTAL_CHARS: usize = 8_000;
 /// One page the search found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
+    /// The page's title, as the server gives it.
     pub title: String,
+    /// The page's text as the server returned it; it is cut when the model is shown it.
     pub text: String,
 }
 

@@ -39,6 +39,7 @@ pub struct TokenStore {
 }
 
 impl TokenStore {
+    /// The OAuth token store of the MCP server `server`, kept in `secrets`.
     pub fn new(secrets: Secrets, server: &str) -> TokenStore {
         TokenStore {
             secrets,

@@ -117,6 +117,7 @@ fn watch_idle(connection: Weak<Connection>, idle: Duration) {
 pub struct RunLease(Vec<Arc<Connection>>);
 
 impl RunLease {
+    /// Holds `connections` until the lease is dropped.
     pub fn new(connections: Vec<Arc<Connection>>) -> RunLease {
         for connection in &connections {
             lock(&connection.usage).runs += 1;

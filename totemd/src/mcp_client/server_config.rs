@@ -26,19 +26,25 @@ struct ProjectFile {
 /// Where a server's entry came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
+    /// The user's settings.json.
     User,
+    /// The project's own `.totem` settings.
     Project,
 }
 
 /// A server a session may start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
+    /// The server's name, its key under `mcpServers`.
     pub name: String,
+    /// Its entry in settings.
     pub settings: McpServerSettings,
+    /// Which settings file it came from.
     pub origin: Origin,
 }
 
 impl ServerConfig {
+    /// How long a call to this server may take (`timeoutSecs`, or the default).
     pub fn timeout(&self) -> Duration {
         self.settings
             .timeout_secs
@@ -53,6 +59,7 @@ impl ServerConfig {
             .is_none_or(|list| list.iter().any(|t| t == tool))
     }
 
+    /// Whether the server is the docs search (`role: docs`).
     pub fn is_docs(&self) -> bool {
         self.settings.role == Some(ServerRole::Docs)
     }

@@ -60,18 +60,22 @@ impl SessionServers {
         state.running.push(connection);
     }
 
+    /// Lets the session start the server `name` without asking again.
     pub fn allow(&self, name: &str) {
         lock(&self.state).allowed.insert(name.to_string());
     }
 
+    /// Whether the user allowed the server `name` for this session.
     pub fn is_allowed(&self, name: &str) -> bool {
         lock(&self.state).allowed.contains(name)
     }
 
+    /// Records that the user declined to start the server `name`; it is not asked again.
     pub fn decline(&self, name: &str) {
         lock(&self.state).declined.insert(name.to_string());
     }
 
+    /// Whether the user declined the server `name` in this session.
     pub fn is_declined(&self, name: &str) -> bool {
         lock(&self.state).declined.contains(name)
     }

@@ -28,11 +28,15 @@ const MAX_NAME: usize = 64;
 pub struct OfferedTool {
     /// The name the model calls (`everything_echo`).
     pub exposed: String,
+    /// The server's name in settings.
     pub server: String,
     /// The tool's own name on its server.
     pub tool: String,
+    /// What the tool does, as the server describes it.
     pub description: String,
+    /// The tool's input JSON Schema.
     pub parameters: Value,
+    /// The server marks the tool read-only (`readOnlyHint`), so read-only runs may call it.
     pub read_only: bool,
 }
 
@@ -154,8 +158,11 @@ pub fn prompt_tool(prompts: &[(String, Value)]) -> Option<(String, Value)> {
 
 /// A server's resources and resource templates, as it lists them.
 pub struct ServerResources {
+    /// The server's name in settings.
     pub server: String,
+    /// Its resources, as listed (`resources/list`).
     pub resources: Vec<Value>,
+    /// Its resource templates, as listed (`resources/templates/list`).
     pub templates: Vec<Value>,
 }
 

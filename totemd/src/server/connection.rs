@@ -38,6 +38,7 @@ pub struct ConnectionState {
 }
 
 impl ConnectionState {
+    /// Whether the client has sent `initialize`.
     pub fn initialized(&self) -> bool {
         self.protocol_version.load(Ordering::Acquire) != 0
     }

@@ -120,6 +120,8 @@ pub struct Refusals {
 }
 
 impl Refusals {
+    /// Counts a refused connection; the first of a streak is logged with `why`, `open` and
+    /// `capacity`.
     pub fn note(&mut self, why: &str, open: u64, capacity: u64) {
         let now = Instant::now();
         if self.since.is_none() {

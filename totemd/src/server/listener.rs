@@ -11,23 +11,35 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg};
 use tokio::net::UnixListener;
 
+/// Why the daemon cannot listen on its socket.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
     #[error(
         "another totemd already runs for {home} ({holder}). Stop it with `totem daemon stop`, or use another TOTEM_HOME"
     )]
-    AlreadyRunning { home: PathBuf, holder: String },
+    /// Another totemd holds the home's lock.
+    AlreadyRunning {
+        /// The Totem home.
+        home: PathBuf,
+        /// What the lock file says of its holder (its pid), or `pid unknown`.
+        holder: String,
+    },
     #[error(
         "a daemon already answers on {0}. Stop it with `totem daemon stop`, or start this one with --socket PATH"
     )]
+    /// Something answers on the socket path already.
     SocketInUse(PathBuf),
     #[error(
         "systemd passed a socket (LISTEN_FDS) that totemd cannot use: {0}. Check ListenStream= in totemd.socket"
     )]
+    /// The socket systemd passed cannot be used; the text says why.
     Inherited(String),
+    /// Preparing the socket or its folder failed.
     #[error("cannot prepare {path}: {source}")]
     Io {
+        /// The path being prepared.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
 }
@@ -111,7 +123,9 @@ pub fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
 /// to when it has one.
 #[derive(Debug)]
 pub struct Inherited {
+    /// The socket, already listening.
     pub listener: std::os::unix::net::UnixListener,
+    /// The path it is bound to; absent for an abstract or unnamed socket.
     pub path: Option<PathBuf>,
 }
 

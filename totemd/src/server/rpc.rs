@@ -39,6 +39,7 @@ impl IdProvider for SubscriptionIds {
     }
 }
 
+/// A JSON-RPC error object with the protocol's `code` and `message`, without data.
 pub fn err(code: ErrorCode, message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObject::owned(code.0, message.into(), None::<()>)
 }

@@ -26,14 +26,18 @@ const SEQ_RESERVATION: u64 = 1024;
 /// Daemon events a `daemon.subscribe` subscriber may fall behind before it is told it lagged.
 const DAEMON_CAPACITY: usize = 1024;
 
+/// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
+    /// No session has this id.
     #[error("no session {0}; list sessions with `session.list`")]
     NotFound(String),
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
+/// Results of session operations.
 pub type Result<T> = std::result::Result<T, SessionError>;
 
 /// The title of a session not named yet.
@@ -109,11 +113,14 @@ fn daemon_event(kind: DaemonEventKind) -> Arc<DaemonEvent> {
 
 /// What a new subscriber receives: the events it missed, then the live stream.
 pub struct Subscription {
+    /// Events after the subscriber's cursor, already stored, oldest first.
     pub replay: Vec<Arc<SessionEvent>>,
+    /// Events from now on.
     pub live: broadcast::Receiver<Arc<SessionEvent>>,
 }
 
 impl SessionHub {
+    /// A hub over `store`, with no session loaded yet.
     pub fn new(store: Store) -> SessionHub {
         let (daemon_events, _) = broadcast::channel(DAEMON_CAPACITY);
         SessionHub {
@@ -150,6 +157,7 @@ impl SessionHub {
         (current, receiver)
     }
 
+    /// The store the sessions are kept in.
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -265,6 +273,7 @@ impl SessionHub {
         record.session
     }
 
+    /// Sets the title of session `id` and tells its subscribers.
     pub fn rename(&self, id: &str, title: String) -> Result<Session> {
         let session = self.get(id)?;
         let updated = session.update(&self.store, |s| s.title = title)?;
@@ -340,6 +349,7 @@ impl SessionHub {
 }
 
 impl LiveSession {
+    /// The session's id (`ses_…`).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -506,6 +516,7 @@ impl LiveSession {
         })
     }
 
+    /// The session's status now (idle, busy, …).
     pub fn status(&self) -> SessionStatus {
         lock(&self.state).record.session.status
     }

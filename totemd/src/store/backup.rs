@@ -26,8 +26,11 @@ const BLOB: u8 = 2;
 /// What a backup or a restore held.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Summary {
+    /// Store records (projects, sessions, messages, runs, …) written or read.
     pub records: u64,
+    /// Blobs (file snapshots, tool outputs) written or read.
     pub blobs: u64,
+    /// Size of the backup file, bytes.
     pub bytes: u64,
 }
 

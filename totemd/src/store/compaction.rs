@@ -10,8 +10,11 @@ use super::{Result, Store, decode, encode, keys};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Compaction {
+    /// The sequence number of the last message the summary covers.
     pub upto_seq: u64,
+    /// The summary the model wrote, sent in place of those messages.
     pub summary: String,
+    /// When the compaction was made, Unix milliseconds.
     pub at: u64,
     /// Messages at or below `upto_seq` the summary does not cover (prompts that were queued
     /// behind the run that compacted); they stay in later requests.
@@ -31,6 +34,7 @@ pub(super) fn key(session_id: &str) -> Vec<u8> {
 }
 
 impl Store {
+    /// The latest compaction of a session, when it has one.
     pub fn compaction(&self, session_id: &str) -> Result<Option<Compaction>> {
         match self.meta.get(key(session_id))? {
             Some(v) => Ok(Some(decode("compaction", &v)?)),
@@ -38,6 +42,7 @@ impl Store {
         }
     }
 
+    /// Stores a session's compaction, replacing the previous one.
     pub fn put_compaction(&self, session_id: &str, compaction: &Compaction) -> Result<()> {
         self.meta.insert(key(session_id), encode(compaction)?)?;
         Ok(())

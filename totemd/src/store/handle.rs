@@ -30,6 +30,7 @@ const REOPEN_WAIT: Duration = Duration::from_secs(3);
 /// Whether the store can write, as `daemon.status` and `totem doctor` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
+    /// Writes succeed.
     Ok,
     /// A write failed for lack of space; writing resumes once there is room.
     Full,

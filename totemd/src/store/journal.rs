@@ -42,8 +42,9 @@ pub struct Repair {
     pub kept: usize,
     /// Ids found in what was lost (`ses_…`, `msg_…`, `run_…`).
     pub ids: BTreeSet<String>,
-    /// Earliest and latest time (Unix ms) what was lost was written, when it can be told.
+    /// Earliest time (Unix ms) what was lost was written, when it can be told.
     pub from: Option<u64>,
+    /// Latest time (Unix ms) what was lost was written, when it can be told.
     pub to: Option<u64>,
 }
 

@@ -50,39 +50,63 @@ pub const STORE_VERSION: u32 = 1;
 /// What went wrong inside the store, with the data it concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The database failed.
     #[error("store: {0}")]
     Fjall(#[from] fjall::Error),
+    /// A stored record does not decode.
     #[error("store: a stored record is unreadable ({what}): {source}")]
     Corrupt {
+        /// Which kind of record, for the message.
         what: String,
+        /// The decoding error.
         source: serde_json::Error,
     },
+    /// A record could not be encoded as JSON.
     #[error("store: cannot encode a record: {0}")]
     Encode(serde_json::Error),
+    /// A file of the store could not be read or written.
     #[error("store: {0}")]
     Io(#[from] std::io::Error),
     #[error(
         "the store at {path} has layout version {found}, newer than this totemd understands ({STORE_VERSION}); upgrade Totem"
     )]
-    TooNew { path: PathBuf, found: u32 },
+    /// The store was written by a newer totemd.
+    TooNew {
+        /// The store's folder.
+        path: PathBuf,
+        /// The layout version found in it.
+        found: u32,
+    },
+    /// A page cursor that this store did not hand out.
     #[error("store: bad cursor; pass back the nextCursor of the previous page")]
     BadCursor,
     /// A write failed because the disk is full; the message names the folder and the free space.
     #[error("{message}")]
-    Full { message: String },
+    Full {
+        /// What failed, the folder and its free space, and what to do.
+        message: String,
+    },
     #[error(
         "the store at {} cannot be written ({reason}); restart the daemon with `totem daemon restart`",
         path.display()
     )]
-    Closed { path: PathBuf, reason: String },
+    /// The database failed and could not be reopened; writes are refused until a restart.
+    Closed {
+        /// The store's folder.
+        path: PathBuf,
+        /// Why it closed.
+        reason: String,
+    },
 }
 
+/// Results of store operations.
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// A session as stored: the protocol's view plus what only the daemon needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRecord {
+    /// The session as clients see it.
     pub session: Session,
     /// Sequence numbers up to this one may have been handed out (to unstored deltas); after a
     /// restart numbering continues above it so no number is ever reused.
@@ -204,6 +228,7 @@ impl Store {
         Ok(())
     }
 
+    /// The store's folder.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -238,6 +263,7 @@ impl Store {
         self.handle.commit(batch)
     }
 
+    /// The layout version written in the store; 0 for a store that has none yet.
     pub fn store_version(&self) -> Result<u32> {
         match self.meta.get("store_version")? {
             Some(v) => decode("store_version", &v),
@@ -247,6 +273,7 @@ impl Store {
 
     // ---- projects ----
 
+    /// The project opened at the canonical folder `path`, if any.
     pub fn project_by_path(&self, path: &str) -> Result<Option<Project>> {
         match self.project_paths.get(path)? {
             Some(id) => self.get_project(&String::from_utf8_lossy(&id)),
@@ -254,6 +281,7 @@ impl Store {
         }
     }
 
+    /// The project with this id (`prj_…`), if any.
     pub fn get_project(&self, id: &str) -> Result<Option<Project>> {
         match self.projects.get(id)? {
             Some(v) => Ok(Some(decode("project", &v)?)),
@@ -293,12 +321,14 @@ impl Store {
         Ok((items, None))
     }
 
+    /// How many projects the store holds.
     pub fn count_projects(&self) -> u64 {
         self.counts.projects.load(Ordering::Relaxed)
     }
 
     // ---- sessions ----
 
+    /// The session with this id (`ses_…`), if any.
     pub fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
         match self.sessions.get(id)? {
             Some(v) => Ok(Some(decode("session", &v)?)),
@@ -418,6 +448,7 @@ impl Store {
         }
     }
 
+    /// How many sessions the store holds.
     pub fn count_sessions(&self) -> u64 {
         self.counts.sessions.load(Ordering::Relaxed)
     }
@@ -597,6 +628,7 @@ impl Store {
 
     // ---- runs ----
 
+    /// Stores a run, new or updated, and indexes it under its session.
     pub fn put_run(&self, run: &Run) -> Result<()> {
         let mut batch = self.batch()?;
         self.runs
@@ -607,6 +639,7 @@ impl Store {
         Ok(())
     }
 
+    /// The run with this id (`run_…`), if any.
     pub fn get_run(&self, id: &str) -> Result<Option<Run>> {
         match self.runs.get(id)? {
             Some(v) => Ok(Some(decode("run", &v)?)),
@@ -620,6 +653,7 @@ impl Store {
         Ok(())
     }
 
+    /// What a run changed on disk, as stored by `put_run_changes`; absent when none was stored.
     pub fn get_run_changes(&self, run_id: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.run_changes.get(run_id)?.map(|v| v.to_vec()))
     }

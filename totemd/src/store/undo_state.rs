@@ -22,6 +22,7 @@ pub struct UndoState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Redo {
+    /// The run whose changes the undo reverted, which a redo puts back.
     pub run_id: String,
     /// The session's newest run when the undo was made: once a newer run exists the redo is gone,
     /// since that run worked on the files as the undo left them.
@@ -51,6 +52,7 @@ pub(super) fn key(session_id: &str) -> Vec<u8> {
 }
 
 impl Store {
+    /// A session's undo and redo state; the empty default when none is stored.
     pub fn undo_state(&self, session_id: &str) -> Result<UndoState> {
         match self.meta.get(key(session_id))? {
             Some(v) => decode("undo state", &v),
@@ -58,6 +60,7 @@ impl Store {
         }
     }
 
+    /// Stores a session's undo and redo state.
     pub fn put_undo_state(&self, session_id: &str, state: &UndoState) -> Result<()> {
         self.meta.insert(key(session_id), encode(state)?)?;
         Ok(())

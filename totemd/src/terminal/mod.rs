@@ -13,7 +13,7 @@
 
 pub mod procs;
 pub mod term;
-pub mod tool;
+pub(crate) mod tool;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -74,12 +74,19 @@ impl TerminalSettings {
 
 /// What a new terminal is.
 pub struct OpenRequest<'a> {
+    /// The session the terminal belongs to.
     pub session_id: &'a str,
+    /// The command line it runs.
     pub command: &'a str,
+    /// The folder the command starts in.
     pub cwd: &'a Path,
+    /// Width, columns.
     pub cols: u16,
+    /// Height, rows.
     pub rows: u16,
+    /// The model (the `terminal` tool) or the user (`terminal.open`).
     pub opened_by: OpenedBy,
+    /// Limits from settings (scrollback, idle timeout, …).
     pub settings: TerminalSettings,
     /// The environment (`permission.environment`), as commands get it.
     pub env: &'a totem_tools::ShellSpec,

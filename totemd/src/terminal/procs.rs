@@ -28,6 +28,8 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record of the running process `pid`, with its start time read from `/proc` (0 when
+    /// unreadable).
     pub fn of(pid: u32) -> Self {
         Self {
             pid,
@@ -111,6 +113,7 @@ pub struct RecordFile {
 }
 
 impl RecordFile {
+    /// The record file (`terminals.json`) under the Totem home `home`.
     pub fn new(home: &Path) -> Self {
         Self {
             path: home.join("terminals.json"),

@@ -31,12 +31,17 @@ const MAX_SIDE: u16 = 1000;
 /// Why a terminal call failed; the text is for a person or the model.
 #[derive(Debug, thiserror::Error)]
 pub enum TermError {
+    /// No terminal has this id, or it is closed.
     #[error("{0}")]
     NotFound(String),
+    /// The request is malformed (a bad size, key or pattern).
     #[error("{0}")]
     Invalid(String),
+    /// The terminal cannot do it now (its program ended or does not read input, or a limit is
+    /// reached).
     #[error("{0}")]
     Conflict(String),
+    /// The system refused (the pty or the process could not be made).
     #[error("{0}")]
     Failed(String),
 }
@@ -44,7 +49,9 @@ pub enum TermError {
 /// Who opened a terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenedBy {
+    /// The model, through the `terminal` tool.
     Model,
+    /// The user, through `terminal.open`.
     User,
 }
 
@@ -101,7 +108,9 @@ impl OutputRing {
 /// remembers its title: a real terminal does, and some programs wait for the answer.
 #[derive(Debug, Default)]
 pub struct Replies {
+    /// The window title the program set last, if any.
     pub title: Option<String>,
+    /// Answers not yet written back to the program.
     pub pending: Vec<u8>,
 }
 
@@ -137,14 +146,24 @@ impl vt100::Callbacks for Replies {
 /// How the program stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
+    /// The program runs.
     Running,
-    Exited { code: Option<i32>, how: String },
+    /// The program ended.
+    Exited {
+        /// Its exit code; absent when a signal ended it.
+        code: Option<i32>,
+        /// How it ended, in words (`exit code 1`, `killed by signal 15`).
+        how: String,
+    },
 }
 
 /// Everything about a terminal that changes, under one lock.
 pub struct State {
+    /// The emulated screen and its scrollback.
     pub parser: vt100::Parser<Replies>,
+    /// The recent raw output, for watchers that catch up.
     pub ring: OutputRing,
+    /// Whether the program runs or how it ended.
     pub status: Status,
     /// Why it was closed; set once.
     pub closed: Option<String>,
@@ -155,6 +174,7 @@ pub struct State {
 }
 
 impl State {
+    /// The screen size as (columns, rows).
     pub fn size(&self) -> (u16, u16) {
         let (rows, cols) = self.parser.screen().size();
         (cols.get(), rows.get())
@@ -163,12 +183,19 @@ impl State {
 
 /// A terminal the daemon owns.
 pub struct Terminal {
+    /// The terminal's id, unique in the daemon.
     pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
+    /// Its short name in the session (`t1`), which the model uses.
     pub name: String,
+    /// The command line it runs.
     pub command: String,
+    /// Who opened it.
     pub opened_by: OpenedBy,
+    /// When it started, Unix milliseconds.
     pub started_at: u64,
+    /// The program's process id.
     pub pid: u32,
     state: Mutex<State>,
     /// Bumped on every change (output, size, status, close); watchers wait on it.
@@ -176,6 +203,7 @@ pub struct Terminal {
     master: Mutex<Box<dyn MasterPty + Send>>,
     input: SyncSender<Vec<u8>>,
     pending_input: Arc<std::sync::atomic::AtomicUsize>,
+    /// Clients watching its output now.
     pub watchers: AtomicU32,
     /// What the model typed on the current line of a shell, not yet entered (see the tool).
     pub typed: Mutex<String>,
@@ -193,14 +221,23 @@ impl std::fmt::Debug for Terminal {
 
 /// What `spawn` needs.
 pub struct Spawn<'a> {
+    /// The terminal's id, unique in the daemon.
     pub id: String,
+    /// The session it belongs to.
     pub session_id: String,
+    /// Its short name in the session (`t1`).
     pub name: String,
+    /// The command line to run.
     pub command: &'a str,
+    /// The folder it starts in.
     pub cwd: &'a std::path::Path,
+    /// Width, columns.
     pub cols: NonZeroU16,
+    /// Height, rows.
     pub rows: NonZeroU16,
+    /// Lines of scrollback kept.
     pub scrollback: usize,
+    /// Who opens it.
     pub opened_by: OpenedBy,
     /// The environment the program gets: the daemon's minus secret-looking names, as commands.
     pub env: &'a totem_tools::ShellSpec,
@@ -319,6 +356,7 @@ impl Terminal {
         Ok(term)
     }
 
+    /// The terminal's changing state, locked.
     pub fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -332,10 +370,12 @@ impl Terminal {
         self.changed.send_modify(|v| *v += 1);
     }
 
+    /// Whether the program still runs.
     pub fn is_running(&self) -> bool {
         self.state().status == Status::Running
     }
 
+    /// Whether the terminal was closed.
     pub fn is_closed(&self) -> bool {
         self.state().closed.is_some()
     }
@@ -461,6 +501,7 @@ impl Terminal {
         }
     }
 
+    /// What clients are told about the terminal (`terminal.list`).
     pub fn info(&self) -> TerminalInfo {
         let state = self.state();
         let (cols, rows) = state.size();
