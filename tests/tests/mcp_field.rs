@@ -337,9 +337,11 @@ fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
             "annotated: {tool}"
         );
     }
-    // Half of what it was (42.6 KB as compact JSON for one tool fewer).
+    // It was 42.6 KB as compact JSON (for one tool fewer) before the schemas were made portable,
+    // under 25 KB after; the input fields' descriptions (totem-protocol's docs, 6dacc39), kept
+    // because they tell the host's model what each argument means, brought it to 26.9 KB.
     let size = serde_json::to_string(&listed["tools"])
         .expect("encode")
         .len();
-    assert!(size < 25_000, "tools/list is {size} bytes");
+    assert!(size < 28_000, "tools/list is {size} bytes");
 }
