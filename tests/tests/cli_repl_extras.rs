@@ -61,7 +61,7 @@ fn text(captures: &expectrl::Captures) -> String {
 fn a_spinner_shows_until_the_first_token_and_is_erased() {
     let env = start();
     // The first token comes after 1.5 s; the spinner fills the wait.
-    env.push(
+    env.push_late(
         vec![
             SimEvent::text("First words.\n\n"),
             SimEvent::text("More.\n"),
@@ -442,13 +442,14 @@ fn see_the_slow_answer_live(
 #[test]
 fn leaving_during_a_run_leaves_no_spinner_and_ctrl_l_clears_the_screen() {
     let env = start();
-    env.push(vec![SimEvent::text("Too late.\n")], 20_000);
+    // The model is slow to start: the spinner still turns when Ctrl-D is pressed.
+    env.push_late(vec![SimEvent::text("Too late.\n")], 20_000);
     let mut repl = env.repl(false);
     repl.send("old words\r").expect("type a prompt");
     // Everything from the prompt on, below a few blank lines (the test joins the stream there, so
     // moves up need room as on a real screen).
     let mut all = b"\r\n".repeat(8);
-    let spinning = repl.expect("waiting for the model").expect("the spinner");
+    let spinning = cli_common::expect_shown(&mut repl, "waiting for the model", "the spinner");
     all.extend_from_slice(spinning.as_bytes());
     repl.send(ControlCode::EndOfTransmission).expect("Ctrl-D");
     let rest = repl.expect(Eof).expect("totem leaves");

@@ -99,6 +99,9 @@ pub struct Script {
     /// Pause between two chunks (not before the first).
     #[serde(default)]
     pub delay_ms: u64,
+    /// Pause before the first chunk, as a model still loading or reading a long prompt.
+    #[serde(default)]
+    pub first_delay_ms: u64,
     /// Send this many chunks, then drop the connection mid-body.
     #[serde(default)]
     pub cut_after: Option<usize>,
@@ -344,6 +347,7 @@ struct Prepared {
     headers: Vec<(String, String)>,
     frames: Vec<Bytes>,
     delay: Duration,
+    first_delay: Duration,
     cut_after: Option<usize>,
     malformed_at: Option<usize>,
 }
@@ -660,6 +664,7 @@ fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared
                     headers: Vec::new(),
                     frames,
                     delay: Duration::from_millis(script.delay_ms),
+                    first_delay: Duration::from_millis(script.first_delay_ms),
                     cut_after: script.cut_after,
                     malformed_at: script.malformed_at,
                 },
@@ -701,6 +706,7 @@ fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared
                 headers: Vec::new(),
                 frames: vec![Bytes::from(body)],
                 delay: Duration::ZERO,
+                first_delay: Duration::ZERO,
                 cut_after: None,
                 malformed_at: None,
             },
@@ -788,6 +794,7 @@ fn json_reply(status: u16, body: Value, headers: Vec<(String, String)>) -> Prepa
         headers,
         frames: vec![Bytes::from(body.to_string())],
         delay: Duration::ZERO,
+        first_delay: Duration::ZERO,
         cut_after: None,
         malformed_at: None,
     }
@@ -828,6 +835,7 @@ fn respond(prepared: Prepared) -> Response {
         headers,
         frames,
         delay,
+        first_delay,
         cut_after,
         malformed_at,
     } = prepared;
@@ -839,8 +847,12 @@ fn respond(prepared: Prepared) -> Response {
                 yield Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "totem-sim: cut"));
                 return;
             }
-            if index > 0 && !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+            let pause = match index {
+                0 => first_delay,
+                _ => delay,
+            };
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
             if malformed_at == Some(index) {
                 yield Ok(Bytes::from_static(b"data: {\"this is\": not json\n\n"));

@@ -214,6 +214,7 @@ pub(super) fn catalogue(
             headers: Vec::new(),
             frames: vec![Bytes::from_static(b"404 page not found")],
             delay: std::time::Duration::ZERO,
+            first_delay: std::time::Duration::ZERO,
             cut_after: None,
             malformed_at: None,
         }),

@@ -142,6 +142,26 @@ pub fn assert_exit(output: &Output, code: i32) {
     );
 }
 
+/// Waits for `needle`; when it does not come, fails with what the terminal showed instead.
+pub fn expect_shown(
+    session: &mut expectrl::session::OsSession,
+    needle: &str,
+    what: &str,
+) -> expectrl::Captures {
+    use expectrl::Expect;
+    match session.expect(needle) {
+        Ok(found) => found,
+        Err(e) => {
+            let mut pending = vec![0u8; 1 << 16];
+            let n = session.try_read(&mut pending).unwrap_or(0);
+            panic!(
+                "{what}: {e:?}; the terminal showed instead: {:?}",
+                String::from_utf8_lossy(&pending[..n])
+            );
+        }
+    }
+}
+
 /// Presses Ctrl-D until `needle` shows, as a person presses it again when the first one went
 /// unnoticed: rustyline can swallow a key typed while it redraws its prompt (it asks the terminal
 /// for the cursor position then), which a test that types immediately hits under load.
@@ -256,12 +276,24 @@ impl SimCli {
 
     /// Queues a streamed answer, its events `delay_ms` apart.
     pub fn push(&self, events: Vec<totem_tests::sim::SimEvent>, delay_ms: u64) {
+        self.push_script(totem_tests::sim::Script {
+            delay_ms,
+            ..totem_tests::sim::Script::new(events)
+        });
+    }
+
+    /// Queues an answer whose first chunk comes only after `first_delay_ms`, as from a model
+    /// still loading: what a terminal shows while it waits does not race the first token.
+    pub fn push_late(&self, events: Vec<totem_tests::sim::SimEvent>, first_delay_ms: u64) {
+        self.push_script(totem_tests::sim::Script {
+            first_delay_ms,
+            ..totem_tests::sim::Script::new(events)
+        });
+    }
+
+    fn push_script(&self, script: totem_tests::sim::Script) {
         let _guard = self.runtime.enter();
-        self.sim
-            .push(totem_tests::sim::Reply::Stream(totem_tests::sim::Script {
-                delay_ms,
-                ..totem_tests::sim::Script::new(events)
-            }));
+        self.sim.push(totem_tests::sim::Reply::Stream(script));
     }
 
     /// A client of the daemon `totem` started.
