@@ -3,6 +3,9 @@
 //! external printer lets the async side print above the prompt while a line is being typed.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use rustyline::completion::{Completer, Pair};
 use rustyline::error::ReadlineError;
@@ -30,19 +33,60 @@ pub enum Input {
 /// The line editor's thread, seen from the async side.
 pub struct LineEditor {
     pub lines: mpsc::UnboundedReceiver<Input>,
-    /// The printer thread's queue: text to print, and requests for the next line, in order.
+    /// Requests for the next line (None: end the editor).
+    next: std::sync::mpsc::Sender<Option<Request>>,
+    /// The printer thread's queue.
     jobs: std::sync::mpsc::Sender<Job>,
+    /// How many texts were queued for the printer thread, and how many it has printed.
+    printed: Arc<Printed>,
     /// Prints above the prompt; None when stdin or stdout is not a terminal.
     pub printer: Option<Box<dyn ExternalPrinter + Send>>,
+}
+
+/// A request for the next line.
+struct Request {
+    prompt: String,
+    /// The text the line starts with, the cursor after it.
+    initial: String,
+    /// The texts queued for printing before this request: they go on screen before the prompt.
+    after: u64,
 }
 
 /// What the printer thread does next.
 enum Job {
     Print(String),
-    /// Ask the editor for a line with this prompt and initial text (None: end the editor).
-    Read(Option<(String, String)>),
     /// Tell when everything queued before is printed.
     Flushed(std::sync::mpsc::Sender<()>),
+}
+
+/// The printer thread's progress, which the editor thread waits on before it draws a prompt.
+#[derive(Default)]
+struct Printed {
+    queued: AtomicU64,
+    done: Mutex<u64>,
+    changed: Condvar,
+}
+
+/// The longest an editor waits for the text queued before its prompt. A print can only block
+/// for good when rustyline took one message as its line ended and is handed a second before it
+/// leaves raw mode: that second one waits for the next `readline`, which this wait lets start.
+const PRINTED_WAIT: Duration = Duration::from_millis(250);
+
+impl Printed {
+    /// Waits until `count` texts are printed, or [`PRINTED_WAIT`] has passed.
+    fn wait_for(&self, count: u64) {
+        let Ok(done) = self.done.lock() else { return };
+        let _ = self
+            .changed
+            .wait_timeout_while(done, PRINTED_WAIT, |done| *done < count);
+    }
+
+    fn one_done(&self) {
+        if let Ok(mut done) = self.done.lock() {
+            *done += 1;
+        }
+        self.changed.notify_all();
+    }
 }
 
 impl LineEditor {
@@ -54,8 +98,10 @@ impl LineEditor {
         root: PathBuf,
     ) -> anyhow::Result<LineEditor> {
         let (lines_tx, lines) = mpsc::unbounded_channel();
-        let (next, next_rx) = std::sync::mpsc::channel::<Option<(String, String)>>();
+        let (next, next_rx) = std::sync::mpsc::channel::<Option<Request>>();
         let (printer_tx, printer_rx) = std::sync::mpsc::channel();
+        let printed = Arc::new(Printed::default());
+        let waits = printed.clone();
         std::thread::Builder::new()
             .name("totem-readline".into())
             .spawn(move || {
@@ -68,8 +114,11 @@ impl LineEditor {
                     }
                 };
                 let _ = printer_tx.send(editor.create_external_printer().ok());
-                while let Ok(Some((prompt, initial))) = next_rx.recv() {
-                    let input = match editor.readline_with_initial(&prompt, (&initial, "")) {
+                while let Ok(Some(request)) = next_rx.recv() {
+                    waits.wait_for(request.after);
+                    let input = match editor
+                        .readline_with_initial(&request.prompt, (&request.initial, ""))
+                    {
                         Ok(line) => {
                             if !line.trim().is_empty() {
                                 let _ = editor.add_history_entry(line.as_str());
@@ -89,12 +138,18 @@ impl LineEditor {
             })?;
         let printer = printer_rx.recv().unwrap_or(None);
         let has_printer = printer.is_some();
-        let jobs = start_printer(printer, next)?;
+        let jobs = start_printer(printer, printed.clone())?;
         Ok(LineEditor {
             lines,
-            printer: has_printer
-                .then(|| Box::new(Queued(jobs.clone())) as Box<dyn ExternalPrinter + Send>),
+            next,
+            printer: has_printer.then(|| {
+                Box::new(Queued {
+                    jobs: jobs.clone(),
+                    printed: printed.clone(),
+                }) as Box<dyn ExternalPrinter + Send>
+            }),
             jobs,
+            printed,
         })
     }
 
@@ -104,40 +159,40 @@ impl LineEditor {
     }
 
     /// Shows `prompt` and reads the next line, which starts as `initial` (the cursor after it).
-    /// Asked through the printer's queue, so text printed before is on screen above the prompt
-    /// before the prompt is drawn.
+    /// The prompt is drawn once the text printed before is on screen above it.
     pub fn read_with(&self, prompt: &str, initial: String) {
-        let _ = self
-            .jobs
-            .send(Job::Read(Some((prompt.to_string(), initial))));
+        let _ = self.next.send(Some(Request {
+            prompt: prompt.to_string(),
+            initial,
+            after: self.printed.queued.load(Ordering::SeqCst),
+        }));
     }
 
     /// Ends the thread once it is done with the current line.
     pub fn stop(&self) {
-        let _ = self.jobs.send(Job::Read(None));
+        let _ = self.next.send(None);
     }
 
     /// Waits (up to a second) until everything printed so far is on screen.
     pub fn flush(&self) {
         let (done, flushed) = std::sync::mpsc::channel();
         if self.jobs.send(Job::Flushed(done)).is_ok() {
-            let _ = flushed.recv_timeout(std::time::Duration::from_secs(1));
+            let _ = flushed.recv_timeout(Duration::from_secs(1));
         }
     }
 }
 
-/// The printer thread: prints queued text through rustyline's printer and hands the editor its
-/// requests for lines, in the order they were made.
+/// The printer thread: prints queued text through rustyline's printer, in order.
 ///
 /// rustyline's printer holds one message: a second one printed while the editor is in raw mode
 /// but no longer reading (the line was just entered) blocks until the next `readline`, and the
 /// async side, blocked, would never ask for it (the REPL froze). So messages go through this
-/// thread, which may wait; the async side never does. And a request for the next line waits
-/// behind the text printed before it: while the editor is not reading, rustyline writes text
-/// straight to the terminal, which would otherwise race the prompt being drawn.
+/// thread, which may wait; the async side never does. The editor thread draws its next prompt
+/// once the text queued before the request is printed: while the editor is not reading,
+/// rustyline writes text straight to the terminal, which would otherwise race the prompt.
 fn start_printer(
     mut printer: Option<impl ExternalPrinter + Send + 'static>,
-    next: std::sync::mpsc::Sender<Option<(String, String)>>,
+    printed: Arc<Printed>,
 ) -> std::io::Result<std::sync::mpsc::Sender<Job>> {
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
     std::thread::Builder::new()
@@ -149,9 +204,7 @@ fn start_printer(
                         if let Some(printer) = &mut printer {
                             let _ = printer.print(text);
                         }
-                    }
-                    Job::Read(request) => {
-                        let _ = next.send(request);
+                        printed.one_done();
                     }
                     Job::Flushed(done) => {
                         let _ = done.send(());
@@ -163,13 +216,18 @@ fn start_printer(
 }
 
 /// The async side's printer: queues text for the printer thread.
-struct Queued(std::sync::mpsc::Sender<Job>);
+struct Queued {
+    jobs: std::sync::mpsc::Sender<Job>,
+    printed: Arc<Printed>,
+}
 
 impl ExternalPrinter for Queued {
     fn print(&mut self, msg: String) -> rustyline::Result<()> {
-        self.0
+        self.jobs
             .send(Job::Print(msg))
-            .map_err(|_| ReadlineError::Io(std::io::Error::other("the printer thread ended")))
+            .map_err(|_| ReadlineError::Io(std::io::Error::other("the printer thread ended")))?;
+        self.printed.queued.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -281,6 +339,63 @@ impl Helper for ReplHelper {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A printer that blocks on its second message until released, as rustyline's does when
+    /// handed two while its line ends.
+    struct Stuck {
+        count: usize,
+        release: std::sync::mpsc::Receiver<()>,
+        seen: std::sync::mpsc::Sender<String>,
+    }
+
+    impl ExternalPrinter for Stuck {
+        fn print(&mut self, msg: String) -> rustyline::Result<()> {
+            self.count += 1;
+            if self.count == 2 {
+                let _ = self.release.recv();
+            }
+            let _ = self.seen.send(msg);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_prompt_waits_for_what_was_printed_before_it_but_not_for_a_stuck_print() {
+        let (release_tx, release) = std::sync::mpsc::channel();
+        let (seen, seen_rx) = std::sync::mpsc::channel();
+        let printed = Arc::new(Printed::default());
+        let stuck = Stuck {
+            count: 0,
+            release,
+            seen,
+        };
+        let jobs = start_printer(Some(stuck), printed.clone()).expect("printer thread");
+        let mut queued = Queued {
+            jobs,
+            printed: printed.clone(),
+        };
+        queued.print("first\n".into()).expect("queued");
+        printed.wait_for(1);
+        assert_eq!(
+            seen_rx.try_recv().as_deref(),
+            Ok("first\n"),
+            "the prompt waited for the text printed before it"
+        );
+        queued.print("second\n".into()).expect("queued");
+        let started = std::time::Instant::now();
+        printed.wait_for(2);
+        assert!(
+            started.elapsed() < PRINTED_WAIT * 4,
+            "a print that cannot finish does not hold the prompt back: {:?}",
+            started.elapsed()
+        );
+        // The next readline takes the stuck message; the printer goes on.
+        release_tx.send(()).expect("release");
+        assert_eq!(
+            seen_rx.recv_timeout(Duration::from_secs(5)).as_deref(),
+            Ok("second\n")
+        );
+    }
 
     #[test]
     fn backslash_and_open_fences_continue_the_input() {
