@@ -135,12 +135,15 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         cost: None,
     };
     repl.renderer_live = repl.spins && repl.editor.printer.is_some();
+    // Ctrl-C is taken from before the greeting: pressed as soon as it shows, it must not end
+    // the process.
+    let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     repl.switch_to(session).await?;
     repl.print(&format!(
         "{}\n",
         style.dim("Type a prompt, /help for commands, Ctrl-D to leave.")
     ));
-    let exit = repl.run().await;
+    let exit = repl.run(sigint).await;
     repl.editor.stop();
     // The line editor is done: write the way back in straight to stdout, flushed, so it cannot be
     // lost in the printer's queue when the process ends right after; what is queued goes first.
@@ -241,8 +244,7 @@ const ANSWER_HINT: &str =
     "Answer: o = once · s = always in this session · p = always in this project · d [note] = deny";
 
 impl Repl<'_> {
-    async fn run(&mut self) -> anyhow::Result<Exit> {
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    async fn run(&mut self, mut sigint: tokio::signal::unix::Signal) -> anyhow::Result<Exit> {
         self.editor.read(PROMPT);
         let mut model_check = Some(Box::pin(status::fetch_models(
             self.connection.client.clone(),
