@@ -574,12 +574,16 @@ fn sessions_are_titled_by_their_first_prompt_renamed_and_filtered_by_typing() {
     repl.send("tell me about lighthouses\r")
         .expect("first prompt");
     repl.expect("✓ done").expect("run done");
+    // The line by the prompt follows the run's end; typed before it shows, the next command's
+    // output would come first and that line after it.
+    repl.expect("◆ build").expect("the line after the run");
     repl.send("/new\r").expect("/new");
     repl.expect("New session ·")
         .expect("a new untitled session");
     repl.send("count sheep\r")
         .expect("a prompt in the second session");
     repl.expect("✓ done").expect("run done");
+    repl.expect("◆ build").expect("the line after the run");
     repl.send("/sessions\r").expect("/sessions");
     repl.expect("count sheep")
         .expect("the newest titled by its prompt");

@@ -387,10 +387,12 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
 
     // `s` allows math.js for this session: its second edit asks nothing; `p` allows other.js for
     // the project.
+    // The chat names a question a moment before its float opens and takes the keys: wait for
+    // the float itself (its left border, then the question).
     nvim.keys("iedit both\x13");
-    nvim.wait_for("edit wants to write math.js");
+    nvim.wait_for("│edit wants to write math.js");
     nvim.keys("s");
-    let screen = nvim.wait_for("edit wants to write other.js");
+    let screen = nvim.wait_for("│edit wants to write other.js");
     assert!(screen.contains("+let c = 2;"), "{screen}");
     nvim.keys("p");
     nvim.wait("the run's end", |s| ended_after(s, "Both edited."));
