@@ -474,10 +474,47 @@ pub fn calls_from_text(text: &str, known: &[&str]) -> Vec<TextCall> {
                     i = start + 1;
                 }
             }
-            _ => i = start + 1,
+            _ => {
+                // A call cut short or followed by junk inside its object (a small model writing
+                // on past `arguments` until its token limit): its complete leading members.
+                if let Some(call) = leading_members(&text[start..])
+                    .filter(|map| WRAPPERS.iter().any(|k| map.contains_key(*k)))
+                    .and_then(|map| call_from_value(&Value::Object(map), known))
+                {
+                    calls.push(call);
+                }
+                i = start + 1;
+            }
         }
     }
     calls
+}
+
+/// The members of the object `text` starts with that are whole JSON, up to the first that is
+/// not; nothing after it is guessed.
+fn leading_members(text: &str) -> Option<Map<String, Value>> {
+    let mut rest = text.strip_prefix('{')?;
+    let mut map = Map::new();
+    loop {
+        rest = rest.trim_start();
+        let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let Some(Ok(key)) = keys.next() else { break };
+        rest = rest[keys.byte_offset()..].trim_start();
+        let Some(after) = rest.strip_prefix(':') else {
+            break;
+        };
+        let mut values = serde_json::Deserializer::from_str(after).into_iter::<Value>();
+        let Some(Ok(value)) = values.next() else {
+            break;
+        };
+        map.insert(key, value);
+        rest = after[values.byte_offset()..].trim_start();
+        match rest.strip_prefix(',') {
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    (!map.is_empty()).then_some(map)
 }
 
 fn call_from_value(value: &Value, known: &[&str]) -> Option<TextCall> {

@@ -353,6 +353,22 @@ fn bare_call_object_in_text() {
 }
 
 #[test]
+fn a_call_whose_object_runs_on_past_its_arguments_is_read_from_its_whole_members() {
+    // smollm2 135M at its token limit, as seen through llama.cpp: the call, then made-up fields
+    // with a comment, cut short.
+    let text = "```\n{\n  \"name\": \"list\",\n  \"arguments\": {\n    \"path\": \".\"\n  },\n  \"options\": {\n    \"skipBys\": 1, // skip every second line\n    \"maxLines";
+    let calls = calls_from_text(text, &known());
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].name, "list");
+    assert_eq!(calls[0].arguments, json!({"path": "."}));
+    // Without whole arguments nothing is made up.
+    let cut = "{\"name\": \"read\", \"arguments\": {\"path\": \"a.js";
+    assert!(calls_from_text(cut, &known()).is_empty());
+    let no_arguments = "{\"name\": \"list\", \"options\": // none";
+    assert!(calls_from_text(no_arguments, &known()).is_empty());
+}
+
+#[test]
 fn hermes_tool_call_tags_in_text() {
     let text = "<tool_call>\n{\"name\": \"list\", \"arguments\": {}}\n</tool_call>";
     assert_eq!(calls_from_text(text, &known())[0].name, "list");
