@@ -760,7 +760,12 @@ impl Bench {
             .out
             .join(format!("{}-{mode}-{}", model.name, task.name));
         let _ = fs::remove_dir_all(&dir);
-        let root = dir.join("app");
+        fs::create_dir_all(&dir).expect("the task's folder");
+        // Every task runs in the same folder (moved to the task's own afterwards): the system
+        // prompt names the project root, and one path for all lets the server reuse its cache of
+        // the prompt's fixed part, as it does for someone working in one project.
+        let root = self.out.join("app");
+        let _ = fs::remove_dir_all(&root);
         let mut files = base_files();
         (task.setup)(&mut files);
         for (path, text) in &files {
@@ -889,6 +894,7 @@ impl Bench {
             };
         }
         outcome.passed = outcome.why.is_empty();
+        let _ = fs::rename(&root, dir.join("app"));
         outcome
     }
 
