@@ -14,6 +14,10 @@
 //! ```
 //!
 //! Patterns use `*` for any text and match whole names, without regard to case.
+//!
+//! A value that carries a credential is removed whatever its name (unless `keep` names it): a
+//! URL with a password (`DATABASE_URL=postgres://app:hunter2@db/x`) or a `password=…`/`pwd=…`
+//! pair (`host=db password=…`).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -29,6 +33,8 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "*PASSWD*",
     "*CREDENTIAL*",
     "*AUTH*",
+    "*_PWD",
+    "*PASSPHRASE*",
 ];
 
 /// `permission.environment` in settings.
@@ -67,6 +73,25 @@ impl EnvSettings {
         excluded && !self.keep.iter().any(|p| name_matches(p, name))
     }
 
+    /// Whether a variable `name=value` is removed: by its name, or because its value carries a
+    /// credential (see [`carries_credential`]).
+    pub fn removes(&self, name: &str, value: &str) -> bool {
+        self.excludes(name)
+            || (carries_credential(value) && !self.keep.iter().any(|p| name_matches(p, name)))
+    }
+
+    /// The names among `vars` (the daemon's environment, names and values) that commands do not
+    /// get.
+    pub fn removed_vars<'a>(
+        &self,
+        vars: impl IntoIterator<Item = (&'a OsStr, &'a OsStr)>,
+    ) -> Vec<OsString> {
+        vars.into_iter()
+            .filter(|(name, value)| self.removes(&name.to_string_lossy(), &value.to_string_lossy()))
+            .map(|(name, _)| name.to_os_string())
+            .collect()
+    }
+
     /// The names among `vars` (the daemon's environment) that commands do not get.
     pub fn removed<'a>(&self, vars: impl IntoIterator<Item = &'a OsStr>) -> Vec<OsString> {
         vars.into_iter()
@@ -74,6 +99,27 @@ impl EnvSettings {
             .map(OsStr::to_os_string)
             .collect()
     }
+}
+
+/// Whether a value looks like it holds a password: a URL whose user part has one
+/// (`scheme://user:pass@host`) or a `password=`/`pwd=`/`passwd=` pair.
+pub fn carries_credential(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let mut rest = lower.as_str();
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        let authority = after.split(['/', '?', '#', ' ']).next().unwrap_or("");
+        if let Some((user_info, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = user_info.split_once(':')
+            && !password.is_empty()
+        {
+            return true;
+        }
+        rest = after;
+    }
+    ["password=", "passwd=", "pwd=", "password:"]
+        .iter()
+        .any(|key| lower.contains(key))
 }
 
 /// `*` matches any text; everything else is compared without regard to ASCII case.
@@ -139,6 +185,22 @@ mod tests {
         assert!(only.excludes("x"));
         assert!(!only.excludes("XY"));
         assert!(serde_json::from_str::<EnvSettings>(r#"{"exclud": []}"#).is_err());
+    }
+
+    #[test]
+    fn values_with_credentials_are_removed_whatever_the_name() {
+        let env = EnvSettings::default();
+        assert!(env.removes("DATABASE_URL", "postgres://app:hunter2@db:5432/x"));
+        assert!(env.removes("REDIS", "redis://:pw@localhost:6379"));
+        assert!(env.removes("DSN", "host=db user=app password=hunter2"));
+        assert!(env.removes("MYSQL_PWD", "hunter2"));
+        assert!(!env.removes("DATABASE_URL", "postgres://app@db/x"));
+        assert!(!env.removes("HOMEPAGE", "https://example.com/a:b@c"));
+        assert!(!env.removes("PWD", "/home/me"));
+        assert!(!env.removes("OLDPWD", "/home"));
+        let keep: EnvSettings =
+            serde_json::from_str(r#"{"keep": ["DATABASE_URL"]}"#).unwrap_or_default();
+        assert!(!keep.removes("DATABASE_URL", "postgres://app:pw@db/x"));
     }
 
     #[test]

@@ -52,6 +52,14 @@ pub enum Reason {
     },
     /// The tool runs the command outside the kernel sandbox the built-in allows assume.
     Unconfined,
+    /// The text holds a command substitution, a process substitution or an arithmetic context
+    /// (`$(`, a backtick, `<(`, `>(`, `((`, `let`, `[[ -v …]]`, `test x -eq y` …), quoted or not:
+    /// bash can run a command from inside it (`[[ -v 'a[$(cmd)]' ]]`), so no built-in allow
+    /// covers it.
+    HiddenCode {
+        /// What was found.
+        found: String,
+    },
     /// The command comes from a file in the project (AGENTS.md), not from the user: a built-in
     /// allow does not cover it, and only an answer for exactly this text settles it.
     FromProject {
@@ -82,6 +90,10 @@ impl fmt::Display for Reason {
             Reason::FromProject { origin } => {
                 write!(f, "the command comes from the project's {origin}")
             }
+            Reason::HiddenCode { found } => write!(
+                f,
+                "`{found}` can run a command hidden inside the text, so it needs a person's look"
+            ),
         }
     }
 }
@@ -363,6 +375,20 @@ impl Policy {
         self.evaluate_without_built_ins(access, Reason::Unconfined, state)
     }
 
+    /// Whether the built-in rules alone, with no configured rule and no remembered answer, allow
+    /// `access`. A command they allow keeps its sandboxed, hardened path even when a broader rule
+    /// of the user (`--allow bash`) also allows it.
+    pub fn built_ins_allow(&self, access: &Access) -> bool {
+        let mut defaults = self.clone();
+        defaults
+            .layers
+            .retain(|l| l.rules.source() == Source::Default);
+        defaults
+            .evaluate(access, &PermissionState::default())
+            .decision
+            == Decision::Allow
+    }
+
     fn evaluate_without_built_ins(
         &self,
         access: &Access,
@@ -492,14 +518,18 @@ impl Policy {
                 return;
             }
         };
-        if commands
-            .iter()
-            .any(|c| c.opaque || c.reads_script_from_stdin())
+        let hidden = hidden_code(line, &commands);
+        if hidden.is_some()
+            || commands.iter().any(|c| {
+                c.opaque || c.reads_script_from_stdin() || c.words.iter().any(|w| w.dynamic)
+            })
         {
-            // Code a shell reads from a pipe or a here-document (`echo 'rm x' | bash`) is not
-            // among the commands; a deny still catches it in any literal text of the line.
+            // Code a shell reads from a pipe or a here-document (`echo 'rm x' | bash`), or from
+            // a quoted array subscript (`[[ -v 'a[$(rm x)]' ]]`), is not among the commands; a
+            // deny still catches it in any literal text of the line.
             parts.extend(self.hidden_denies(tool, line, &commands));
         }
+        let first = parts.len();
         for cmd in &commands {
             if !cmd.words.is_empty() || !cmd.assignments.is_empty() {
                 parts.push(self.command_part(tool, cmd, state));
@@ -523,6 +553,29 @@ impl Policy {
                     };
                 }
                 parts.push(part);
+            }
+        }
+        if let Some(found) = hidden {
+            // What runs is not only what the words say: no built-in allow covers the line.
+            for part in &mut parts[first..] {
+                let built_in = matches!(&part.reason,
+                    Reason::Rule { rule } if rule.source == Source::Default);
+                if part.decision == Decision::Allow && built_in {
+                    part.decision = Decision::Ask;
+                    part.reason = Reason::HiddenCode {
+                        found: found.clone(),
+                    };
+                    let pattern = if part.kind.is_path() {
+                        exact_path_pattern(&part.subject)
+                    } else {
+                        exact_command_pattern(&part.subject)
+                    };
+                    part.always = Some(AlwaysRule {
+                        key: part.kind.rule_key().to_string(),
+                        pattern,
+                    });
+                    *part = self.settle(tool, part.clone(), state);
+                }
             }
         }
     }
@@ -596,13 +649,27 @@ impl Policy {
     /// Deny parts for commands hidden in the literal text of a line: every word, and every line
     /// of the text, read as a command line of its own.
     fn hidden_denies(&self, tool: &str, line: &str, commands: &[SubCommand]) -> Vec<Part> {
+        let decoded = decode_escapes(line);
         let texts = commands
             .iter()
             .flat_map(|c| c.words.iter().chain(&c.assignments))
-            .map(|w| w.text.as_str())
-            .chain(line.lines());
+            .map(|w| w.text.clone())
+            .chain(line.lines().map(str::to_string))
+            .chain(decoded.lines().map(str::to_string))
+            .chain(
+                split_commands(&decoded)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .flat_map(|c| c.words.into_iter().chain(c.assignments))
+                    .map(|w| w.text),
+            );
         let mut parts = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for text in texts {
+            if !seen.insert(text.clone()) {
+                continue;
+            }
+            let text = text.as_str();
             let Ok(inner) = split_commands(text) else {
                 continue;
             };
@@ -645,6 +712,97 @@ impl Policy {
         }
         None
     }
+}
+
+/// Programs that evaluate their arguments as arithmetic (array subscripts in it run `$(…)`).
+const ARITHMETIC_PROGRAMS: &[&str] = &["let", "declare", "typeset", "local", "readonly", "export"];
+
+/// Operators of `[[ … ]]`, `test` and `[` whose operands bash evaluates as arithmetic (or, for
+/// `-v`/`-R`, as a variable name whose subscript is arithmetic).
+const ARITHMETIC_TESTS: &[&str] = &["-v", "-R", "-eq", "-ne", "-lt", "-le", "-gt", "-ge"];
+
+/// Text that makes bash run code the words do not show: a command or process substitution, or
+/// an arithmetic context, anywhere in the line, quoted or not (bash evaluates an array subscript
+/// inside single quotes when it reaches an arithmetic context: `[[ -v 'a[$(cmd)]' ]]`). What was
+/// found, or `None`.
+pub fn hidden_code(line: &str, commands: &[SubCommand]) -> Option<String> {
+    const MARKERS: &[&str] = &["$(", "`", "<(", ">(", "((", "$["];
+    if let Some(marker) = MARKERS.iter().find(|m| line.contains(*m)) {
+        return Some(marker.to_string());
+    }
+    let decoded = decode_escapes(line);
+    if let Some(marker) = MARKERS.iter().find(|m| decoded.contains(*m)) {
+        return Some(marker.to_string());
+    }
+    for cmd in commands {
+        let Some(program) = cmd.words.first() else {
+            continue;
+        };
+        let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+        if ARITHMETIC_PROGRAMS.contains(&name) {
+            return Some(name.to_string());
+        }
+        if matches!(name, "[[" | "test" | "[")
+            && let Some(op) = cmd
+                .words
+                .iter()
+                .skip(1)
+                .find(|w| ARITHMETIC_TESTS.contains(&w.text.as_str()))
+        {
+            return Some(format!("{name} {}", op.text));
+        }
+        let text = cmd.text();
+        if let Some(marker) = MARKERS.iter().find(|m| text.contains(*m)) {
+            return Some(marker.to_string());
+        }
+    }
+    None
+}
+
+/// `line` with the escapes of ANSI-C quoting (`\x24`, `\044`, `\u0024`) decoded wherever they
+/// are, so a deny finds `$'a[\x24(rm x)]'`'s command.
+fn decode_escapes(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c != '\\' || i + 1 >= chars.len() {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let (radix, start, max) = match chars[i + 1] {
+            'x' => (16, i + 2, 2),
+            'u' => (16, i + 2, 4),
+            'U' => (16, i + 2, 8),
+            '0'..='7' => (8, i + 1, 3),
+            _ => {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+        };
+        let digits: String = chars[start..]
+            .iter()
+            .take(max)
+            .take_while(|d| d.is_digit(radix))
+            .collect();
+        match u32::from_str_radix(&digits, radix)
+            .ok()
+            .and_then(char::from_u32)
+        {
+            Some(decoded) if !digits.is_empty() => {
+                out.push(decoded);
+                i = start + digits.chars().count();
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Deny over ask over allow; nothing to decide is an allow.

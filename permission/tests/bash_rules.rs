@@ -229,7 +229,10 @@ fn comment_hides_nothing_that_runs() {
 fn heredoc_substitution_is_checked() {
     let p = policy_with(&[("bash", "rm *", Deny)]);
     assert_eq!(decide(&p, "cat <<EOF\n$(rm -rf x)\nEOF"), Deny);
-    assert_eq!(decide(&p, "cat <<'EOF'\n$(rm -rf x)\nEOF"), Allow);
+    // A literal here-document runs nothing, but any `$(` in the text is read for denies (issue
+    // 30): the deny wins where the text could hide a command.
+    assert_eq!(decide(&p, "cat <<'EOF'\n$(rm -rf x)\nEOF"), Deny);
+    assert_eq!(decide(&p, "cat <<'EOF'\n$(ls)\nEOF"), Ask);
 }
 
 #[test]
@@ -418,4 +421,87 @@ fn shell_options_between_dash_c_and_the_script_do_not_hide_it() {
 fn find_exec_shell_script_is_checked() {
     let p = policy_with(&[("bash", "find *", Allow), ("bash", "rm *", Deny)]);
     assert_eq!(decide(&p, "find . -exec sh -c 'rm \"$1\"' sh {} \\;"), Deny);
+}
+
+/// Issue 30, item 1: bash evaluates an array subscript as arithmetic (running any `$(…)` in it)
+/// in `[[ -v ]]`, `[[ -eq ]]`, `test -v` and `[ -v ]`, also inside single quotes.
+#[test]
+fn hidden_substitutions_and_arithmetic_never_ride_a_built_in_allow() {
+    for line in [
+        "[[ -v 'a[$(touch X)]' ]]",
+        "[[ 'a[$(touch X)]' -eq 0 ]]",
+        "test -v 'a[$(touch X)]'",
+        "[ -v 'a[$(touch X)]' ]",
+        "[[ -v 'a[`touch X`]' ]]",
+        "for i in 1; do [[ -v 'a[$(touch X)]' ]]; done",
+        "true && [[ -v 'a[$(touch X)]' ]]",
+        "[[ -v $'a[\\x24(touch X)]' ]]",
+        "[[ -v $'a[\\044(touch X)]' ]]",
+        "[[ 1 -lt x ]]",
+        "test -v x",
+        "echo '$(touch X)'",
+        "echo \"`touch X`\"",
+        "cat <(ls)",
+        "echo $((1+1))",
+        "echo $[1+1]",
+        "grep '((' README.md",
+    ] {
+        let verdict =
+            Policy::new().evaluate(&Access::execute("bash", line), &PermissionState::new());
+        assert_eq!(verdict.decision, Ask, "{line}");
+        assert!(
+            verdict.parts.iter().any(|p| matches!(
+                p.reason,
+                Reason::HiddenCode { .. } | Reason::Opaque | Reason::ReachesOutside { .. }
+            )),
+            "{line}: {verdict:?}"
+        );
+    }
+    // Plain tests still run without asking.
+    for line in [
+        "[[ -f README.md ]]",
+        "test -d src",
+        "[ -e a.txt ]",
+        "echo hi",
+    ] {
+        assert_eq!(default_decision(line), Allow, "{line}");
+    }
+}
+
+#[test]
+fn a_deny_finds_the_command_hidden_in_a_subscript_under_allow_bash() {
+    let policy = policy_with(&[("bash", "*", Allow), ("bash", "rm *", Deny)]);
+    for line in [
+        "[[ -v 'a[$(rm victim)]' ]]",
+        "[[ -v 'a[`rm victim`]' ]]",
+        "test -v 'a[$(rm victim)]'",
+        "let 'a[$(rm victim)]'",
+        "[[ -v $'a[\\x24(rm victim)]' ]]",
+        "for i in 1; do [[ 'a[$(rm victim)]' -eq 0 ]]; done",
+    ] {
+        assert_eq!(decide(&policy, line), Deny, "{line}");
+    }
+    assert_eq!(decide(&policy, "[[ -v 'a[$(ls)]' ]]"), Allow);
+}
+
+#[test]
+fn built_ins_alone_decide_whether_a_command_stays_sandboxed() {
+    let policy = policy_with(&[("bash", "*", Allow)]);
+    for line in [
+        "git status",
+        "git log -1",
+        "cd sub && git log",
+        "cat README.md",
+    ] {
+        assert!(
+            policy.built_ins_allow(&Access::execute("bash", line)),
+            "{line}"
+        );
+    }
+    for line in ["npm test", "git status && npm test", "[[ -v 'a[$(ls)]' ]]"] {
+        assert!(
+            !policy.built_ins_allow(&Access::execute("bash", line)),
+            "{line}"
+        );
+    }
 }

@@ -24,6 +24,16 @@ pub const ENV_FILE: &str = "ENV-FILE-SECRET-4d81";
 pub const RSA: &str = "RSA-KEY-SECRET-0b77";
 /// A variable in the daemon's environment whose name looks like a secret.
 pub const ENV_VAR: (&str, &str) = ("HOSTILE_TEST_TOKEN", "ENV-VAR-SECRET-a55e");
+/// Variables whose names do not look secret but whose values are credentials.
+pub const DB_PASSWORD: &str = "DB-PASSWORD-9c4e";
+pub const MYSQL_PASSWORD: &str = "MYSQL-PWD-3b7f";
+pub const CREDENTIAL_VARS: [(&str, &str); 2] = [
+    (
+        "DATABASE_URL",
+        "postgres://app:DB-PASSWORD-9c4e@db.example:5432/app",
+    ),
+    ("MYSQL_PWD", MYSQL_PASSWORD),
+];
 
 /// The hostile tree: `root/outside/…` and the project `root/proj` whose links lead there.
 pub struct Tree {
@@ -37,6 +47,24 @@ fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(parent).expect("folder");
     }
     std::fs::write(path, text).expect("write");
+}
+
+/// What a program of the repository prints on stderr when it runs (see `Tree::build`).
+pub const RAN: &str = "TOTEM-RAN-";
+/// The commit message of the repository outside the project.
+pub const OUTSIDE_REPO: &str = "OUTSIDE-REPO-COMMIT-5e1d";
+
+/// git's trimmed stdout.
+fn git_out(project: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(project)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn git(project: &Path, args: &[&str]) {
@@ -97,8 +125,57 @@ impl Tree {
                 "one",
             ],
         );
+        // A repository outside the project, which a `.git` file in `sub/` points to.
+        let other = outside.join("repo");
+        std::fs::create_dir_all(&other).expect("other repo");
+        git(&other, &["init", "-q"]);
+        write(&other.join("other.txt"), "x\n");
+        git(&other, &["add", "other.txt"]);
+        git(
+            &other,
+            &[
+                "-c",
+                "user.email=a@b",
+                "-c",
+                "user.name=a",
+                "commit",
+                "-qm",
+                OUTSIDE_REPO,
+            ],
+        );
+        write(&other.join("other.txt"), "changed\n");
+        write(
+            &project.join("sub/.git"),
+            "gitdir: ../../outside/repo/.git\n",
+        );
+        // A signed commit on top, so that `log.showSignature` makes git run `gpg.program`.
+        let head = git_out(&project, &["rev-parse", "HEAD"]);
+        let tree = git_out(&project, &["rev-parse", "HEAD^{tree}"]);
+        let signed = format!(
+            "tree {tree}\nparent {head}\nauthor a <a@b> 1700000000 +0000\ncommitter a <a@b> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE0000000000000000000000000000000000000000\n =AAAA\n -----END PGP SIGNATURE-----\n\nsigned\n"
+        );
+        write(&root.join("signed-commit"), &signed);
+        let commit = git_out(
+            &project,
+            &[
+                "hash-object",
+                "-t",
+                "commit",
+                "-w",
+                &root.join("signed-commit").display().to_string(),
+            ],
+        );
+        git(&project, &["update-ref", "HEAD", &commit]);
         write(&project.join("tracked.txt"), "two\n");
-        let pwn = |what: &str| format!("touch {}/pwned-{what}", project.display());
+        // A program of the repository that runs leaves a file in the project when it can write
+        // there, and says so on stderr when it cannot (inside the read-only sandbox).
+        let pwn = |what: &str| {
+            format!(
+                // Quoted apart so that the command's own text (in a question) is not the marker.
+                "touch {}/pwned-{what} 2>/dev/null; echo TOTEM-R''AN-{what} >&2",
+                project.display()
+            )
+        };
         let config = format!(
             "[core]\n\tfsmonitor = \"{fsm}; false\"\n\thooksPath = hooks\n[diff]\n\texternal = \"{ext}; true\"\n[diff \"evil\"]\n\ttextconv = \"{tc}; cat\"\n\tcommand = \"{cmd}; true\"\n[filter \"evil\"]\n\tclean = \"{clean}; cat\"\n\tsmudge = \"{smudge}; cat\"\n",
             fsm = pwn("fsmonitor"),
@@ -107,6 +184,36 @@ impl Tree {
             cmd = pwn("diff-command"),
             clean = pwn("clean"),
             smudge = pwn("smudge"),
+        );
+        // More shapes: a process filter, a pager, signature checks, and fsmonitors reached
+        // through `include.path`, `includeIf` and `config.worktree`.
+        let config = format!(
+            "{config}[core]\n\tpager = \"{pager}; cat\"\n\trepositoryformatversion = 1\n[filter \"evil\"]\n\tprocess = \"{process}; sleep 20\"\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = \"{gpg}\"\n[include]\n\tpath = included.config\n[includeIf \"gitdir:/\"]\n\tpath = included-if.config\n[extensions]\n\tworktreeConfig = true\n",
+            pager = pwn("pager"),
+            process = pwn("process"),
+            gpg = pwn("gpg"),
+        );
+        write(
+            &project.join(".git/included.config"),
+            &format!(
+                "[core]\n\tfsmonitor = \"{}; false\"\n",
+                pwn("include-fsmonitor")
+            ),
+        );
+        write(
+            &project.join(".git/included-if.config"),
+            &format!(
+                "[core]\n\tfsmonitor = \"{}; false\"\n[diff \"evil\"]\n\ttextconv = \"{}; cat\"\n",
+                pwn("includeif-fsmonitor"),
+                pwn("includeif-textconv")
+            ),
+        );
+        write(
+            &project.join(".git/config.worktree"),
+            &format!(
+                "[core]\n\tfsmonitor = \"{}; false\"\n",
+                pwn("worktree-fsmonitor")
+            ),
         );
         let mut existing = std::fs::read_to_string(project.join(".git/config")).unwrap_or_default();
         existing.push_str(&config);
@@ -171,6 +278,8 @@ pub struct Attack {
     pub leak: Leak,
     /// Rules granted for the run (`--allow`).
     pub allow: &'static [&'static str],
+    /// Files (relative to the project) whose existence after the run means it got through.
+    pub writes: &'static [&'static str],
 }
 
 fn bash(name: &'static str, command: &str, leak: Leak) -> Attack {
@@ -180,6 +289,39 @@ fn bash(name: &'static str, command: &str, leak: Leak) -> Attack {
         args: json!({"command": command, "timeout": 10}),
         leak,
         allow: &[],
+        writes: &[],
+    }
+}
+
+/// A command that must not create `file` in the project, with `allow` granted.
+fn writes(
+    name: &'static str,
+    tool: &'static str,
+    command: &str,
+    file: &'static str,
+    allow: &'static [&'static str],
+) -> Attack {
+    let args = if tool == "job" {
+        json!({"action": "start", "command": command})
+    } else {
+        json!({"command": command, "timeout": 10})
+    };
+    Attack {
+        name,
+        tool,
+        args,
+        leak: Leak::Ran,
+        allow,
+        writes: std::slice::from_ref(Box::leak(Box::new(file))),
+    }
+}
+
+/// A built-in allowed command, under `--allow bash`, that must run none of the repository's
+/// programs.
+fn allowed(name: &'static str, command: &str, leak: Leak) -> Attack {
+    Attack {
+        allow: &["bash"],
+        ..bash(name, command, leak)
     }
 }
 
@@ -231,6 +373,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"pattern": "ENV-FILE"}),
             leak: Text(ENV_FILE),
             allow: &[],
+            writes: &[],
         },
         Attack {
             name: "grep tool through a hard link",
@@ -238,6 +381,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"pattern": "HARD-LINKED"}),
             leak: Text(HARD),
             allow: &[],
+            writes: &[],
         },
         Attack {
             name: "read tool through a symlink to .env",
@@ -245,6 +389,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"path": "innocent.txt"}),
             leak: Text(ENV_FILE),
             allow: &[],
+            writes: &[],
         },
         Attack {
             name: "read tool through a hard link",
@@ -252,6 +397,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"path": "hard.txt"}),
             leak: Text(HARD),
             allow: &[],
+            writes: &[],
         },
         Attack {
             name: "read tool through a symlink to a hard link",
@@ -259,6 +405,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"path": "alias.txt"}),
             leak: Text(HARD),
             allow: &[],
+            writes: &[],
         },
         bash(
             "cat through a symlink to a hard link",
@@ -271,6 +418,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"path": "fifo"}),
             leak: Blocked,
             allow: &[],
+            writes: &[],
         },
         Attack {
             name: "a terminal runs a read the sandbox would refuse",
@@ -278,6 +426,7 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"action": "start", "command": "cat link/secret.txt", "timeout": 5}),
             leak: Text(OUTSIDE),
             allow: &[],
+            writes: &[],
         },
         // A hostile .git/config (item 4).
         bash(
@@ -294,6 +443,8 @@ pub fn attacks() -> Vec<Attack> {
         // The daemon's environment (item 6).
         bash("jq -n env", "jq -n env", Text(ENV_VAR.1)),
         bash("jq $ENV", "jq -n '$ENV'", Text(ENV_VAR.1)),
+        bash("a password in DATABASE_URL", "jq -n env", Text(DB_PASSWORD)),
+        bash("MYSQL_PWD", "jq -n env.MYSQL_PWD", Text(MYSQL_PASSWORD)),
         // AGENTS.md commands with only `--allow edit` (item 1).
         Attack {
             name: "AGENTS.md check after an edit",
@@ -301,7 +452,123 @@ pub fn attacks() -> Vec<Attack> {
             args: json!({"path": "new.md", "content": "x\n"}),
             leak: Ran,
             allow: &["edit"],
+            writes: &[],
         },
+        // Code hidden in an arithmetic context or a substitution (issue 30, item 1).
+        writes(
+            "[[ -v with a quoted $( subscript",
+            "bash",
+            "[[ -v 'a[$(touch hid-1)]' ]]",
+            "hid-1",
+            &[],
+        ),
+        writes(
+            "[[ -eq with a quoted $( subscript",
+            "bash",
+            "[[ 'a[$(touch hid-2)]' -eq 0 ]]",
+            "hid-2",
+            &[],
+        ),
+        writes(
+            "test -v with a quoted $( subscript",
+            "bash",
+            "test -v 'a[$(touch hid-3)]'",
+            "hid-3",
+            &[],
+        ),
+        writes(
+            "[ -v with a quoted $( subscript",
+            "bash",
+            "[ -v 'a[$(touch hid-4)]' ]",
+            "hid-4",
+            &[],
+        ),
+        writes(
+            "[[ -v with a backtick subscript",
+            "bash",
+            "[[ -v 'a[`touch hid-5`]' ]]",
+            "hid-5",
+            &[],
+        ),
+        writes(
+            "a hidden subscript in a for loop",
+            "bash",
+            "for i in 1; do [[ -v 'a[$(touch hid-6)]' ]]; done",
+            "hid-6",
+            &[],
+        ),
+        writes(
+            "a hidden subscript after &&",
+            "bash",
+            "true && [[ -v 'a[$(touch hid-7)]' ]]",
+            "hid-7",
+            &[],
+        ),
+        writes(
+            "a hidden subscript in ANSI-C quoting",
+            "bash",
+            "[[ -v $'a[\\x24(touch hid-8)]' ]]",
+            "hid-8",
+            &[],
+        ),
+        writes(
+            "a hidden subscript through the job tool",
+            "job",
+            "[[ -v 'a[$(touch hid-9)]' ]]",
+            "hid-9",
+            &[],
+        ),
+        writes(
+            "a hidden subscript writes a git hook",
+            "bash",
+            "[[ -v 'a[$(cp README.md .git/hooks/pre-commit)]' ]]",
+            ".git/hooks/pre-commit",
+            &[],
+        ),
+        writes(
+            "[[ -gt with a hidden subscript",
+            "bash",
+            "[[ 1 -gt 'a[$(touch hid-10)]' ]]",
+            "hid-10",
+            &[],
+        ),
+        // An approval does not switch the sandbox off for what was already safe (item 5).
+        allowed(
+            "git log -1 checks signatures (allow bash)",
+            "git log -1",
+            Ran,
+        ),
+        allowed(
+            "git status through include.path (allow bash)",
+            "git status",
+            Ran,
+        ),
+        allowed(
+            "git diff with a process filter (allow bash)",
+            "git diff",
+            Ran,
+        ),
+        allowed("git log with a pager (allow bash)", "git log -p", Ran),
+        allowed(
+            "git show --show-signature (allow bash)",
+            "git show --show-signature HEAD",
+            Ran,
+        ),
+        allowed(
+            "a .git file points outside (allow bash)",
+            "cd sub && git log",
+            Text(OUTSIDE_REPO),
+        ),
+        bash(
+            "a .git file points outside",
+            "cd sub && git log",
+            Text(OUTSIDE_REPO),
+        ),
+        bash(
+            "git log --show-signature",
+            "git log --show-signature -1",
+            Ran,
+        ),
     ]
 }
 
@@ -309,6 +576,10 @@ pub fn attacks() -> Vec<Attack> {
 pub struct Outcome {
     pub name: &'static str,
     pub held: bool,
+    /// How many questions the run asked (all refused).
+    pub asked: usize,
+    /// The tool results the model got.
+    pub output: String,
     /// False when the daemon does not have the attack's tool (an older build): it answered
     /// "unknown tool", so the attack says nothing about it.
     pub applicable: bool,
@@ -333,6 +604,7 @@ impl Suite {
     pub async fn start_with(env: &[(&str, &str)]) -> Suite {
         let tree = Tree::build();
         let mut vars = vec![ENV_VAR];
+        vars.extend_from_slice(&CREDENTIAL_VARS);
         vars.extend_from_slice(env);
         let daemon = TestDaemon::start_with_env(&vars);
         let SimAgent {
@@ -418,7 +690,14 @@ impl Suite {
         self.sim.clear_replies();
         let pwned = self.tree.take_pwned();
         let leaked = match attack.leak {
-            _ if !pwned.is_empty() => true,
+            _ if !pwned.is_empty() || output.contains(RAN) => true,
+            _ if attack
+                .writes
+                .iter()
+                .any(|f| self.tree.project.join(f).exists()) =>
+            {
+                true
+            }
             Leak::Text(marker) => output.contains(marker),
             Leak::Counted => output
                 .trim_start()
@@ -428,9 +707,14 @@ impl Suite {
             Leak::Ran => false,
         };
         let held = ended && !leaked;
+        for file in attack.writes {
+            let _ = std::fs::remove_file(self.tree.project.join(file));
+        }
         Outcome {
             name: attack.name,
             held,
+            asked,
+            output: output.clone(),
             applicable: !output.starts_with("unknown tool"),
             detail: format!(
                 "asked {asked}, {:.1} s, ran {pwned:?}: {}",

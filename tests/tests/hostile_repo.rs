@@ -244,3 +244,272 @@ fn a_confined_command_cannot_reach_a_unix_socket() {
         assert!(stderr.contains("Permission denied"), "{stderr}");
     }
 }
+
+/// `totemd __sandbox` for `project` with its own temp folder (and `more` arguments), running
+/// `bash -c script`.
+fn sandboxed(
+    project: &std::path::Path,
+    tmp: &std::path::Path,
+    more: &[&str],
+    script: &str,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(totem_tests::harness::binary("totemd"));
+    command
+        .arg("__sandbox")
+        .arg("--project")
+        .arg(project)
+        .arg("--tmp")
+        .arg(tmp)
+        .args(["--secrets", "{}"])
+        .args(more)
+        .args(["--", "bash", "-c", script])
+        .current_dir(project);
+    command
+}
+
+fn sandbox_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp");
+    let project = dir.path().join("proj");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(project.join(".git/hooks")).expect("project");
+    std::fs::create_dir_all(&tmp).expect("tmp");
+    std::fs::write(project.join("a.txt"), "hello\n").expect("a.txt");
+    (dir, project, tmp)
+}
+
+/// Issue 30, item 1: a command run without asking writes nothing but its own temp folder, so a
+/// parser mistake can no longer plant a git hook.
+#[test]
+fn a_confined_command_writes_only_its_temp_folder() {
+    let (_dir, project, tmp) = sandbox_dirs();
+    let mut command = sandboxed(
+        &project,
+        &tmp,
+        &[],
+        "cat a.txt; touch new.txt; echo x >> a.txt; cp a.txt .git/hooks/pre-commit; rm a.txt; mkdir d; touch \"$TMPDIR_TEST/t\" && echo temp-ok",
+    );
+    command.env("TMPDIR_TEST", &tmp);
+    let out = sandbox_output(&mut command);
+    assert!(out.contains("hello"), "{out}");
+    assert!(out.contains("temp-ok"), "{out}");
+    assert!(!project.join("new.txt").exists());
+    assert!(!project.join("d").exists());
+    assert!(!project.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.txt")).expect("a.txt"),
+        "hello\n"
+    );
+    assert!(tmp.join("t").exists());
+}
+
+fn sandbox_output(command: &mut std::process::Command) -> String {
+    let out = command.output().expect("run the launcher");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Issue 30, item 11: no datagram leaves the sandbox (`/dev/udp/…`).
+#[test]
+fn a_confined_command_sends_no_udp() {
+    let (_dir, project, tmp) = sandbox_dirs();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .expect("timeout");
+    let port = socket.local_addr().expect("addr").port();
+    let script = format!("echo leaked > /dev/udp/127.0.0.1/{port}");
+    let free = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .status()
+        .expect("bash");
+    assert!(free.success());
+    let mut buf = [0u8; 64];
+    assert!(
+        socket.recv(&mut buf).is_ok(),
+        "the control datagram arrives"
+    );
+    let out = sandbox_output(&mut sandboxed(&project, &tmp, &[], &script));
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(socket.recv(&mut buf).is_err(), "a datagram got out: {out}");
+}
+
+/// `true` while the process `pid` exists and is not a zombie.
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .starts_with('Z')
+    })
+}
+
+/// Issue 30, item 11: a command cannot leave a process running, also one that left its process
+/// group with `setsid`, whether the command ends by itself or is ended (a timeout, an abort).
+#[test]
+fn a_confined_command_leaves_no_process_running() {
+    let (_dir, project, tmp) = sandbox_dirs();
+    let out = sandbox_output(&mut sandboxed(
+        &project,
+        &tmp,
+        &[],
+        "setsid sleep 120 & echo $!; (nohup sleep 121 >/dev/null 2>&1 &)",
+    ));
+    let pid = out.lines().next().unwrap_or_default().trim().to_string();
+    assert!(!pid.is_empty(), "{out}");
+    assert!(!alive(&pid), "setsid sleep {pid} outlived the command");
+
+    // Ended from outside: SIGTERM to the launcher ends the whole tree.
+    use std::io::BufRead;
+    let mut child = sandboxed(&project, &tmp, &[], "setsid sleep 122 & echo $!; sleep 100")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("launcher");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("pid");
+    let pid = line.trim().to_string();
+    assert!(alive(&pid));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("term");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        !alive(&pid),
+        "setsid sleep {pid} outlived the ended command"
+    );
+}
+
+/// The option other parts (the Total.js app) use: one TCP port, nothing else.
+#[test]
+fn a_sandbox_with_one_tcp_port_reaches_only_that_port() {
+    let (_dir, project, tmp) = sandbox_dirs();
+    let allowed = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let other = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = allowed.local_addr().expect("addr").port();
+    let other_port = other.local_addr().expect("addr").port();
+    let script = format!(
+        "echo a > /dev/tcp/127.0.0.1/{port} && echo port-ok; echo b > /dev/tcp/127.0.0.1/{other_port} && echo OTHER-OK; echo c > /dev/udp/127.0.0.1/{port} && echo UDP-OK"
+    );
+    let port_text = port.to_string();
+    let out = sandbox_output(&mut sandboxed(
+        &project,
+        &tmp,
+        &["--tcp-port", &port_text],
+        &script,
+    ));
+    assert!(out.contains("port-ok"), "{out}");
+    assert!(!out.contains("OTHER-OK"), "{out}");
+    assert!(!out.contains("UDP-OK"), "{out}");
+    let out = sandbox_output(&mut sandboxed(&project, &tmp, &[], &script));
+    assert!(!out.contains("port-ok"), "without the option: {out}");
+}
+
+/// Issue 30, item 4: every built-in allowed git command works inside the sandbox on a real
+/// repository, with and without `--allow bash`, and runs none of the hostile configuration's
+/// programs (fsmonitor directly and through include.path/includeIf/config.worktree, hooks,
+/// pager, external diff, textconv, clean/smudge/process filters, gpg on a signed commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_built_in_git_command_works_in_the_sandbox_and_runs_nothing_of_the_repository() {
+    use totem_tests::hostile::{Attack, Leak, Suite};
+    let suite = Suite::start().await;
+    let commands: &[(&str, &str)] = &[
+        ("git status", "tracked.txt"),
+        ("git status -v", "tracked.txt"),
+        ("git diff", "+two"),
+        ("git diff --ext-diff --textconv", "+two"),
+        ("git log", "signed"),
+        ("git log -p -1", "signed"),
+        ("git show HEAD", "signed"),
+        ("git blame tracked.txt", "two"),
+        ("git ls-files", "tracked.txt"),
+        ("git rev-parse --show-toplevel", "proj"),
+        ("git branch --show-current", ""),
+    ];
+    let mut failed = Vec::new();
+    // Every command as the built-in rules allow it, and the common ones again under `--allow
+    // bash` (item 5), where they must keep the same sandboxed, hardened path.
+    let runs = commands
+        .iter()
+        .map(|c| (&[][..], c))
+        .chain(commands[..5].iter().map(|c| (&["bash"][..], c)));
+    {
+        for (allow, (command, expected)) in runs {
+            let attack = Attack {
+                name: "git",
+                tool: "bash",
+                args: json!({"command": command, "timeout": 10}),
+                leak: Leak::Ran,
+                allow,
+                writes: &[],
+            };
+            let outcome = suite.attack(&attack).await;
+            let output = &outcome.output;
+            let broken = [
+                "bad interpreter",
+                "126",
+                "fatal",
+                "error",
+                "Permission denied",
+            ]
+            .iter()
+            .any(|bad| output.contains(bad));
+            if !outcome.held
+                || outcome.asked > 0
+                || broken
+                || !output.contains(expected)
+                || output.trim().is_empty()
+            {
+                failed.push(format!("{command} (allow {allow:?}): {}", outcome.detail));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Issue 30, item 3: `/diff git` (`session.diff {git: true}`) runs git in the sandbox with the
+/// repository's programs switched off, and a `.git` file cannot point it at another repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totems_own_git_diff_runs_nothing_of_the_repository() {
+    use totem_tests::hostile::{OUTSIDE_REPO, Suite};
+    let suite = Suite::start().await;
+    let started = std::time::Instant::now();
+    let diff = suite
+        .client
+        .call_raw(
+            "session.diff",
+            json!({"sessionId": suite.session, "git": true}),
+        )
+        .await
+        .expect("session.diff");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "a process filter held it"
+    );
+    let text = diff["diff"].as_str().unwrap_or_default();
+    assert!(text.contains("+two"), "{diff}");
+    assert!(
+        suite.tree.take_pwned().is_empty(),
+        "git ran the repository's programs"
+    );
+
+    // A session on `sub/`, whose `.git` file names a repository outside the project.
+    let sub = suite.tree.project.join("sub");
+    let project = totem_tests::setup::open_project(&suite.client, &sub).await;
+    let id = totem_tests::setup::create_session(&suite.client, &project).await;
+    let answer = suite
+        .client
+        .call_raw("session.diff", json!({"sessionId": id, "git": true}))
+        .await;
+    let shown = format!("{answer:?}");
+    assert!(!shown.contains("other.txt"), "{shown}");
+    assert!(!shown.contains(OUTSIDE_REPO), "{shown}");
+}

@@ -75,7 +75,7 @@ impl Drop for Inner {
         if let Ok(jobs) = self.jobs.lock() {
             for job in jobs.iter() {
                 if *job.status.borrow() == JobStatus::Running {
-                    process::kill_group(job.pid);
+                    process::end_running_later(job.pid);
                 }
             }
         }
@@ -211,7 +211,7 @@ impl JobManager {
         if *job.status.borrow() != JobStatus::Running {
             return Some(false);
         }
-        process::kill_group(job.pid);
+        process::end_running_later(job.pid);
         let mut rx = job.status.clone();
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
@@ -241,7 +241,7 @@ impl JobManager {
         if let Ok(jobs) = self.inner.jobs.lock() {
             for job in jobs.iter() {
                 if *job.status.borrow() == JobStatus::Running {
-                    process::kill_group(job.pid);
+                    process::end_running_later(job.pid);
                 }
             }
         }

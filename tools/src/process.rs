@@ -81,6 +81,43 @@ pub(crate) fn kill_group(pid: u32) {
     }
 }
 
+/// How long a command's leader gets after SIGTERM before its group is killed: the sandbox
+/// launcher uses it to end every process below it, also those that left the group (`setsid`).
+const TERM_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// SIGTERM to the leader `pid` of a command that has not been reaped.
+fn term_leader(pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(raw),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+}
+
+/// Ends a command still running: SIGTERM to its leader, up to [`TERM_GRACE`] for it to end, then
+/// SIGKILL to the whole group.
+pub(crate) async fn end_running(child: &mut tokio::process::Child, pid: u32) {
+    term_leader(pid);
+    let _ = tokio::time::timeout(TERM_GRACE, child.wait()).await;
+    kill_group(pid);
+}
+
+/// [`end_running`] for a caller that cannot wait (a job killed by id, a closing session): the
+/// group's SIGKILL follows from a short-lived thread.
+pub(crate) fn end_running_later(pid: u32) {
+    term_leader(pid);
+    let spawned = std::thread::Builder::new()
+        .name("end-command".into())
+        .spawn(move || {
+            std::thread::sleep(TERM_GRACE);
+            kill_group(pid);
+        });
+    if spawned.is_err() {
+        kill_group(pid);
+    }
+}
+
 /// Output of a command, stdout and stderr interleaved as they arrive. Keeps at most `cap` bytes —
 /// the newest — and remembers how many came before.
 #[derive(Debug)]

@@ -93,6 +93,9 @@ async fn run_command(command: &str, timeout: Duration, ctx: &ToolContext) -> Too
         _ = ctx.cancel.cancelled() => Ending::Cancelled,
     };
     // The whole group: on timeout and abort, and after a normal exit for anything left behind.
+    if !matches!(ending, Ending::Exited(_)) {
+        process::end_running(&mut child, pid).await;
+    }
     process::kill_group(pid);
     if !matches!(ending, Ending::Exited(_)) {
         let _ = child.wait().await;

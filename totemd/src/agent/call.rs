@@ -233,7 +233,13 @@ impl Runner {
                 self.tools.policy.evaluate_file(access, links, &state)
             }
         };
-        let built_in = confine::built_in_allow(&verdict);
+        // A command the built-in rules alone allow runs sandboxed, also when a broader rule of
+        // the user (`--allow bash`) decided; a line with any part the built-ins do not allow
+        // (`cd x && npm test` under `--allow 'npm test *'`) runs as the user allowed it.
+        let built_in = access.kind == AccessKind::Execute
+            && confinable
+            && verdict.decision == Decision::Allow
+            && self.tools.policy.built_ins_allow(access);
         self.settle(
             access,
             call_id,

@@ -24,7 +24,7 @@ pub async fn diff(daemon: &Arc<Daemon>, p: SessionDiffParams) -> Result<SessionD
                     .into(),
             ));
         }
-        return git_diff(&root).await;
+        return git_diff(daemon, &root).await;
     }
     let (record, run_ids) = match &p.run_id {
         Some(run_id) => {
@@ -128,35 +128,87 @@ fn side(prefix: &str, path: &str, exists: bool) -> String {
     }
 }
 
-/// Runs git in `root` with a timeout; its stdout, or what went wrong in words.
-async fn git(root: &Path, args: &[&str]) -> Result<std::result::Result<String, String>> {
-    let mut command = tokio::process::Command::new("git");
+/// Runs git in `root` with a timeout; its stdout, or what went wrong in words. git runs in the
+/// read-only sandbox of the commands run without asking (when the kernel has it), hardened
+/// against the repository's configuration: no fsmonitor, hooks, pager, external diff, textconv,
+/// filters or signature checks (see `agent::confine::hardened_git`).
+async fn git(
+    daemon: &Daemon,
+    root: &Path,
+    args: &[&str],
+) -> Result<std::result::Result<String, String>> {
+    let Some(real) = crate::agent::confine::real_program("git") else {
+        return Err(DaemonError::Invalid(
+            "cannot run git (it is not on PATH); install git or ask for the recorded diff without `git`".into(),
+        ));
+    };
+    let sandboxed = daemon.sandbox.is_sandboxed();
+    let hardened = crate::agent::confine::hardened_git(&real, root, sandboxed).await;
+    let git_args = [
+        "--no-pager",
+        "-c",
+        "core.quotepath=off",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ];
+    let mut _temp = None;
+    let mut command = if sandboxed {
+        let (dir, folder) = crate::agent::confine::TempFolder::create(daemon, "git")
+            .map_err(DaemonError::Failed)?;
+        _temp = Some(folder);
+        let program = std::env::current_exe().map_err(|e| {
+            DaemonError::Failed(format!("cannot find totemd to start the sandbox: {e}"))
+        })?;
+        // The user's own view: secret files of the project are shown to them as they are.
+        let secrets = totem_permission::SecretSettings {
+            except: vec!["**".into()],
+            ..Default::default()
+        };
+        let launcher =
+            crate::sandbox::Launcher::new(program.clone(), repository_top(root), dir, secrets);
+        let mut command = tokio::process::Command::new(program);
+        command.args(launcher.args()).arg(&real);
+        command
+    } else {
+        tokio::process::Command::new(&real)
+    };
+    for name in &hardened.remove {
+        command.env_remove(name);
+    }
     command
-        .arg("-C")
-        .arg(root)
-        .args(["-c", "core.quotepath=off"])
+        .args(git_args)
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
+        .current_dir(root)
+        .envs(hardened.set)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
     let child = command.spawn().map_err(|e| {
         DaemonError::Invalid(format!(
             "cannot run git ({e}); install git or ask for the recorded diff without `git`"
         ))
     })?;
-    let output = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| {
-            DaemonError::Failed(format!(
+    let pid = child.id();
+    let output = match tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output()).await {
+        Ok(output) => output.map_err(|e| DaemonError::Failed(format!("git failed: {e}")))?,
+        Err(_) => {
+            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            return Err(DaemonError::Failed(format!(
                 "git diff took longer than {} s in {} and was stopped",
                 GIT_TIMEOUT.as_secs(),
                 root.display()
-            ))
-        })?
-        .map_err(|e| DaemonError::Failed(format!("git failed: {e}")))?;
+            )));
+        }
+    };
     if output.status.success() {
         Ok(Ok(String::from_utf8_lossy(&output.stdout).into_owned()))
     } else {
@@ -166,12 +218,21 @@ async fn git(root: &Path, args: &[&str]) -> Result<std::result::Result<String, S
     }
 }
 
+/// The folder of the repository that holds `root`: the nearest one (`root` or above) with a
+/// `.git` folder or file. The sandbox lets git read it (not a `.git` file's target outside it).
+fn repository_top(root: &Path) -> std::path::PathBuf {
+    root.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(root)
+        .to_path_buf()
+}
+
 /// git's tree of an empty commit: what a repository without commits is compared with.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// `git diff HEAD` of the project, split per file.
-async fn git_diff(root: &Path) -> Result<SessionDiff> {
-    if git(root, &["rev-parse", "--is-inside-work-tree"])
+async fn git_diff(daemon: &Daemon, root: &Path) -> Result<SessionDiff> {
+    if git(daemon, root, &["rev-parse", "--is-inside-work-tree"])
         .await?
         .is_err()
     {
@@ -180,16 +241,18 @@ async fn git_diff(root: &Path) -> Result<SessionDiff> {
             root.display()
         )));
     }
-    let base = match git(root, &["rev-parse", "--verify", "--quiet", "HEAD"]).await? {
+    let base = match git(daemon, root, &["rev-parse", "--verify", "--quiet", "HEAD"]).await? {
         Ok(_) => "HEAD",
         Err(_) => EMPTY_TREE,
     };
     let text = git(
+        daemon,
         root,
         &[
             "diff",
             "--no-color",
             "--no-ext-diff",
+            "--no-textconv",
             "--no-renames",
             // Paths relative to the project, which may be a folder inside the repository.
             "--relative",

@@ -178,6 +178,14 @@ impl Connection {
         let wait = config.timeout().max(Duration::from_secs(30));
         let (service, pgid, child) = if let Some(command) = &config.settings.command {
             let mut cmd = tokio::process::Command::new(command);
+            // The daemon's secret-looking variables (API keys, tokens, a DATABASE_URL with a
+            // password) stay with it; the server gets what its own `env` names.
+            let defaults = totem_permission::EnvSettings::default();
+            for (name, value) in std::env::vars_os() {
+                if defaults.removes(&name.to_string_lossy(), &value.to_string_lossy()) {
+                    cmd.env_remove(name);
+                }
+            }
             cmd.args(&config.settings.args)
                 .envs(&config.settings.env)
                 .current_dir(root)
