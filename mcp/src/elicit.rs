@@ -13,6 +13,7 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions};
 use serde_json::{Value, json};
 use totem_client::{Client, EventStream};
+use totem_protocol::display::displayable;
 use totem_protocol::{
     ErrorCode, EventKind, PermissionQuestion, PermissionReply, PermissionReplyParams, QuestionKind,
     SessionRef, method,
@@ -180,16 +181,26 @@ fn form(question: &PermissionQuestion) -> Option<ElicitRequestParams> {
     })
 }
 
+/// The question in words; the model's and the project's text in it (the explanation names paths,
+/// the diff and the command are theirs) made displayable: control and bidi characters shown as
+/// escapes, so the host shows the command that runs.
 fn message(question: &PermissionQuestion) -> String {
-    let mut text = format!("Totem's agent asks: {}", question.explanation);
+    let mut text = format!("Totem's agent asks: {}", displayable(&question.explanation));
     if let Some(diff) = &question.diff {
         text.push_str("\n\n");
-        text.push_str(diff.trim_end());
+        text.push_str(&displayable(diff.trim_end()));
         if question.truncated {
             text.push_str("\n(the diff is cut here; `totem attach` shows it whole)");
         }
     } else if question.kind == QuestionKind::Execute {
-        text.push_str(&format!("\n\n$ {}", question.target));
+        text.push_str(&format!("\n\n$ {}", displayable(&question.target)));
+        if let Some(sub) = question
+            .subcommand
+            .as_deref()
+            .filter(|sub| !sub.is_empty() && *sub != question.target)
+        {
+            text.push_str(&format!("\n(asks for: {})", displayable(sub)));
+        }
     }
     text
 }
@@ -250,6 +261,37 @@ mod tests {
             panic!("a form");
         };
         assert!(message.ends_with("$ rm -rf build"), "{message}");
+    }
+
+    #[test]
+    fn the_message_shows_hostile_text_as_escapes() {
+        let mut run = question(
+            QuestionKind::Execute,
+            "touch PWN '\r\x1b[2K  asks for: echo hello'",
+            None,
+        );
+        run.explanation = "runs \u{202e}txt.exe\x1b]0;T\x07".into();
+        let write = question(
+            QuestionKind::Write,
+            "a.txt",
+            Some("+ok\r\x1b[2K\x1b]52;c;aGk=\x07\n"),
+        );
+        for (q, shown) in [
+            (&run, "$ touch PWN '\\r\\x1b[2K  asks for: echo hello'"),
+            (&run, "runs <U+202E>txt.exe\\x1b]0;T\\x07"),
+            (&write, "+ok\\r\\x1b[2K\\x1b]52;c;aGk=\\x07"),
+        ] {
+            let ElicitRequestParams::FormElicitationParams { message, .. } =
+                form(q).expect("a form")
+            else {
+                panic!("a form");
+            };
+            assert!(message.contains(shown), "{message:?}");
+            assert!(
+                !message.contains(['\x1b', '\r', '\x07', '\u{202e}']),
+                "{message:?}"
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod api_changes;
 mod api_provider;
 mod api_run;
 mod api_terminal;
+pub mod display;
 mod errors;
 mod events;
 mod methods;

@@ -31,8 +31,11 @@ pub fn age(at_ms: u64) -> String {
     }
 }
 
-/// The first line of `text`, cut to `max` characters with an ellipsis.
+/// The first line of `text`, cut to `max` characters with an ellipsis, made displayable (control
+/// and bidi characters shown as escapes, see [`totem_protocol::display`]).
 pub fn one_line(text: &str, max: usize) -> String {
+    let text = totem_protocol::display::displayable(text);
+    let text = text.replace('\t', "\\t");
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -61,5 +64,9 @@ mod tests {
     fn one_line_cuts_long_text() {
         assert_eq!(one_line("\n  hello\nworld", 10), "hello");
         assert_eq!(one_line("abcdefghijkl", 5), "abcd…");
+        assert_eq!(
+            one_line("a\x1b]0;x\x07\tb\rc\nd", 40),
+            "a\\x1b]0;x\\x07\\tb\\rc"
+        );
     }
 }

@@ -15,6 +15,8 @@ use crate::daemon::{self, Connection, Endpoint};
 use crate::exit::{Exit, Unreachable, UsageError};
 use crate::format::one_line;
 use crate::project::HomeFolder;
+use totem_protocol::display::{displayable, displayable_line};
+
 use crate::render::{Chunk, LiveArea, Options, Renderer, Style, TextMode, ended_how};
 
 pub async fn run(endpoint: &Endpoint, args: &RunArgs) -> anyhow::Result<Exit> {
@@ -256,8 +258,8 @@ async fn answer_question(
     may_ask: bool,
 ) {
     let explanation = match question.explanation.as_str() {
-        "" => "a tool needs permission",
-        text => text,
+        "" => "a tool needs permission".into(),
+        text => displayable(text),
     };
     let deny = |note: &str| PermissionReply::Deny {
         note: Some(note.to_string()),
@@ -277,7 +279,7 @@ async fn answer_question(
         // Not a denial of anything the model did: the run goes on without that server.
         eprintln!(
             "totem: MCP server `{}` not started (no terminal to ask on); allow it with {}",
-            question.target,
+            displayable_line(&question.target),
             allow_flags(question)
         );
         deny("not started: this headless run cannot ask the user")
@@ -312,7 +314,7 @@ fn allow_flags(question: &PermissionQuestion) -> String {
     if flags.is_empty() {
         flags.push(format!("--allow '{}({})'", question.tool, question.target));
     }
-    flags.join(" ")
+    displayable_line(&flags.join(" ")).into_owned()
 }
 
 /// A permission question of the run about a call the model made was answered with a refusal (a
@@ -451,7 +453,7 @@ async fn follow(
                 status => eprintln!(
                     "totem: run {}: {}",
                     ended_how(status),
-                    run.error.as_deref().unwrap_or("no reason given")
+                    displayable(run.error.as_deref().unwrap_or("no reason given"))
                 ),
             }
             // The run ended, but without something it asked for: say so in the exit code.

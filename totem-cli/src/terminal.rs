@@ -67,8 +67,8 @@ pub fn describe(terminals: &[TerminalInfo]) -> String {
         out.push_str(&format!(
             "  {}. {} [{state}{watchers}] {}  ({})\n",
             i + 1,
-            t.name,
-            t.command,
+            crate::format::one_line(&t.name, 60),
+            crate::format::one_line(&t.command, 80),
             t.id
         ));
     }

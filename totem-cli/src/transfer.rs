@@ -104,7 +104,11 @@ pub async fn import(endpoint: &Endpoint, args: &ImportArgs) -> anyhow::Result<Ex
         .await?;
     println!(
         "Imported {} messages into session {} (\"{}\") in {}. Continue it with `totem attach --session {}`.",
-        session.message_count, session.id, session.title, project.path, session.id
+        session.message_count,
+        session.id,
+        crate::format::one_line(&session.title, 80),
+        project.path,
+        session.id
     );
     Ok(Exit::Success)
 }

@@ -6,6 +6,7 @@
 import * as vscode from "vscode";
 
 import type { Block } from "./state.js";
+import { displayableJson } from "./display.js";
 
 export interface ChatState {
   connection: string;
@@ -41,7 +42,9 @@ export class ChatView implements vscode.WebviewViewProvider {
     }
   }
 
+  /** Every string of the state is made displayable (see display.ts) before the webview gets it. */
   show(state: ChatState): void {
+    state = displayableJson(state);
     this.last = state;
     if (this.view) {
       void this.view.webview.postMessage({ type: "state", state });

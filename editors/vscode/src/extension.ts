@@ -10,6 +10,7 @@ import * as vscode from "vscode";
 
 import { ChatView, type ChatState } from "./chat.js";
 import { type DaemonEvent, type SessionEvent, type Subscription, TotemClient, TotemError } from "./client.js";
+import { displayable } from "./display.js";
 import { applyBackward, applyForward } from "./patch.js";
 import { type Session, type SessionItem, SessionsState, Transcript, attachmentLabel } from "./state.js";
 
@@ -97,14 +98,14 @@ class SessionsTree implements vscode.TreeDataProvider<SessionItem> {
   }
 
   getTreeItem(s: SessionItem): vscode.TreeItem {
-    const item = new vscode.TreeItem(s.title);
+    const item = new vscode.TreeItem(displayable(s.title, true));
     const open = this.totem.current?.id === s.id;
     const waiting = s.questions.length > 0 ? ` · ${s.questions.length} waiting` : "";
     item.description = `${open ? "open · " : ""}${s.activity}${waiting}`;
     item.iconPath = new vscode.ThemeIcon(
       s.questions.length > 0 ? "bell-dot" : s.activity === "running" ? "sync~spin" : "comment-discussion",
     );
-    item.tooltip = `${s.title}\n${s.activity}, ${s.messageCount ?? 0} messages, ${new Date(s.updatedAt).toLocaleString()}`;
+    item.tooltip = `${displayable(s.title, true)}\n${s.activity}, ${s.messageCount ?? 0} messages, ${new Date(s.updatedAt).toLocaleString()}`;
     item.contextValue = "session";
     item.id = s.id;
     item.command = { command: "totem.openSession", title: "Open", arguments: [s.id] };
@@ -191,7 +192,7 @@ export class Totem {
           try {
             await fn(...args);
           } catch (e) {
-            void vscode.window.showErrorMessage(`Totem: ${message(e)}`);
+            void showError(`Totem: ${message(e)}`);
           }
         }),
       );
@@ -280,7 +281,7 @@ export class Totem {
       });
     } catch (e) {
       this.drawStatus("Totem: not connected");
-      void vscode.window.showErrorMessage(
+      void showError(
         `Totem cannot reach totemd: ${message(e)}. Check the "totem.command" setting, or run \`totem daemon start\` in a terminal.`,
       );
       return undefined;
@@ -288,18 +289,18 @@ export class Totem {
     this.client = client;
     this.log.info(`connected to totemd ${client.server?.server.version ?? ""} on ${client.socketPath}`);
     for (const notice of client.server?.notices ?? []) {
-      void vscode.window.showWarningMessage(`Totem: ${notice}`);
+      void showWarning(`Totem: ${notice}`);
     }
     client.onState((state) => {
       this.log.info(`connection ${state}`);
       if (state === "closed") {
-        void vscode.window.showErrorMessage("Totem lost totemd and could not reach it again; run Totem: Open Chat to try again.");
+        void showError("Totem lost totemd and could not reach it again; run Totem: Open Chat to try again.");
       }
       this.drawStatus();
       this.draw();
     });
     client.onReconnected(() => {
-      void vscode.window.showInformationMessage("Totem: reconnected to totemd");
+      void showInfo("Totem: reconnected to totemd");
       void this.afterConnect(client, true);
     });
     await this.afterConnect(client, false);
@@ -372,7 +373,7 @@ export class Totem {
         }
         if (!vscode.window.state.focused && this.config.get<boolean>("notifyWhenUnfocused")) {
           const how = run.status === "failed" ? `failed: ${run.error ?? "no reason given"}` : run.status;
-          void vscode.window.showInformationMessage(`Totem: the run in "${session.title}" ${how}.`);
+          void showInfo(`Totem: the run in "${session.title}" ${how}.`);
         }
         break;
       }
@@ -444,7 +445,7 @@ export class Totem {
       const uri = this.uri(p);
       const doc = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === uri.fsPath);
       if (doc?.isDirty) {
-        void vscode.window.showWarningMessage(
+        void showWarning(
           `Totem changed ${p} on disk, but it has unsaved changes here; it was not reloaded.`,
         );
       }
@@ -513,7 +514,7 @@ export class Totem {
       this.drawStatus();
       this.draw();
     } catch (e) {
-      void vscode.window.showErrorMessage(`Totem: ${message(e)}`);
+      void showError(`Totem: ${message(e)}`);
     }
   }
 
@@ -585,7 +586,7 @@ export class Totem {
       return;
     }
     const title = this.sessions?.get(id)?.title ?? id;
-    const sure = await vscode.window.showWarningMessage(`Delete the session "${title}"?`, { modal: true }, "Delete");
+    const sure = await showWarning(`Delete the session "${title}"?`, { modal: true }, "Delete");
     if (sure === "Delete") {
       await client.request("session.delete", { sessionId: id });
     }
@@ -597,7 +598,7 @@ export class Totem {
   private attachment(editor: vscode.TextEditor, whole = false): Attachment | undefined {
     const doc = editor.document;
     if (doc.uri.scheme !== "file" && doc.uri.scheme !== "untitled") {
-      void vscode.window.showWarningMessage("Totem can attach files of the project only.");
+      void showWarning("Totem can attach files of the project only.");
       return undefined;
     }
     const rel = this.project ? path.relative(this.project.path, doc.uri.fsPath) : doc.uri.fsPath;
@@ -618,7 +619,7 @@ export class Totem {
   private async askSelection(): Promise<void> {
     const editor = vscode.window.activeTextEditor;
     if (!editor) {
-      void vscode.window.showWarningMessage("Open a file and select what to ask about.");
+      void showWarning("Open a file and select what to ask about.");
       return;
     }
     await this.connect();
@@ -651,12 +652,12 @@ export class Totem {
       item = this.attachment(editor);
     }
     if (!item) {
-      void vscode.window.showWarningMessage("Open a file (or pick one in the explorer) to add it to the prompt.");
+      void showWarning("Open a file (or pick one in the explorer) to add it to the prompt.");
       return;
     }
     this.pending.push(item);
     this.draw();
-    void vscode.window.showInformationMessage(`Totem: attached ${attachmentLabel(item)} to the next prompt.`);
+    void showInfo(`Totem: attached ${attachmentLabel(item)} to the next prompt.`);
   }
 
   // Questions --------------------------------------------------------------------------------
@@ -671,13 +672,14 @@ export class Totem {
       const verb = q.kind === "execute" ? "run" : q.kind;
       const title = this.sessions?.get(q.sessionId)?.title;
       const explanation = q.explanation ? ` — ${q.explanation}` : "";
-      const text = `Totem${title ? ` (${title})` : ""}: ${q.tool} wants to ${verb} ${q.target}${explanation}`;
+      // One line: a notification must not hide a line of the command (escapes show CR, ESC, newlines).
+      const text = displayable(`Totem${title ? ` (${title})` : ""}: ${q.tool} wants to ${verb} ${q.target}${explanation}`, true);
       const buttons = ANSWERS.map(([label]) => label);
       if (q.diff) {
         buttons.push("Show diff");
       }
       for (;;) {
-        const choice = await vscode.window.showWarningMessage(text, ...buttons);
+        const choice = await showWarning(text, ...buttons);
         if (!this.questions.has(q.id)) {
           return; // answered elsewhere meanwhile
         }
@@ -707,14 +709,14 @@ export class Totem {
     const q = this.questions.get(id);
     const client = this.client;
     if (!q || !client) {
-      void vscode.window.showInformationMessage("Totem: that question was already answered.");
+      void showInfo("Totem: that question was already answered.");
       return;
     }
     try {
       await client.request("permission.reply", { sessionId: q.sessionId, questionId: q.id, reply });
     } catch (e) {
       if (e instanceof TotemError && e.code === CONFLICT) {
-        void vscode.window.showInformationMessage("Totem: that question was already answered elsewhere.");
+        void showInfo("Totem: that question was already answered elsewhere.");
       } else {
         throw e;
       }
@@ -726,7 +728,7 @@ export class Totem {
   private async showQuestion(): Promise<void> {
     const q = [...this.questions.values()][0];
     if (!q) {
-      void vscode.window.showInformationMessage("Totem: no question waits for you.");
+      void showInfo("Totem: no question waits for you.");
       return;
     }
     if (this.sessions?.get(q.sessionId) && this.current?.id !== q.sessionId) {
@@ -762,7 +764,7 @@ export class Totem {
     const uri = this.uri(file.path);
     const name = path.basename(file.path);
     if (file.binary || file.notKept || !file.diff) {
-      void vscode.window.showInformationMessage(`Totem: no text diff for ${file.path} (binary or too large).`);
+      void showInfo(`Totem: no text diff for ${file.path} (binary or too large).`);
       return;
     }
     const now = file.status === "deleted" ? "" : fs.existsSync(uri.fsPath) ? fs.readFileSync(uri.fsPath, "utf8") : "";
@@ -781,7 +783,7 @@ export class Totem {
     const client = await this.connect();
     const session = this.current?.id;
     if (!client || !session) {
-      void vscode.window.showWarningMessage("Totem: open a session first.");
+      void showWarning("Totem: open a session first.");
       return;
     }
     type Result = { runId: string; files: string[]; prompt?: string };
@@ -793,7 +795,7 @@ export class Totem {
       if (!files) {
         throw e;
       }
-      const sure = await vscode.window.showWarningMessage(
+      const sure = await showWarning(
         `These files changed since: ${files.join(", ")}. Overwrite them?`,
         { modal: true },
         "Overwrite",
@@ -814,7 +816,7 @@ export class Totem {
       this.chat.unrestorePrompt(this.undonePrompt);
       this.undonePrompt = undefined;
     }
-    void vscode.window.showInformationMessage(`Totem: ${undo ? "Undid" : "Redid"} ${what}${back}.`);
+    void showInfo(`Totem: ${undo ? "Undid" : "Redid"} ${what}${back}.`);
     void this.changesTree.refresh();
   }
 
@@ -826,7 +828,7 @@ export class Totem {
     }
     const result = await client.request<{ runId?: string }>("session.abort", { sessionId: session });
     if (!result.runId) {
-      void vscode.window.showInformationMessage("Totem: no run is going in this session.");
+      void showInfo("Totem: no run is going in this session.");
     }
   }
 
@@ -899,6 +901,18 @@ export class Totem {
       s.tooltip = "Totem: open the chat";
     }
   }
+}
+
+// Notifications show daemon, model and project text: made displayable first (see display.ts).
+type Show = (text: string, ...rest: unknown[]) => Thenable<string | undefined>;
+function showError(text: string, ...rest: unknown[]): Thenable<string | undefined> {
+  return (vscode.window.showErrorMessage as Show)(displayable(text), ...rest);
+}
+function showWarning(text: string, ...rest: unknown[]): Thenable<string | undefined> {
+  return (vscode.window.showWarningMessage as Show)(displayable(text), ...rest);
+}
+function showInfo(text: string, ...rest: unknown[]): Thenable<string | undefined> {
+  return (vscode.window.showInformationMessage as Show)(displayable(text), ...rest);
 }
 
 function message(e: unknown): string {

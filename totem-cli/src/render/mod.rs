@@ -20,6 +20,19 @@ use totem_protocol::{
 };
 
 use crate::format::one_line;
+use totem_protocol::display::{displayable, displayable_json, is_displayable_json};
+
+/// The event with every string in it made displayable (control characters, CR, ESC and bidi
+/// controls shown as visible escapes; see [`totem_protocol::display`]): model, tool and project
+/// text reaches the terminal only this way, and Totem's own styling is added after.
+pub fn displayable_event(received: &Received) -> std::borrow::Cow<'_, Received> {
+    if is_displayable_json(&received.json) {
+        return std::borrow::Cow::Borrowed(received);
+    }
+    let mut json = received.json.clone();
+    displayable_json(&mut json);
+    std::borrow::Cow::Owned(Received::from(json))
+}
 
 /// Lines of a proposed diff shown in a permission question before the rest is folded.
 pub const QUESTION_DIFF_LINES: usize = 20;
@@ -27,8 +40,8 @@ pub const QUESTION_DIFF_LINES: usize = 20;
 /// The proposed diff of a permission question, coloured, its first `limit` lines (then how many
 /// more and that `v` shows them), with a line when totemd cut it.
 pub fn question_diff(question: &PermissionQuestion, s: Style, limit: usize) -> String {
-    let diff = question.diff.as_deref().unwrap_or("");
-    let mut out = tools::diff_lines(diff, s, limit, ": v shows them all");
+    let diff = displayable(question.diff.as_deref().unwrap_or(""));
+    let mut out = tools::diff_lines(&diff, s, limit, ": v shows them all");
     if question.truncated {
         out.push_str(&s.dim("    … the rest of the change is too long to show here"));
         out.push('\n');
@@ -225,12 +238,13 @@ impl Renderer {
 
     /// The user typed this prompt here: do not show it again when the daemon echoes it.
     pub fn sent_prompt(&mut self, text: &str) {
-        self.own_prompts.push(text.to_string());
+        self.own_prompts.push(displayable(text).into_owned());
     }
 
     /// The prompt was not taken after all: its echo, should it come, is shown.
     pub fn forget_prompt(&mut self, text: &str) {
-        if let Some(i) = self.own_prompts.iter().rposition(|p| p == text) {
+        let text = displayable(text);
+        if let Some(i) = self.own_prompts.iter().rposition(|p| *p == text) {
             self.own_prompts.remove(i);
         }
     }
@@ -238,7 +252,9 @@ impl Renderer {
     /// Draws one event, as received: by its typed kind when this build knows it, else from its
     /// JSON.
     /// What belongs to an undone run is drawn plain and dimmed, its prompt marked `(undone)`.
+    /// Every string of the event is made displayable first ([`displayable_event`]).
     pub fn event(&mut self, received: &Received) -> Vec<Chunk> {
+        let received = displayable_event(received);
         let Some(kind) = received.kind() else {
             return self.unknown(&received.json);
         };
@@ -665,23 +681,41 @@ pub fn ended_how(status: RunStatus) -> &'static str {
 
 /// `? bash wants to execute rm -rf build`, why, what part of the command asked, and the
 /// proposed diff's first lines.
+/// Every field is made displayable here too (the REPL keeps questions to show again); a target or
+/// subcommand of several lines (a script, a heredoc) is shown whole, each further line behind a
+/// `│` gutter, so no line of it can pass for one of the question's own.
 fn question_lines(question: &PermissionQuestion, s: Style) -> String {
+    let target = displayable(&question.target);
+    let mut target_lines = target.split('\n');
     let line = format!(
         "? {} wants to {} {}",
-        question.tool,
+        displayable(&question.tool),
         question_kind(question.kind),
-        question.target
+        target_lines.next().unwrap_or("")
     );
     let mut out = s.yellow(&line);
+    for more in target_lines {
+        out.push_str(&format!("\n  {} {}", s.dim("│"), s.yellow(more)));
+    }
     if !question.explanation.is_empty() {
-        out.push_str(&format!("\n  {}", s.dim(&question.explanation)));
+        for line in displayable(&question.explanation).split('\n') {
+            out.push_str(&format!("\n  {}", s.dim(line)));
+        }
     }
     if let Some(sub) = question
         .subcommand
         .as_deref()
         .filter(|sub| !sub.is_empty() && *sub != question.target)
     {
-        out.push_str(&format!("\n  asks for: {}", s.bold(sub)));
+        let sub = displayable(sub);
+        let mut lines = sub.split('\n');
+        out.push_str(&format!(
+            "\n  asks for: {}",
+            s.bold(lines.next().unwrap_or(""))
+        ));
+        for more in lines {
+            out.push_str(&format!("\n  {} {}", s.dim("│"), s.bold(more)));
+        }
     }
     if question.diff.as_deref().is_some_and(|d| !d.is_empty()) {
         out.push('\n');

@@ -31,9 +31,15 @@ pub fn call_line(tool: &str, input: &Value, s: Style) -> String {
             Value::Object(map) if map.is_empty() => String::new(),
             other => other.to_string(),
         });
+    // A command of several lines says so: its first line alone is not what runs.
+    let lines = detail.lines().filter(|l| !l.trim().is_empty()).count();
+    let more = match lines {
+        0 | 1 => String::new(),
+        n => s.dim(&format!(" (+{} lines)", n - 1)),
+    };
     format!(
-        "{} {}",
-        s.cyan(&format!("⚙ {tool}")),
+        "{} {}{more}",
+        s.cyan(&format!("⚙ {}", one_line(tool, 40))),
         one_line(&detail, 100)
     )
 }
@@ -70,6 +76,7 @@ fn looks_like_diff(output: &str) -> bool {
 /// A diff coloured line by line, indented, its first `limit` lines and then how many more
 /// (followed by `hint`).
 pub fn diff_lines(output: &str, s: Style, limit: usize, hint: &str) -> String {
+    let output = totem_protocol::display::displayable(output);
     let mut out = String::new();
     let lines: Vec<&str> = output.lines().collect();
     for line in lines.iter().take(limit) {

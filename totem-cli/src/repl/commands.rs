@@ -385,7 +385,8 @@ impl Repl<'_> {
             out.push('\n');
         }
         for error in &list.errors {
-            out.push_str(&s.yellow(&format!("! {}: {}", error.provider, error.message)));
+            let line = format!("! {}: {}", error.provider, error.message);
+            out.push_str(&s.yellow(&totem_protocol::display::displayable(&line)));
             out.push('\n');
         }
         if list.models.is_empty() && list.errors.is_empty() {
@@ -591,6 +592,7 @@ impl Repl<'_> {
 
     /// A diff, coloured.
     fn show_diff(&mut self, text: &str) {
+        let text = totem_protocol::display::displayable(text);
         let s = self.style();
         let mut out = String::new();
         for line in text.lines() {

@@ -26,6 +26,7 @@ use crate::project::HomeFolder;
 use crate::render::{Chunk, LiveArea, Options, Renderer, Style, TextMode};
 use input::{Input, LineEditor};
 use spinner::Spinner;
+use totem_protocol::display::displayable;
 
 /// Messages replayed when attaching, so the screen shows where the session stands.
 const REPLAY_MESSAGES: u32 = 40;
@@ -326,13 +327,15 @@ impl Repl<'_> {
         self.options.style
     }
 
+    /// `text` (made displayable: it may carry the daemon's or a provider's words) in red.
     fn error(&mut self, text: &str) {
-        let line = self.style().red(text);
+        let line = self.style().red(&displayable(text));
         self.print(&format!("{line}\n"));
     }
 
+    /// `text` (made displayable) dimmed.
     fn note(&mut self, text: &str) {
-        let line = self.style().dim(text);
+        let line = self.style().dim(&displayable(text));
         self.print(&format!("{line}\n"));
     }
 

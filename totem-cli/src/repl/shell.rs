@@ -57,7 +57,7 @@ impl Repl<'_> {
             self.error(&format!("Not run: {}", output.trim()));
             return;
         }
-        let mut shown = output.to_string();
+        let mut shown = totem_protocol::display::displayable(output).into_owned();
         if !shown.is_empty() && !shown.ends_with('\n') {
             shown.push('\n');
         }

@@ -68,8 +68,19 @@ local function split_lines(text)
   return vim.split(text, "\n", { plain = true })
 end
 
+-- The chat shows model and project text: made displayable (escapes for control and bidi
+-- characters) like every other place that shows it, each line on one line (tabs kept).
+local function shown(lines)
+  local out = {}
+  for i, line in ipairs(lines) do
+    out[i] = (require("totem.text").displayable(line):gsub("\n", "\\n"))
+  end
+  return out
+end
+
 --- Appends whole lines (a streaming part ends here).
 local function append(lines)
+  lines = shown(lines)
   chat.open_stream = nil
   edit(function(buf)
     local count = vim.api.nvim_buf_line_count(buf)
@@ -95,7 +106,8 @@ local function stream(key, text)
       count = count + 2
       last = ""
     end
-    vim.api.nvim_buf_set_text(buf, count - 1, #last, count - 1, #last, split_lines(text))
+    local pieces = split_lines(require("totem.text").displayable(text))
+    vim.api.nvim_buf_set_text(buf, count - 1, #last, count - 1, #last, pieces)
   end)
   chat.open_stream = key
 end
@@ -240,7 +252,7 @@ local function on_event(event)
   end
   local ok, err = pcall(render, event)
   if not ok then
-    vim.notify("Totem: cannot show an event: " .. tostring(err), vim.log.levels.WARN)
+    require("totem.text").notify("Totem: cannot show an event: " .. tostring(err), vim.log.levels.WARN)
   end
 end
 
@@ -252,14 +264,14 @@ function M.follow(after_seq)
   end
   local sub, err = conn:subscribe("session.subscribe", { sessionId = chat.session.id, afterSeq = after_seq }, on_event)
   if err then
-    return vim.notify("Totem: " .. err.message, vim.log.levels.ERROR)
+    return require("totem.text").notify("Totem: " .. err.message, vim.log.levels.ERROR)
   end
   chat.sub = sub
 end
 
 local function winbar()
   if win_ok(chat.win) and chat.session then
-    local title = chat.session.title:gsub("%%", "%%%%")
+    local title = require("totem.text").displayable(chat.session.title, true):gsub("%%", "%%%%")
     local mode = totem().config.mode
     local shown = mode and mode ~= "build" and (" [%s]"):format(mode) or ""
     vim.wo[chat.win].winbar = "%#Title#Totem%* · " .. title .. shown .. " %= %{v:lua.require'totem'.statusline()}"
@@ -469,7 +481,7 @@ end
 function M.send(text, attachments)
   local conn, err = totem().connect()
   if not conn then
-    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+    return require("totem.text").notify(err, vim.log.levels.ERROR, { title = "Totem" })
   end
   if not chat.session then
     M.open(nil, { stay = true })
@@ -481,7 +493,7 @@ function M.send(text, attachments)
   end
   conn:request("session.prompt", params, function(perr)
     if perr then
-      vim.notify("Totem did not take the prompt: " .. perr.message, vim.log.levels.ERROR, { title = "Totem" })
+      require("totem.text").notify("Totem did not take the prompt: " .. perr.message, vim.log.levels.ERROR, { title = "Totem" })
       if valid(chat.pbuf) and vim.api.nvim_buf_get_lines(chat.pbuf, 0, -1, false)[1] == "" then
         vim.api.nvim_buf_set_lines(chat.pbuf, 0, -1, false, split_lines(text))
       end
@@ -512,7 +524,7 @@ function M.send_prompt()
   end
   local text = vim.trim(table.concat(vim.api.nvim_buf_get_lines(chat.pbuf, 0, -1, false), "\n"))
   if text == "" then
-    return vim.notify("The prompt is empty; say what you want done", vim.log.levels.WARN, { title = "Totem" })
+    return require("totem.text").notify("The prompt is empty; say what you want done", vim.log.levels.WARN, { title = "Totem" })
   end
   vim.api.nvim_buf_set_lines(chat.pbuf, 0, -1, false, {})
   local attachments = chat.pending

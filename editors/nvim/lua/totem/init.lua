@@ -63,7 +63,7 @@ end
 
 local function notify(text, level)
   if M.config.notify then
-    vim.notify(text, level or vim.log.levels.INFO, { title = "Totem" })
+    require("totem.text").notify(text, level or vim.log.levels.INFO, { title = "Totem" })
   end
 end
 M.notify = notify
@@ -160,7 +160,7 @@ end
 
 local function give_up()
   recon.active = false
-  vim.notify(
+  require("totem.text").notify(
     ("Cannot reach totemd (%s); :Totem connects again."):format(tostring(recon.err)),
     vim.log.levels.ERROR,
     { title = "Totem" }
@@ -304,13 +304,13 @@ function M.call(method, params, quiet)
   local conn, err = M.connect()
   if not conn then
     if not quiet then
-      vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+      require("totem.text").notify(err, vim.log.levels.ERROR, { title = "Totem" })
     end
     return nil, { message = err }
   end
   local result, cerr = conn:call(method, params)
   if cerr and not quiet then
-    vim.notify(cerr.message, vim.log.levels.ERROR, { title = "Totem" })
+    require("totem.text").notify(cerr.message, vim.log.levels.ERROR, { title = "Totem" })
   end
   return result, cerr
 end
@@ -385,7 +385,8 @@ function M._daemon_event(event)
   elseif t == "permission.asked" then
     if ours(event.question.sessionId) then
       require("totem.question").asked(event.question)
-      local text = "A question waits for you: " .. event.question.tool .. " " .. event.question.target
+      local text = "A question waits for you: "
+        .. require("totem.text").displayable(event.question.tool .. " " .. event.question.target, true)
       if vim.fn.mode():sub(1, 1) == "i" then
         -- The float ends insert mode, and leaving it clears the message line: say it after.
         vim.api.nvim_create_autocmd("InsertLeave", {
@@ -491,7 +492,7 @@ end
 function M.open(args)
   local conn, err = M.connect()
   if not conn then
-    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+    return require("totem.text").notify(err, vim.log.levels.ERROR, { title = "Totem" })
   end
   local chat = require("totem.chat")
   if args == "new" then
@@ -521,7 +522,7 @@ function M.sessions()
     prompt = "Totem sessions",
     format_item = function(s)
       local activity = state.activity[s.id] or s.status
-      return ("%s  [%s, %d messages, %s]"):format(s.title, activity, s.messageCount, os.date("%Y-%m-%d %H:%M", math.floor(s.updatedAt / 1000)))
+      return ("%s  [%s, %d messages, %s]"):format(require("totem.text").displayable(s.title, true), activity, s.messageCount, os.date("%Y-%m-%d %H:%M", math.floor(s.updatedAt / 1000)))
     end,
   }, function(choice)
     if choice then
@@ -534,7 +535,7 @@ end
 function M.ask(prompt, first, last)
   local item, err = M.attachment(0, first, last)
   if not item then
-    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+    return require("totem.text").notify(err, vim.log.levels.ERROR, { title = "Totem" })
   end
   if not M.connect() then
     return M.open()
@@ -548,7 +549,7 @@ end
 function M.add(first, last)
   local item, err = M.attachment(0, first, last)
   if not item then
-    return vim.notify(err, vim.log.levels.ERROR, { title = "Totem" })
+    return require("totem.text").notify(err, vim.log.levels.ERROR, { title = "Totem" })
   end
   require("totem.chat").add(item)
 end
@@ -571,7 +572,7 @@ local function changes(method)
     result, err = M.call(method, { sessionId = session, force = true }, true)
   end
   if err then
-    return vim.notify(err.message, vim.log.levels.ERROR, { title = "Totem" })
+    return require("totem.text").notify(err.message, vim.log.levels.ERROR, { title = "Totem" })
   end
   M.reload(result.files)
   local undo = method == "session.undo"

@@ -32,20 +32,34 @@ local function close_float()
   float.win, float.id, float.from = nil, nil, nil
 end
 
+-- Every field is made displayable: escapes, not the characters, show in the float. A target or
+-- subcommand of several lines shows each further line behind a `│` gutter, so no line of it can
+-- pass for one of the question's own.
 local function lines_for(q)
+  local show = require("totem.text").displayable
   local verb = q.kind == "execute" and "run" or q.kind
-  local lines = { ("%s wants to %s %s"):format(q.tool, verb, q.target) }
+  local target = vim.split(show(q.target), "\n", { plain = true })
+  local lines = { ("%s wants to %s %s"):format(show(q.tool, true), verb, target[1]) }
+  for i = 2, #target do
+    lines[#lines + 1] = "│ " .. target[i]
+  end
   local marks = {}
   if q.explanation and q.explanation ~= "" then
-    lines[#lines + 1] = q.explanation
-    marks[#lines] = "Comment"
+    for _, line in ipairs(vim.split(show(q.explanation), "\n", { plain = true })) do
+      lines[#lines + 1] = line
+      marks[#lines] = "Comment"
+    end
   end
-  if q.subcommand and q.subcommand ~= q.target then
-    lines[#lines + 1] = "asks for: " .. q.subcommand
+  if q.subcommand and q.subcommand ~= vim.NIL and q.subcommand ~= "" and q.subcommand ~= q.target then
+    local sub = vim.split(show(q.subcommand), "\n", { plain = true })
+    lines[#lines + 1] = "asks for: " .. sub[1]
+    for i = 2, #sub do
+      lines[#lines + 1] = "│ " .. sub[i]
+    end
   end
-  if q.diff and q.diff ~= "" then
+  if q.diff and q.diff ~= vim.NIL and q.diff ~= "" then
     lines[#lines + 1] = ""
-    for _, line in ipairs(vim.split(q.diff, "\n", { plain = true, trimempty = true })) do
+    for _, line in ipairs(vim.split(show(q.diff), "\n", { plain = true, trimempty = true })) do
       lines[#lines + 1] = line
       local c = line:sub(1, 1)
       if line:sub(1, 3) == "+++" or line:sub(1, 3) == "---" then
@@ -82,7 +96,7 @@ local function answer(reply)
   end
   local _, err = totem().call("permission.reply", { sessionId = q.sessionId, questionId = q.id, reply = reply }, true)
   if err and err.code ~= -32009 then
-    vim.notify("Totem: " .. err.message, vim.log.levels.ERROR)
+    require("totem.text").notify("Totem: " .. err.message, vim.log.levels.ERROR)
     return
   end
   -- Answered (here or, for a conflict, elsewhere first): `permission.resolved` follows.
