@@ -457,6 +457,8 @@ fn hidden_substitutions_and_arithmetic_never_ride_a_built_in_allow() {
             "{line}: {verdict:?}"
         );
     }
+    // A datagram through bash's `/dev/udp` is a redirection to a file outside: it asks.
+    assert_eq!(default_decision("echo hi > /dev/udp/127.0.0.1/9"), Ask);
     // Plain tests still run without asking.
     for line in [
         "[[ -f README.md ]]",

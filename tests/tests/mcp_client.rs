@@ -724,3 +724,32 @@ async fn the_server_is_killed_when_the_daemon_stops() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 30, item 11: a command server does not inherit the daemon's secret-looking variables
+/// (`*KEY*`, a `DATABASE_URL` with a password); what its own `env` names it gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_server_does_not_inherit_secret_variables() {
+    let daemon = totem_tests::harness::TestDaemon::start_with_env(&[
+        ("HOSTILE_MCP_API_KEY", "MCP-KEY-SECRET-71ab"),
+        ("DATABASE_URL", "postgres://app:MCP-DB-SECRET-2f0c@db/x"),
+        ("HARMLESS_SETTING", "kept-3d9a"),
+    ]);
+    let env = Env::start_on(daemon, totem_tests::setup::plain_project()).await;
+    configure_servers(
+        &env.daemon.home,
+        json!({"everything": stdio_server(json!({"env": {"GIVEN_TOKEN": "given-8e21"}}))}),
+    );
+    env.push(vec![text("Started.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt("hello", json!({"allow": ["mcp_server(everything)"]}))
+        .await;
+    follow(&env, &mut stream, &run, agent_common::Answer::None).await;
+    let pid = server_pid(env.daemon.pid()).expect("the server runs under totemd");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.contains("MCP-KEY-SECRET-71ab"), "{environ}");
+    assert!(!environ.contains("MCP-DB-SECRET-2f0c"), "{environ}");
+    assert!(environ.contains("kept-3d9a"), "{environ}");
+    assert!(environ.contains("GIVEN_TOKEN=given-8e21"), "{environ}");
+}
