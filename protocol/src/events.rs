@@ -34,6 +34,17 @@ pub enum EventKind {
         /// The message as stored, its parts so far.
         message: Message,
     },
+    /// A prompt was accepted and waits for its turn behind the session's running run (or for
+    /// the worker to take it). It is stored, but not yet part of the conversation: its
+    /// `message.created` comes when its run starts, so it takes its place after the answers
+    /// before it. Show it as queued until then.
+    #[serde(rename = "run.queued")]
+    RunQueued {
+        /// The run, `running` (it has not started).
+        run: Run,
+        /// The prompt as it will be stored; its `seq` is 0 until its `message.created`.
+        message: Message,
+    },
     /// A run began: the prompt was taken and the model is being asked.
     #[serde(rename = "run.started")]
     RunStarted {
@@ -236,7 +247,8 @@ impl EventKind {
     pub fn run_id(&self) -> Option<&str> {
         match self {
             EventKind::MessageCreated { message } => message.run_id.as_deref(),
-            EventKind::RunStarted { run }
+            EventKind::RunQueued { run, .. }
+            | EventKind::RunStarted { run }
             | EventKind::RunDone { run }
             | EventKind::RunFailed { run }
             | EventKind::RunAborted { run }

@@ -124,9 +124,10 @@ fn variant(kind: &totem_protocol::EventKind) -> usize {
         E::SessionDeleted {} => 18,
         E::Lagged {} => 19,
         E::FilesChanged { .. } => 20,
+        E::RunQueued { .. } => 21,
     }
 }
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 22;
 
 #[test]
 fn every_event_kind_round_trips() {
@@ -171,6 +172,13 @@ fn every_event_kind_round_trips() {
     };
     // Each event, and a piece of its JSON: the closed-set fields keep their wire strings.
     let kinds = vec![
+        (
+            EventKind::RunQueued {
+                run: run.clone(),
+                message: message.clone(),
+            },
+            r#""type":"run.queued""#,
+        ),
         (EventKind::MessageCreated { message }, r#""role":"user""#),
         (
             EventKind::RunStarted { run: run.clone() },

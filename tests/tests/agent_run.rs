@@ -3,7 +3,7 @@
 
 mod agent_common;
 
-use agent_common::{Answer, Env, follow, last, parts, results, text, tool};
+use agent_common::{Answer, Env, follow, last, next_event, parts, results, text, tool};
 use serde_json::json;
 use totem_protocol::{EventKind, Part, Role};
 use totem_tests::sim::SimEvent;
@@ -155,44 +155,201 @@ async fn build_run_reads_edits_runs_a_command_and_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prompts_sent_during_a_run_wait_their_turn() {
+async fn prompts_sent_during_a_run_wait_their_turn_and_join_the_conversation_when_they_start() {
     let env = Env::start().await;
+    // A slow model: the first answer starts after 1.5 s, while two more prompts are sent.
     let mut slow = totem_tests::sim::Script::new(vec![text("one"), text(" two"), text(" three")]);
-    slow.delay_ms = 300;
+    slow.first_delay_ms = 1500;
+    slow.delay_ms = 100;
     env.sim.push(totem_tests::sim::Reply::Stream(slow));
     env.push(vec![text("second answer")]);
+    env.push(vec![text("third answer")]);
     let mut events = env.subscribe().await;
     let first = env.prompt("first", json!({})).await;
     let second = env.prompt("second", json!({})).await;
+    let third = env.prompt("third", json!({})).await;
     let mut seen = follow(&env, &mut events, &first, Answer::None).await;
     seen.extend(follow(&env, &mut events, &second, Answer::None).await);
+    seen.extend(follow(&env, &mut events, &third, Answer::None).await);
+    assert_eq!(
+        env.sim.chat_requests().len(),
+        3,
+        "no request before the first answer"
+    );
     let order: Vec<String> = seen
         .iter()
         .filter_map(|e| match &e.kind {
             EventKind::RunStarted { run } => Some(format!("start {}", run.id)),
             EventKind::RunDone { run } => Some(format!("done {}", run.id)),
+            EventKind::MessageCreated { message } => Some(format!(
+                "{:?} {}",
+                message.role,
+                parts_text_of(&message.parts)
+            )),
+            EventKind::PartDone {
+                part: Part::Text { text },
+                ..
+            } => Some(format!("answer {text}")),
             _ => None,
         })
         .collect();
+    // Each prompt joins the conversation when its run starts, after the answers before it.
+    let expected = [
+        "User first".into(),
+        format!("start {first}"),
+        "Assistant ".into(),
+        "answer one two three".into(),
+        format!("done {first}"),
+        "User second".into(),
+        format!("start {second}"),
+        "Assistant ".into(),
+        "answer second answer".into(),
+        format!("done {second}"),
+        "User third".into(),
+        format!("start {third}"),
+        "Assistant ".into(),
+        "answer third answer".into(),
+        format!("done {third}"),
+    ];
+    assert_eq!(order, expected);
+    // And each was announced as queued when it was sent, before the first answer.
+    let at = |wanted: &dyn Fn(&EventKind) -> bool| {
+        seen.iter()
+            .position(|e| wanted(&e.kind))
+            .unwrap_or_else(|| panic!("missing in {seen:?}"))
+    };
+    let first_answer = at(&|k| matches!(k, EventKind::PartDone { .. }));
+    for run_id in [&first, &second, &third] {
+        let queued = at(&|k| matches!(k, EventKind::RunQueued { run, .. } if run.id == *run_id));
+        assert!(queued < first_answer, "{run_id} queued at {queued}");
+    }
+
+    // What the model was sent: each prompt after the answers before it.
+    let roles_and_text = |i: usize| -> Vec<String> {
+        let body = &env.sim.chat_requests()[i].body;
+        body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["role"].as_str().unwrap_or(""),
+                    m["content"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
     assert_eq!(
-        order,
+        roles_and_text(1),
+        ["user first", "assistant one two three", "user second"]
+    );
+    assert_eq!(
+        roles_and_text(2),
         [
-            format!("start {first}"),
-            format!("done {first}"),
-            format!("start {second}"),
-            format!("done {second}")
+            "user first",
+            "assistant one two three",
+            "user second",
+            "assistant second answer",
+            "user third"
         ]
     );
-    // The second request carries the first exchange, then the second prompt last (although it
-    // was stored before the first answer).
-    let messages = env.sim.chat_requests()[1].body["messages"].clone();
-    let body = messages.to_string();
-    assert!(body.contains("one two three"), "{body}");
-    let list = messages.as_array().cloned().unwrap_or_default();
-    let last_message = list.last().cloned().unwrap_or_default();
-    assert_eq!(last_message["role"], "user");
-    assert_eq!(last_message["content"], "second");
-    assert_eq!(body.matches("\"second\"").count(), 1, "{body}");
+
+    // The replay from 0 and session.messages tell the same order.
+    let mut replay = env.subscribe().await;
+    let mut replayed = Vec::new();
+    while replayed.len() < 6 {
+        if let EventKind::MessageCreated { message } = next_event(&mut replay, 10).await.kind {
+            replayed.push(message.id);
+        }
+    }
+    let stored = env
+        .client
+        .call_raw("session.messages", json!({"sessionId": env.session}))
+        .await
+        .expect("messages");
+    let messages: Vec<totem_protocol::Message> =
+        serde_json::from_value(stored["messages"].clone()).expect("messages decode");
+    let texts: Vec<String> = messages.iter().map(|m| parts_text_of(&m.parts)).collect();
+    assert_eq!(
+        texts,
+        [
+            "first",
+            "one two three",
+            "second",
+            "second answer",
+            "third",
+            "third answer"
+        ]
+    );
+    let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(replayed, ids);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_prompt_aborted_before_its_run_starts_never_joins_the_conversation() {
+    let env = Env::start().await;
+    let mut slow = totem_tests::sim::Script::new(vec![text("late")]);
+    slow.first_delay_ms = 20_000;
+    env.sim.push(totem_tests::sim::Reply::Stream(slow));
+    let mut events = env.subscribe().await;
+    let first = env.prompt("first", json!({})).await;
+    let second = env.prompt("never sent", json!({})).await;
+    // The first run waits on the model; then both are stopped.
+    loop {
+        if let EventKind::RunQueued { run, .. } = next_event(&mut events, 10).await.kind
+            && run.id == second
+        {
+            break;
+        }
+    }
+    env.client
+        .call_raw("session.abort", json!({"sessionId": env.session}))
+        .await
+        .expect("session.abort");
+    let mut lives: std::collections::BTreeMap<String, Vec<&'static str>> = Default::default();
+    let mut ended = 0;
+    while ended < 2 {
+        let event = next_event(&mut events, 20).await;
+        let what = match &event.kind {
+            EventKind::RunStarted { .. } => "started",
+            EventKind::RunAborted { .. } => {
+                ended += 1;
+                "aborted"
+            }
+            EventKind::MessageCreated { .. } => "message",
+            _ => continue,
+        };
+        if let Some(run) = event.kind.run_id() {
+            lives.entry(run.to_string()).or_default().push(what);
+        }
+    }
+    assert_eq!(lives[&second], ["aborted"], "{lives:?}");
+    let stored = env
+        .client
+        .call_raw("session.messages", json!({"sessionId": env.session}))
+        .await
+        .expect("messages");
+    assert!(!stored.to_string().contains("never sent"), "{stored}");
+    let run = env
+        .client
+        .call_raw("run.get", json!({"runId": second}))
+        .await
+        .expect("run.get");
+    assert_eq!(run["run"]["status"], "aborted", "{run}");
+    let _ = first;
+}
+
+fn parts_text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,6 +136,7 @@ impl Daemon {
         }
         tracing::info!(sandbox = %daemon.sandbox.describe(), "commands run without asking");
         daemon.mark_interrupted_runs()?;
+        daemon.repair_run_ends()?;
         if let Some(repair) = daemon.store.repair() {
             let text = crate::store::repair_notice::describe(&daemon.store, repair);
             tracing::warn!(notice = %text, "store repaired at open");
@@ -231,7 +232,6 @@ impl Daemon {
             run.status = RunStatus::Interrupted;
             run.ended_at = Some(now_ms());
             run.error = Some("the daemon stopped while this run was going".into());
-            self.store.put_run(&run)?;
             match self.sessions.get(&run.session_id) {
                 Ok(session) => {
                     // A question that waited has nobody left to answer it: withdraw it, so a
@@ -247,13 +247,60 @@ impl Daemon {
                         )?;
                     }
                     session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
+                    // A prompt still queued joins the conversation as the prompt of a run that
+                    // was interrupted: nothing acknowledged is lost.
+                    if let Some(prompt) = self.store.queued_prompt(&run.id)? {
+                        session.emit_with(&self.store, |seq| {
+                            Ok(EventKind::MessageCreated {
+                                message: totem_protocol::Message { seq, ..prompt },
+                            })
+                        })?;
+                        session.update(&self.store, |s| s.message_count += 1)?;
+                    }
                     session.emit(&self.store, EventKind::RunInterrupted { run })?;
                 }
                 Err(e) => {
-                    tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session")
+                    tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session");
+                    self.store.put_run(&run)?;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Gives every run an older daemon stored as ended without its end event (a crash between
+    /// the two writes) that event, once per store: the replay then says how each run ended.
+    fn repair_run_ends(&self) -> anyhow::Result<()> {
+        if self.store.run_ends_checked()? {
+            return Ok(());
+        }
+        let runs = self.store.runs_without_end()?;
+        if !runs.is_empty() {
+            tracing::warn!(
+                runs = runs.len(),
+                "runs stored as ended without their end event: recording it"
+            );
+        }
+        for run in runs {
+            let session = match self.sessions.get(&run.session_id) {
+                Ok(session) => session,
+                Err(e) => {
+                    tracing::warn!(run = %run.id, error = %e, "ended run of a missing session");
+                    continue;
+                }
+            };
+            if session.status() == SessionStatus::Running {
+                session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
+            }
+            let kind = match run.status {
+                RunStatus::Done => EventKind::RunDone { run },
+                RunStatus::Failed => EventKind::RunFailed { run },
+                RunStatus::Aborted => EventKind::RunAborted { run },
+                RunStatus::Interrupted | RunStatus::Running => EventKind::RunInterrupted { run },
+            };
+            session.emit(&self.store, kind)?;
+        }
+        self.store.set_run_ends_checked()?;
         Ok(())
     }
 
@@ -309,6 +356,89 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(session_id: &str, status: RunStatus) -> totem_protocol::Run {
+        totem_protocol::Run {
+            id: new_id("run"),
+            session_id: session_id.into(),
+            status,
+            started_at: 1,
+            ended_at: None,
+            error: None,
+            model: None,
+            mode: None,
+            usage: None,
+        }
+    }
+
+    fn ends(daemon: &Daemon, session: &str) -> Vec<(String, RunStatus)> {
+        let events = daemon.store.events_after(session, 0).unwrap();
+        events
+            .iter()
+            .filter_map(|e| e.kind.ended_run())
+            .map(|r| (r.id.clone(), r.status))
+            .collect()
+    }
+
+    #[test]
+    fn a_runs_end_is_stored_with_its_status_and_older_stores_are_repaired_at_start() {
+        let home = tempfile::tempdir().unwrap();
+        let socket = home.path().join("sock");
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        let session = daemon.sessions.create("prj_x", None).unwrap().id;
+        let live = daemon.sessions.get(&session).unwrap();
+
+        // Today: one write stores the status with the end event.
+        let mut ended = run(&session, RunStatus::Running);
+        daemon.store.put_run(&ended).unwrap();
+        ended.status = RunStatus::Done;
+        live.emit(&daemon.store, EventKind::RunDone { run: ended.clone() })
+            .unwrap();
+        assert_eq!(
+            daemon.store.get_run(&ended.id).unwrap().unwrap().status,
+            RunStatus::Done
+        );
+
+        // What an older daemon left when killed between its two writes: the status says done,
+        // no event says so, and the session still says running.
+        let mut cut = run(&session, RunStatus::Running);
+        daemon.store.put_run(&cut).unwrap();
+        cut.status = RunStatus::Done;
+        cut.ended_at = Some(2);
+        daemon.store.put_run(&cut).unwrap();
+        live.update(&daemon.store, |s| s.status = SessionStatus::Running)
+            .unwrap();
+        daemon.store.forget_run_ends_checked().unwrap();
+        // And a run a kill caught going.
+        let going = run(&session, RunStatus::Running);
+        daemon.store.put_run(&going).unwrap();
+        drop(live);
+        daemon.store.persist().unwrap();
+        drop(daemon);
+
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        assert_eq!(
+            ends(&daemon, &session),
+            [
+                (ended.id.clone(), RunStatus::Done),
+                (going.id.clone(), RunStatus::Interrupted),
+                (cut.id.clone(), RunStatus::Done),
+            ]
+        );
+        assert_eq!(
+            daemon.store.get_run(&going.id).unwrap().unwrap().status,
+            RunStatus::Interrupted
+        );
+        assert_eq!(
+            daemon.sessions.snapshot(&session).unwrap().status,
+            SessionStatus::Idle
+        );
+        assert!(daemon.store.run_ends_checked().unwrap());
+        drop(daemon);
+        // Once: a second start adds nothing.
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        assert_eq!(ends(&daemon, &session).len(), 3);
+    }
 
     #[test]
     fn the_disk_and_folders_holding_the_home_are_too_broad() {

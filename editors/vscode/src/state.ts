@@ -157,9 +157,24 @@ export class Transcript {
   private questions = new Map<string, number>();
   /** The run of each message seen (parts name their message, not their run). */
   private runs = new Map<string, string>();
+  /** The run going (started, not ended). */
+  private going: string | undefined;
 
   apply(event: SessionEvent): void {
     switch (event.type) {
+      case "run.queued": {
+        // Behind the run going: its prompt is drawn when it starts, after that run's answer.
+        if (this.going !== undefined) {
+          const message = event.message as { parts: Part[] };
+          const text = message.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])).join("\n");
+          const run = event.run as { id: string };
+          this.blocks.push({ kind: "notice", text: `queued: ${text.split("\n")[0]}`, runId: run.id });
+        }
+        return;
+      }
+      case "run.started":
+        this.going = (event.run as { id: string }).id;
+        return;
       case "message.created": {
         const message = event.message as { id: string; role: string; runId?: string; parts: Part[] };
         if (message.runId) {
@@ -240,6 +255,9 @@ export class Transcript {
       case "run.aborted":
       case "run.interrupted": {
         const run = event.run as { id: string; status: string; error?: string };
+        if (this.going === run.id) {
+          this.going = undefined;
+        }
         this.endStreams();
         this.blocks.push({ kind: "end", status: run.status, error: run.error, runId: run.id });
         return;

@@ -3,7 +3,8 @@
 //!
 //! After every restart it checks what a user would: every prompt the daemon acknowledged and
 //! every answer a client saw finished is stored word for word; every answer names its own prompt
-//! (no cross-talk); no session is left running; the store opens. It prints what it did and totemd's
+//! (no cross-talk); every run acknowledged ends exactly once in the replay, with the status
+//! `run.get` gives it; no session is left running; the store opens. It prints what it did and totemd's
 //! memory (VmRSS) at the end of each life, and exits with status 1 on the first broken promise,
 //! with the seed to replay it.
 //!
@@ -40,6 +41,10 @@ struct Known {
     runs_done: u64,
     /// Runs a kill caught, as the restarted daemon announced them.
     interrupted: u64,
+    /// Runs acknowledged since the last check: each must end exactly once in the replay.
+    unchecked: Vec<String>,
+    /// The session's last event seen when the last check ended.
+    checked_upto: u64,
 }
 
 /// One client's life between two kills: prompt, follow the run to its end, again, until the
@@ -86,6 +91,7 @@ async fn client_life(
         known
             .acknowledged
             .insert(message_id.to_string(), prompt_text(&tag));
+        known.unchecked.push(run_id.to_string());
         let mut answer: Option<(String, String)> = None;
         loop {
             let next = tokio::time::timeout(Duration::from_secs(30), events.next()).await;
@@ -136,10 +142,62 @@ async fn client_life(
     Ok(known)
 }
 
-/// After a restart: nothing acknowledged or seen finished is lost, and no session is running
-/// once the daemon has marked what the kill interrupted.
-async fn check(client: &Client, sessions: &[String], known: &[Known]) -> Result<(), String> {
-    for (session, known) in sessions.iter().zip(known) {
+/// Every run acknowledged since the last check ends exactly once in the replay, with the status
+/// `run.get` gives it (a run stored as ended always has its end event).
+async fn check_ends(client: &Client, session: &str, known: &mut Known) -> Result<(), String> {
+    let mut events = client
+        .subscribe(session, known.checked_upto)
+        .await
+        .map_err(|e| format!("subscribe: {e}"))?;
+    // A rename after the subscription: its `session.updated` comes after the whole replay.
+    let sentinel = format!("checked {}", known.acknowledged.len());
+    client
+        .call_raw(
+            "session.rename",
+            json!({"sessionId": session, "title": sentinel}),
+        )
+        .await
+        .map_err(|e| format!("session.rename: {e}"))?;
+    let mut ends: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    loop {
+        let event = match tokio::time::timeout(Duration::from_secs(30), events.next()).await {
+            Ok(Some(Ok(event))) => event,
+            other => return Err(format!("the replay of {session} did not end: {other:?}")),
+        };
+        known.checked_upto = known.checked_upto.max(event.seq);
+        if let Some(run) = event.kind.ended_run() {
+            ends.entry(run.id.clone())
+                .or_default()
+                .push(format!("{:?}", run.status));
+        }
+        if matches!(&event.kind, EventKind::SessionUpdated { session } if session.title == sentinel)
+        {
+            break;
+        }
+    }
+    for run_id in std::mem::take(&mut known.unchecked) {
+        let stored: Value = client
+            .call_raw("run.get", json!({"runId": run_id}))
+            .await
+            .map_err(|e| format!("run.get {run_id}: {e}"))?;
+        let status = stored["run"]["status"].as_str().unwrap_or("?").to_string();
+        match ends.get(&run_id).map(Vec::as_slice) {
+            Some([end]) if end.to_lowercase() == status => {}
+            found => {
+                return Err(format!(
+                    "session {session}: run {run_id} is {status} in run.get, and its ends in the replay are {found:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// After a restart: nothing acknowledged or seen finished is lost, every run ended once, and no
+/// session is running once the daemon has marked what the kill interrupted.
+async fn check(client: &Client, sessions: &[String], known: &mut [Known]) -> Result<(), String> {
+    for (session, known) in sessions.iter().zip(known.iter_mut()) {
+        check_ends(client, session, known).await?;
         let stored = all_messages(client, session).await?;
         let by_id: BTreeMap<&str, &Message> = stored.iter().map(|m| (m.id.as_str(), m)).collect();
         for (id, text) in known.acknowledged.iter().chain(&known.finished) {
@@ -210,8 +268,9 @@ async fn main() -> ExitCode {
                 ))
             })
             .collect();
-        // A life of 0.5–5 s, then SIGKILL, most likely in the middle of some runs.
-        let life = Duration::from_millis(500 + rng.below(4_500));
+        // A life of 0.2–2 s, then SIGKILL, most likely in the middle of some runs (short lives:
+        // hundreds of kills in a few minutes, so a window of 1 in 50 kills is found).
+        let life = Duration::from_millis(200 + rng.below(1_800));
         tokio::time::sleep(life.min(deadline.saturating_duration_since(Instant::now()))).await;
         rss_kib.push(harness::rss_kib(daemon.pid()));
         let last_life = Instant::now() >= deadline;
@@ -235,7 +294,7 @@ async fn main() -> ExitCode {
             daemon = TestDaemon::start_in(home.path());
         }
         let client = daemon.client().await;
-        if let Err(e) = check(&client, &sessions, &known).await {
+        if let Err(e) = check(&client, &sessions, &mut known).await {
             failure = Some(e);
         }
     }

@@ -205,6 +205,10 @@ pub struct Renderer {
     live_shown: bool,
     /// The newest run's thinking, whole, and that run.
     thoughts: (Option<String>, Vec<String>),
+    /// Runs queued or going, not ended, oldest first.
+    active: Vec<String>,
+    /// Runs shown as queued behind the one going: their prompt is drawn when they start.
+    queued: HashSet<String>,
 }
 
 impl Renderer {
@@ -217,6 +221,8 @@ impl Renderer {
             live: None,
             live_shown: false,
             thoughts: (None, Vec::new()),
+            active: Vec::new(),
+            queued: HashSet::new(),
         }
     }
 
@@ -309,9 +315,15 @@ impl Renderer {
     fn known(&mut self, kind: &EventKind) -> Vec<Chunk> {
         let s = self.options.style;
         if let Some(run) = kind.ended_run() {
+            self.active.retain(|id| *id != run.id);
+            if self.queued.remove(&run.id) {
+                // A queued prompt that never started (aborted with the run before it).
+                return self.queued_end(run);
+            }
             return self.run_end(run);
         }
         let out = match kind {
+            EventKind::RunQueued { run, message } => return self.run_queued(run, message),
             EventKind::MessageCreated { message } => return self.message_created(message),
             EventKind::PartStarted {
                 message_id,
@@ -439,14 +451,58 @@ impl Renderer {
         chunks
     }
 
+    /// A prompt accepted while another run goes: shown as queued; its own line comes when its
+    /// run starts, after the answer before it.
+    fn run_queued(&mut self, run: &Run, message: &Message) -> Vec<Chunk> {
+        let behind = !self.active.is_empty();
+        self.active.push(run.id.clone());
+        if !behind {
+            // Nothing goes before it: it starts at once.
+            return vec![];
+        }
+        self.queued.insert(run.id.clone());
+        if !self.options.user_messages {
+            return vec![];
+        }
+        let text = Part::joined_text(&message.parts);
+        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let more = if text.trim().lines().count() > 1 {
+            " …"
+        } else {
+            ""
+        };
+        let line = self.options.style.dim(&format!(
+            "⧗ queued: {first}{more} (sent when the run before it ends)"
+        ));
+        vec![Chunk::Aside(format!("{line}\n"))]
+    }
+
+    /// A queued prompt's run ended before it started.
+    fn queued_end(&mut self, run: &Run) -> Vec<Chunk> {
+        if !self.options.run_ends {
+            return vec![];
+        }
+        let line = self.options.style.yellow(&format!(
+            "■ queued prompt not sent ({})",
+            ended_how(run.status)
+        ));
+        vec![Chunk::Aside(format!("{line}\n"))]
+    }
+
     fn user_prompt(&mut self, message: &Message) -> Vec<Chunk> {
         if message.role != Role::User {
             return vec![];
         }
         let text = Part::joined_text(&message.parts);
+        let was_queued = message
+            .run_id
+            .as_ref()
+            .is_some_and(|run| self.queued.remove(run));
         if let Some(i) = self.own_prompts.iter().position(|p| *p == text) {
             self.own_prompts.remove(i);
-            return vec![];
+            if !was_queued {
+                return vec![];
+            }
         }
         if !self.options.user_messages {
             return vec![];

@@ -193,14 +193,9 @@ impl Runner {
             n => self.turns.turn_seqs[n - 1].max(self.turns.prior_upto),
         };
         // Stored messages at or below `upto_seq` that the summary does not cover: this run's
-        // prompt (it stays in requests as itself) and the prompts queued behind this run. A
-        // message an earlier summary kept is in `prior` now, so it is covered.
-        let mut keep_ids = self.turns.excluded.clone();
-        for id in self.agent.queued_messages() {
-            if !keep_ids.contains(&id) {
-                keep_ids.push(id);
-            }
-        }
+        // prompt (it stays in requests as itself). A message an earlier summary kept is in
+        // `prior` now, so it is covered.
+        let keep_ids = self.turns.excluded.clone();
         let compaction = Compaction {
             upto_seq,
             summary,

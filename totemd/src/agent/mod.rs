@@ -90,7 +90,8 @@ pub struct RunRequest {
 /// A prompt waiting for its run.
 struct Queued {
     run: Run,
-    message_id: String,
+    /// The prompt, stored with `run.queued`; its `message.created` comes when the run starts.
+    message: Message,
     request: RunRequest,
 }
 
@@ -300,36 +301,39 @@ pub fn queue_run(
     };
     let store = daemon.store();
     let live = daemon.sessions.get(&agent.session_id)?;
-    store.put_run(&run)?;
     let accepted = PromptAccepted {
         run_id: run.id.clone(),
         message_id: new_id("msg"),
     };
-    // The prompt is stored before it is acknowledged: an answered `session.prompt` survives a
-    // crash even while its run waits behind another one.
-    live.emit_with(store, |seq| {
-        let message = Message {
-            id: accepted.message_id.clone(),
-            session_id: agent.session_id.clone(),
-            seq,
-            role: Role::User,
-            run_id: Some(run.id.clone()),
-            created_at: now_ms(),
-            undone: false,
-            parts: std::iter::once(Part::Text {
-                text: request.text.clone(),
-            })
-            .chain(request.attachments.iter().cloned())
-            .collect(),
-        };
-        Ok(EventKind::MessageCreated { message })
-    })?;
-    live.update(store, |s| s.message_count += 1)?;
+    let message = Message {
+        id: accepted.message_id.clone(),
+        session_id: agent.session_id.clone(),
+        seq: 0,
+        role: Role::User,
+        run_id: Some(run.id.clone()),
+        created_at: now_ms(),
+        undone: false,
+        parts: std::iter::once(Part::Text {
+            text: request.text.clone(),
+        })
+        .chain(request.attachments.iter().cloned())
+        .collect(),
+    };
+    // The prompt is stored before it is acknowledged, so an answered `session.prompt` survives a
+    // crash even while its run waits behind another one; it joins the conversation (its
+    // `message.created`) when its run starts.
+    live.emit(
+        store,
+        EventKind::RunQueued {
+            run: run.clone(),
+            message: message.clone(),
+        },
+    )?;
     let start_worker = {
         let mut q = lock(&agent.queue);
         q.queue.push_back(Queued {
             run,
-            message_id: accepted.message_id.clone(),
+            message,
             request,
         });
         !std::mem::replace(&mut q.worker, true)
@@ -378,7 +382,7 @@ async fn worker(daemon: Arc<Daemon>, agent: Arc<SessionAgent>) {
             &daemon,
             &agent,
             next.run,
-            next.message_id,
+            next.message,
             next.request,
             cancel,
         )
@@ -399,15 +403,6 @@ async fn worker(daemon: Arc<Daemon>, agent: Arc<SessionAgent>) {
 }
 
 impl SessionAgent {
-    /// The stored prompts of runs still waiting in the queue.
-    fn queued_messages(&self) -> Vec<String> {
-        lock(&self.queue)
-            .queue
-            .iter()
-            .map(|q| q.message_id.clone())
-            .collect()
-    }
-
     fn queue_is_empty(&self) -> bool {
         lock(&self.queue).queue.is_empty()
     }
@@ -430,7 +425,6 @@ impl SessionAgent {
                 let mut run = queued.run;
                 run.status = RunStatus::Aborted;
                 run.ended_at = Some(now_ms());
-                let _ = daemon.store().put_run(&run);
                 let _ = live.emit(daemon.store(), EventKind::RunAborted { run });
             }
         }

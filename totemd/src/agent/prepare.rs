@@ -148,14 +148,12 @@ impl Runner {
         let compaction = store
             .compaction(&agent.session_id)
             .map_err(|e| e.to_string())?;
-        // Everything stored except this run's prompt, the prompts still queued (their seq may be
-        // lower than answers of runs that went before them) and the undone runs, minus what a
-        // summary covers.
+        // Everything stored except this run's prompt and the undone runs, minus what a summary
+        // covers. Prompts still queued are not stored as messages yet.
         let undo = store
             .undo_state(&agent.session_id)
             .map_err(|e| e.to_string())?;
-        let mut excluded = agent.queued_messages();
-        excluded.push(message_id.to_string());
+        let excluded = vec![message_id.to_string()];
         let (stored, _) = store
             .messages_after(&agent.session_id, 0, 1_000_000)
             .map_err(|e| e.to_string())?;

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use totem_protocol::{EventKind, Part, Run, RunStatus, SessionStatus, Usage};
+use totem_protocol::{EventKind, Message, Part, Run, RunStatus, SessionStatus, Usage};
 use totem_provider::{AssistantPart, Message as ModelMessage, ToolCall, ToolMode, estimate_tokens};
 use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
 
@@ -75,7 +75,7 @@ pub(super) async fn execute(
     daemon: &Arc<Daemon>,
     agent: &Arc<SessionAgent>,
     mut run: Run,
-    message_id: String,
+    prompt: Message,
     request: RunRequest,
     cancel: CancellationToken,
 ) -> Option<String> {
@@ -83,11 +83,20 @@ pub(super) async fn execute(
     let Ok(live) = daemon.sessions.get(&agent.session_id) else {
         return None;
     };
+    let message_id = prompt.id.clone();
     let started = async {
         if live.status() != SessionStatus::Running {
             let session = live.update(store, |s| s.status = SessionStatus::Running)?;
             live.emit(store, EventKind::SessionUpdated { session })?;
         }
+        // The queued prompt takes its place in the conversation now, after the answers of the
+        // runs before it.
+        live.emit_with(store, |seq| {
+            Ok(EventKind::MessageCreated {
+                message: Message { seq, ..prompt },
+            })
+        })?;
+        live.update(store, |s| s.message_count += 1)?;
         run.started_at = now_ms();
         live.emit(store, EventKind::RunStarted { run: run.clone() })?;
         Ok::<(), crate::session::SessionError>(())
@@ -199,11 +208,9 @@ pub(super) async fn execute(
             EventKind::RunAborted { run: run.clone() }
         }
     };
-    if let Err(e) = store.put_run(&run) {
-        tracing::warn!(run = %run.id, error = %e, "cannot store the finished run");
-    }
     // The run's end is its last event: the session turns idle first when nothing waits, and a
-    // client reacting to the end finds the session free.
+    // client reacting to the end finds the session free. The run's new status is stored with
+    // its end event, in one write.
     lock(&agent.queue).current = None;
     if agent.queue_is_empty()
         && let Ok(session) = live.update(store, |s| s.status = SessionStatus::Idle)

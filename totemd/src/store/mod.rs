@@ -13,6 +13,8 @@
 //! - `events`: session id `\0` seq → SessionEvent (only the non-transient ones).
 //! - `runs`: run id → Run. `runs_by_session`: session id `\0` run id → "".
 //! - `run_changes`: run id → the run's file changes (a JSON record owned by the snapshot code).
+//! - `queued`: run id → the prompt (a Message) of a run that has not started, written with its
+//!   `run.queued` event and removed with the prompt's `message.created` or the run's end.
 
 mod backup;
 mod compaction;
@@ -30,6 +32,7 @@ pub use compaction::Compaction;
 pub use handle::Health;
 pub use undo_state::{Redo, UndoState};
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +46,9 @@ use totem_protocol::{
 use handle::{Batch, Handle};
 use keys::{Cursor, recency, seq_key, session_key};
 use table::Table;
+
+/// The `meta` key set once every ended run of the store is known to have its end event.
+const RUN_ENDS_CHECKED: &str = "run_ends_checked";
 
 /// The layout version this build writes. Older layouts are migrated in [`Store::open`].
 pub const STORE_VERSION: u32 = 1;
@@ -144,6 +150,7 @@ pub struct Store {
     runs: Table,
     runs_by_session: Table,
     run_changes: Table,
+    queued: Table,
     /// Projects and sessions, counted once at open and kept up to date, so `daemon.status` never
     /// scans.
     counts: Arc<Counts>,
@@ -196,6 +203,7 @@ impl Store {
             runs: table(10),
             runs_by_session: table(11),
             run_changes: table(12),
+            queued: table(13),
             counts: Arc::default(),
             handle,
             repair,
@@ -220,6 +228,10 @@ impl Store {
                 path: self.path.clone(),
                 found,
             });
+        }
+        if found == 0 {
+            // A new store: its runs are written with their ends from the start.
+            self.set_run_ends_checked()?;
         }
         if found < STORE_VERSION {
             self.meta.insert("store_version", encode(&STORE_VERSION)?)?;
@@ -476,6 +488,7 @@ impl Store {
             let run_id = keys::last_component(&key);
             self.runs.batch_remove(&mut batch, run_id.as_str());
             self.run_changes.batch_remove(&mut batch, run_id.as_str());
+            self.queued.batch_remove(&mut batch, run_id.as_str());
             self.runs_by_session.batch_remove(&mut batch, key);
         }
         self.sessions_by_project
@@ -585,7 +598,18 @@ impl Store {
     pub fn append_event(&self, event: &SessionEvent) -> Result<()> {
         let mut batch = self.batch()?;
         match &event.kind {
-            EventKind::MessageCreated { message } => self.batch_message(&mut batch, message)?,
+            EventKind::RunQueued { run, message } => {
+                // The prompt is stored when it is acknowledged, apart from the conversation.
+                self.batch_run(&mut batch, run)?;
+                self.queued
+                    .batch_insert(&mut batch, run.id.as_str(), encode(message)?);
+            }
+            EventKind::MessageCreated { message } => {
+                self.batch_message(&mut batch, message)?;
+                if let Some(run_id) = &message.run_id {
+                    self.queued.batch_remove(&mut batch, run_id.as_str());
+                }
+            }
             EventKind::PartDone {
                 message_id,
                 index,
@@ -596,7 +620,15 @@ impl Store {
                 keys::part_key(message_id, *index),
                 encode(part)?,
             ),
-            _ => {}
+            kind => {
+                // A run's end and its stored status are one write: a crash keeps both or
+                // neither, so a run whose status says it ended always has its end event, and one
+                // still `running` is found and marked interrupted at the next start.
+                if let Some(run) = kind.ended_run() {
+                    self.batch_run(&mut batch, run)?;
+                    self.queued.batch_remove(&mut batch, run.id.as_str());
+                }
+            }
         }
         self.events.batch_insert(
             &mut batch,
@@ -628,14 +660,19 @@ impl Store {
 
     // ---- runs ----
 
-    /// Stores a run, new or updated, and indexes it under its session.
+    /// Stores a new run (queued, `running`) and indexes it under its session. A run's end is
+    /// stored with its end event instead ([`Store::append_event`]).
     pub fn put_run(&self, run: &Run) -> Result<()> {
         let mut batch = self.batch()?;
-        self.runs
-            .batch_insert(&mut batch, run.id.as_str(), encode(run)?);
-        self.runs_by_session
-            .batch_insert(&mut batch, keys::pair_key(&run.session_id, &run.id), "");
+        self.batch_run(&mut batch, run)?;
         self.commit(batch)?;
+        Ok(())
+    }
+
+    fn batch_run(&self, batch: &mut Batch, run: &Run) -> Result<()> {
+        self.runs.batch_insert(batch, run.id.as_str(), encode(run)?);
+        self.runs_by_session
+            .batch_insert(batch, keys::pair_key(&run.session_id, &run.id), "");
         Ok(())
     }
 
@@ -666,6 +703,65 @@ impl Store {
             if let Some(run) = self.get_run(&keys::last_component(&key))? {
                 out.push(run);
             }
+        }
+        Ok(out)
+    }
+
+    /// The prompt of a run that was queued and has not started (nor ended).
+    pub fn queued_prompt(&self, run_id: &str) -> Result<Option<Message>> {
+        match self.queued.get(run_id)? {
+            Some(v) => Ok(Some(decode("queued prompt", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the runs of this store were checked for an end event (see
+    /// [`Store::runs_without_end`]); stores written before a run's end and status were one write
+    /// were not.
+    pub fn run_ends_checked(&self) -> Result<bool> {
+        Ok(self.meta.get(RUN_ENDS_CHECKED)?.is_some())
+    }
+
+    /// Records that every ended run of the store has its end event.
+    pub fn set_run_ends_checked(&self) -> Result<()> {
+        self.meta.insert(RUN_ENDS_CHECKED, "1")?;
+        Ok(())
+    }
+
+    /// Makes the store look as one an older daemon wrote (tests of the repair).
+    #[cfg(test)]
+    pub(crate) fn forget_run_ends_checked(&self) -> Result<()> {
+        let mut batch = self.batch()?;
+        self.meta.batch_remove(&mut batch, RUN_ENDS_CHECKED);
+        self.commit(batch)
+    }
+
+    /// Runs whose stored status says they ended but whose session holds no end event for them:
+    /// an older daemon stored the status and the end event in two writes, and a crash between
+    /// them left the run so. Reads every run and every stored run event once.
+    pub fn runs_without_end(&self) -> Result<Vec<Run>> {
+        let mut ended: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+        for entry in self.runs.after(None) {
+            let run: Run = decode("run", &entry?.1)?;
+            if run.status != RunStatus::Running {
+                ended.entry(run.session_id.clone()).or_default().push(run);
+            }
+        }
+        let mut out = Vec::new();
+        for (session_id, runs) in ended {
+            let mut seen = std::collections::HashSet::new();
+            for entry in self.events.prefix(&keys::id_prefix(&session_id)) {
+                let (_, value) = entry?;
+                // Only a run's events can end one; the rest are not decoded.
+                if memchr::memmem::find(&value, b"\"type\":\"run.").is_none() {
+                    continue;
+                }
+                let event: SessionEvent = decode("event", &value)?;
+                if let Some(run) = event.kind.ended_run() {
+                    seen.insert(run.id.clone());
+                }
+            }
+            out.extend(runs.into_iter().filter(|r| !seen.contains(&r.id)));
         }
         Ok(out)
     }

@@ -177,8 +177,20 @@ local function render(event)
       end
     end
     append(lines)
+  elseif t == "run.queued" then
+    -- Behind the run going: its prompt is drawn ("## You") when it starts.
+    if chat.running then
+      local text = ""
+      for _, part in ipairs(event.message.parts or {}) do
+        if part.type == "text" then
+          text = text .. part.text
+        end
+      end
+      append({ "", "⧗ queued: " .. one_line(text, 200) })
+    end
   elseif t == "run.started" then
     local run = event.run
+    chat.running = run.id
     chat.started[run.id] = run.startedAt
     local header = run.mode and run.mode ~= "build" and ("## Totem (%s)"):format(run.mode) or "## Totem"
     append({ "", header, "" })
@@ -221,12 +233,22 @@ local function render(event)
     local reply = event.reply and event.reply.type
     append({ reply == "deny" and "· permission denied" or reply and "· permission granted" or "· question withdrawn" })
   elseif t == "run.done" then
+    chat.running = nil
     append({ "", "✓ done" .. took(event.run) })
   elseif t == "run.failed" then
+    if chat.running == event.run.id then
+      chat.running = nil
+    end
     append({ "", "✗ run failed" .. took(event.run) .. ": " .. (event.run.error or "no reason given") })
   elseif t == "run.aborted" then
+    if chat.running == event.run.id then
+      chat.running = nil
+    end
     append({ "", "■ run aborted" .. took(event.run) })
   elseif t == "run.interrupted" then
+    if chat.running == event.run.id then
+      chat.running = nil
+    end
     append({ "", "■ run interrupted: totemd stopped during it" })
   elseif t == "changes.undone" or t == "changes.redone" then
     local verb = t == "changes.undone" and "↶ undid" or "↷ redid"
@@ -304,6 +326,7 @@ local function switch(session)
   chat.session = session
   chat.streams = {}
   chat.runs = {}
+  chat.running = nil
   chat.open_stream = nil
   chat.last_seq = 0
   edit(function(buf)

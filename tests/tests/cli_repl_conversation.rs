@@ -1,0 +1,88 @@
+//! The conversation as the person at the REPL sees it, driven through a pseudo-terminal against
+//! the Ollama simulator: a prompt sent while a run goes shows as queued and takes its place after
+//! the answer before it, on the screen and in what the model is sent.
+
+mod cli_common;
+
+use std::time::Duration;
+
+use cli_common::{SimCli, expect_shown};
+use expectrl::session::OsSession;
+use expectrl::{Eof, Expect, Session};
+use totem_tests::setup::MODEL;
+use totem_tests::sim::SimEvent;
+
+/// The REPL on a new session in a pty, on the simulator's model.
+fn repl(env: &SimCli) -> OsSession {
+    let mut command = env.cli.command(["attach", "--new"]);
+    command.env("TERM", "xterm");
+    let mut session = Session::spawn(command).expect("spawn totem in a pty");
+    session.set_expect_timeout(Some(Duration::from_secs(30)));
+    expect_shown(&mut session, "Type a prompt", "the greeting");
+    session
+        .send(format!("/model {MODEL}\r"))
+        .expect("choose the model");
+    expect_shown(&mut session, "The next prompts use", "the model chosen");
+    session
+}
+
+/// The non-system messages of the simulator's request `i`, as `role text`.
+fn sent(env: &SimCli, i: usize) -> Vec<String> {
+    let _guard = env.runtime.enter();
+    let requests = env.sim.chat_requests();
+    let body = &requests
+        .get(i)
+        .unwrap_or_else(|| panic!("request {i}"))
+        .body;
+    body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            format!(
+                "{} {}",
+                m["role"].as_str().unwrap_or(""),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_prompt_sent_while_the_model_is_slow_shows_queued_then_follows_the_first_answer() {
+    let env = SimCli::start();
+    // A slow local model: nothing for 3 s, long enough to type the second prompt.
+    env.push_late(vec![SimEvent::text("Answer one.\n")], 3000);
+    env.push(vec![SimEvent::text("Answer two.\n")], 0);
+    let mut repl = repl(&env);
+    repl.send("prompt one\r").expect("type a prompt");
+    expect_shown(&mut repl, "waiting for the model", "the spinner");
+    repl.send("prompt two\r").expect("type a second prompt");
+    expect_shown(
+        &mut repl,
+        "queued: prompt two",
+        "the second prompt shown as queued",
+    );
+    expect_shown(&mut repl, "Answer one.", "the first answer");
+    expect_shown(&mut repl, "✓ done", "the first run's end");
+    expect_shown(
+        &mut repl,
+        "› prompt two",
+        "the queued prompt, drawn after the first answer when its run starts",
+    );
+    expect_shown(&mut repl, "Answer two.", "the second answer");
+    expect_shown(&mut repl, "✓ done", "the second run's end");
+    // The second request carries the first exchange, then the second prompt (with the reminder
+    // the daemon adds to a request's last prompt).
+    let second = sent(&env, 1);
+    assert_eq!(
+        second[..2],
+        ["user prompt one", "assistant Answer one.\n"],
+        "{second:?}"
+    );
+    assert_eq!(second.len(), 3, "{second:?}");
+    assert!(second[2].starts_with("user prompt two"), "{second:?}");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}
