@@ -33,6 +33,12 @@ impl ErrorCode {
     /// The daemon holds as many connections as it can (file descriptors); sent with `id: null`
     /// as the only line before it closes the connection. Try again once other clients leave.
     pub const TOO_MANY_CONNECTIONS: ErrorCode = ErrorCode(-32020);
+    /// More than a few MiB of answers and events waited for this client, which was not reading
+    /// its socket: sent with `id: null` (when the socket takes it) as the connection is dropped.
+    /// Reconnect, and read as you go.
+    pub const NOT_READING: ErrorCode = ErrorCode(-32021);
+    /// The connection holds as many subscriptions as it may; unsubscribe from some first.
+    pub const TOO_MANY_SUBSCRIPTIONS: ErrorCode = ErrorCode(-32022);
 }
 
 /// One entry of the error code list, for the spec and the schema.
@@ -112,5 +118,15 @@ pub const ERROR_CODES: &[ErrorCodeInfo] = &[
         code: ErrorCode::TOO_MANY_CONNECTIONS,
         name: "tooManyConnections",
         meaning: "the daemon holds all the connections it can, or has no file descriptor left for another; sent with id null, then the connection closes",
+    },
+    ErrorCodeInfo {
+        code: ErrorCode::NOT_READING,
+        name: "notReading",
+        meaning: "more than 4 MiB of answers and events waited for this client, which did not read them; sent with id null when the socket takes it, then the connection closes",
+    },
+    ErrorCodeInfo {
+        code: ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+        name: "tooManySubscriptions",
+        meaning: "the connection holds 256 subscriptions, the most it may; unsubscribe from some first",
     },
 ];

@@ -647,7 +647,15 @@ async fn ids_too_long_or_of_the_wrong_type_get_an_answer() {
         assert_eq!(r["error"]["code"], -32004, "{method}: {r}");
         assert_eq!(r["id"], 7);
     }
-    for id in ["1.5", "true", "{}", "[1]", "123456789012345678901234567890"] {
+    for id in [
+        "1.5",
+        "true",
+        "{}",
+        "[1]",
+        "123456789012345678901234567890",
+        "1e400",
+        "-1e400",
+    ] {
         let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon.status"}}"#);
         let r = raw.send(line.as_bytes()).await;
         assert_eq!(r["error"]["code"], -32600, "id {id}: {r}");
@@ -687,4 +695,169 @@ fn the_home_is_made_private_and_its_temp_folder_emptied_at_start() {
     assert_eq!(mode(&blob), 0o600);
     assert!(!home.path().join("tmp/write-1-0.tmp").exists());
     drop(daemon);
+}
+
+/// The daemon's log files, joined.
+fn daemon_log(daemon: &TestDaemon) -> String {
+    let mut all = String::new();
+    for entry in std::fs::read_dir(daemon.home.join("logs")).unwrap() {
+        all.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_is_dropped_at_a_few_mib_and_the_memory_comes_back() {
+    let daemon = TestDaemon::start();
+    let client = daemon.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pid = project(&client, dir.path()).await;
+    let sid = new_session(&client, &pid).await;
+    // A session whose messages weigh 256 KB: each `session.messages` answer is that big.
+    let text = "x".repeat(256 << 10);
+    let mut events = client.subscribe(&sid, 0).await.unwrap();
+    client
+        .call_raw("session.prompt", json!({"sessionId": sid, "text": text}))
+        .await
+        .unwrap();
+    events_until_run_end(&mut events).await;
+    let messages = json!({"jsonrpc": "2.0", "id": 1, "method": "session.messages",
+                          "params": {"sessionId": sid}})
+    .to_string();
+    // Warm: one reading client gets its answer (what the daemon keeps once it served one).
+    let mut reader = Raw::connect(&daemon).await;
+    reader.init().await;
+    let r = reader.send(messages.as_bytes()).await;
+    assert!(
+        r["result"]["messages"].is_array(),
+        "{}",
+        &r.to_string()[..200]
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = totem_tests::harness::rss_kib(daemon.pid());
+
+    // A client that asks for 400 answers (100 MB) and never reads.
+    let mut silent = Raw::connect(&daemon).await;
+    silent.init().await;
+    let mut batch = String::new();
+    for _ in 0..400 {
+        batch.push_str(&messages);
+        batch.push('\n');
+    }
+    let writer = tokio::spawn(async move {
+        // The daemon stops reading it once its budget is full; the write may never finish.
+        let _ = silent.writer.write_all(batch.as_bytes()).await;
+        silent
+    });
+    // The daemon drops it and says why in its log.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut peak = 0;
+    while !daemon_log(&daemon).contains("dropping a connection: its client does not read") {
+        peak = peak.max(totem_tests::harness::rss_kib(daemon.pid()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the silent client was not dropped; log:\n{}",
+            daemon_log(&daemon)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut silent = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the dropped client's writes end")
+        .unwrap();
+    // Its socket holds what was written before the drop, then the reason, then the end (a
+    // reset: the daemon closed it with requests unread).
+    let mut rest = Vec::new();
+    let end = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read_to_end(&mut silent.reader, &mut rest),
+    )
+    .await
+    .expect("the connection closes");
+    if let Err(e) = end {
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    }
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(
+        rest.len() < 16 << 20,
+        "at most the budget and the socket's buffer went out: {} bytes",
+        rest.len()
+    );
+    if let Some(last) = rest.lines().rfind(|l| l.contains("\"error\"")) {
+        let error: Value = serde_json::from_str(last).unwrap();
+        assert_eq!(error["error"]["code"], -32021, "{error}");
+    }
+    // The memory comes back, and the daemon serves the reading client as before.
+    let r = reader.send(messages.as_bytes()).await;
+    assert!(r["result"]["messages"].is_array());
+    let mut after = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = totem_tests::harness::rss_kib(daemon.pid());
+        if after < before + (8 << 10) {
+            break;
+        }
+    }
+    eprintln!(
+        "RSS before {} KiB, peak {} KiB, after the drop {} KiB",
+        before, peak, after
+    );
+    assert!(
+        peak < before + (48 << 10),
+        "bounded while it waited: {before} -> {peak} KiB"
+    );
+    assert!(
+        after < before + (8 << 10),
+        "the memory came back: {before} -> {after} KiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_past_the_limit_get_an_error_and_the_connection_keeps_serving() {
+    let daemon = TestDaemon::start();
+    let client = daemon.client().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pid = project(&client, dir.path()).await;
+    let sid = new_session(&client, &pid).await;
+    let mut raw = Raw::connect(&daemon).await;
+    raw.init().await;
+    let limit = 256;
+    let mut lines = String::new();
+    for i in 0..limit + 10 {
+        lines.push_str(
+            &json!({"jsonrpc": "2.0", "id": i + 1, "method": "session.subscribe",
+                    "params": {"sessionId": sid, "afterSeq": 0}})
+            .to_string(),
+        );
+        lines.push('\n');
+    }
+    raw.writer.write_all(lines.as_bytes()).await.unwrap();
+    let (mut accepted, mut refused) = (0, 0);
+    while accepted + refused < limit + 10 {
+        let r = raw.read().await;
+        if r["id"].is_null() {
+            continue; // a notification
+        }
+        if r["result"].is_string() {
+            accepted += 1;
+        } else {
+            assert_eq!(r["error"]["code"], -32022, "{r}");
+            assert!(
+                r["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("unsubscribe")),
+                "{r}"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!((accepted, refused), (limit, 10));
+    // Other calls are still answered on that connection.
+    let mut r = raw
+        .send(br#"{"jsonrpc":"2.0","id":"after","method":"daemon.status"}"#)
+        .await;
+    while r["id"] != "after" {
+        r = raw.read().await;
+    }
+    assert!(r["result"]["pid"].is_number(), "{r}");
 }

@@ -21,12 +21,17 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use totem_protocol::{ErrorCode, MAX_LINE_BYTES};
 
-use super::writer;
+use super::writer::{self, Outbox};
 
-/// Subscriptions one connection may hold at once.
-const MAX_SUBSCRIPTIONS: u32 = 1024;
+/// Subscriptions one connection may hold at once (a client follows a few sessions; each
+/// subscription holds its replay and a receiver while it lives).
+pub const MAX_SUBSCRIPTIONS: u32 = 256;
+/// Subscription messages that may wait between a subscription and the connection's queue; when
+/// they fill, live events make the subscription lag.
+const SINK_CAPACITY: usize = 64;
 /// Calls one connection may have in flight; more wait for a slot (back-pressure on its reader).
-const MAX_IN_FLIGHT: usize = 256;
+/// Each holds its answer until the connection's queue has room for it.
+const MAX_IN_FLIGHT: usize = 64;
 
 /// What a method handler may know about the connection that called it (in its `Extensions`).
 #[derive(Debug, Default)]
@@ -47,9 +52,22 @@ impl ConnectionState {
 /// Serves one connection until the client leaves.
 pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
     let (read, write) = stream.into_split();
-    let (queue, queue_rx) = mpsc::channel::<Box<RawValue>>(writer::QUEUE_CAPACITY);
+    let (queue, queue_rx, budget) = Outbox::new();
     let (finish, finish_rx) = oneshot::channel();
-    let writer_task = tokio::spawn(writer::run(write, queue_rx, finish_rx));
+    let writer_task = tokio::spawn(writer::run(write, queue_rx, finish_rx, budget.clone()));
+    // Subscriptions write through jsonrpsee's sink, a plain channel: a relay moves what they send
+    // into the counted queue, in order.
+    let (sink, mut sink_rx) = mpsc::channel::<Box<RawValue>>(SINK_CAPACITY);
+    let relay = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            while let Some(message) = sink_rx.recv().await {
+                if !queue.send(message, conn_id).await {
+                    return;
+                }
+            }
+        })
+    };
 
     let state = Arc::new(ConnectionState::default());
     let mut extensions = Extensions::new();
@@ -62,8 +80,13 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
 
     loop {
         line.clear();
+        budget.room().await;
         let limit = MAX_LINE_BYTES as u64 + 1;
-        let read = (&mut reader).take(limit).read_until(b'\n', &mut line).await;
+        let mut limited = (&mut reader).take(limit);
+        let read = tokio::select! {
+            read = limited.read_until(b'\n', &mut line) => read,
+            _ = budget.over().cancelled() => break,
+        };
         match read {
             Ok(0) => break,
             Ok(_) => {}
@@ -80,11 +103,12 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
             let message = format!(
                 "line longer than {MAX_LINE_BYTES} bytes was discarded; send smaller messages (large content belongs in files)"
             );
-            send(
-                &queue,
-                error(Id::Null, ErrorCode::LINE_TOO_LONG, &message, None),
-            )
-            .await;
+            queue
+                .send(
+                    error(Id::Null, ErrorCode::LINE_TOO_LONG, &message, None),
+                    conn_id,
+                )
+                .await;
             continue;
         }
         while matches!(line.last(), Some(b'\n' | b'\r')) {
@@ -94,7 +118,13 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
             continue;
         }
         while in_flight.len() >= MAX_IN_FLIGHT {
-            in_flight.join_next().await;
+            tokio::select! {
+                _ = in_flight.join_next() => {}
+                _ = budget.over().cancelled() => break,
+            }
+        }
+        if budget.over().is_cancelled() {
+            break;
         }
         // Reap finished calls so the set stays small.
         while in_flight.try_join_next().is_some() {}
@@ -103,7 +133,7 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
             Classified::Call(call) => call,
             Classified::Ignore => continue,
             Classified::Reply(reply) => {
-                send(&queue, reply).await;
+                queue.send(reply, conn_id).await;
                 continue;
             }
         };
@@ -113,34 +143,48 @@ pub async fn serve(stream: UnixStream, methods: Methods, conn_id: usize) {
             let reply = dispatch(
                 call,
                 &methods,
-                &queue,
+                &sink,
                 conn_id,
                 extensions.clone(),
                 None,
                 &state,
             );
             if let Some(reply) = reply.await {
-                send(&queue, reply).await;
+                queue.send(reply, conn_id).await;
             }
             continue;
         }
         let methods = methods.clone();
         let queue = queue.clone();
+        let sink = sink.clone();
         let extensions = extensions.clone();
         let permit = subscriptions.acquire();
         let state = state.clone();
         in_flight.spawn(async move {
             if let Some(reply) =
-                dispatch(call, &methods, &queue, conn_id, extensions, permit, &state).await
+                dispatch(call, &methods, &sink, conn_id, extensions, permit, &state).await
             {
-                send(&queue, reply).await;
+                queue.send(reply, conn_id).await;
             }
         });
     }
 
+    if budget.over().is_cancelled() {
+        // Dropped for not reading: its calls are stopped, what waited for it is freed.
+        in_flight.abort_all();
+        while in_flight.join_next().await.is_some() {}
+        relay.abort();
+        drop(sink);
+        drop(queue);
+        let _ = writer_task.await;
+        return;
+    }
     // The client closed its side: finish the calls it made, deliver their answers, then stop.
     while in_flight.join_next().await.is_some() {}
+    drop(sink);
+    // Subscriptions end when their sink sees the connection gone; what they sent is relayed.
     let _ = finish.send(());
+    relay.abort();
     drop(queue);
     let _ = writer_task.await;
 }
@@ -202,9 +246,10 @@ fn classify(line: &[u8]) -> Classified {
         }),
         Err(parse_err) => {
             // A request whose id is not a string or an integer (1.5, true, {}, a number past
-            // 64 bits) is not a notification: it gets an answer, with a null id.
-            let has_id = serde_json::from_str::<serde_json::Value>(text)
-                .is_ok_and(|v| v.get("id").is_some());
+            // 64 bits, one no float holds such as 1e400) is not a notification: it gets an
+            // answer, with a null id. Members are read raw, so no number is parsed here.
+            let has_id = serde_json::from_str::<std::collections::HashMap<String, &RawValue>>(text)
+                .is_ok_and(|v| v.contains_key("id"));
             if has_id {
                 return Classified::Reply(error(
                     Id::Null,
@@ -246,7 +291,7 @@ fn classify(line: &[u8]) -> Classified {
 async fn dispatch(
     call: Call,
     methods: &Methods,
-    queue: &mpsc::Sender<Box<RawValue>>,
+    sink: &mpsc::Sender<Box<RawValue>>,
     conn_id: usize,
     extensions: Extensions,
     permit: Option<jsonrpsee::core::server::SubscriptionPermit>,
@@ -312,8 +357,10 @@ async fn dispatch(
             let Some(permit) = permit else {
                 return Some(error(
                     id,
-                    ErrorCode::CONFLICT,
-                    "too many subscriptions on this connection; unsubscribe from some first",
+                    ErrorCode::TOO_MANY_SUBSCRIPTIONS,
+                    &format!(
+                        "this connection already holds {MAX_SUBSCRIPTIONS} subscriptions, the most it may; unsubscribe from some first (or open another connection)"
+                    ),
                     None,
                 ));
             };
@@ -326,7 +373,7 @@ async fn dispatch(
             let _ = (cb)(
                 id,
                 params,
-                MethodSink::new(queue.clone()),
+                MethodSink::new(sink.clone()),
                 conn_state,
                 extensions,
             )
@@ -365,11 +412,6 @@ fn oversized_id(params: &str) -> Option<String> {
         let long = value.as_str().is_some_and(|s| s.len() > MAX_ID_BYTES);
         (is_id && long).then(|| name.clone())
     })
-}
-
-async fn send(queue: &mpsc::Sender<Box<RawValue>>, message: Box<RawValue>) {
-    // A closed queue means the client is gone; there is nobody to tell.
-    let _ = queue.send(message).await;
 }
 
 /// A JSON-RPC error response as one compact line.
