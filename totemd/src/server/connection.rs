@@ -26,9 +26,10 @@ use super::writer::{self, Outbox};
 /// Subscriptions one connection may hold at once (a client follows a few sessions; each
 /// subscription holds its replay and a receiver while it lives).
 pub const MAX_SUBSCRIPTIONS: u32 = 256;
-/// Subscription messages that may wait between a subscription and the connection's queue; when
-/// they fill, live events make the subscription lag.
-const SINK_CAPACITY: usize = 64;
+/// Subscription messages that may wait between the subscriptions and the connection's queue;
+/// when they fill, live events make a subscription lag. As many as the queue holds: a replay
+/// filling a smaller channel would make the live events right behind it lag.
+const SINK_CAPACITY: usize = writer::QUEUE_CAPACITY;
 /// Calls one connection may have in flight; more wait for a slot (back-pressure on its reader).
 /// Each holds its answer until the connection's queue has room for it.
 const MAX_IN_FLIGHT: usize = 64;
