@@ -179,12 +179,24 @@ async fn prompt_stores_the_message_and_ends_the_run_with_a_clear_event() {
         .await
         .unwrap();
     let got = events_until_run_end(&mut events).await;
+    // The prompt is stored as queued, then joins the conversation as its run starts.
     match &got[0].kind {
+        EventKind::RunQueued { run, message } => {
+            assert_eq!(run.id, accepted["runId"].as_str().unwrap());
+            assert_eq!(message.id, accepted["messageId"].as_str().unwrap());
+        }
+        other => panic!("first event should be the queued run, got {other:?}"),
+    }
+    let created = got
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::MessageCreated { .. }))
+        .expect("message.created");
+    match &created.kind {
         EventKind::MessageCreated { message } => {
             assert_eq!(message.id, accepted["messageId"].as_str().unwrap());
-            assert_eq!(message.seq, got[0].seq);
+            assert_eq!(message.seq, created.seq);
         }
-        other => panic!("first event should be the message, got {other:?}"),
+        _ => unreachable!(),
     }
     let last = got.last().unwrap();
     assert!(

@@ -246,16 +246,22 @@ impl Daemon {
                             },
                         )?;
                     }
-                    session.update(&self.store, |s| s.status = SessionStatus::Idle)?;
                     // A prompt still queued joins the conversation as the prompt of a run that
                     // was interrupted: nothing acknowledged is lost.
-                    if let Some(prompt) = self.store.queued_prompt(&run.id)? {
+                    let queued = self.store.queued_prompt(&run.id)?;
+                    if session.status() != SessionStatus::Idle || queued.is_some() {
+                        let joined = u64::from(queued.is_some());
+                        session.update(&self.store, |s| {
+                            s.status = SessionStatus::Idle;
+                            s.message_count += joined;
+                        })?;
+                    }
+                    if let Some(prompt) = queued {
                         session.emit_with(&self.store, |seq| {
                             Ok(EventKind::MessageCreated {
                                 message: totem_protocol::Message { seq, ..prompt },
                             })
                         })?;
-                        session.update(&self.store, |s| s.message_count += 1)?;
                     }
                     session.emit(&self.store, EventKind::RunInterrupted { run })?;
                 }
