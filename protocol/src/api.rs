@@ -515,6 +515,14 @@ pub struct ProjectCheckParams {
     /// whole project.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
+    /// Also start the app (`node index.js` on a free loopback port), ask its `GET` routes without
+    /// parameters, and stop it; the outcome is in [`ProjectCheck::boot`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub boot: bool,
+    /// On a Total.js 3/4 project, list what would have to change for Total.js 5 (the check does
+    /// not apply there otherwise, and reports nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub migrate: bool,
 }
 
 /// One finding of the conventions check.
@@ -552,4 +560,23 @@ pub struct ProjectCheck {
     /// `.totem/settings.json` names an unknown rule, a file could not be read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// What the folder was detected as: `totaljs5`, `totaljs4`, `totaljs3`, `empty` or `other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The boot check's outcome when it was asked for: one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootResult>,
+}
+
+/// The outcome of starting the app (`project.check` with `boot`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootResult {
+    /// `passed`, `failed` or `skipped`.
+    pub status: String,
+    /// What happened, in one line (for `failed`: what broke and the project line it broke at).
+    pub message: String,
+    /// Milliseconds from starting `node` to stopping it; absent when skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub millis: Option<u64>,
 }

@@ -476,3 +476,100 @@ async fn the_primer_example_runs_on_the_real_framework() {
     assert!(got.contains("\"name\""), "{got}");
     assert!(app.stop(), "the app stopped on SIGTERM");
 }
+
+/// A copy of the framework inside the project (the sandbox follows no link out of it).
+fn install_total5(root: &Path) {
+    let total5 = totem_tests::external::npm_install("total5", &[TOTAL5]);
+    std::fs::create_dir_all(root.join("node_modules")).expect("node_modules");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(total5.join("node_modules/total5"))
+        .arg(root.join("node_modules/"))
+        .status()
+        .expect("cp");
+    assert!(status.success(), "copy total5 into the project");
+}
+
+/// The notices of a run, as text.
+fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The boot check (#32 item 1): the model answers after writing an action whose `input: '@Item'`
+/// names a schema defined nowhere; Totem starts the app (`Total.run({})`, debug mode as written)
+/// in the sandbox, sees the boot fail, and sends the finding with the project's own line back to
+/// the model, which fixes it; the second answer boots, its route answers, and the run is done.
+/// Nothing is written into the project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boot_check_sends_what_broke_back_to_the_model() {
+    let project = tempfile::tempdir().expect("app folder");
+    let root = project.path().to_path_buf();
+    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
+    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
+    agent_common::write_file(&root, "config", "name : Shop\n");
+    agent_common::write_file(&root, "controllers/default.js", CONTROLLER);
+    install_total5(&root);
+    let env = Env::start_in(project).await;
+
+    let broken = "NEWACTION('Items|list', {\n\tinput: '@Item',\n\troute: 'GET /api/list/',\n\taction: function($) {\n\t\t$.success([]);\n\t}\n});\n";
+    let fixed = format!("NEWSCHEMA('@Item', '*name:String');\n\n{broken}");
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "actions/items.js", "content": broken}),
+    )]);
+    env.push(vec![text("Added the list action.")]);
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "actions/items.js", "content": fixed}),
+    )]);
+    env.push(vec![text("Defined the schema above the action.")]);
+    let events = env
+        .run_done(
+            "Add an items list action",
+            json!({"mode": "build", "allow": ["edit"]}),
+            Answer::None,
+        )
+        .await;
+    let notices = notices(&events);
+    if notices.iter().any(|n| n.contains("no kernel sandbox")) {
+        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+        return;
+    }
+    let failed = "Boot check failed: the app did not start: Error: JSON Schema \"Item\" not found (actions/items.js:1)";
+    assert_eq!(
+        notices.first().map(String::as_str),
+        Some(failed),
+        "{notices:#?}"
+    );
+    let passed = notices.get(1).expect("a second boot check");
+    assert!(
+        // 400: the action's input is required; a 4xx is an answer, not a failure.
+        passed.starts_with("Boot check: the app started and answered GET /api/list/ 400 ("),
+        "{passed}"
+    );
+    // The model's third request carries the finding, after its own first answer.
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 4);
+    let third = requests[2].body.to_string();
+    assert!(
+        third.contains("and it broke: the app did not start: Error: JSON Schema \\\"Item\\\" not found (actions/items.js:1)"),
+        "{third}"
+    );
+    assert!(!requests[1].body.to_string().contains("it broke"));
+    // The app ran with its folders in Totem's temp folder.
+    for folder in ["tmp", "logs", "databases"] {
+        assert!(
+            !root.join(folder).exists(),
+            "{folder}/ was created in the project"
+        );
+    }
+    assert!(!root.join("index.pid").exists());
+}

@@ -122,6 +122,26 @@ impl Project {
         }
     }
 
+    /// A short name of the kind, as `totem doctor` and the protocol show it: `totaljs5`,
+    /// `totaljs4`, `totaljs3` (or older), `totaljs` (a Total.js layout of unknown version),
+    /// `empty` or `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Project::TotalJs5 { .. } => "totaljs5",
+            Project::Legacy {
+                version: LegacyVersion::Total4,
+            } => "totaljs4",
+            Project::Legacy {
+                version: LegacyVersion::TotalJs3,
+            } => "totaljs3",
+            Project::Legacy {
+                version: LegacyVersion::Unknown,
+            } => "totaljs",
+            Project::Empty => "empty",
+            Project::Other { .. } => "other",
+        }
+    }
+
     /// What could not be read while detecting.
     pub fn problems(&self) -> &[String] {
         match self {

@@ -5,6 +5,8 @@
 //!   with each request.
 //! - [`check`]: the conventions check run on every file a tool writes in a Total.js 5 project;
 //!   [`format_findings`] turns its findings into text appended to the tool result.
+//! - [`boot_requests`], [`read_errors`] and [`BOOT_PRELOAD`]: the pure half of the boot check
+//!   (the daemon starts the app after a run's edits and asks the routes they touched).
 //! - [`scaffold`] and [`write_scaffold`]: the files of a new project, for `/init` in an empty folder.
 //!
 //! The facts behind all of it are in `shared/TOTALJS.md` (framework5 source and live runs).
@@ -24,12 +26,17 @@
 
 #![deny(missing_docs)]
 
+mod boot;
 mod check;
 mod detect;
 mod js;
 mod primer;
 mod scaffold;
 
+pub use boot::{
+    BOOT_PRELOAD, BootError, BootRequest, MAX_REQUESTS, boot_requests, first_project_frame,
+    read_errors, route_files, routes_removed,
+};
 pub use check::{
     CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding, ProjectContext,
     ProjectReport, Rule, Severity, check, check_edit, check_in_project, check_project, format_edit,

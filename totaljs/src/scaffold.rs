@@ -69,6 +69,7 @@ ON('ready', function() {
 
 const GITIGNORE: &str = "\
 node_modules/
+index.js.map
 tmp/
 *.pid
 logs/

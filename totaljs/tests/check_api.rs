@@ -78,7 +78,7 @@ fn findings_format_as_file_line_rule_message() {
     );
     let text = format_findings("controllers\\default.js", &f);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].contains("1 error(s)"), "{text}");
+    assert!(lines[0].contains("1 error."), "{text}");
     assert!(
         lines[1].starts_with("controllers/default.js:6 error [handler-this] "),
         "{text}"
@@ -210,7 +210,7 @@ fn an_edit_reports_its_own_findings_and_only_counts_older_ones() {
     let text = format_edit("controllers/default.js", &f);
     assert!(
         text.starts_with(
-            "Total.js 5 conventions check of this edit: 1 error, 0 notes. Fix the errors in your change"
+            "Total.js 5 conventions check of this edit: 1 error. Fix the errors in your change"
         ),
         "{text}"
     );
@@ -315,4 +315,28 @@ fn the_reminder_is_within_60_tokens() {
     let bpe = tiktoken_rs::cl100k_base().unwrap();
     let tokens = bpe.encode_ordinary(totem_totaljs::reminder()).len();
     assert!(tokens <= 60, "the reminder is {tokens} tokens");
+}
+
+/// An edit that empties a controller is not waved through: the result says the file is empty
+/// and names the routes that no longer exist (issue 39 item 3).
+#[test]
+fn an_emptied_controller_names_the_routes_it_removed() {
+    let before = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('+GET /api/ping/', ping);\n};\n\nfunction index($) {\n\t$.plain('hi');\n}\n\nfunction ping($) {\n\t$.success();\n}\n";
+    let cfg = CheckConfig::default();
+    let ctx = ProjectContext::default();
+    let f = check_edit("controllers/default.js", Some(before), "\n", &cfg, &ctx);
+    assert!(f.emptied);
+    assert_eq!(f.removed_routes, ["GET /", "GET /api/ping/"]);
+    let text = format_edit("controllers/default.js", &f);
+    assert!(text.starts_with("This edit emptied the file.\n"), "{text}");
+    assert!(
+        text.contains("This edit removed routes that no longer exist: GET /, GET /api/ping/."),
+        "{text}"
+    );
+    assert!(!text.contains("breaks"), "{text}");
+
+    // Moving a route within the file removes nothing.
+    let moved = before.replace("\tROUTE('GET /', index);\n", "") + "ROUTE('GET /', index);\n";
+    let f = check_edit("controllers/default.js", Some(before), &moved, &cfg, &ctx);
+    assert!(f.removed_routes.is_empty() && !f.emptied, "{f:?}");
 }

@@ -78,6 +78,8 @@ pub async fn check(endpoint: &Endpoint, args: &CheckArgs) -> anyhow::Result<Exit
         .call::<method::ProjectCheck>(ProjectCheckParams {
             path: root.display().to_string(),
             files,
+            boot: args.boot,
+            migrate: args.migrate,
         })
         .await?;
     if args.json {
@@ -106,6 +108,9 @@ pub async fn check(endpoint: &Endpoint, args: &CheckArgs) -> anyhow::Result<Exit
         for notice in &result.notices {
             eprintln!("note: {notice}");
         }
+        if let Some(boot) = &result.boot {
+            println!("{}", boot.message);
+        }
         let plural = |n: u32, one: &str| {
             if n == 1 {
                 format!("1 {one}")
@@ -126,7 +131,8 @@ pub async fn check(endpoint: &Endpoint, args: &CheckArgs) -> anyhow::Result<Exit
             );
         }
     }
-    Ok(if result.errors > 0 {
+    let boot_failed = result.boot.as_ref().is_some_and(|b| b.status == "failed");
+    Ok(if result.errors > 0 || boot_failed {
         Exit::Failed
     } else {
         Exit::Success

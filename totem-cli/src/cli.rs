@@ -93,6 +93,10 @@ Errors are code that breaks at run time on Total.js 5; warnings and notes are co
 Switch a rule off on one line with `// totem-ignore RULE` (alone on a line: the next line), in a
 whole file with `// totem-ignore-file RULE`, or for the project in .totem/settings.json:
 {\"totaljs\": {\"check\": {\"disabled\": [\"RULE\"]}}}
+On a Total.js 3/4 project the check does not apply: it exits 0 and lists the changes Total.js 5
+would need only with --migrate. --boot starts the app in the sandbox (node index.js, a free
+loopback port), asks its GET routes without parameters and stops it; runs do this after edits
+unless {\"totaljs\": {\"boot\": {\"enabled\": false}}}.
 
 Exit codes:
   0  no errors
@@ -106,9 +110,18 @@ pub struct CheckArgs {
     /// project is the nearest folder above them with a package.json, index.js or config.
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// Print the result as JSON (`{findings, filesChecked, errors, warnings, notes, notices}`).
+    /// Print the result as JSON (`{findings, filesChecked, errors, warnings, notes, notices,
+    /// kind, boot}`).
     #[arg(long)]
     pub json: bool,
+    /// Also start the app (`node index.js` on a free loopback port), ask its GET routes without
+    /// parameters and stop it; a boot error, a 500 or a request that hangs is an error.
+    #[arg(long)]
+    pub boot: bool,
+    /// On a Total.js 3/4 project, list what would have to change for Total.js 5 (otherwise the
+    /// check does not apply there and exits 0).
+    #[arg(long)]
+    pub migrate: bool,
 }
 
 #[derive(Debug, Args, Default)]

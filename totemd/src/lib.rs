@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod boot;
 pub mod changes;
 pub mod config;
 pub mod daemon;

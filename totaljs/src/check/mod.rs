@@ -8,7 +8,7 @@
 mod file;
 mod project;
 mod report;
-mod rules;
+pub(crate) mod rules;
 mod syntax;
 
 use std::collections::{HashMap, HashSet};
@@ -269,11 +269,18 @@ pub fn check_edit(
 ) -> EditFindings {
     let after_findings = check_in_project(path, after, cfg, ctx);
     let before_findings = before.map(|b| check_in_project(path, b, cfg, ctx));
-    report::split(
+    let mut out = report::split(
         before.zip(before_findings.as_deref()),
         after,
         after_findings,
-    )
+    );
+    if let Some(before) = before
+        && file::classify(path).is_js()
+    {
+        out.removed_routes = crate::boot::routes_removed(before, after);
+        out.emptied = !before.trim().is_empty() && after.trim().is_empty();
+    }
+    out
 }
 
 /// Renders findings as text: a header counting errors and notes, then one
@@ -283,14 +290,14 @@ pub fn format_findings(path: &str, findings: &[Finding]) -> String {
     if findings.is_empty() {
         return String::new();
     }
-    let errors = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
     let mut out = format!(
-        "Total.js 5 conventions check: {} error(s), {} note(s).\n",
-        errors,
-        findings.len() - errors
+        "Total.js 5 conventions check: {}.\n",
+        report::counts(
+            count(Severity::Error),
+            count(Severity::Warning),
+            count(Severity::Info)
+        )
     );
     for f in findings {
         out.push_str(&format_finding(path, f));

@@ -104,6 +104,12 @@ pub struct EditFindings {
     pub edit: Vec<Finding>,
     /// How many other findings the file has; all of them were there before the edit.
     pub before: usize,
+    /// Routes the file declared before the edit and no longer does (`GET /api/items/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_routes: Vec<String>,
+    /// The edit left the file empty (or only whitespace) where it had code.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emptied: bool,
 }
 
 /// 1-based lines of `after` that the edit from `before` inserted or changed. A pure deletion marks
@@ -136,7 +142,7 @@ pub(crate) fn split(
     let Some((before_text, before_findings)) = before else {
         return EditFindings {
             edit: after_findings,
-            before: 0,
+            ..EditFindings::default()
         };
     };
     let changed = changed_lines(before_text, after);
@@ -195,20 +201,30 @@ pub fn format_finding(path: &str, f: &Finding) -> String {
 pub fn format_edit(path: &str, findings: &EditFindings) -> String {
     let mut out = String::new();
     let edit = &findings.edit;
+    if findings.emptied {
+        out.push_str("This edit emptied the file.\n");
+    }
+    if !findings.removed_routes.is_empty() {
+        out.push_str(&format!(
+            "This edit removed {} that no longer exist{}: {}. Put {} back unless the task is to remove {}.\n",
+            if findings.removed_routes.len() == 1 { "a route" } else { "routes" },
+            if findings.removed_routes.len() == 1 { "s" } else { "" },
+            findings.removed_routes.join(", "),
+            if findings.removed_routes.len() == 1 { "it" } else { "them" },
+            if findings.removed_routes.len() == 1 { "it" } else { "them" },
+        ));
+    }
     if !edit.is_empty() {
-        let errors = edit
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .count();
+        let count = |s: Severity| edit.iter().filter(|f| f.severity == s).count();
+        let errors = count(Severity::Error);
         let advice = if errors > 0 {
             "Fix the errors in your change; they break the app at run time."
         } else {
-            "Nothing here breaks the app; change it only if it helps the task."
+            "No errors among them; change them only if it helps the task."
         };
         out.push_str(&format!(
-            "Total.js 5 conventions check of this edit: {}, {}. {advice}\n",
-            plural(errors, "error"),
-            plural(edit.len() - errors, "note")
+            "Total.js 5 conventions check of this edit: {}. {advice}\n",
+            counts(errors, count(Severity::Warning), count(Severity::Info))
         ));
         for f in edit {
             out.push_str(&format_finding(path, f));
@@ -227,6 +243,19 @@ pub fn format_edit(path: &str, findings: &EditFindings) -> String {
         ));
     }
     out
+}
+
+/// `1 error, 2 warnings, 1 note`, leaving out the kinds there are none of (`0 errors` when
+/// there are none at all).
+pub(crate) fn counts(errors: usize, warnings: usize, notes: usize) -> String {
+    let mut parts = vec![plural(errors, "error")];
+    if warnings > 0 {
+        parts.push(plural(warnings, "warning"));
+    }
+    if notes > 0 {
+        parts.push(plural(notes, "note"));
+    }
+    parts.join(", ")
 }
 
 #[cfg(test)]

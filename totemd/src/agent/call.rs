@@ -42,6 +42,10 @@ pub(super) struct ToolState {
     pub(super) check_commands: Vec<String>,
     /// Background jobs started in this run, killed when it is aborted.
     pub(super) jobs_started: Vec<String>,
+    /// Files the run's tools wrote since the last boot check (Total.js 5 projects).
+    pub(super) boot_pending: Vec<String>,
+    /// Boot findings already sent back to the model in this run.
+    pub(super) boot_rounds: usize,
 }
 
 fn convert(access: &totem_tools::Access) -> Access {
@@ -178,6 +182,13 @@ impl Runner {
             });
         }
         if writes_files && !output.is_error {
+            if self.setup.totaljs {
+                for file in &output.meta.files {
+                    if !self.tools.boot_pending.contains(&file.path) {
+                        self.tools.boot_pending.push(file.path.clone());
+                    }
+                }
+            }
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
                 let before = before_edit.get(&file.path).cloned().flatten();
                 text.push_str(

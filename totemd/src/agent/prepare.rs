@@ -193,6 +193,8 @@ impl Runner {
                 format_commands,
                 check_commands,
                 jobs_started: Vec::new(),
+                boot_pending: Vec::new(),
+                boot_rounds: 0,
             },
             turns: Conversation {
                 prior: to_model_messages(&stored),

@@ -356,6 +356,13 @@ impl Runner {
                         totem_protocol::NoticeLevel::Warning,
                         "The model returned an empty answer.".into(),
                     );
+                } else if let Some(finding) = self.boot_check().await {
+                    // The answer counts once the app boots: the model gets what broke.
+                    self.turns.current.push(finding);
+                    continue;
+                }
+                if self.cancel.is_cancelled() {
+                    return Outcome::Aborted;
                 }
                 return Outcome::Done;
             }

@@ -31,7 +31,7 @@ pub use file::{SETTINGS_VERSION, SettingsFile};
 pub use models::MODEL_LIST_TTL;
 pub use secrets::{ApiKey, Secrets};
 pub use sections::{
-    AgentSettings, CompactionSettings, McpServerSettings, ServerRole, TotaljsSettings,
+    AgentSettings, BootSettings, CompactionSettings, McpServerSettings, ServerRole, TotaljsSettings,
 };
 pub use totem_protocol::ProviderSettings;
 

@@ -58,6 +58,29 @@ pub struct TotaljsSettings {
     /// Rules switched off or on, and their severities; every rule id named must exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<totem_totaljs::CheckConfig>,
+    /// The boot check: after a run's edits Totem starts the app and asks the routes they declare.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootSettings>,
+}
+
+/// `totaljs.boot`: the boot check after a run's edits (`totem check --boot` runs it on demand).
+///
+/// ```json
+/// "totaljs": { "boot": { "enabled": false } }
+/// "totaljs": { "boot": { "safeRoutes": ["POST /api/reset/"], "timeout": 20 } }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootSettings {
+    /// `false` switches the check off after runs (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Routes other than `GET` that are safe to ask with an empty JSON body (`"POST /api/x/"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub safe_routes: Vec<String>,
+    /// Seconds the app may take to listen (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
 }
 
 /// `mcpServers.NAME`: one MCP server, a command Totem starts (stdio) or a URL it connects to
@@ -221,6 +244,14 @@ impl SettingsFile {
     /// The agent (mode) `mode` as configured; an unconfigured mode has no prompt, model or rules.
     pub fn agent(&self, mode: &str) -> AgentSettings {
         self.agents.get(mode).cloned().unwrap_or_default()
+    }
+
+    /// The boot check's settings, or the defaults (on).
+    pub fn totaljs_boot(&self) -> BootSettings {
+        self.totaljs
+            .as_ref()
+            .and_then(|t| t.boot.clone())
+            .unwrap_or_default()
     }
 
     /// The configured conventions check, or the default one.

@@ -26,7 +26,7 @@ mod controllers;
 mod files;
 mod globals;
 mod modules;
-mod routes;
+pub(crate) mod routes;
 mod style;
 
 use super::file::{File, Kind};

@@ -51,6 +51,16 @@ fn sites<'a>(tokens: &[Token<'a>]) -> Vec<Site<'a>> {
     out
 }
 
+/// Every route string of a file with its 1-based line: `ROUTE()`, `F.route()`, and the `route:`
+/// of `NEWACTION` and `schema.action`.
+pub(crate) fn route_strings(content: &str) -> Vec<(String, usize)> {
+    let lexed = crate::js::lex(content);
+    sites(&lexed.tokens)
+        .into_iter()
+        .map(|s| (s.value.to_string(), s.line))
+        .collect()
+}
+
 const METHODS: &[&str] = &[
     "GET",
     "POST",

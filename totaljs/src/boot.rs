@@ -1,0 +1,398 @@
+//! The boot check's pure half (the daemon starts and stops the app, see `totemd::boot`): which
+//! requests to make after an edit, the script that makes the app run as one process on the port
+//! Totem chose, and how to read what the app printed into one short finding that names the
+//! project's own line (`actions/items.js:1`), not the framework's.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::check::rules::routes::route_strings;
+
+/// Loaded with `node --require` before the project's `index.js`. It makes `Total.run()` and
+/// `F.http()` run the app as one process (release mode, no watcher), on 127.0.0.1 and the port in
+/// `TOTEM_BOOT_PORT`, with the temp, log and database folders in `TOTEM_BOOT_TMP`: the check reads
+/// the project and writes nothing into it.
+pub const BOOT_PRELOAD: &str = r#"'use strict';
+// Written by Totem for its boot check: the app runs as one process on the port Totem chose,
+// with its temp, log and database folders in Totem's temp folder.
+var port = +process.env.TOTEM_BOOT_PORT;
+var dir = process.env.TOTEM_BOOT_TMP;
+// The sandbox hides /proc: memory figures read as 0 instead of throwing.
+var memory = process.memoryUsage;
+process.memoryUsage = function() {
+	try {
+		return memory.call(process);
+	} catch (e) {
+		return { rss: 0, heapTotal: 0, heapUsed: 0, external: 0, arrayBuffers: 0 };
+	}
+};
+process.memoryUsage.rss = function() {
+	try {
+		return memory.rss();
+	} catch (e) {
+		return 0;
+	}
+};
+require(require.resolve('total5', { paths: [process.cwd()] }));
+function force(opt) {
+	opt = Object.assign({}, opt);
+	opt.watcher = false;
+	opt.port = port;
+	opt.ip = '127.0.0.1';
+	opt.config = Object.assign({}, opt.config, { $dirtmp: dir + '/tmp', $dirlogs: dir + '/logs', $dirdatabases: dir + '/databases' });
+	delete opt.cluster;
+	delete opt.edit;
+	delete opt.unixsocket;
+	delete opt.servicemode;
+	delete opt.https;
+	return opt;
+}
+// Routes are indexed 100 ms after the last ROUTE(); index them before the first request.
+F.on('ready', function() {
+	if (F.routes.timeout) {
+		clearTimeout(F.routes.timeout);
+		F.routes.timeout = null;
+		F.TRouting.sort();
+	}
+});
+var run = F.run;
+var http = F.http;
+F.run = function(opt) { return run.call(F, force(opt)); };
+F.http = function(opt) { return http.call(F, force(opt)); };
+"#;
+
+/// One request the boot check makes once the app listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootRequest {
+    /// `GET`, or the method of a route the settings declare safe.
+    pub method: String,
+    /// The URL path, e.g. `/api/items/`.
+    pub path: String,
+}
+
+impl BootRequest {
+    /// `GET /api/items/`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// At most this many requests per check: the routes of a large edit are sampled in file order.
+pub const MAX_REQUESTS: usize = 12;
+
+/// The requests for the routes declared in `files` (path relative to the root, content): every
+/// `GET` route without parameters, and other routes only when `safe` names them (`"POST
+/// /api/reset/"`). Error pages (`#404`), parameterised and wildcard URLs are skipped.
+pub fn boot_requests(files: &[(String, String)], safe: &[String]) -> Vec<BootRequest> {
+    let safe: HashSet<String> = safe.iter().map(|s| normalize_safe(s)).collect();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (_, content) in files {
+        for (route, _) in route_strings(content) {
+            let Some(request) = request_for(&route, &safe) else {
+                continue;
+            };
+            if seen.insert(request.label()) && out.len() < MAX_REQUESTS {
+                out.push(request);
+            }
+        }
+    }
+    out
+}
+
+fn normalize_safe(s: &str) -> String {
+    let mut words = s.split_whitespace();
+    let method = words.next().unwrap_or("").to_ascii_uppercase();
+    let url = words.next().unwrap_or("");
+    format!("{method} {}", url.trim_end_matches('/'))
+}
+
+/// The method and URL of a route string, `None` for error pages and strings without a URL.
+fn method_and_url(route: &str) -> Option<(String, String)> {
+    let mut words = route.split_whitespace();
+    let first = words.next()?;
+    let method = first.trim_start_matches(['+', '-']).to_ascii_uppercase();
+    let url = words.next()?;
+    if method.starts_with('#') || url.starts_with('#') {
+        return None;
+    }
+    let url = match url.strip_prefix('?') {
+        Some(rest) => format!("/api/{}", rest.trim_start_matches('/')),
+        None => url.to_string(),
+    };
+    Some((method, url))
+}
+
+fn request_for(route: &str, safe: &HashSet<String>) -> Option<BootRequest> {
+    let (method, url) = method_and_url(route)?;
+    if !url.starts_with('/') || url.contains(['{', '*', ':']) {
+        return None;
+    }
+    let declared = safe.contains(&format!("{method} {}", url.trim_end_matches('/')));
+    if method != "GET" && !declared {
+        return None;
+    }
+    Some(BootRequest { method, path: url })
+}
+
+/// Folders whose `.js` files declare routes: `(path relative to the root, content)` of each, for
+/// `totem check --boot` (which asks every route, not only those of an edit).
+pub fn route_files(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for folder in ["controllers", "actions", "schemas", "modules", "plugins"] {
+        collect(root, &root.join(folder), 0, &mut out);
+    }
+    out
+}
+
+fn collect(root: &Path, dir: &Path, depth: usize, out: &mut Vec<(String, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            if depth < 3 && !path.ends_with("node_modules") {
+                collect(root, &path, depth + 1, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "js")
+            && let (Ok(rel), Ok(content)) =
+                (path.strip_prefix(root), std::fs::read_to_string(&path))
+        {
+            out.push((rel.to_string_lossy().replace('\\', "/"), content));
+        }
+    }
+}
+
+/// The routes `before` declares that `after` no longer does, as written (`GET /api/items/`).
+pub fn routes_removed(before: &str, after: &str) -> Vec<String> {
+    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
+    let kept: HashSet<String> = route_strings(after)
+        .iter()
+        .filter_map(|(r, _)| key(r))
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for (route, _) in route_strings(before) {
+        if let Some(k) = key(&route)
+            && !kept.contains(&k)
+            && !out.contains(&k)
+        {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// One error the app printed: its first line and the first frame of the stack that is in the
+/// project (not in `node_modules/`, not in Node.js itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootError {
+    /// The error's first line, e.g. `Error: JSON Schema "Item" not found`.
+    pub message: String,
+    /// `actions/items.js:1`, when a frame of the stack is in the project.
+    pub frame: Option<String>,
+}
+
+impl BootError {
+    /// `Error: … (actions/items.js:1)`.
+    pub fn describe(&self) -> String {
+        match &self.frame {
+            Some(frame) => format!("{} ({frame})", self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+/// The longest error message kept, in characters.
+const MAX_MESSAGE: usize = 240;
+
+fn clip(s: &str) -> String {
+    let s = s.trim();
+    if s.chars().count() <= MAX_MESSAGE {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(MAX_MESSAGE).collect();
+    out.push('…');
+    out
+}
+
+/// The errors in the app's output, in order: Total.js's `ERROR ======= date: message` blocks
+/// (uncaught exceptions, load errors) and Node.js's own report of an error that ended the
+/// process (`/path/file.js:3` … `SyntaxError: …`).
+pub fn read_errors(output: &str, root: &Path) -> Vec<BootError> {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(rest) = line.strip_prefix("ERROR ======= ") {
+            // `2026-12-05 04:09:41: Error: …`: the date has one `: ` after it.
+            let message = rest.get(21..).unwrap_or(rest);
+            // A syntax error's stack starts with its place, then the code, then the error.
+            if let Some(place) = location_in(message.trim(), root)
+                && let Some(at) = (i + 1..lines.len().min(i + 6)).find(|&j| is_error_line(lines[j]))
+            {
+                let (_, next) = frames_after(&lines, at + 1);
+                out.push(BootError {
+                    message: clip(lines[at]),
+                    frame: Some(place),
+                });
+                i = next;
+                continue;
+            }
+            let (frames, next) = frames_after(&lines, i + 1);
+            out.push(BootError {
+                message: clip(message),
+                frame: first_project_frame(frames.iter().copied(), root),
+            });
+            i = next;
+            continue;
+        }
+        if is_error_line(line) {
+            let (frames, next) = frames_after(&lines, i + 1);
+            // Node.js prints `/path/file.js:LINE` above the code of a syntax error.
+            let above = lines[..i]
+                .iter()
+                .rev()
+                .take(6)
+                .find_map(|l| location_in(l.trim(), root));
+            out.push(BootError {
+                message: clip(line),
+                frame: above.or_else(|| first_project_frame(frames.iter().copied(), root)),
+            });
+            i = next;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `TypeError: …`, `Error [ERR_X]: …`, `SyntaxError: …` at the start of a line.
+fn is_error_line(line: &str) -> bool {
+    let head: String = line
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    head.ends_with("Error")
+        && line[head.len()..].starts_with([':', ' '])
+        && !line.starts_with("ERROR")
+}
+
+fn frames_after<'a>(lines: &[&'a str], start: usize) -> (Vec<&'a str>, usize) {
+    let mut frames = Vec::new();
+    let mut i = start;
+    while i < lines.len() && lines[i].trim_start().starts_with("at ") {
+        frames.push(lines[i]);
+        i += 1;
+    }
+    (frames, i)
+}
+
+/// The first frame of a stack that points into the project: `actions/items.js:1`.
+pub fn first_project_frame<'a>(
+    frames: impl IntoIterator<Item = &'a str>,
+    root: &Path,
+) -> Option<String> {
+    frames.into_iter().find_map(|frame| {
+        let frame = frame.trim().strip_prefix("at ")?;
+        let location = match (frame.rfind('('), frame.ends_with(')')) {
+            (Some(open), true) => &frame[open + 1..frame.len() - 1],
+            _ => frame,
+        };
+        location_in(location, root)
+    })
+}
+
+/// `/root/actions/items.js:1:7` (or `file:///…`) → `actions/items.js:1` when it is in the project.
+fn location_in(location: &str, root: &Path) -> Option<String> {
+    let location = location.strip_prefix("file://").unwrap_or(location);
+    let root = root.to_str()?.trim_end_matches('/');
+    let rel = location.strip_prefix(root)?.strip_prefix('/')?;
+    let mut parts = rel.splitn(3, ':');
+    let file = parts.next()?;
+    let line = parts.next()?;
+    if file.is_empty()
+        || file.starts_with("node_modules/")
+        || file.contains("/node_modules/")
+        || line.is_empty()
+        || !line.chars().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    Some(format!("{file}:{line}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_routes_without_parameters_are_asked_others_only_when_safe() {
+        let files = vec![(
+            "controllers/default.js".to_string(),
+            "exports.install = function() {\n\tROUTE('GET /', a);\n\tROUTE('+GET /api/me/', b);\n\tROUTE('GET /items/{id}/', c);\n\tROUTE('POST /api/reset/', d);\n\tROUTE('DELETE /api/x/', e);\n\tROUTE('#404', f);\n};\nNEWACTION('Items|list', { route: 'GET ?items/', action($) { $.success(); } });\n".to_string(),
+        )];
+        let labels: Vec<String> = boot_requests(&files, &["post /api/reset".to_string()])
+            .iter()
+            .map(BootRequest::label)
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "GET /",
+                "GET /api/me/",
+                "POST /api/reset/",
+                "GET /api/items/"
+            ]
+        );
+    }
+
+    #[test]
+    fn removed_routes_are_named() {
+        let before =
+            "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /b/', b);\n};\n";
+        let after = "exports.install = function() {\n\tROUTE('GET /b/', b);\n};\n";
+        assert_eq!(routes_removed(before, after), ["GET /a/"]);
+        assert_eq!(routes_removed(before, ""), ["GET /a/", "GET /b/"]);
+    }
+
+    #[test]
+    fn a_total_js_error_names_the_first_project_frame() {
+        let out = "ERROR ======= 2026-12-05 04:09:41: Error: JSON Schema \"Item\" not found\n    at exports.jsonschema (/p/node_modules/total5/utils.js:5748:11)\n    at exports.newaction (/p/node_modules/total5/builders.js:1250:37)\n    at Object.<anonymous> (/p/actions/items.js:1:1)\n    at Module._compile (node:internal/modules/cjs/loader:1521:14)\n";
+        let errors = read_errors(out, Path::new("/p"));
+        assert_eq!(
+            errors,
+            [BootError {
+                message: "Error: JSON Schema \"Item\" not found".into(),
+                frame: Some("actions/items.js:1".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_total_js_caught_names_its_place() {
+        let out = "ERROR ======= 2026-12-05 04:51:02: /p/actions/items.js:5\n);\n^\n\nSyntaxError: Unexpected token ')'\n    at wrapSafe (node:internal/modules/cjs/loader:1469:18)\n";
+        let errors = read_errors(out, Path::new("/p"));
+        assert_eq!(
+            errors,
+            [BootError {
+                message: "SyntaxError: Unexpected token ')'".into(),
+                frame: Some("actions/items.js:5".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_node_syntax_error_names_the_line_above_it() {
+        let out = "/p/controllers/default.js:3\n\tROUTE('GET /', index;\n\t                     ^\n\nSyntaxError: missing ) after argument list\n    at internalCompileFunction (node:internal/vm:76:18)\n\nNode.js v20.20.2\n";
+        let errors = read_errors(out, Path::new("/p"));
+        assert_eq!(errors.len(), 1);
+        assert_eq!(
+            errors[0].message,
+            "SyntaxError: missing ) after argument list"
+        );
+        assert_eq!(errors[0].frame.as_deref(), Some("controllers/default.js:3"));
+    }
+}
