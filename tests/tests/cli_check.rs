@@ -129,13 +129,35 @@ fn check_honours_inline_ignores_and_project_settings() {
     );
 }
 
-/// A Total.js 4 folder is checked on request, with a notice that it is not Total.js 5.
+/// A Total.js 3/4 folder gets one answer (#32 item 5): the check does not apply, finds nothing
+/// and exits 0, with a notice; its v5 migration findings come only with `--migrate`.
 #[test]
 fn check_of_a_folder_that_is_not_total5_says_so() {
     let cli = Cli::new();
     write(&cli, "debug.js", "require('total.js/debug')({});\n");
     write(&cli, "config", "name : Old\n");
+    write(
+        &cli,
+        "package.json",
+        "{\"name\": \"old\", \"dependencies\": {\"total.js\": \"^3.4.0\"}}\n",
+    );
+    write(
+        &cli,
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index() {\n\tvar self = this;\n\tself.plain('old');\n}\n",
+    );
     let out = cli.run(["check"]);
     assert_exit(&out, 0);
     assert!(stderr(&out).contains("not Total.js 5"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--migrate"), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("0 errors"), "{}", stdout(&out));
+
+    let out = cli.run(["check", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(json["kind"], "totaljs3", "{json}");
+    assert_eq!(json["errors"], 0, "{json}");
+
+    let out = cli.run(["check", "--migrate"]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("[handler-this]"), "{}", stdout(&out));
 }
