@@ -77,3 +77,14 @@ pub struct McpToken {
     /// `mcpServer.http.enabled` in settings.json.
     pub enabled: bool,
 }
+
+/// `web.open`: where the web client answers, with a one-time token in the URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebOpened {
+    /// `http://127.0.0.1:7311/?token=…`: opening it once trades the token for a cookie; the token
+    /// then no longer works (it also expires after five minutes).
+    pub url: String,
+    /// The listener is bound to an address other machines can reach.
+    pub remote: bool,
+}

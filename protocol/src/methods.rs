@@ -197,6 +197,9 @@ method_table! {
     /// Creates or replaces the bearer token of the MCP server's HTTP listener and returns it,
     /// once; it is stored encrypted.
     McpTokenRotate = "mcpToken.rotate" (NoParams) -> McpToken { mcp: false, subscription: false };
+    /// Starts the HTTP listener if it is not running and returns the web client's URL with a
+    /// one-time token (`totem web`).
+    WebOpen = "web.open" (NoParams) -> WebOpened { mcp: false, subscription: false };
 }
 
 /// Looks a method up by name.

@@ -72,6 +72,9 @@ pub enum Command {
     /// Serve Totem as an MCP server on stdin/stdout for another agent; `totem mcp token` makes
     /// the bearer token of totemd's MCP HTTP listener.
     Mcp(crate::mcp::McpArgs),
+    /// Print (and on a desktop, open) the address of the web client totemd serves, with a
+    /// one-time token.
+    Web(crate::web::WebArgs),
     /// Print the man page (`totem man > totem.1`), or write one page per command with `--out DIR`.
     #[command(hide = true)]
     Man {

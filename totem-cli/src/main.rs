@@ -21,6 +21,7 @@ mod sessions;
 mod store;
 mod terminal;
 mod transfer;
+mod web;
 
 use std::process::ExitCode;
 
@@ -82,6 +83,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Some(Command::Mcp(args)) => mcp::command(&endpoint, args).await,
             Some(Command::Provider(command)) => provider::command(&endpoint, command).await,
             Some(Command::Models(args)) => provider::models(&endpoint, args).await,
+            Some(Command::Web(args)) => web::web(&endpoint, &args).await,
             Some(Command::Completions { .. }) | Some(Command::Man { .. }) => Ok(Exit::Success),
         }
     });

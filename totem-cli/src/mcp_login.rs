@@ -137,7 +137,7 @@ async fn answer(stream: &mut TcpStream, status: &str, text: &str) {
 }
 
 /// Opens `url` in the user's browser when there is one to open; returns whether it was started.
-fn open_browser(url: &str) -> bool {
+pub(crate) fn open_browser(url: &str) -> bool {
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()

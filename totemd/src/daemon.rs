@@ -93,6 +93,8 @@ pub struct Daemon {
     pub sandbox: crate::sandbox::Mode,
     /// OAuth logins to MCP servers waiting for the browser (`mcpServer.login`).
     pub mcp_logins: crate::mcp_client::oauth::Logins,
+    /// The web client's listener address, one-time tokens and cookies.
+    pub web: crate::server::web::Web,
     shutdown: watch::Sender<bool>,
     failed: std::sync::atomic::AtomicBool,
 }
@@ -122,6 +124,7 @@ impl Daemon {
             terminals: std::sync::Arc::new(crate::terminal::Terminals::new(home)),
             sandbox: crate::sandbox::probe(),
             mcp_logins: crate::mcp_client::oauth::Logins::default(),
+            web: crate::server::web::Web::default(),
             shutdown,
             failed: std::sync::atomic::AtomicBool::new(false),
         };

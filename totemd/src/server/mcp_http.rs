@@ -50,15 +50,17 @@ fn http_settings(daemon: &Daemon) -> crate::config::file::McpHttpSettings {
 }
 
 /// Starts the listener when settings enable it; a failure is logged and leaves the daemon
-/// serving its socket. Returns the address listened on.
+/// serving its socket. Returns the address listened on. The same listener serves the web client
+/// (`web.rs`); when MCP over HTTP is off, the first `web.open` starts it.
 pub async fn start(daemon: Arc<Daemon>) -> Option<SocketAddr> {
     let http = http_settings(&daemon);
     if !http.enabled {
         return None;
     }
-    match listen(daemon, &http).await {
+    match listen_now(daemon.clone(), true).await {
         Ok(addr) => {
             tracing::info!(%addr, "MCP server listening on http://{addr}/mcp");
+            daemon.web.set_listening(addr).await;
             Some(addr)
         }
         Err(e) => {
@@ -68,10 +70,10 @@ pub async fn start(daemon: Arc<Daemon>) -> Option<SocketAddr> {
     }
 }
 
-async fn listen(
-    daemon: Arc<Daemon>,
-    http: &crate::config::file::McpHttpSettings,
-) -> anyhow::Result<SocketAddr> {
+/// Binds `mcpServer.http`'s address and serves the web client there, and the MCP endpoint at
+/// `/mcp` when `mcp` is set, until the daemon stops.
+pub async fn listen_now(daemon: Arc<Daemon>, mcp: bool) -> anyhow::Result<SocketAddr> {
+    let http = http_settings(&daemon);
     let addr = http.addr().map_err(anyhow::Error::msg)?;
     let loopback = addr.ip().is_loopback();
     if !loopback && !daemon.settings.secrets().has(TOKEN_NAME)? {
@@ -83,25 +85,30 @@ async fn listen(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}; change mcpServer.http.port"))?;
     let addr = listener.local_addr()?;
-    let socket = daemon.socket.clone();
-    let connect: Connect = Arc::new(move || {
-        let socket = socket.clone();
-        Box::pin(async move {
-            // It answers permission questions: with its clients' persons' answers.
-            let capabilities = ClientCapabilities { permissions: true };
-            let (client, _) = Client::connect(&socket, "totemd-mcp-http", capabilities).await?;
-            Ok(client)
-        })
-    });
     let cancel = tokio_util::sync::CancellationToken::new();
-    let service = totem_mcp::http_service(
-        TotemMcp::new(Connector::new(connect)),
-        loopback,
-        cancel.clone(),
-    );
-    let router = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(daemon.clone(), guard));
+    let mut router = super::web::router(daemon.clone(), loopback);
+    if mcp {
+        let socket = daemon.socket.clone();
+        let connect: Connect = Arc::new(move || {
+            let socket = socket.clone();
+            Box::pin(async move {
+                // It answers permission questions: with its clients' persons' answers.
+                let capabilities = ClientCapabilities { permissions: true };
+                let (client, _) =
+                    Client::connect(&socket, "totemd-mcp-http", capabilities).await?;
+                Ok(client)
+            })
+        });
+        let service = totem_mcp::http_service(
+            TotemMcp::new(Connector::new(connect)),
+            loopback,
+            cancel.clone(),
+        );
+        let mcp_router = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(daemon.clone(), guard));
+        router = mcp_router.merge(router);
+    }
     let mut shutdown = daemon.shutdown_requested();
     tokio::spawn(async move {
         let stopped = async move {
@@ -112,7 +119,7 @@ async fn listen(
             .with_graceful_shutdown(stopped)
             .await
         {
-            tracing::error!(error = %e, "the MCP server's HTTP listener failed");
+            tracing::error!(error = %e, "the HTTP listener failed");
         }
     });
     Ok(addr)

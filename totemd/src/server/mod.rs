@@ -11,6 +11,7 @@ mod rpc_check;
 mod rpc_provider;
 mod rpc_run;
 pub mod rpc_terminal;
+pub mod web;
 mod writer;
 
 use std::sync::Arc;

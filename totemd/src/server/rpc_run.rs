@@ -78,6 +78,12 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::McpTokenRotate, _, _>(m, |_: NoParams, d, _| async move {
         super::mcp_http::rotate_token(&d).map_err(|e| err(ErrorCode::INTERNAL_ERROR, e.to_string()))
     });
+
+    register::<method::WebOpen, _, _>(m, |_: NoParams, d, _| async move {
+        super::web::open(d)
+            .await
+            .map_err(|e| err(ErrorCode::INTERNAL_ERROR, e))
+    });
 }
 
 fn find_run(d: &Daemon, run_id: &str) -> RpcResult<Run> {

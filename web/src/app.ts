@@ -1,0 +1,799 @@
+// Totem's web client. One page: the project's sessions on the left (search, new, rename, fork,
+// delete), the open session's chat in the middle (Markdown streaming live, reasoning folded, tool
+// calls one line each and expandable, permission questions with their diff side by side and the
+// four answers), the prompt box with the mode, model and reasoning pickers, undo and redo, the
+// session's changes as a file list with per-file diffs, and the context and cost meter.
+//
+// The chat model is the VS Code extension's (`Transcript`, built from the same session events);
+// everything another client does arrives as events and shows at once.
+
+import "./app.css";
+
+import { SessionsState, Transcript, type Block, type Session } from "../../editors/vscode/src/state";
+import { el, markdown, sideBySide } from "./render";
+import { type Event, Rpc, RpcError } from "./rpc";
+
+// ---- the page's skeleton ----
+
+const root = el("div", "app");
+const header = el("header", "top");
+const menuButton = el("button", "menu", "☰");
+menuButton.title = "Sessions";
+menuButton.setAttribute("aria-label", "Sessions");
+const projectSelect = el("select", "project");
+projectSelect.setAttribute("aria-label", "Project");
+const titleLine = el("span", "title", "Totem");
+const meter = el("span", "meter");
+const connection = el("span", "conn", "connecting…");
+header.append(menuButton, projectSelect, titleLine, meter, connection);
+
+const side = el("aside", "side");
+const search = el("input", "search");
+search.type = "search";
+search.placeholder = "Search sessions";
+const newButton = el("button", "new", "New session");
+const sessionList = el("ul", "sessions");
+side.append(newButton, search, sessionList);
+
+const main = el("main", "main");
+const toolbar = el("div", "toolbar");
+const renameButton = el("button", undefined, "Rename");
+const forkButton = el("button", undefined, "Fork");
+const deleteButton = el("button", undefined, "Delete");
+const undoButton = el("button", "undo", "Undo");
+const redoButton = el("button", "redo", "Redo");
+const changesButton = el("button", "changes-toggle", "Changes");
+toolbar.append(undoButton, redoButton, changesButton, renameButton, forkButton, deleteButton);
+const log = el("div", "log");
+log.setAttribute("role", "log");
+const changesPanel = el("section", "changes hidden");
+const composer = el("form", "composer");
+const prompt = el("textarea", "prompt");
+prompt.placeholder = "Ask Totem… (Enter sends, Shift+Enter for a new line)";
+prompt.rows = 2;
+const pickers = el("div", "pickers");
+const modeSelect = el("select", "mode");
+modeSelect.setAttribute("aria-label", "Mode");
+for (const m of ["build", "plan"]) {
+  modeSelect.append(new Option(m, m));
+}
+const modelSelect = el("select", "model");
+modelSelect.setAttribute("aria-label", "Model");
+modelSelect.append(new Option("default model", ""));
+const reasoningSelect = el("select", "reasoning");
+reasoningSelect.setAttribute("aria-label", "Reasoning");
+for (const r of ["", "off", "low", "medium", "high"]) {
+  reasoningSelect.append(new Option(r === "" ? "reasoning: default" : `reasoning: ${r}`, r));
+}
+const sendButton = el("button", "send", "Send");
+sendButton.type = "submit";
+const stopButton = el("button", "stop", "Stop");
+stopButton.type = "button";
+pickers.append(modeSelect, modelSelect, reasoningSelect, stopButton, sendButton);
+composer.append(prompt, pickers);
+const toast = el("div", "toast hidden");
+toast.setAttribute("role", "status");
+main.append(toolbar, log, changesPanel, composer);
+root.append(header, side, main, toast);
+
+// ---- state ----
+
+let rpc: Rpc;
+let projects: { id: string; name: string; path: string }[] = [];
+let sessions: SessionsState | undefined;
+let daemonSub: string | undefined;
+
+interface Open {
+  id: string;
+  title: string;
+  transcript: Transcript;
+  sub?: string;
+  seenParts: Set<string>;
+  seenMessages: Set<string>;
+  seenQuestions: Set<string>;
+  questions: Map<string, any>;
+  tools: Map<string, { tool: string; input: unknown; output?: string }>;
+  rendered: { el: HTMLElement; sig: string }[];
+  activity: string;
+}
+let open: Open | undefined;
+let openToken = 0;
+
+function say(text: string): void {
+  toast.textContent = text;
+  toast.classList.remove("hidden");
+  window.clearTimeout((toast as any).timer);
+  (toast as any).timer = window.setTimeout(() => toast.classList.add("hidden"), 5000);
+}
+
+function failed(e: unknown): void {
+  say(e instanceof Error ? e.message : String(e));
+}
+
+// ---- connection ----
+
+async function connect(): Promise<void> {
+  const url = `ws://${location.host}/rpc`;
+  rpc = new Rpc(url);
+  rpc.onState = (state) => {
+    connection.textContent = state === "open" ? "" : "disconnected: reconnecting…";
+    document.body.classList.toggle("offline", state !== "open");
+    if (state === "closed") {
+      window.setTimeout(() => void reconnect(), 1000);
+    }
+  };
+  await rpc.open();
+  const list = await rpc.call<{ items: typeof projects }>("project.list", { limit: 500 });
+  projects = list.items;
+  projectSelect.replaceChildren(...projects.map((p) => new Option(p.name || p.path, p.id)));
+  const wanted = localStorage.getItem("totem.project");
+  const project = projects.find((p) => p.id === wanted) ?? projects[projects.length - 1];
+  if (project) {
+    projectSelect.value = project.id;
+  }
+  void loadModels();
+  daemonSub = await rpc.subscribe("daemon.subscribe", {}, onDaemon);
+  await loadSessions();
+  const session = new URLSearchParams(location.hash.slice(1)).get("session");
+  if (session) {
+    await openSession(session);
+  } else if (sessions && sessions.sorted()[0]) {
+    await openSession(sessions.sorted()[0].id);
+  }
+}
+
+async function reconnect(): Promise<void> {
+  try {
+    const current = open?.id;
+    open = undefined;
+    await connect();
+    if (current) {
+      await openSession(current);
+    }
+  } catch {
+    connection.textContent = "totemd does not answer: run `totem web` again";
+    window.setTimeout(() => void reconnect(), 3000);
+  }
+}
+
+async function loadModels(): Promise<void> {
+  try {
+    const list = await rpc.call<{ models: { name: string }[]; defaultModel?: string }>("model.list", {});
+    const chosen = modelSelect.value;
+    modelSelect.replaceChildren(new Option(list.defaultModel ? `default (${list.defaultModel})` : "default model", ""));
+    for (const m of list.models) {
+      modelSelect.append(new Option(m.name, m.name));
+    }
+    modelSelect.value = chosen;
+  } catch {
+    // No provider answers: the default stays.
+  }
+}
+
+// ---- sessions ----
+
+function projectId(): string | undefined {
+  return projectSelect.value || undefined;
+}
+
+async function loadSessions(): Promise<void> {
+  const pid = projectId();
+  if (!pid) {
+    sessionList.replaceChildren(el("li", "empty", "No project yet: run `totem` in a folder, then reload."));
+    return;
+  }
+  const query = search.value.trim();
+  const page = await rpc.call<{ items: Session[] }>("session.list", {
+    projectId: pid,
+    limit: 200,
+    ...(query ? { search: query } : {}),
+  });
+  const state = new SessionsState(pid);
+  const before = sessions;
+  state.load(page.items);
+  if (before && before.projectId === pid) {
+    for (const item of state.sorted()) {
+      const old = before.get(item.id);
+      if (old) {
+        item.activity = old.activity;
+        item.questions = old.questions;
+      }
+    }
+  }
+  sessions = state;
+  drawSessions();
+}
+
+function drawSessions(): void {
+  if (!sessions) {
+    return;
+  }
+  const items = sessions.sorted().map((s) => {
+    const li = el("li", `session ${s.activity}${open?.id === s.id ? " current" : ""}`);
+    const title = el("span", "stitle", s.title || "(untitled)");
+    li.append(title);
+    if (s.questions.length > 0) {
+      li.append(el("span", "badge", String(s.questions.length)));
+    } else if (s.activity === "running") {
+      li.append(el("span", "dot", "●"));
+    }
+    li.dataset.id = s.id;
+    li.tabIndex = 0;
+    li.onclick = () => void openSession(s.id).catch(failed);
+    li.onkeydown = (e) => {
+      if (e.key === "Enter") {
+        void openSession(s.id).catch(failed);
+      }
+    };
+    return li;
+  });
+  sessionList.replaceChildren(...(items.length ? items : [el("li", "empty", search.value ? "No session matches." : "No session yet.")]));
+}
+
+function onDaemon(event: Event): void {
+  if (event.type === "lagged") {
+    void rpc.subscribe("daemon.subscribe", {}, onDaemon).then((id) => (daemonSub = id));
+    return;
+  }
+  if (sessions?.apply(event as any)) {
+    drawSessions();
+  }
+  if (event.type === "session.updated" && open && (event.session as Session).id === open.id) {
+    open.title = (event.session as Session).title;
+    titleLine.textContent = open.title;
+  }
+  if (event.type === "session.status" && open && event.sessionId === open.id) {
+    open.activity = event.status as string;
+    document.body.dataset.activity = open.activity;
+  }
+  if (document.hidden) {
+    if (event.type === "permission.asked") {
+      const q = event.question as { tool: string; target: string; sessionId: string };
+      notify("Totem asks", `${q.tool} wants to ${q.target}`, q.sessionId);
+    } else if (event.type === "run.ended") {
+      const run = event.run as { status: string; sessionId: string };
+      notify("Totem", `The run ${run.status === "done" ? "finished" : run.status}.`, run.sessionId);
+    }
+  }
+}
+
+function notify(title: string, body: string, sessionId?: string): void {
+  if (!("Notification" in window) || Notification.permission !== "granted") {
+    return;
+  }
+  const n = new Notification(title, { body: body.slice(0, 200), tag: sessionId });
+  n.onclick = () => {
+    window.focus();
+    if (sessionId) {
+      void openSession(sessionId).catch(failed);
+    }
+  };
+}
+
+// ---- the open session ----
+
+async function openSession(id: string): Promise<void> {
+  const token = ++openToken;
+  if (open?.sub) {
+    void rpc.unsubscribe("session.unsubscribe", open.sub);
+  }
+  side.classList.remove("shown");
+  const session = await rpc.call<Session & { lastSeq: number; usage?: any; status: string }>("session.get", { sessionId: id });
+  const state: Open = {
+    id,
+    title: session.title,
+    transcript: new Transcript(),
+    seenParts: new Set(),
+    seenMessages: new Set(),
+    seenQuestions: new Set(),
+    questions: new Map(),
+    tools: new Map(),
+    rendered: [],
+    activity: session.status === "running" ? "running" : "idle",
+  };
+  // History from the stored messages (one page call per 1,000), then live events from the
+  // session's newest seq; anything in both is skipped.
+  const undoneRuns = new Set<string>();
+  let afterSeq = 0;
+  for (;;) {
+    const page = await rpc.call<{ messages: any[]; nextAfterSeq?: number }>("session.messages", {
+      sessionId: id,
+      afterSeq,
+      limit: 1000,
+    });
+    if (token !== openToken) {
+      return;
+    }
+    for (const message of page.messages) {
+      ingestMessage(state, message);
+      if (message.undone && message.runId) {
+        undoneRuns.add(message.runId);
+      }
+    }
+    if (page.nextAfterSeq === undefined || page.messages.length === 0) {
+      break;
+    }
+    afterSeq = page.nextAfterSeq;
+  }
+  for (const block of state.transcript.blocks) {
+    if (block.runId && undoneRuns.has(block.runId)) {
+      block.undone = true;
+    }
+  }
+  const waiting = await rpc.call<{ questions: any[] }>("permission.list", { sessionId: id });
+  for (const question of waiting.questions) {
+    apply(state, { type: "permission.asked", at: Date.now(), sessionId: id, question });
+  }
+  if (token !== openToken) {
+    return;
+  }
+  open = state;
+  location.hash = `session=${encodeURIComponent(id)}`;
+  titleLine.textContent = session.title;
+  document.body.dataset.activity = state.activity;
+  showUsage(session.usage);
+  log.replaceChildren();
+  changesPanel.classList.add("hidden");
+  draw(true);
+  drawSessions();
+  let lastSeq = session.lastSeq;
+  const handler = (e: Event): void => {
+    if (open !== state) {
+      return;
+    }
+    if (e.type === "lagged") {
+      // Fell behind: subscribe again from the last event seen; nothing is lost.
+      void rpc.subscribe("session.subscribe", { sessionId: id, afterSeq: lastSeq }, handler).then((sub) => (state.sub = sub));
+      return;
+    }
+    if (typeof e.seq === "number") {
+      lastSeq = Math.max(lastSeq, e.seq);
+    }
+    apply(state, e);
+    schedule();
+  };
+  state.sub = await rpc.subscribe("session.subscribe", { sessionId: id, afterSeq: session.lastSeq }, handler);
+}
+
+function ingestMessage(state: Open, message: any): void {
+  state.seenMessages.add(message.id);
+  const base = { at: message.createdAt, sessionId: message.sessionId, seq: message.seq };
+  state.transcript.apply({ ...base, type: "message.created", message } as any);
+  if (message.role !== "assistant") {
+    return;
+  }
+  message.parts.forEach((part: any, index: number) => {
+    state.seenParts.add(`${message.id}:${index}`);
+    noteTool(state, part);
+    state.transcript.apply({ ...base, type: "part.done", messageId: message.id, runId: message.runId, index, part } as any);
+  });
+}
+
+function noteTool(state: Open, part: any): void {
+  if (part.type === "toolCall") {
+    state.tools.set(part.callId, { tool: part.tool, input: part.input });
+  } else if (part.type === "toolResult") {
+    const t = state.tools.get(part.callId);
+    if (t) {
+      t.output = part.output;
+    }
+  }
+}
+
+/** One live event into the open session (duplicates of the history skipped). */
+function apply(state: Open, e: Event): void {
+  switch (e.type) {
+    case "message.created": {
+      const id = (e.message as { id: string }).id;
+      if (state.seenMessages.has(id)) {
+        return;
+      }
+      state.seenMessages.add(id);
+      break;
+    }
+    case "part.started":
+    case "part.delta":
+    case "part.done":
+      if (state.seenParts.has(`${e.messageId as string}:${e.index as number}`)) {
+        return;
+      }
+      if (e.type === "part.done") {
+        noteTool(state, e.part);
+      }
+      break;
+    case "permission.asked": {
+      const q = e.question as { id: string };
+      if (state.seenQuestions.has(q.id)) {
+        return;
+      }
+      state.seenQuestions.add(q.id);
+      state.questions.set(q.id, q);
+      break;
+    }
+    case "usage":
+      showUsage(e.session, e.contextTokens as number | undefined, e.contextWindow as number | undefined);
+      break;
+    case "session.deleted":
+      say("This session was deleted.");
+      break;
+    default:
+      break;
+  }
+  state.transcript.apply(e as any);
+}
+
+function showUsage(usage: any, context?: number, window_?: number): void {
+  if (!usage) {
+    meter.textContent = "";
+    return;
+  }
+  const tokens = (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0);
+  const parts = [`${compact(tokens)} tokens`];
+  if (typeof usage.costUsd === "number") {
+    parts.push(`$${usage.costUsd.toFixed(usage.costUsd < 1 ? 4 : 2)}`);
+  }
+  if (context && window_) {
+    parts.unshift(`context ${Math.round((100 * context) / window_)}%`);
+  }
+  meter.textContent = parts.join(" · ");
+}
+
+function compact(n: number): string {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n);
+}
+
+// ---- drawing the chat ----
+
+let scheduled = false;
+function schedule(): void {
+  if (!scheduled) {
+    scheduled = true;
+    requestAnimationFrame(() => {
+      scheduled = false;
+      draw(false);
+    });
+  }
+}
+
+function signature(state: Open, b: Block): string {
+  switch (b.kind) {
+    case "text":
+    case "reasoning":
+      return `${b.kind}|${b.text.length}|${b.streaming}|${b.undone}`;
+    case "tool":
+      return `tool|${b.result ?? ""}|${b.error}|${b.undone}`;
+    case "question":
+      return `q|${b.answer ?? ""}|${b.undone}`;
+    default:
+      return `${b.kind}|${b.undone}`;
+  }
+}
+
+/** Markdown is drawn when a block first comes near the screen (a long session opens fast). */
+const lazy = new IntersectionObserver(
+  (entries) => {
+    for (const entry of entries) {
+      if (entry.isIntersecting) {
+        const target = entry.target as HTMLElement & { pending?: string };
+        if (target.pending !== undefined) {
+          markdown(target, target.pending);
+          target.pending = undefined;
+        }
+        lazy.unobserve(target);
+      }
+    }
+  },
+  { root: log, rootMargin: "800px 0px" },
+);
+
+function draw(first: boolean): void {
+  const state = open;
+  if (!state) {
+    return;
+  }
+  const stick = first || log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+  const blocks = state.transcript.blocks;
+  const fragment = document.createDocumentFragment();
+  for (let i = 0; i < blocks.length; i++) {
+    const block = blocks[i];
+    const sig = signature(state, block);
+    const known = state.rendered[i];
+    if (known && known.sig === sig) {
+      continue;
+    }
+    const node = drawBlock(state, block, !first);
+    if (known) {
+      known.el.replaceWith(node);
+      known.el = node;
+      known.sig = sig;
+    } else {
+      state.rendered[i] = { el: node, sig };
+      fragment.append(node);
+    }
+  }
+  log.append(fragment);
+  if (stick) {
+    log.scrollTop = log.scrollHeight;
+  }
+  undoButton.disabled = state.activity !== "idle";
+  redoButton.disabled = state.activity !== "idle";
+}
+
+function drawBlock(state: Open, b: Block, eager: boolean): HTMLElement {
+  const box = el("div", `block ${b.kind}${b.undone ? " undone" : ""}`);
+  switch (b.kind) {
+    case "user": {
+      box.append(el("div", "who", "You"), el("div", "plain", b.text));
+      for (const a of b.attachments) {
+        box.append(el("div", "attachment", `📎 ${a}`));
+      }
+      break;
+    }
+    case "text": {
+      const body = el("div", "md") as HTMLElement & { pending?: string };
+      if (b.streaming || eager) {
+        markdown(body, b.text);
+      } else {
+        body.textContent = b.text;
+        body.pending = b.text;
+        lazy.observe(body);
+      }
+      if (b.streaming) {
+        box.classList.add("streaming");
+      }
+      box.append(body);
+      break;
+    }
+    case "reasoning": {
+      const details = el("details");
+      details.append(el("summary", undefined, b.streaming ? "Thinking…" : "Reasoning"), el("div", "plain", b.text));
+      box.append(details);
+      break;
+    }
+    case "tool": {
+      const details = el("details");
+      const summary = el("summary", b.error ? "failed" : undefined, b.line);
+      if (b.result !== undefined) {
+        summary.append(el("span", "result", ` → ${b.result}`));
+      }
+      details.append(summary);
+      details.ontoggle = () => {
+        if (details.open && details.childElementCount === 1) {
+          const t = state.tools.get(b.callId);
+          details.append(el("pre", "io", JSON.stringify(t?.input ?? {}, null, 2)));
+          if (t?.output !== undefined) {
+            details.append(el("pre", "io", t.output));
+          }
+        }
+      };
+      box.append(details);
+      break;
+    }
+    case "question":
+      box.append(drawQuestion(state, b));
+      break;
+    case "notice":
+      box.append(el("div", "plain", b.text));
+      break;
+    case "changes":
+      box.append(el("div", "plain", `${b.verb === "undid" ? "Undid" : "Redid"} ${b.files.length} file(s): ${b.files.join(", ")}`));
+      break;
+    case "end":
+      box.append(el("div", "plain", b.status === "done" ? "Run finished." : `Run ${b.status}${b.error ? `: ${b.error}` : ""}`));
+      break;
+  }
+  return box;
+}
+
+function drawQuestion(state: Open, b: Extract<Block, { kind: "question" }>): HTMLElement {
+  const q = state.questions.get(b.id) ?? {};
+  const box = el("div", "question-body");
+  box.append(el("div", "qline", b.line));
+  if (q.explanation) {
+    box.append(el("div", "explain", q.explanation));
+  }
+  if (b.diff) {
+    box.append(sideBySide(b.diff));
+    if (b.truncated) {
+      box.append(el("div", "explain", "The diff is cut short."));
+    }
+  } else if (q.kind === "execute" && q.target) {
+    box.append(el("pre", "command", q.target));
+  }
+  if (b.answer) {
+    box.append(el("div", "answered", `Answered: ${b.answer}`));
+    return box;
+  }
+  const buttons = el("div", "answers");
+  const reply = (r: Record<string, unknown>) =>
+    void rpc.call("permission.reply", { sessionId: state.id, questionId: b.id, reply: r }).catch(failed);
+  const once = el("button", "once", "Allow once");
+  once.onclick = () => reply({ type: "once" });
+  const session = el("button", "always-session", "Always in this session");
+  session.onclick = () => reply({ type: "alwaysSession" });
+  const project = el("button", "always-project", "Always in this project");
+  project.onclick = () => reply({ type: "alwaysProject" });
+  if (q.always) {
+    session.title = project.title = `Remembers: ${q.always}`;
+  }
+  const note = el("input", "note");
+  note.placeholder = "Why not? (told to the model)";
+  const deny = el("button", "deny", "Deny");
+  deny.onclick = () => reply(note.value.trim() ? { type: "deny", note: note.value.trim() } : { type: "deny" });
+  buttons.append(once, session, project, note, deny);
+  box.append(buttons);
+  return box;
+}
+
+// ---- changes ----
+
+async function showChanges(): Promise<void> {
+  if (!open) {
+    return;
+  }
+  if (!changesPanel.classList.contains("hidden")) {
+    changesPanel.classList.add("hidden");
+    return;
+  }
+  const diff = await rpc.call<{ files: { path: string; status: string; diff?: string; binary?: boolean }[] }>("session.diff", {
+    sessionId: open.id,
+  });
+  const tree = el("ul", "tree");
+  const view = el("div", "file-diff");
+  if (diff.files.length === 0) {
+    tree.append(el("li", "empty", "No changes in this session."));
+  }
+  for (const file of diff.files) {
+    const item = el("li", `file ${file.status}`);
+    const depth = file.path.split("/").length - 1;
+    item.style.paddingLeft = `${depth}em`;
+    item.append(el("span", "status", file.status[0].toUpperCase()), el("span", "path", file.path));
+    item.onclick = () => {
+      view.replaceChildren(file.binary ? el("div", "plain", "A binary file.") : sideBySide(file.diff ?? ""));
+    };
+    tree.append(item);
+  }
+  changesPanel.replaceChildren(tree, view);
+  changesPanel.classList.remove("hidden");
+}
+
+// ---- actions ----
+
+async function send(): Promise<void> {
+  const text = prompt.value.trim();
+  if (!text) {
+    return;
+  }
+  if ("Notification" in window && Notification.permission === "default") {
+    void Notification.requestPermission();
+  }
+  let id = open?.id;
+  if (!id) {
+    const pid = projectId();
+    if (!pid) {
+      say("Open a project first: run `totem` in a folder.");
+      return;
+    }
+    const created = await rpc.call<Session>("session.create", { projectId: pid });
+    await loadSessions();
+    await openSession(created.id);
+    id = created.id;
+  }
+  const params: Record<string, unknown> = { sessionId: id, text, mode: modeSelect.value };
+  if (modelSelect.value) {
+    params.model = modelSelect.value;
+  }
+  if (reasoningSelect.value) {
+    params.reasoning = reasoningSelect.value;
+  }
+  await rpc.call("session.prompt", params);
+  prompt.value = "";
+}
+
+async function undoRedo(method: "session.undo" | "session.redo"): Promise<void> {
+  if (!open) {
+    return;
+  }
+  try {
+    const r = await rpc.call<{ files: string[]; prompt?: string }>(method, { sessionId: open.id });
+    if (method === "session.undo" && r.prompt && !prompt.value) {
+      prompt.value = r.prompt;
+    }
+  } catch (e) {
+    if (e instanceof RpcError && e.code !== -1 && Array.isArray((e.data as any)?.files)) {
+      const files = (e.data as { files: string[] }).files.join(", ");
+      if (window.confirm(`These files changed since the run: ${files}. Overwrite them?`)) {
+        await rpc.call(method, { sessionId: open.id, force: true });
+      }
+      return;
+    }
+    throw e;
+  }
+}
+
+composer.onsubmit = (e) => {
+  e.preventDefault();
+  void send().catch(failed);
+};
+prompt.onkeydown = (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    void send().catch(failed);
+  }
+};
+stopButton.onclick = () => open && void rpc.call("session.abort", { sessionId: open.id }).catch(failed);
+undoButton.onclick = () => void undoRedo("session.undo").catch(failed);
+redoButton.onclick = () => void undoRedo("session.redo").catch(failed);
+changesButton.onclick = () => void showChanges().catch(failed);
+menuButton.onclick = () => side.classList.toggle("shown");
+newButton.onclick = () => {
+  const pid = projectId();
+  if (!pid) {
+    say("Open a project first: run `totem` in a folder.");
+    return;
+  }
+  void rpc
+    .call<Session>("session.create", { projectId: pid })
+    .then(async (s) => {
+      await loadSessions();
+      await openSession(s.id);
+      prompt.focus();
+    })
+    .catch(failed);
+};
+renameButton.onclick = () => {
+  if (!open) {
+    return;
+  }
+  const title = window.prompt("New title", open.title);
+  if (title && title.trim()) {
+    void rpc.call("session.rename", { sessionId: open.id, title: title.trim() }).catch(failed);
+  }
+};
+forkButton.onclick = () => {
+  if (!open) {
+    return;
+  }
+  void rpc
+    .call<Session>("session.fork", { sessionId: open.id })
+    .then(async (s) => {
+      await loadSessions();
+      await openSession(s.id);
+    })
+    .catch(failed);
+};
+deleteButton.onclick = () => {
+  if (!open || !window.confirm(`Delete the session “${open.title}”? This cannot be undone.`)) {
+    return;
+  }
+  const id = open.id;
+  void rpc
+    .call("session.delete", { sessionId: id })
+    .then(async () => {
+      open = undefined;
+      log.replaceChildren();
+      titleLine.textContent = "Totem";
+      await loadSessions();
+    })
+    .catch(failed);
+};
+let searchTimer = 0;
+search.oninput = () => {
+  window.clearTimeout(searchTimer);
+  searchTimer = window.setTimeout(() => void loadSessions().catch(failed), 200);
+};
+projectSelect.onchange = () => {
+  localStorage.setItem("totem.project", projectSelect.value);
+  open = undefined;
+  log.replaceChildren();
+  void loadSessions().catch(failed);
+};
+
+// The one-time token has done its work (the cookie replaced it): keep it out of the history.
+if (location.search) {
+  history.replaceState(null, "", `/${location.hash}`);
+}
+document.body.append(root);
+void connect().catch((e) => {
+  connection.textContent = e instanceof Error ? e.message : String(e);
+});

@@ -1,0 +1,74 @@
+// Figures for BENCHMARKS.md (`cargo run -p totem-tests --bin bench-web` starts totemd, imports
+// the sessions and runs this): first paint of a small session, the time to open a 5,000-message
+// session and scroll through it, the page's CPU while idle, and the bundle's size gzipped.
+// Environment: TOTEM_E2E_URL (a one-time link), TOTEM_E2E_TOOLS, TOTEM_E2E_CHROMIUM,
+// BENCH_SMALL and BENCH_LARGE (session ids), BENCH_DIST (web/dist).
+
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+
+const env = process.env;
+const { chromium } = createRequire(join(env.TOTEM_E2E_TOOLS, "package.json"))("playwright-core");
+const browser = await chromium.launch({ executablePath: env.TOTEM_E2E_CHROMIUM, args: ["--no-sandbox"] });
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+const page = await context.newPage();
+await page.goto(env.TOTEM_E2E_URL);
+await page.locator(".session").first().waitFor();
+const origin = new URL(env.TOTEM_E2E_URL).origin;
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// Opening a session from a fresh load: navigation start to its last block drawn.
+async function openTime(id, lastText) {
+  await page.goto(`${origin}/#session=${id}`);
+  await page.locator(".block", { hasText: lastText }).last().waitFor({ timeout: 30000 });
+  return page.evaluate(() => performance.now());
+}
+
+const small = [];
+const large = [];
+for (let i = 0; i < 5; i++) {
+  small.push(await openTime(env.BENCH_SMALL, "small answer 9"));
+  large.push(await openTime(env.BENCH_LARGE, "answer 2499"));
+}
+const blocks = await page.locator(".block").count();
+
+// Scrolling from the bottom to the top in 120 steps, one per frame: the longest frame.
+const frames = await page.evaluate(async () => {
+  const log = document.querySelector(".log");
+  const step = log.scrollHeight / 120;
+  const gaps = [];
+  let last = performance.now();
+  for (let i = 0; i < 120; i++) {
+    log.scrollTop = log.scrollHeight - (i + 1) * step;
+    await new Promise((r) => requestAnimationFrame(r));
+    const now = performance.now();
+    gaps.push(now - last);
+    last = now;
+  }
+  gaps.sort((a, b) => a - b);
+  return { p50: gaps[60], max: gaps[gaps.length - 1] };
+});
+
+// Idle: CPU time the page's main thread spends over 5 s with nothing happening.
+const cdp = await context.newCDPSession(page);
+await cdp.send("Performance.enable");
+const before = await cdp.send("Performance.getMetrics");
+await new Promise((r) => setTimeout(r, 5000));
+const after = await cdp.send("Performance.getMetrics");
+const metric = (m, name) => m.metrics.find((x) => x.name === name)?.value ?? 0;
+const idleMs = (metric(after, "TaskDuration") - metric(before, "TaskDuration")) * 1000;
+
+const js = readFileSync(join(env.BENCH_DIST, "app.js"));
+const css = readFileSync(join(env.BENCH_DIST, "app.css"));
+const html = readFileSync(join(env.BENCH_DIST, "index.html"));
+const gz = (b) => gzipSync(b, { level: 9 }).length;
+
+console.log(`first paint, 10-message session (median of 5): ${median(small).toFixed(0)} ms`);
+console.log(`open, 5,000-message session (median of 5): ${median(large).toFixed(0)} ms (${blocks} blocks)`);
+console.log(`scroll through it, 120 frames: median frame ${frames.p50.toFixed(1)} ms, longest ${frames.max.toFixed(1)} ms`);
+console.log(`idle main-thread CPU over 5 s: ${idleMs.toFixed(1)} ms`);
+console.log(`bundle: app.js ${js.length} B (${gz(js)} B gzipped), app.css ${css.length} B (${gz(css)} B gzipped), index.html ${html.length} B; total gzipped ${gz(js) + gz(css) + gz(html)} B`);
+await browser.close();

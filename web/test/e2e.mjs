@@ -1,0 +1,126 @@
+// The web client in a real browser: Debian's chromium driven by playwright-core, against the real
+// totemd and the Ollama simulator (`tests/tests/web.rs` starts them, queues the model's answers and
+// watches the session from a socket client). What a person does: open the link `totem web`
+// printed, send a prompt and watch the answer stream, see hostile Markdown shown harmlessly,
+// answer a question after reading its side-by-side diff, see a question another client answered
+// leave, undo and redo, and use it all on a phone-sized screen.
+// Environment: TOTEM_E2E_URL (the one-time link), TOTEM_E2E_TOOLS (the folder whose node_modules
+// holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT, TOTEM_E2E_SIGNALS (this test
+// writes `asked2` when the page shows the second question; web.rs answers it from the socket),
+// TOTEM_E2E_SHOTS (where screenshots go).
+
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { test } from "node:test";
+
+const env = process.env;
+const { chromium } = createRequire(join(env.TOTEM_E2E_TOOLS, "package.json"))("playwright-core");
+const project = env.TOTEM_TEST_PROJECT;
+const shots = env.TOTEM_E2E_SHOTS ?? "/tmp";
+const HOSTILE = "<img src=x onerror=window.__xss=3>.md";
+
+async function until(what, done, ms = 20000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await done();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      assert.fail(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("stream, hostile text, questions, another client, undo and redo, phone", async (t) => {
+  const browser = await chromium.launch({ executablePath: env.TOTEM_E2E_CHROMIUM, args: ["--no-sandbox"] });
+  t.after(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`) });
+
+  const started = Date.now();
+  await page.goto(env.TOTEM_E2E_URL);
+  // The token left the address bar; the session of the project is open.
+  await until("the page to connect", async () => (await page.locator(".session").count()) > 0);
+  assert.equal(new URL(page.url()).search, "");
+  console.log(`first paint to session list: ${Date.now() - started} ms`);
+
+  // 1. An answer streams: part of it shows while the run still goes.
+  await page.locator(".prompt").fill("stream please");
+  await page.locator(".prompt").press("Enter");
+  const streaming = page.locator(".block.text.streaming");
+  await streaming.waitFor({ timeout: 20000 });
+  await until("the first words", async () => (await streaming.innerText().catch(() => "")).includes("First"));
+  assert.equal(await streaming.count(), 1, "still streaming when the first words show");
+  await page.locator(".block.end").first().waitFor({ timeout: 20000 });
+  const answer = page.locator(".block.text").first();
+  assert.match(await answer.innerText(), /Last words\./);
+  // Markdown with highlighted code; hostile HTML inert.
+  assert.ok((await answer.locator("pre code.hljs span").count()) > 0, "highlighted code");
+  assert.equal(await page.locator("img[onerror], script:not([src]), [onclick]").count(), 0);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await shot("web-chat");
+
+  // 2. A question with its diff, answered here; a second one answered by the socket client.
+  await page.locator(".prompt").fill("write the files");
+  await page.locator(".prompt").press("Enter");
+  const question = page.locator(".block.question").filter({ has: page.locator(".answers") });
+  await question.first().waitFor({ timeout: 20000 });
+  const q1 = question.first();
+  assert.equal(await q1.locator(".qline").innerText(), `write wants to write ${HOSTILE}`);
+  assert.ok((await q1.locator(".diff-table td.add").count()) > 0, "the diff side by side");
+  assert.match(await q1.locator(".diff-table").innerText(), /<script>window.__xss=4<\/script>/);
+  await shot("web-question");
+  await q1.locator("button.once").click();
+  await until("the first file", () => existsSync(join(project, HOSTILE)));
+  // The second question: the socket client answers it; the page withdraws its buttons.
+  await until("the second question", async () => (await page.locator(".block.question .answers").count()) === 1 && (await page.locator(".block.question").count()) === 2);
+  writeFileSync(join(env.TOTEM_E2E_SIGNALS, "asked2"), "");
+  await until("the other client's answer to show", async () => (await page.locator(".block.question .answers").count()) === 0);
+  assert.match(await page.locator(".block.question").nth(1).locator(".answered").innerText(), /once/);
+  await until("the run to end", async () => (await page.locator(".block.end").count()) === 2);
+  assert.equal(readFileSync(join(project, "second.txt"), "utf8"), "two\n");
+  assert.equal(await page.locator("img[onerror], script:not([src])").count(), 0);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+
+  // The changes: the file tree names the hostile file as text.
+  await page.locator(".changes-toggle").click();
+  const file = page.locator(".tree .file .path", { hasText: "onerror" });
+  await file.waitFor();
+  await file.click();
+  await page.locator(".file-diff .diff-table").waitFor();
+
+  // 3. Undo and redo.
+  await until("undo to be enabled", async () => !(await page.locator("button.undo").isDisabled()));
+  await page.locator("button.undo").click();
+  await until("the files to go", () => !existsSync(join(project, "second.txt")) && !existsSync(join(project, HOSTILE)));
+  await until("the run dimmed", async () => (await page.locator(".block.undone").count()) > 0);
+  assert.equal(await page.locator(".prompt").inputValue(), "write the files", "the undone prompt offered again");
+  await page.locator("button.redo").click();
+  await until("the files back", () => existsSync(join(project, "second.txt")) && existsSync(join(project, HOSTILE)));
+  await until("the run no longer dimmed", async () => (await page.locator(".block.undone").count()) === 0);
+  assert.deepEqual(errors, []);
+
+  // 4. A phone: nothing wider than the screen, the session list behind the menu button.
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, storageState: await context.storageState() });
+  const small = await phone.newPage();
+  await small.goto(new URL("/", env.TOTEM_E2E_URL).href);
+  await small.locator(".block.end").first().waitFor({ timeout: 20000 });
+  const width = await small.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= 390, `the page is ${width} px wide`);
+  assert.ok(await small.locator(".menu").isVisible());
+  assert.ok(!(await small.locator(".side").isVisible()) || (await small.locator(".side").boundingBox()).x < -100, "the list is tucked away");
+  assert.ok(await small.locator(".prompt").isVisible());
+  await small.screenshot({ path: join(shots, "web-phone.png") });
+  await small.locator(".menu").click();
+  await until("the list to slide in", async () => (await small.locator(".side").boundingBox())?.x >= 0);
+  await small.locator(".session").first().waitFor();
+  await phone.close();
+});
