@@ -16,13 +16,21 @@ use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 use totem_tests::harness::TestDaemon;
 use totem_tests::setup::plain_project;
 
-/// totemd whose HTTP listener (`mcpServer.http`) takes any free port, with the simulator, a
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// totemd whose HTTP listener (`mcpServer.http`) is on a free port, with the simulator, a
 /// project and a session; `mcp` turns the MCP endpoint on too.
 async fn web_env(mcp: bool, bind: &str) -> (tempfile::TempDir, Env) {
     let home = tempfile::tempdir().expect("home");
+    let port = free_port();
     std::fs::write(
         home.path().join("settings.json"),
-        json!({"version": 1, "mcpServer": {"http": {"enabled": mcp, "port": 0, "bind": bind}}})
+        json!({"version": 1, "mcpServer": {"http": {"enabled": mcp, "port": port, "bind": bind}}})
             .to_string(),
     )
     .expect("settings.json");
@@ -156,7 +164,10 @@ async fn the_door_needs_the_one_time_token_or_its_cookie() {
         assert!(policy.contains(part), "{policy}");
     }
     assert!(!policy.contains("unsafe"), "{policy}");
-    assert!(!policy.contains("http:") && !policy.contains("https:"), "{policy}");
+    assert!(
+        !policy.contains("http:") && !policy.contains("https:"),
+        "{policy}"
+    );
     assert_eq!(first.headers()["x-content-type-options"], "nosniff");
     let html = first.text().await.expect("page");
     assert!(html.contains(r#"<script src="/app.js" defer></script>"#));
@@ -194,7 +205,10 @@ async fn the_door_needs_the_one_time_token_or_its_cookie() {
         .text()
         .await
         .expect("css");
-    assert!(!css.contains("url("), "a remote resource in the style: {css}");
+    assert!(
+        !css.contains("url("),
+        "a remote resource in the style: {css}"
+    );
 
     // 7: a rebinding page's Host, with a stolen cookie even.
     let port = base.rsplit(':').next().expect("port");
@@ -217,12 +231,9 @@ async fn the_door_needs_the_one_time_token_or_its_cookie() {
     .expect("GET");
     assert_eq!(foreign.status().as_u16(), 403);
     // 9: the page's own Origin passes; localhost is a loopback name too.
-    let own = get(
-        "/app.js",
-        &[("cookie", &cookie), ("origin", base.as_str())],
-    )
-    .await
-    .expect("GET");
+    let own = get("/app.js", &[("cookie", &cookie), ("origin", base.as_str())])
+        .await
+        .expect("GET");
     assert_eq!(own.status().as_u16(), 200);
     let localhost = get(
         "/",
@@ -320,7 +331,11 @@ async fn the_websocket_is_the_protocol_and_a_question_answered_there_is_withdraw
         .send()
         .await
         .expect("POST");
-    assert_eq!(mcp.status().as_u16(), 401, "the cookie is not the MCP token");
+    assert_eq!(
+        mcp.status().as_u16(),
+        401,
+        "the cookie is not the MCP token"
+    );
 
     let mut socket = ws(&base, Some(&cookie), Some(&base))
         .await
@@ -338,10 +353,7 @@ async fn the_websocket_is_the_protocol_and_a_question_answered_there_is_withdraw
         .expect("methods");
     assert!(methods.contains(&json!("session.prompt")), "{init}");
     // Bad input gets the socket's answers and the connection stays.
-    socket
-        .send(Message::text("{not json"))
-        .await
-        .expect("send");
+    socket.send(Message::text("{not json")).await.expect("send");
     let parse = answer_null(&mut socket).await;
     assert_eq!(parse["error"]["code"], -32700, "{parse}");
     socket
@@ -555,13 +567,19 @@ async fn the_page_in_chromium() {
                 .expect("permission.list");
             let question = &open["questions"][0];
             assert_eq!(question["target"], "second.txt", "{open}");
-            env.reply(question["id"].as_str().expect("id"), json!({"type": "once"}))
-                .await;
+            env.reply(
+                question["id"].as_str().expect("id"),
+                json!({"type": "once"}),
+            )
+            .await;
             answered = true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(status.success(), "the browser test failed (its output is above)");
+    assert!(
+        status.success(),
+        "the browser test failed (its output is above)"
+    );
     assert!(answered, "the page showed the second question");
     // The socket client saw the question the page answered, answered.
     let mut replies = Vec::new();

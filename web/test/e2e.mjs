@@ -112,7 +112,8 @@ test("stream, hostile text, questions, another client, undo and redo, phone", as
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, storageState: await context.storageState() });
   const small = await phone.newPage();
   await small.goto(new URL("/", env.TOTEM_E2E_URL).href);
-  await small.locator(".block.end").first().waitFor({ timeout: 20000 });
+  // The same session from its stored messages.
+  await small.locator(".block.text", { hasText: "Both written." }).waitFor({ timeout: 20000 });
   const width = await small.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(width <= 390, `the page is ${width} px wide`);
   assert.ok(await small.locator(".menu").isVisible());

@@ -21,6 +21,13 @@ fn messages(pairs: usize, label: &str) -> Vec<Value> {
         .collect()
 }
 
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 #[tokio::main]
 async fn main() {
     let chromium = totem_tests::external::chromium();
@@ -28,7 +35,7 @@ async fn main() {
     let home = tempfile::tempdir().expect("home");
     std::fs::write(
         home.path().join("settings.json"),
-        json!({"version": 1, "mcpServer": {"http": {"port": 0}}}).to_string(),
+        json!({"version": 1, "mcpServer": {"http": {"port": free_port()}}}).to_string(),
     )
     .expect("settings");
     let daemon = TestDaemon::start_in(home.path());

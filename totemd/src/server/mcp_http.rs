@@ -94,8 +94,7 @@ pub async fn listen_now(daemon: Arc<Daemon>, mcp: bool) -> anyhow::Result<Socket
             Box::pin(async move {
                 // It answers permission questions: with its clients' persons' answers.
                 let capabilities = ClientCapabilities { permissions: true };
-                let (client, _) =
-                    Client::connect(&socket, "totemd-mcp-http", capabilities).await?;
+                let (client, _) = Client::connect(&socket, "totemd-mcp-http", capabilities).await?;
                 Ok(client)
             })
         });

@@ -268,7 +268,10 @@ fn with_headers(mut response: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
         headers.insert(
@@ -310,7 +313,11 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(&format!("{COOKIE}=")).map(str::to_string))
+        .find_map(|pair| {
+            pair.trim()
+                .strip_prefix(&format!("{COOKIE}="))
+                .map(str::to_string)
+        })
 }
 
 fn asset(content_type: &'static str, body: &'static str, cache: &'static str) -> Response {
