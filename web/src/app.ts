@@ -94,6 +94,9 @@ interface Open {
   questions: Map<string, any>;
   tools: Map<string, { tool: string; input: unknown; output?: string }>;
   rendered: { el: HTMLElement; sig: string }[];
+  /** The first block drawn: a long session draws its last blocks, and earlier ones as the
+   * reader scrolls up to them. */
+  from: number;
   activity: string;
 }
 let open: Open | undefined;
@@ -289,6 +292,7 @@ async function openSession(id: string): Promise<void> {
     questions: new Map(),
     tools: new Map(),
     rendered: [],
+    from: 0,
     activity: session.status === "running" ? "running" : "idle",
   };
   // History from the stored messages (one page call per 1,000), then live events from the
@@ -486,6 +490,41 @@ const lazy = new IntersectionObserver(
   { root: log, rootMargin: "800px 0px" },
 );
 
+/** Blocks drawn at once when a session opens, and added each time the reader reaches the top. */
+const WINDOW = 150;
+
+/** Reaching the top of the log draws the blocks before the first one drawn. */
+const earlier = el("div", "earlier");
+const topObserver = new IntersectionObserver(
+  (entries) => {
+    if (entries.some((e) => e.isIntersecting)) {
+      drawEarlier();
+    }
+  },
+  { root: log, rootMargin: "400px 0px" },
+);
+topObserver.observe(earlier);
+
+function drawEarlier(): void {
+  const state = open;
+  if (!state || state.from === 0) {
+    return;
+  }
+  const to = state.from;
+  state.from = Math.max(0, to - WINDOW);
+  const before = log.scrollHeight;
+  const fragment = document.createDocumentFragment();
+  for (let i = state.from; i < to; i++) {
+    const block = state.transcript.blocks[i];
+    const node = drawBlock(state, block, false);
+    state.rendered[i] = { el: node, sig: signature(state, block) };
+    fragment.append(node);
+  }
+  earlier.after(fragment);
+  // Keep what the reader looks at in place.
+  log.scrollTop += log.scrollHeight - before;
+}
+
 function draw(first: boolean): void {
   const state = open;
   if (!state) {
@@ -493,8 +532,12 @@ function draw(first: boolean): void {
   }
   const stick = first || log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   const blocks = state.transcript.blocks;
+  if (first) {
+    state.from = Math.max(0, blocks.length - WINDOW);
+    log.replaceChildren(earlier);
+  }
   const fragment = document.createDocumentFragment();
-  for (let i = 0; i < blocks.length; i++) {
+  for (let i = state.from; i < blocks.length; i++) {
     const block = blocks[i];
     const sig = signature(state, block);
     const known = state.rendered[i];
@@ -788,6 +831,14 @@ projectSelect.onchange = () => {
   log.replaceChildren();
   void loadSessions().catch(failed);
 };
+
+// Back and forward between sessions, and links to one (`#session=ID`).
+window.addEventListener("hashchange", () => {
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
+  if (rpc && wanted && wanted !== open?.id) {
+    void openSession(wanted).catch(failed);
+  }
+});
 
 // The one-time token has done its work (the cookie replaced it): keep it out of the history.
 if (location.search) {

@@ -22,6 +22,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // Opening a session from a fresh load: navigation start to its last block drawn.
 async function openTime(id, lastText) {
+  await page.goto("about:blank");
   await page.goto(`${origin}/#session=${id}`);
   await page.locator(".block", { hasText: lastText }).last().waitFor({ timeout: 30000 });
   return page.evaluate(() => performance.now());
