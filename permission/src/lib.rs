@@ -93,7 +93,7 @@ pub mod secret;
 mod state;
 
 pub use env::EnvSettings;
-pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict};
+pub use policy::{AlwaysRule, Part, Policy, Reason, Verdict, control_folder};
 pub use question::Question;
 pub use rules::{Access, AccessKind, Decision, MatchedRule, RuleError, RuleSet, Rules, Source};
 pub use secret::{SecretPatterns, SecretSettings, is_secret};

@@ -60,6 +60,13 @@ pub enum Reason {
         /// What was found.
         found: String,
     },
+    /// A write under `.git/` (hooks, config: git runs what they name) or Totem's own `.totem/`
+    /// (settings, MCP servers, commands): it asks every time, whatever was allowed (`--allow
+    /// edit`, a remembered answer), and "always" does not cover it.
+    ControlFolder {
+        /// `.git` or `.totem`.
+        folder: String,
+    },
     /// The command comes from a file in the project (AGENTS.md), not from the user: a built-in
     /// allow does not cover it, and only an answer for exactly this text settles it.
     FromProject {
@@ -87,6 +94,13 @@ impl fmt::Display for Reason {
             Reason::Unconfined => f.write_str(
                 "this tool runs commands outside the sandbox, so the built-in allow does not cover it",
             ),
+            Reason::ControlFolder { folder } if folder == ".git" => f.write_str(
+                "a write under .git/ can make git run code (hooks, core.fsmonitor in config), so it always asks",
+            ),
+            Reason::ControlFolder { folder } => write!(
+                f,
+                "a write under {folder}/ changes what Totem itself runs and allows, so it always asks"
+            ),
             Reason::FromProject { origin } => {
                 write!(f, "the command comes from the project's {origin}")
             }
@@ -96,6 +110,20 @@ impl fmt::Display for Reason {
             ),
         }
     }
+}
+
+/// The control folder (`.git` or `.totem`) a path is under, any component of it (a nested
+/// repository's `.git` too), whatever its case (case-insensitive file systems).
+pub fn control_folder(path: &str) -> Option<&'static str> {
+    path.split(['/', '\\']).find_map(|component| {
+        if component.eq_ignore_ascii_case(".git") {
+            Some(".git")
+        } else if component.eq_ignore_ascii_case(".totem") {
+            Some(".totem")
+        } else {
+            None
+        }
+    })
 }
 
 /// The rule an "always" answer would add for one part.
@@ -449,7 +477,8 @@ impl Policy {
     /// Applies remembered answers to a part that asks. `part.always` holds the rule an "always"
     /// answer would add; it is kept only on a part that still asks.
     fn settle(&self, tool: &str, mut part: Part, state: &PermissionState) -> Part {
-        if part.decision == Decision::Ask {
+        // A write into a control folder is never settled by a remembered answer.
+        if part.decision == Decision::Ask && !matches!(part.reason, Reason::ControlFolder { .. }) {
             // A question raised by something specific (a secret, an expansion, an unreadable line)
             // is settled only by an answer for exactly this subject, never by a broad pattern.
             let exact_only = !matches!(part.reason, Reason::Rule { .. });
@@ -474,6 +503,15 @@ impl Policy {
             decision = Decision::Ask;
             reason = Reason::Secret {
                 pattern: pattern.to_string(),
+            };
+        }
+        if decision != Decision::Deny
+            && kind == AccessKind::Write
+            && let Some(folder) = control_folder(path)
+        {
+            decision = Decision::Ask;
+            reason = Reason::ControlFolder {
+                folder: folder.to_string(),
             };
         }
         let always = AlwaysRule {

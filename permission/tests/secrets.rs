@@ -235,3 +235,79 @@ fn an_invalid_added_pattern_is_an_error_naming_it() {
     let err = SecretPatterns::from_settings(&settings).unwrap_err();
     assert!(err.to_string().contains("bad["), "{err}");
 }
+
+/// Issue 30 item 7: `--allow edit` (or a remembered "always") does not cover writes under `.git/`
+/// or `.totem/`: they ask every time, and the question says why.
+#[test]
+fn writes_under_git_and_totem_always_ask_and_say_why() {
+    let mut policy = Policy::new();
+    let mut allow = Rules::new();
+    allow.insert("edit", "*", Decision::Allow);
+    allow.insert("bash", "*", Decision::Allow);
+    policy.add_layer(Source::Run, allow).unwrap();
+    let mut state = PermissionState::new();
+    let write =
+        |state: &PermissionState, path: &str| policy.evaluate(&Access::write("write", path), state);
+    for path in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        "sub/.git/config",
+        ".GIT/config",
+        ".totem/settings.json",
+        ".totem/commands/review.md",
+    ] {
+        let v = write(&state, path);
+        assert_eq!(v.decision, Decision::Ask, "{path}: {v:?}");
+        assert!(
+            matches!(v.parts[0].reason, Reason::ControlFolder { .. }),
+            "{path}: {v:?}"
+        );
+        assert!(v.explain().contains("always asks"), "{}", v.explain());
+    }
+    assert!(
+        write(&state, ".git/hooks/x")
+            .explain()
+            .contains("git run code")
+    );
+    // An "always" answer does not turn the next write into an allow.
+    let v = write(&state, ".git/hooks/pre-commit");
+    state.answer(&v, &PermissionReply::AlwaysSession).unwrap();
+    assert_eq!(
+        write(&state, ".git/hooks/pre-commit").decision,
+        Decision::Ask
+    );
+    // Ordinary files and look-alikes are what the rules say.
+    for path in [
+        "src/main.rs",
+        ".github/workflows/ci.yml",
+        ".gitignore",
+        "a.git/x",
+    ] {
+        assert_eq!(write(&state, path).decision, Decision::Allow, "{path}");
+    }
+    // A deny still denies.
+    let mut deny = Rules::new();
+    deny.insert("edit", ".git/**", Decision::Deny);
+    policy.add_layer(Source::User, deny).unwrap();
+    assert_eq!(
+        policy
+            .evaluate(&Access::write("write", ".git/config"), &state)
+            .decision,
+        Decision::Deny
+    );
+}
+
+/// A command under `--allow bash` that redirects into `.git/` asks too.
+#[test]
+fn a_redirection_into_git_asks_under_allow_bash() {
+    let mut policy = Policy::new();
+    let mut allow = Rules::new();
+    allow.insert("bash", "*", Decision::Allow);
+    allow.insert("edit", "*", Decision::Allow);
+    policy.add_layer(Source::Run, allow).unwrap();
+    let v = policy.evaluate(
+        &Access::execute("bash", "echo 'touch x' > .git/hooks/pre-commit"),
+        &PermissionState::new(),
+    );
+    assert_eq!(v.decision, Decision::Ask, "{v:?}");
+}

@@ -150,3 +150,26 @@ fn totem_run_prints_hostile_text_as_escapes() {
     assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
     assert!(!env.cli.project.path().join("PWN").exists());
 }
+
+/// Issue 30 item 7: `--allow edit` does not let the model write a git hook or git's config; with
+/// no terminal to ask on, the write is refused, and the line says why.
+#[test]
+fn allow_edit_does_not_cover_writes_under_git() {
+    let env = SimCli::start();
+    let hooks = env.cli.project.path().join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect(".git/hooks");
+    env.push(
+        vec![SimEvent::tool_call(
+            "c1",
+            "write",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\ntouch PWN\n"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Done.")], 0);
+    let out = env.cli.run(["run", "--allow", "edit", "add a hook"]);
+    assert_exit(&out, 4);
+    assert!(!hooks.join("pre-commit").exists());
+    let err = stderr(&out);
+    assert!(err.contains("under .git/"), "{err}");
+}
