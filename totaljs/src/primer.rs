@@ -24,7 +24,7 @@ This is a Total.js 5 project (npm package total5). Write Total.js 5 code only; T
 - Action $: $.success(value), $.invalid('error'), $.callback(raw), $.model, $.params, $.query, $.user. No $.json/$.view/$.file here.
 - From code: var res = await ACTION('Ns|name', data).promise($); res is {success, value}.
 - NEWSCHEMA('Users', function(schema) { schema.action('list', { action: $ => $.success([]) }); }) registers Users/list. No schema.define/setSave/setQuery.
-- A reusable NEWSCHEMA('@Item', 'name:String') named by an input must be in actions/: schemas/ loads after actions/.
+- A reusable NEWSCHEMA('@Item', 'name:String') named by an input goes in modules/ (loads first) or above the action in the same file: actions/ files load alphabetically, and schemas/ loads after actions/.
 
 ## Data
 NOSQL('items') needs no setup (files in databases/): .insert(doc), .find(), .read(), .update(doc), .remove(), with .where('id', id), .sort('name'), .take(10), .first(), and await ....promise($). DATA.find('tbl_x') needs a database driver; without one it answers 400.

@@ -150,6 +150,9 @@ fn primer_covers_the_essentials_within_budget() {
     }
     // Corrected claims: F.route exists in v5; Ns/name is wrong only with route: 'API ?'.
     assert!(!p.contains("F.route"));
+    // A schema in a later actions/ file crashes the boot (#32 item 2).
+    assert!(p.contains("goes in modules/ (loads first) or above the action in the same file"));
+    assert!(!p.contains("must be in actions/"));
     assert!(!p.contains("DATA.find('tbl_x').where"));
     assert!(!reminder().contains('\n'));
 }
