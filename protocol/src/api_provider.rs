@@ -145,6 +145,26 @@ pub struct ModelSettings {
     /// and bash whatever the window. Unset: the reduced set for windows of 8,192 tokens or less.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduced_tools: Option<bool>,
+    /// With tools in text: `false` never asks the server to hold each answer to one JSON object
+    /// (a call of one of the run's tools, or the final answer). Unset or `true`: constrained
+    /// where the server takes a JSON schema (llama.cpp, LM Studio, Ollama), plain text elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained: Option<bool>,
+    /// Nucleus sampling sent with every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Penalty on repeated tokens, sent to local servers that take it (llama.cpp, Ollama).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_penalty: Option<f32>,
+    /// `true`: the short prompt for small models (the five main tools, the essentials only)
+    /// whatever the window; `false`: the full prompt. Unset: short for models of 4B parameters
+    /// or less (by their name), models the probe measured below 20 tokens/s, and windows of
+    /// 8,192 tokens or less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small: Option<bool>,
+    /// Output tokens per second the probe measured; a slow model gets fewer steps per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_second: Option<f64>,
 }
 
 /// `provider.add`: the entry to store ([`ProviderSettings`]) with its key. It differs from the
@@ -308,6 +328,14 @@ pub struct ModelProbe {
     /// Output speed of the plain answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_second: Option<f64>,
+    /// Asked only of a model without native tool calls: whether it called the tool when the
+    /// server held its answer to a JSON schema (`false` also when the server refused the schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained: Option<bool>,
+    /// The temperature runs send (the model's or the provider's setting, else 0.2 for a local
+    /// server); absent: the server's own default. The probe's questions are asked at 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
     /// The settings saved for the model (what the probe found, and what the user had set).
     pub settings: ModelSettings,
     /// In words: what the model can do and what to do about it.

@@ -223,6 +223,12 @@ impl Inner {
         if let Some(t) = request.temperature.or(config.temperature) {
             options.insert("temperature".into(), json!(t));
         }
+        if let Some(p) = request.top_p {
+            options.insert("top_p".into(), json!(p));
+        }
+        if let Some(p) = request.repeat_penalty {
+            options.insert("repeat_penalty".into(), json!(p));
+        }
         if let Some(max) = request.max_output_tokens {
             options.insert("num_predict".into(), max.into());
         }
@@ -240,6 +246,10 @@ impl Inner {
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(schema) = &request.answer_schema {
+            // Ollama holds the answer to this JSON schema.
+            body.insert("format".into(), schema.clone());
         }
         if info.capabilities.thinking {
             // Omitting `think` means "on" for a thinking model, so "off" is said explicitly.

@@ -201,6 +201,21 @@ impl Inner {
         {
             body.insert("temperature".into(), json!(t));
         }
+        if let Some(p) = request.top_p {
+            body.insert("top_p".into(), json!(p));
+        }
+        let hosted =
+            config.base_url.contains("api.openai.com") || config.base_url.contains("openrouter.ai");
+        if let Some(p) = request.repeat_penalty.filter(|_| !hosted) {
+            // llama.cpp, llama-cpp-python and LM Studio take it; OpenAI refuses unknown fields.
+            body.insert("repeat_penalty".into(), json!(p));
+        }
+        if let Some(schema) = &request.answer_schema {
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "step", "schema": schema}}),
+            );
+        }
         let max = request
             .max_output_tokens
             .or(settings.max_output_tokens)

@@ -21,6 +21,15 @@ pub struct ChatRequest {
     /// Overrides the provider's configured temperature. Ignored while a model thinks on Anthropic,
     /// which refuses a changed temperature then.
     pub temperature: Option<f32>,
+    /// Nucleus sampling, where the server takes it.
+    pub top_p: Option<f32>,
+    /// llama.cpp's and Ollama's penalty on repeated tokens; sent only to servers that take it.
+    pub repeat_penalty: Option<f32>,
+    /// A JSON schema the answer must match: the server constrains its output to one JSON value
+    /// of this shape (OpenAI-compatible `response_format: json_schema`, Ollama `format`). Used
+    /// for the constrained steps of models without reliable native tool calls; providers whose
+    /// API has no such field leave it out.
+    pub answer_schema: Option<serde_json::Value>,
 }
 
 /// Output token limit used where a provider requires one and the request gave none.

@@ -383,7 +383,10 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     // A new session, so the earlier answers do not lead the model; room for a call written
     // with spaces, newlines and a fence (a 135M model writes all three; 48 tokens cut one short).
     local
-        .set(json!({"maxOutputTokens": 4 * CAP, "temperature": 0.0, "tools": "text"}))
+        .set(
+            json!({"maxOutputTokens": 4 * CAP, "temperature": 0.0, "tools": "text",
+                    "constrained": false}),
+        )
         .await;
     local.env.session = local.new_session().await;
     let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;

@@ -542,14 +542,26 @@ fn call_from_value(value: &Value, known: &[&str]) -> Option<TextCall> {
 }
 
 /// The tools described in a system prompt for a model that is given no native ones: one call
-/// shape, which [`calls_from_text`] reads back, and one line per tool with its arguments.
-/// `tools` are `(name, parameters schema, description)`.
+/// shape, which [`calls_from_text`] reads back, shown as a real call (a placeholder name gets
+/// copied by small models), and one line per tool with its arguments. `tools` are `(name,
+/// parameters schema, description)`. With `constrained`, the server holds every answer to one
+/// JSON object, so the final answer has its own shape too ([`answer_from_json`] reads it).
 pub fn text_tools_prompt<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a Value, &'a str)>,
+    constrained: bool,
 ) -> String {
-    let mut out = String::from(
-        "Tools: call one by writing only a JSON object {\"name\": \"TOOL\", \"arguments\": {…}} in your answer, then wait for the result.\n",
-    );
+    let tools: Vec<(&str, &Value, &str)> = tools.into_iter().collect();
+    let names: Vec<&str> = tools.iter().map(|(n, _, _)| *n).collect();
+    let example = example_call(&names);
+    let mut out = if constrained {
+        format!(
+            "Answer with one JSON object. To call a tool, write the tool's name and its arguments, e.g. {example}, then wait for the result. When the task is done, write {{\"answer\": \"what you did\"}}.\nTools:\n"
+        )
+    } else {
+        format!(
+            "Tools: call one by writing only a JSON object with the tool's name and its arguments, e.g. {example}, then wait for the result. When the task is done, answer in plain words.\n"
+        )
+    };
     for (name, parameters, description) in tools {
         out.push_str(&format!(
             "- {name} {}: {description}\n",
@@ -557,6 +569,194 @@ pub fn text_tools_prompt<'a>(
         ));
     }
     out
+}
+
+/// A real, harmless call of one of `names` for the prompt's example: listing the project root.
+fn example_call(names: &[&str]) -> String {
+    let (name, arguments) = if names.contains(&"list") {
+        ("list", r#"{"path": "."}"#)
+    } else if names.contains(&"read") {
+        ("read", r#"{"path": "README.md"}"#)
+    } else if names.contains(&"glob") {
+        ("glob", r#"{"pattern": "**/*.js"}"#)
+    } else {
+        (names.first().copied().unwrap_or("list"), "{}")
+    };
+    format!(r#"{{"name": "{name}", "arguments": {arguments}}}"#)
+}
+
+/// The JSON schema a server holds a constrained answer to: one call of one of `tools` (`name`
+/// fixed to the tool's, `arguments` its parameters schema) or a final `{"answer": text}`.
+/// Tools without properties accept any object as arguments.
+pub fn answer_schema<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Value {
+    let mut branches: Vec<Value> = tools
+        .into_iter()
+        .map(|(name, parameters)| {
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"const": name},
+                    "arguments": grammar_safe(parameters),
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    branches.push(serde_json::json!({
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": false,
+    }));
+    serde_json::json!({ "oneOf": branches })
+}
+
+/// A tool's parameters schema as grammar engines take it: the keys that only document
+/// (`description`, `title`, `examples`, `default`, `$schema`) dropped, `pattern` dropped (llama.cpp
+/// refuses the patterns it cannot turn into a grammar), everything else kept.
+fn grammar_safe(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, value) in map {
+                match key.as_str() {
+                    "description" | "title" | "examples" | "default" | "$schema" | "pattern"
+                    | "format" => {}
+                    "properties" => {
+                        let props = value
+                            .as_object()
+                            .map(|p| {
+                                p.iter()
+                                    .map(|(k, v)| (k.clone(), grammar_safe(v)))
+                                    .collect::<Map<String, Value>>()
+                            })
+                            .unwrap_or_default();
+                        out.insert(key.clone(), Value::Object(props));
+                    }
+                    _ => {
+                        out.insert(key.clone(), grammar_safe(value));
+                    }
+                }
+            }
+            if !out.contains_key("type") && out.get("properties").is_some() {
+                out.insert("type".into(), "object".into());
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(grammar_safe).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The final answer of a constrained step (`{"answer": "..."}`), or `None` when `text` is not one.
+pub fn answer_from_json(text: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(text.trim()).ok()?;
+    let map = value.as_object()?;
+    if map.len() != 1 {
+        return None;
+    }
+    map.get("answer")?.as_str().map(str::to_owned)
+}
+
+/// A JSON object in `text` written as a tool call (`{"name": ..., "arguments": ...}` and the
+/// other shapes [`calls_from_text`] reads) that names no known tool, or that is not valid JSON:
+/// what the model is told so it can write the call again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BadCall {
+    /// A call of a tool that does not exist (`name` as written).
+    UnknownTool {
+        /// The name the model wrote.
+        name: String,
+        /// The arguments as written.
+        arguments: Value,
+    },
+    /// Something that starts like a call but is not JSON: the parse error.
+    Unreadable {
+        /// Where and how the JSON goes wrong.
+        error: String,
+    },
+}
+
+/// Looks for a call [`calls_from_text`] could not take: call-shaped JSON naming an unknown tool, or
+/// an object that starts like a call (`{"name": "...", "arguments"` …) but does not parse (a
+/// comment inside, a missing bracket). `None` when the text holds nothing like a call.
+pub fn bad_call_in_text(text: &str) -> Option<BadCall> {
+    let mut i = 0;
+    while let Some(offset) = text[i..].find('{') {
+        let start = i + offset;
+        let rest = &text[start..];
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(Value::Object(map))) => {
+                if let Some((name, arguments)) = call_name(&map) {
+                    return Some(BadCall::UnknownTool { name, arguments });
+                }
+                i = start + stream.byte_offset().max(1);
+                continue;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => {
+                if starts_like_call(rest) {
+                    let body = rest.trim_end();
+                    let body = body.rfind('}').map_or(body, |end| &body[..=end]);
+                    let error = match serde_json::from_str::<Value>(body) {
+                        Err(e) => invalid_json_at(body, &e),
+                        Ok(_) => "the call is not one JSON object".to_string(),
+                    };
+                    return Some(BadCall::Unreadable { error });
+                }
+            }
+        }
+        i = start + 1;
+    }
+    None
+}
+
+/// The tool name of a call-shaped object: a name key and an arguments key (or a nested
+/// `function` object that has them).
+fn call_name(map: &Map<String, Value>) -> Option<(String, Value)> {
+    for nested in ["function", "tool_call", "toolCall", "function_call"] {
+        if let Some(Value::Object(inner)) = map.get(nested)
+            && let Some(found) = call_name(inner)
+        {
+            return Some(found);
+        }
+    }
+    let name = ["name", "tool", "tool_name", "toolName", "function"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_str))?;
+    let arguments = WRAPPERS.iter().find_map(|k| map.get(*k))?;
+    Some((name.to_string(), arguments.clone()))
+}
+
+/// `{"name": "…", "arguments"`-like openings (in either order of the first two keys).
+fn starts_like_call(text: &str) -> bool {
+    let head: String = text.chars().take(200).collect();
+    let keys = ["\"name\"", "\"tool\"", "\"function\""];
+    let has_name = keys.iter().any(|k| head.contains(k));
+    let has_args = WRAPPERS.iter().any(|w| head.contains(&format!("\"{w}\"")));
+    head.trim_start_matches('{').trim_start().starts_with('"') && has_name && has_args
+}
+
+/// A parse error in words, with the text around where it happened.
+fn invalid_json_at(text: &str, error: &serde_json::Error) -> String {
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(error.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let at = text.floor_char_boundary((offset + error.column().saturating_sub(1)).min(text.len()));
+    let before: String = {
+        let chars: Vec<char> = text[..at].chars().collect();
+        let from = chars.len().saturating_sub(30);
+        chars[from..].iter().collect()
+    };
+    format!(
+        "{} near: {before}⟨here⟩{}",
+        describe_serde_error(error),
+        clip(&text[at..], 20)
+    )
 }
 
 /// Notices a model calling the same tool with the same arguments again and again.

@@ -528,14 +528,20 @@ fn bare_command_that_is_valid_json_stays_a_command() {
 fn the_text_tools_prompt_lists_each_tool_and_its_call_shape_reads_back() {
     let list = serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}},
                                   "required": ["path"]});
-    let prompt = totem_tools::recover::text_tools_prompt([("list", &list, "List a folder.")]);
+    let prompt =
+        totem_tools::recover::text_tools_prompt([("list", &list, "List a folder.")], false);
     assert!(
         prompt.contains("- list {path: string}: List a folder."),
         "{prompt}"
     );
     // A model that writes the shape the prompt shows, with the tool's name and arguments, is read.
     let written = r#"{"name": "list", "arguments": {"path": "."}}"#;
-    assert!(prompt.contains(r#"{"name": "TOOL", "arguments": {…}}"#));
+    // The shape is shown as a real call of a real tool: no placeholder name to copy.
+    assert!(prompt.contains(written), "{prompt}");
+    assert!(
+        !prompt.contains("TOOL") && !prompt.contains('…'),
+        "{prompt}"
+    );
     let calls = totem_tools::recover::calls_from_text(written, &["list"]);
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].arguments, serde_json::json!({"path": "."}));

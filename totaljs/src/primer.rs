@@ -79,7 +79,7 @@ Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), 
 Tabs, semicolons, single quotes, var, lowercase file names.
 "#;
 
-const REMINDER: &str = "Total.js 5: require('total5'); handlers take $; ROUTE('GET /x/ --> Ns|action'); NEWACTION/NEWSCHEMA; $.success/$.invalid; no Express or v4 APIs; tabs.";
+const REMINDER: &str = "Total.js 5 rules (npm package total5; Total.js 4 and Express APIs do not exist): .js files in controllers/, actions/, schemas/, definitions/ and modules/ load by themselves, never require() them. Routes are declared with ROUTE() inside exports.install = function() {} in controllers/; a handler takes $ and answers with $.view(), $.json(), $.success() or $.invalid(). Actions are NEWACTION() in actions/. $.view() needs views/layout.html with @{body}. Indent with tabs.";
 
 /// The Total.js 5 primer for the system prompt of sessions in Total.js 5 projects (and empty
 /// folders). At most 1,200 tokens of cl100k_base (checked by a test, printed by bench-prompt).
@@ -88,7 +88,8 @@ pub fn primer() -> &'static str {
     PRIMER
 }
 
-/// The one-line conventions reminder appended to each request in a Total.js 5 project.
+/// The primer's essentials in one paragraph, for the system prompt of small models in a Total.js 5
+/// project. Rules only: no example names a model could take for the project's own routes.
 pub fn reminder() -> &'static str {
     REMINDER
 }
@@ -131,7 +132,10 @@ mod tests {
     #[test]
     fn reminder_is_one_line() {
         assert!(!reminder().contains('\n'));
-        assert!(reminder().len() < 400);
+        assert!(reminder().len() < 600);
+        // No example route or action name a model could take for the project's.
+        assert!(!reminder().contains("GET /"), "{}", reminder());
+        assert!(!reminder().contains("Ns|"), "{}", reminder());
     }
 
     #[test]

@@ -263,8 +263,11 @@ fn print_probe(p: &ModelProbe) {
     let speed = p
         .tokens_per_second
         .map_or_else(String::new, |t| format!(", {t} tokens/s"));
+    let constrained = p
+        .constrained
+        .map_or_else(String::new, |c| format!(", constrained {}", yes(c)));
     println!(
-        "{}: answers {}, native tools {}{streamed}, text tools {}, window {window}{speed}",
+        "{}: answers {}, native tools {}{streamed}, text tools {}{constrained}, window {window}{speed}",
         p.name,
         yes(p.answers),
         yes(p.native_tools),
@@ -305,6 +308,21 @@ fn settings_line(s: &ModelSettings) -> String {
     }
     if let Some(reduced) = s.reduced_tools {
         out.push(format!("reducedTools {reduced}"));
+    }
+    if let Some(constrained) = s.constrained {
+        out.push(format!("constrained {constrained}"));
+    }
+    if let Some(p) = s.top_p {
+        out.push(format!("topP {p}"));
+    }
+    if let Some(p) = s.repeat_penalty {
+        out.push(format!("repeatPenalty {p}"));
+    }
+    if let Some(small) = s.small {
+        out.push(format!("small {small}"));
+    }
+    if let Some(t) = s.tokens_per_second {
+        out.push(format!("tokensPerSecond {t}"));
     }
     out.join(", ")
 }

@@ -304,6 +304,9 @@ pub struct Variants {
     /// OpenAI-compatible as LM Studio: `GET /api/v0/models` lists each model's type and
     /// `max_context_length`; the first model is loaded with this `loaded_context_length`.
     pub lmstudio_loaded_ctx: Option<u64>,
+    /// OpenAI-compatible as a server without JSON-schema answers (llama.cpp builds before
+    /// `json_schema` in `response_format`): such a request is a 400.
+    pub no_json_schema: bool,
     /// Which simulator this is in the process: another simulator is another server, whose
     /// models have other digests even where it lists the same ones.
     instance: u64,
@@ -582,8 +585,9 @@ async fn handle(
             SimKind::Ollama => ollama::reject(&json, &guard.models),
             SimKind::Anthropic => anthropic::reject(&json, &recorded.headers, &guard.models),
             SimKind::Gemini => gemini::reject(&path, &json, &guard.models),
-            SimKind::Openai | SimKind::Openrouter => None,
+            SimKind::Openai | SimKind::Openrouter => openai::reject(&json, &guard.variants),
         }
+        .or_else(|| constrained_mismatch(kind, &json, guard.queue.front()))
     } else {
         None
     };
@@ -623,6 +627,55 @@ async fn handle(
     guard.requests.push(recorded);
     drop(guard);
     respond(prepared)
+}
+
+/// The JSON schema a request holds the answer to: `response_format.json_schema.schema`
+/// (OpenAI-compatible) or `format` (Ollama, when an object).
+pub fn answer_schema(kind: SimKind, request: &Value) -> Option<&Value> {
+    match kind {
+        SimKind::Ollama => request.get("format").filter(|f| f.is_object()),
+        SimKind::Openai | SimKind::Openrouter => {
+            let format = request.get("response_format")?;
+            match format["type"].as_str() {
+                Some("json_schema") => format["json_schema"].get("schema"),
+                Some("json_object") => format.get("schema"),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A constrained server only ever answers JSON that matches the request's schema: a scripted
+/// text answer that does not is a mistake in the test, answered 500 with what is wrong.
+fn constrained_mismatch(kind: SimKind, request: &Value, next: Option<&Queued>) -> Option<Prepared> {
+    let schema = answer_schema(kind, request)?;
+    let Some(Queued::Reply(Reply::Stream(script))) = next else {
+        return None;
+    };
+    let text: String = script
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SimEvent::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let problem = match serde_json::from_str::<Value>(&text) {
+        Err(e) => Some(format!("not JSON ({e})")),
+        Ok(answer) => match jsonschema::validator_for(schema) {
+            Err(e) => Some(format!("the schema does not compile ({e})")),
+            Ok(validator) => validator.iter_errors(&answer).next().map(|e| e.to_string()),
+        },
+    }?;
+    let message = format!(
+        "totem-sim: the scripted answer {text:?} cannot come from a server holding the answer to the request's JSON schema: {problem}"
+    );
+    Some(json_reply(
+        500,
+        serde_json::json!({"error": message}),
+        Vec::new(),
+    ))
 }
 
 /// What a renderer may look at.

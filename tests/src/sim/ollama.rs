@@ -34,6 +34,18 @@ pub(super) fn reject(request: &Value, models: &[SimModel]) -> Option<Prepared> {
             Vec::new(),
         ));
     }
+    // `format` is "json" or a JSON schema (an object); anything else Ollama refuses.
+    if let Some(format) = request.get("format")
+        && !(format.is_object() || format == "json" || format == "")
+    {
+        return Some(json_reply(
+            400,
+            error_body(&format!(
+                "invalid format: {format}: expected \"json\" or a JSON schema"
+            )),
+            Vec::new(),
+        ));
+    }
     let has_tools = request["tools"].as_array().is_some_and(|t| !t.is_empty());
     if has_tools && !model.tools {
         return Some(json_reply(

@@ -216,6 +216,143 @@ pub(super) fn with_keepalives(frames: Vec<Bytes>) -> Vec<Bytes> {
         .collect()
 }
 
+/// What llama.cpp's server refuses before answering: a `response_format` type it does not know
+/// (all but `text` and `json_object` on a server without JSON-schema answers), `json_schema`
+/// beside `grammar`, and a schema its grammar converter cannot take (common/json-schema.cpp: not
+/// an object, an unknown `type`, an empty `oneOf`/`anyOf`, a `$ref` outside the document, a
+/// negative or fractional `minLength`…). Each is a 400 in its error shape.
+pub(super) fn reject(request: &Value, variants: &Variants) -> Option<Prepared> {
+    let refuse = |message: String| {
+        Some(super::json_reply(
+            400,
+            json!({"error": {"code": 400, "message": message, "type": "invalid_request_error"}}),
+            Vec::new(),
+        ))
+    };
+    let format = request.get("response_format")?;
+    let kind = format["type"].as_str().unwrap_or_default();
+    let known: &[&str] = if variants.no_json_schema {
+        &["", "text", "json_object"]
+    } else {
+        &["", "text", "json_object", "json_schema"]
+    };
+    if !known.contains(&kind) {
+        return refuse(format!(
+            "response_format type must be one of \"text\" or \"json_object\", but got: {kind}"
+        ));
+    }
+    if request
+        .get("grammar")
+        .is_some_and(|g| g.as_str().is_some_and(|g| !g.is_empty()))
+    {
+        return refuse("Cannot use both json_schema and grammar".into());
+    }
+    let schema = match kind {
+        "json_schema" => format["json_schema"].get("schema"),
+        "json_object" => format.get("schema"),
+        _ => None,
+    }?;
+    let mut errors = Vec::new();
+    check_schema(schema, "/", &mut errors);
+    match errors.first() {
+        Some(first) => refuse(format!("JSON schema conversion failed:\n{first}")),
+        None => None,
+    }
+}
+
+/// llama.cpp's schema checks (common/json-schema.cpp), the ones a tool schema can meet.
+fn check_schema(schema: &Value, path: &str, errors: &mut Vec<String>) {
+    let fail = |errors: &mut Vec<String>, message: &str| {
+        errors.push(format!("JSON schema error at {path}: {message}"));
+    };
+    let Some(map) = schema.as_object() else {
+        if !schema.is_boolean() {
+            fail(errors, "schema must be an object");
+        }
+        return;
+    };
+    for key in ["oneOf", "anyOf", "allOf"] {
+        if let Some(list) = map.get(key) {
+            match list.as_array() {
+                None => fail(errors, "must be an array of schemas"),
+                Some(items) if items.is_empty() => fail(errors, "must not be empty"),
+                Some(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        check_schema(item, &format!("{path}{key}/{i}/"), errors);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(reference) = map.get("$ref") {
+        match reference.as_str() {
+            None => fail(errors, "$ref must be a string"),
+            Some(r) if !r.starts_with('#') => fail(
+                errors,
+                &format!(
+                    "unsupported $ref {r}, only references into the same document are supported"
+                ),
+            ),
+            _ => {}
+        }
+    }
+    if let Some(kind) = map.get("type") {
+        let names: Vec<&str> = match kind {
+            Value::String(name) => vec![name.as_str()],
+            Value::Array(list) if list.is_empty() => {
+                fail(errors, "type must not be empty");
+                Vec::new()
+            }
+            Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+            _ => {
+                fail(errors, "type must be a string or an array of strings");
+                Vec::new()
+            }
+        };
+        for name in names {
+            if ![
+                "string", "number", "integer", "boolean", "object", "array", "null",
+            ]
+            .contains(&name)
+            {
+                fail(errors, &format!("unrecognized type {name}"));
+            }
+        }
+    }
+    for key in ["minLength", "maxLength", "minItems", "maxItems"] {
+        if let Some(value) = map.get(key)
+            && value.as_u64().is_none_or(|n| i32::try_from(n).is_err())
+        {
+            fail(errors, &format!("{key} must be a non-negative integer"));
+        }
+    }
+    if let Some(enumerated) = map.get("enum")
+        && enumerated.as_array().is_none_or(|e| e.is_empty())
+    {
+        fail(errors, "enum must be a non-empty array");
+    }
+    if let Some(properties) = map.get("properties") {
+        match properties.as_object() {
+            None => fail(errors, "properties must be an object"),
+            Some(props) => {
+                for (name, sub) in props {
+                    check_schema(sub, &format!("{path}properties/{name}/"), errors);
+                }
+            }
+        }
+    }
+    if let Some(additional) = map.get("additionalProperties") {
+        if additional.is_object() {
+            check_schema(additional, &format!("{path}additionalProperties/"), errors);
+        } else if !additional.is_boolean() {
+            fail(errors, "additionalProperties must be a boolean or a schema");
+        }
+    }
+    if let Some(items) = map.get("items") {
+        check_schema(items, &format!("{path}items/"), errors);
+    }
+}
+
 pub(super) fn error_body(kind: SimKind, status: u16, message: &str, code: Option<&str>) -> Value {
     if kind == SimKind::Openrouter {
         return json!({"error": {"code": status, "message": message, "metadata": {}}});

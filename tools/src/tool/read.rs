@@ -29,7 +29,7 @@ pub struct ReadInput {
     pub path: String,
     /// First line (1-based)
     pub offset: Option<usize>,
-    /// Max lines
+    /// Max lines (0 or none: the default)
     pub limit: Option<usize>,
 }
 
@@ -153,7 +153,8 @@ fn image(ctx: &ToolContext, rel: &str, abs: &std::path::Path, mime: &str, size: 
 
 fn numbered(mut reader: impl BufRead, rel: &str, input: &ReadInput, size: u64) -> ToolOutput {
     let first = input.offset.unwrap_or(1).max(1);
-    let limit = input.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+    // `limit: 0` is no limit given: small models send it for "all of it".
+    let limit = input.limit.filter(|l| *l > 0).unwrap_or(DEFAULT_LIMIT);
     let mut out = String::new();
     let mut line_no = 0usize;
     let mut last_shown = 0usize;

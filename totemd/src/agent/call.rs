@@ -35,6 +35,8 @@ pub(super) struct ToolState {
     pub(super) ctx: ToolContext,
     /// The same call made again and again is refused after the third time.
     pub(super) repeats: RepeatGuard,
+    /// The same few calls with the same results over and over end the run.
+    pub(super) cycles: super::repeat::CycleGuard,
     /// Nested instruction files already added to a result in this run.
     pub(super) seen_instructions: HashSet<PathBuf>,
     /// Formatter and check commands from AGENTS.md (the settings' ones are read from there).

@@ -269,7 +269,10 @@ fn describe(root: &Path) -> String {
     for c in &conventions {
         out.push_str(&format!("- {c}\n"));
     }
-    out.push_str("\n## After an edit\n\nList commands Totem runs after every edit, e.g. `check: npm run lint` or `format: prettier --write {file}`.\n");
+    // Only a command the project has: an example here is taken for an instruction.
+    if let Some((_, lint)) = commands.iter().find(|(label, _)| label == "Lint") {
+        out.push_str(&format!("\n## After an edit\n\n- check: `{lint}`\n"));
+    }
     out
 }
 

@@ -28,6 +28,7 @@ mod call;
 pub mod command;
 mod compact;
 pub(crate) mod confine;
+mod constrained;
 mod history;
 mod mcp;
 mod prepare;
@@ -63,6 +64,9 @@ pub use ask::Pending;
 #[derive(Default)]
 pub struct Agents {
     sessions: Mutex<HashMap<String, Arc<SessionAgent>>>,
+    /// Models (`provider/model`) whose server refused a constrained answer (a JSON schema):
+    /// asked with plain text tools from then on, until the daemon restarts.
+    pub unconstrained: Mutex<std::collections::HashSet<String>>,
     /// The MCP servers running for the projects, shared by their sessions.
     pub mcp_pool: crate::mcp_client::pool::Pool,
 }

@@ -32,14 +32,43 @@ pub(super) struct Setup {
     reasoning: ReasoningLevel,
     /// A Total.js 5 project: the reminder and the conventions check apply.
     pub(super) totaljs: bool,
-    /// The Total.js 5 primer goes in the system prompt: a Total.js 5 project and a window that
-    /// is not small (there, the reminder after each prompt stands in for it).
+    /// The Total.js 5 primer goes in the system prompt: a Total.js 5 project and a model that
+    /// is not small (there, the primer's essentials in a few lines stand in for it).
     primer: bool,
+    /// Sampling sent with every request (the model's settings, else Totem's defaults for local
+    /// servers).
+    pub(super) sampling: Sampling,
     /// Which tools the model is offered, natively or in its text (written as JSON there when
     /// the model has no native tool calling, or its settings say so).
     pub(super) tool_offer: ToolOffer,
     /// The system prompt, rendered again after a compaction.
     pub(super) system: String,
+}
+
+/// Temperature, top_p and repeat_penalty of a run's requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Sampling {
+    pub(super) temperature: Option<f32>,
+    pub(super) top_p: Option<f32>,
+    pub(super) repeat_penalty: Option<f32>,
+}
+
+impl Sampling {
+    /// The model's settings, then the provider's temperature; a local server that is given
+    /// neither gets [`super::settings::LOCAL_TEMPERATURE`].
+    pub(super) fn of(model: &super::settings::ResolvedModel) -> Sampling {
+        let config = model.provider.config();
+        let settings = config.model(&model.model);
+        let temperature = settings
+            .temperature
+            .or(config.temperature)
+            .or_else(|| model.local().then_some(super::settings::LOCAL_TEMPERATURE));
+        Sampling {
+            temperature,
+            top_p: settings.top_p,
+            repeat_penalty: settings.repeat_penalty,
+        }
+    }
 }
 
 /// Full command outputs and images go to the daemon's blob store.
@@ -163,9 +192,14 @@ impl Runner {
             .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
-        let tool_offer = model.tool_offer();
+        let mut tool_offer = model.tool_offer();
+        if tool_offer.constrained && super::lock(&daemon.agents.unconstrained).contains(&model.name)
+        {
+            tool_offer.constrained = false;
+        }
         let totaljs = project.is_totaljs5();
-        let primer = totaljs && !model.small_window();
+        let primer = totaljs && !model.small();
+        let sampling = Sampling::of(&model);
 
         let mut runner = Runner {
             daemon: daemon.clone(),
@@ -181,6 +215,7 @@ impl Runner {
                 reasoning: request.reasoning.unwrap_or(ReasoningLevel::Off),
                 totaljs,
                 primer,
+                sampling,
                 tool_offer,
                 system: String::new(),
             },
@@ -189,6 +224,7 @@ impl Runner {
                 registry: crate::terminal::tool::registry(daemon, &agent.session_id),
                 ctx,
                 repeats: RepeatGuard::default(),
+                cycles: super::repeat::CycleGuard::default(),
                 seen_instructions: HashSet::new(),
                 format_commands,
                 check_commands,
@@ -224,6 +260,7 @@ impl Runner {
             read_only: self.setup.read_only,
             agent_prompt: self.setup.agent_prompt.as_deref(),
             primer: self.setup.primer,
+            essentials: self.setup.totaljs && !self.setup.primer,
             summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
         }
         .render();
@@ -235,6 +272,7 @@ impl Runner {
                     .iter()
                     .filter(|d| self.setup.tool_offer.offers(&d.name))
                     .map(|d| (d.name.as_str(), &d.parameters, d.description.as_str())),
+                self.setup.tool_offer.constrained,
             ));
         }
         system
@@ -243,6 +281,20 @@ impl Runner {
     /// The request for the next step.
     pub(super) fn request(&self) -> ChatRequest {
         let tools = if self.setup.tool_offer.mode != ToolMode::Native {
+            if self.setup.tool_offer.constrained {
+                let definitions = self.tools.registry.definitions(self.setup.read_only);
+                let schema = totem_tools::recover::answer_schema(
+                    definitions
+                        .iter()
+                        .filter(|d| self.setup.tool_offer.offers(&d.name))
+                        .map(|d| (d.name.as_str(), &d.parameters)),
+                );
+                let mut request = self
+                    .setup
+                    .request(&self.model.model, &self.turns, Vec::new());
+                request.answer_schema = Some(schema);
+                return request;
+            }
             Vec::new()
         } else {
             self.tools
@@ -258,9 +310,10 @@ impl Runner {
 }
 
 impl Setup {
-    /// A request to `model` with the conversation so far: the Total.js reminder follows the
-    /// last prompt, and a model without native tool calling gets its calls and their results as
-    /// plain text and no `tools` (they are described in the system prompt instead).
+    /// A request to `model` with the conversation so far, nothing added to the user's words
+    /// (what is appended there small models take for the project's own content). A model
+    /// without native tool calling gets its calls and their results as plain text and no
+    /// `tools` (they are described in the system prompt instead).
     fn request(
         &self,
         model: &str,
@@ -269,15 +322,6 @@ impl Setup {
     ) -> ChatRequest {
         let mut messages = turns.prior.clone();
         messages.extend(turns.current.iter().cloned());
-        if self.totaljs
-            && let Some(ModelMessage::User { text, .. }) = messages
-                .iter_mut()
-                .rev()
-                .find(|m| matches!(m, ModelMessage::User { .. }))
-        {
-            text.push_str("\n\n");
-            text.push_str(totem_totaljs::reminder());
-        }
         // Without native tools (in text, or none at all), earlier calls and results go as text:
         // no chat template meets a tool role it does not know.
         let native = self.tool_offer.mode == ToolMode::Native;
@@ -290,6 +334,9 @@ impl Setup {
             messages,
             tools: if native { tools } else { Vec::new() },
             reasoning: self.reasoning,
+            temperature: self.sampling.temperature,
+            top_p: self.sampling.top_p,
+            repeat_penalty: self.sampling.repeat_penalty,
             ..ChatRequest::default()
         }
     }
@@ -302,9 +349,23 @@ fn as_plain_text(messages: Vec<ModelMessage>) -> Vec<ModelMessage> {
         .into_iter()
         .filter_map(|message| match message {
             ModelMessage::Assistant { parts } => {
+                let has_text = parts.iter().any(
+                    |p| matches!(p, AssistantPart::Text { text, .. } if !text.trim().is_empty()),
+                );
+                // A call with no text of its own (a native call, or a constrained step whose
+                // JSON was stored as the call) is written out as the JSON the model would write.
                 let parts: Vec<AssistantPart> = parts
                     .into_iter()
-                    .filter(|p| matches!(p, AssistantPart::Text { .. }))
+                    .filter_map(|p| match p {
+                        AssistantPart::Text { .. } => Some(p),
+                        AssistantPart::ToolCall(call) if !has_text => Some(AssistantPart::Text {
+                            text:
+                                serde_json::json!({"name": call.name, "arguments": call.arguments})
+                                    .to_string(),
+                            signature: None,
+                        }),
+                        _ => None,
+                    })
                     .collect();
                 (!parts.is_empty()).then_some(ModelMessage::Assistant { parts })
             }
@@ -337,9 +398,11 @@ mod tests {
             reasoning: ReasoningLevel::Medium,
             totaljs,
             primer: totaljs,
+            sampling: Sampling::default(),
             tool_offer: ToolOffer {
                 mode,
                 reduced: false,
+                constrained: false,
             },
             system: "base".into(),
         }
@@ -410,12 +473,10 @@ mod tests {
     }
 
     #[test]
-    fn totaljs_reminder_follows_the_last_prompt_only() {
+    fn nothing_is_appended_to_the_users_words_in_a_totaljs_project() {
         let request = setup(true, false).request("m", &turns(), vec![tool()]);
         assert_eq!(user_text(&request.messages[0]), "earlier");
-        let last = user_text(&request.messages[1]);
-        assert!(last.starts_with("fix it\n\n"), "{last}");
-        assert!(last.ends_with(totem_totaljs::reminder()), "{last}");
+        assert_eq!(user_text(&request.messages[1]), "fix it");
     }
 
     #[test]

@@ -71,3 +71,100 @@ mod tests {
         assert!(text.is_char_boundary(keep));
     }
 }
+
+/// The longest cycle of calls looked for (A-B-C-A-B-C).
+const MAX_CYCLE: usize = 4;
+/// A cycle repeated this many times over ends the run.
+const CYCLE_COPIES: usize = 3;
+
+/// Notices a model going round in a cycle: the same few calls with the same results, over and
+/// over (A-B-A-B…), which the guard against the same call in a row does not see.
+#[derive(Debug, Default)]
+pub(super) struct CycleGuard {
+    /// Each call of the run as (tool, arguments, a hash of its result).
+    calls: Vec<(String, String, u64)>,
+}
+
+impl CycleGuard {
+    /// Records a call and its result; returns the calls of the cycle (in order, as `name args`)
+    /// when the run's last calls are one cycle of 2 to [`MAX_CYCLE`] calls made
+    /// [`CYCLE_COPIES`] times with the same results.
+    pub(super) fn record(
+        &mut self,
+        name: &str,
+        arguments: &serde_json::Value,
+        result: &str,
+    ) -> Option<Vec<String>> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        result.hash(&mut hasher);
+        self.calls
+            .push((name.to_string(), arguments.to_string(), hasher.finish()));
+        let n = self.calls.len();
+        for period in 2..=MAX_CYCLE {
+            let span = period * CYCLE_COPIES;
+            if n < span {
+                break;
+            }
+            let tail = &self.calls[n - span..];
+            let cycle = &tail[..period];
+            // A real cycle: not one call repeated (that is the other guard's).
+            if cycle.iter().all(|c| *c == cycle[0]) {
+                continue;
+            }
+            if tail.chunks(period).all(|chunk| chunk == cycle) {
+                return Some(
+                    cycle
+                        .iter()
+                        .map(|(name, arguments, _)| {
+                            let shown: String = arguments.chars().take(60).collect();
+                            let more = if arguments.chars().count() > 60 {
+                                "…"
+                            } else {
+                                ""
+                            };
+                            format!("{name} {shown}{more}")
+                        })
+                        .collect(),
+                );
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod cycle_tests {
+    use super::CycleGuard;
+    use serde_json::json;
+
+    #[test]
+    fn an_alternation_with_the_same_results_is_a_cycle() {
+        let mut guard = CycleGuard::default();
+        let lint = json!({"command": "npm run lint"});
+        let link = json!({"command": "npm link"});
+        let mut found = None;
+        for _ in 0..3 {
+            assert!(found.is_none());
+            guard.record("bash", &lint, "missing script: lint");
+            found = guard.record("bash", &link, "linked");
+        }
+        assert_eq!(
+            found,
+            Some(vec![
+                r#"bash {"command":"npm run lint"}"#.to_string(),
+                r#"bash {"command":"npm link"}"#.to_string()
+            ])
+        );
+    }
+
+    #[test]
+    fn changing_results_or_arguments_are_no_cycle() {
+        let mut guard = CycleGuard::default();
+        for i in 0..6 {
+            let found = guard.record("read", &json!({"path": "a"}), &format!("v{i}"));
+            assert!(found.is_none());
+            assert!(guard.record("edit", &json!({"n": i}), "ok").is_none());
+        }
+    }
+}

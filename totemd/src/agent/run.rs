@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use totem_protocol::{EventKind, Message, Part, Run, RunStatus, SessionStatus, Usage};
 use totem_provider::{AssistantPart, Message as ModelMessage, ToolCall, ToolMode, estimate_tokens};
 use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
+use totem_tools::recover::BadCall;
 
 use super::call::ToolState;
 use super::compact::Conversation;
@@ -29,6 +30,15 @@ const MAX_STEPS: usize = 60;
 /// The same call this many times in a row ends the run: the model did not change course after
 /// the third one was refused.
 const MAX_SAME_CALLS: usize = 5;
+/// The fewest steps a run gets, however slow its model.
+const MIN_STEPS: usize = 15;
+/// The time a run's steps may take at the pace of its first steps: a slow model gets fewer.
+const STEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// The steps timed before the cap is scaled to the model's pace.
+const TIMED_STEPS: usize = 3;
+/// This many steps in a row whose call could not be made (a tool that does not exist, JSON that
+/// does not parse) end the run: the model cannot call a tool.
+const MAX_UNUSABLE_CALLS: usize = 3;
 
 pub(super) type Changes<'s> = RunChanges<'s, DirBlobStore>;
 
@@ -281,14 +291,32 @@ impl Runner {
 
     async fn go(&mut self, changes: &mut Changes<'_>) -> Outcome {
         let mut compacted_for_overflow = false;
+        // Steps in a row whose call could not be made, and the last unknown name called.
+        let mut unusable = 0;
+        let mut last_unknown = String::new();
+        // Time spent waiting for the model (not for tools or the user).
+        let mut model_time = std::time::Duration::ZERO;
+        let mut max_steps = MAX_STEPS;
         for step in 0..MAX_STEPS {
             if self.cancel.is_cancelled() {
                 return Outcome::Aborted;
             }
+            if step == TIMED_STEPS {
+                max_steps = scaled_step_cap(model_time / TIMED_STEPS as u32);
+            }
+            if step >= max_steps {
+                let minutes = model_time.as_secs().div_ceil(60);
+                return Outcome::Failed(format!(
+                    "stopped after {step} model steps without a final answer (the model took {minutes} min; a model this slow gets {max_steps} steps a run); send another prompt to continue"
+                ));
+            }
             // Compaction is checked before every request, so a long run compacts mid-way too.
             let request = self.fit_request().await;
             let context = u64::from(estimate_tokens(&request));
-            let (completion, message_id, mut index) = match self.step(request).await {
+            let asked = std::time::Instant::now();
+            let answered = self.step(request).await;
+            model_time += asked.elapsed();
+            let (completion, message_id, mut index) = match answered {
                 Ok(done) => done,
                 Err(StepError::Aborted) => return Outcome::Aborted,
                 Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
@@ -322,16 +350,36 @@ impl Runner {
             }
 
             let mut parts = completion.parts.clone();
+            let raw = completion.text();
+            if self.setup.tool_offer.constrained {
+                // A constrained final answer: its text, not the JSON around it.
+                let mut shaper = super::constrained::AnswerText::default();
+                let answer = shaper.push(&raw);
+                if shaper.is_json() && !answer.is_empty() {
+                    parts.retain(|p| !matches!(p, AssistantPart::Text { .. }));
+                    parts.push(AssistantPart::Text {
+                        text: answer,
+                        signature: None,
+                    });
+                }
+            }
             let mut calls: Vec<ToolCall> = completion.tool_calls().cloned().collect();
+            let mut unreadable = None;
             // A model set to `tools: none` only answers: a call it writes as JSON stays text.
             if calls.is_empty() && self.setup.tool_offer.mode != ToolMode::None {
-                for (i, found) in self
-                    .tools
-                    .registry
-                    .calls_from_text(&completion.text())
-                    .into_iter()
-                    .enumerate()
-                {
+                let mut found = self.tools.registry.calls_from_text(&raw);
+                if found.is_empty() {
+                    // Written as a call but of no tool there is (it gets the list of names), or
+                    // not JSON at all (it gets the parse error).
+                    match totem_tools::recover::bad_call_in_text(&raw) {
+                        Some(BadCall::UnknownTool { name, arguments }) => {
+                            found.push(totem_tools::recover::TextCall { name, arguments });
+                        }
+                        Some(BadCall::Unreadable { error }) => unreadable = Some(error),
+                        None => {}
+                    }
+                }
+                for (i, found) in found.into_iter().enumerate() {
                     let call = ToolCall {
                         id: format!("text_{step}_{i}"),
                         name: found.name,
@@ -350,11 +398,31 @@ impl Runner {
                 self.turns.current.push(ModelMessage::Assistant { parts });
                 self.turns.turn_seqs.push(self.turns.step_seq);
             }
+            if let Some(error) = unreadable {
+                unusable += 1;
+                if unusable >= MAX_UNUSABLE_CALLS {
+                    return self.cannot_call(format!("its last call could not be read ({error})"));
+                }
+                self.notice(
+                    totem_protocol::NoticeLevel::Warning,
+                    format!("The model's tool call could not be read ({error}); it is asked to write it again."),
+                );
+                self.turns.current.push(ModelMessage::user(format!(
+                    "Your tool call could not be read: {error}. Write it again as one JSON object with the tool's name and its arguments, without comments or other text."
+                )));
+                continue;
+            }
             if calls.is_empty() {
                 if completion.parts.is_empty() {
                     self.notice(
                         totem_protocol::NoticeLevel::Warning,
                         "The model returned an empty answer.".into(),
+                    );
+                } else if looks_like_a_call(&raw) {
+                    // `tools: none`: the model wrote a call nobody runs.
+                    self.notice(
+                        totem_protocol::NoticeLevel::Warning,
+                        "The model's last answer is a tool call written as JSON, not an answer: it is offered no tools (\"tools\": \"none\" in its settings), so nothing was run.".into(),
                     );
                 } else if let Some(finding) = self.boot_check().await {
                     // The answer counts once the app boots: the model gets what broke.
@@ -366,6 +434,7 @@ impl Runner {
                 }
                 return Outcome::Done;
             }
+            let mut all_unknown = true;
             for call in calls {
                 if self.cancel.is_cancelled() {
                     return Outcome::Aborted;
@@ -379,6 +448,11 @@ impl Runner {
                     return step_failed(e);
                 }
                 let (output, is_error) = self.call(&call, changes).await;
+                let unknown = is_error && output.starts_with("unknown tool");
+                all_unknown &= unknown;
+                if unknown {
+                    last_unknown = call.name.clone();
+                }
                 let part = Part::ToolResult {
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
@@ -389,6 +463,23 @@ impl Runner {
                     return step_failed(e);
                 }
                 index += 1;
+                if let Some(cycle) = self
+                    .tools
+                    .cycles
+                    .record(&call.name, &call.arguments, &output)
+                {
+                    let text = format!(
+                        "The model made the same {} calls over and over with the same results: {}. The run was stopped.",
+                        cycle.len(),
+                        cycle.join(", then ")
+                    );
+                    self.notice(totem_protocol::NoticeLevel::Warning, text);
+                    return Outcome::Failed(format!(
+                        "stopped: the model repeated the same {} calls 3 times with the same results ({}); try again with a clearer prompt or a larger model",
+                        cycle.len(),
+                        cycle.join(", then ")
+                    ));
+                }
                 if self.tools.repeats.count() >= MAX_SAME_CALLS {
                     return Outcome::Failed(format!(
                         "stopped: the model called {} {MAX_SAME_CALLS} times in a row with the same arguments; try again with a clearer prompt or a larger model",
@@ -404,10 +495,30 @@ impl Runner {
                         is_error,
                     }));
             }
+            if all_unknown {
+                unusable += 1;
+                if unusable >= MAX_UNUSABLE_CALLS {
+                    return self.cannot_call(format!(
+                        "it called {last_unknown:?}, which is not one of its tools"
+                    ));
+                }
+            } else {
+                unusable = 0;
+            }
         }
         Outcome::Failed(format!(
             "stopped after {MAX_STEPS} model steps without a final answer; send another prompt to continue"
         ))
+    }
+
+    /// Ends a run whose model could not call a tool [`MAX_UNUSABLE_CALLS`] steps in a row: a
+    /// notice says so and the run fails (`totem run` exits non-zero).
+    fn cannot_call(&self, why: String) -> Outcome {
+        let text = format!(
+            "The model could not call a tool {MAX_UNUSABLE_CALLS} times in a row: {why}. Try a larger model, or a clearer prompt."
+        );
+        self.notice(totem_protocol::NoticeLevel::Warning, text.clone());
+        Outcome::Failed(format!("stopped: the model could not call a tool: {why}"))
     }
 
     /// Kills the background jobs this run started (on abort).
@@ -423,6 +534,21 @@ impl Runner {
             }
         }
     }
+}
+
+/// The step cap for a model whose steps take `per_step` each: what fits in [`STEP_BUDGET`],
+/// between [`MIN_STEPS`] and [`MAX_STEPS`].
+fn scaled_step_cap(per_step: std::time::Duration) -> usize {
+    let fits = STEP_BUDGET.as_secs_f64() / per_step.as_secs_f64().max(0.001);
+    (fits as usize).clamp(MIN_STEPS, MAX_STEPS)
+}
+
+/// A bare JSON object written as a tool call (`{"name": …, "arguments": …}`).
+fn looks_like_a_call(text: &str) -> bool {
+    let text = text.trim();
+    text.starts_with('{')
+        && text.ends_with('}')
+        && totem_tools::recover::bad_call_in_text(text).is_some()
 }
 
 fn step_failed(e: StepError) -> Outcome {

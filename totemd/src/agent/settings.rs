@@ -43,6 +43,17 @@ pub const SMALL_WINDOW: u64 = 8192;
 /// the bytes of them all.
 pub const SMALL_WINDOW_TOOLS: &[&str] = &["read", "list", "edit", "write", "bash"];
 
+/// Models of this many billion parameters or fewer (by the size in their name) get the short
+/// prompt for small models.
+pub const SMALL_PARAMETERS_B: f64 = 4.0;
+
+/// Models the probe measured slower than this (output tokens per second) get the short prompt.
+pub const SLOW_TOKENS_PER_SECOND: f64 = 20.0;
+
+/// The temperature local servers get when neither the model's nor the provider's settings give
+/// one: low, for tool calls that follow the schema (llama.cpp's own default is 0.8).
+pub const LOCAL_TEMPERATURE: f32 = 0.2;
+
 /// How a run offers the model its tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolOffer {
@@ -50,6 +61,43 @@ pub struct ToolOffer {
     pub mode: ToolMode,
     /// Only [`SMALL_WINDOW_TOOLS`] (and no MCP tools).
     pub reduced: bool,
+    /// With tools in text: each answer is held to one JSON object (a call or the final answer)
+    /// by the server.
+    pub constrained: bool,
+}
+
+/// The parameter count in a model's name, in billions: `qwen2.5-coder:1.5b`,
+/// `Qwen2.5-Coder-0.5B-Instruct-GGUF`, `smollm2-360m` (0.36), `llama3.2:3b`. `None` when the name
+/// gives none.
+pub fn parameters_in_name(name: &str) -> Option<f64> {
+    let lower = name.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut found = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit()
+            || (i > 0 && (bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'.'))
+        {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        let Ok(number) = lower[start..i].parse::<f64>() else {
+            continue;
+        };
+        let unit = bytes.get(i).copied();
+        let ends = bytes.get(i + 1).is_none_or(|c| !c.is_ascii_alphanumeric());
+        let scale = match unit {
+            Some(b'b') if ends => 1.0,
+            Some(b'm') if ends => 0.001,
+            _ => continue,
+        };
+        found = Some(number * scale);
+    }
+    found
 }
 
 impl ToolOffer {
@@ -73,9 +121,30 @@ impl ResolvedModel {
             .is_some_and(|w| w <= SMALL_WINDOW)
     }
 
+    /// A small model, given the short prompt: as its `small` setting says; otherwise a small
+    /// window, a name that says [`SMALL_PARAMETERS_B`] or fewer parameters, or a probed speed
+    /// under [`SLOW_TOKENS_PER_SECOND`].
+    pub fn small(&self) -> bool {
+        let settings = self.provider.config().model(&self.model);
+        settings.small.unwrap_or_else(|| {
+            self.small_window()
+                || parameters_in_name(&self.model).is_some_and(|b| b <= SMALL_PARAMETERS_B)
+                || settings
+                    .tokens_per_second
+                    .is_some_and(|t| t < SLOW_TOKENS_PER_SECOND)
+        })
+    }
+
+    /// Whether the model is served on this machine or a private network (a local server: it gets
+    /// Totem's sampling defaults).
+    pub fn local(&self) -> bool {
+        crate::config::is_local(&self.provider.config().base_url)
+    }
+
     /// As the model's settings say (set by the user, or saved by `totem models --probe`);
     /// otherwise natively, or in text when its server lists it without tool calling. A small
-    /// window gets the reduced set unless the model's `reducedTools` says otherwise.
+    /// model gets the reduced set unless the model's `reducedTools` says otherwise. Tools in text
+    /// are constrained where the server takes a JSON schema, unless `constrained: false`.
     pub fn tool_offer(&self) -> ToolOffer {
         let listed = if self.info.as_ref().is_some_and(|i| !i.capabilities.tools) {
             ToolMode::Text
@@ -83,11 +152,17 @@ impl ResolvedModel {
             ToolMode::Native
         };
         let settings = self.provider.config().model(&self.model);
+        let mode = settings.tools.unwrap_or(listed);
+        let schema_kind = matches!(
+            self.provider.config().kind,
+            totem_provider::ProviderKind::Openai | totem_provider::ProviderKind::Ollama
+        );
         ToolOffer {
-            mode: settings.tools.unwrap_or(listed),
-            reduced: settings
-                .reduced_tools
-                .unwrap_or_else(|| self.small_window()),
+            mode,
+            reduced: settings.reduced_tools.unwrap_or_else(|| self.small()),
+            constrained: mode == ToolMode::Text
+                && schema_kind
+                && settings.constrained != Some(false),
         }
     }
 }
@@ -158,4 +233,27 @@ pub async fn provider_for(
         model: resolved.model,
         info,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parameters_in_name;
+
+    #[test]
+    fn the_parameter_count_is_read_from_the_models_name() {
+        assert_eq!(parameters_in_name("qwen2.5-coder:1.5b"), Some(1.5));
+        assert_eq!(
+            parameters_in_name("Qwen2.5-Coder-0.5B-Instruct-GGUF"),
+            Some(0.5)
+        );
+        assert_eq!(parameters_in_name("llama3.2:3b"), Some(3.0));
+        assert_eq!(parameters_in_name("smollm2-360m"), Some(0.36));
+        // A mixture's size is not read (it is not small either way).
+        assert_eq!(parameters_in_name("mixtral:8x7b"), None);
+        assert_eq!(parameters_in_name("qwen3:8b"), Some(8.0));
+        // Versions and windows are not sizes.
+        assert_eq!(parameters_in_name("llama3.2:latest"), None);
+        assert_eq!(parameters_in_name("gpt-4o-mini"), None);
+        assert_eq!(parameters_in_name("smollm2"), None);
+    }
 }

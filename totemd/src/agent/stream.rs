@@ -29,6 +29,14 @@ impl Runner {
     ) -> Result<(Completion, String, u32), StepError> {
         let message_id = new_id("msg");
         let mut created = false;
+        // A constrained answer streams as JSON: only the final answer's text is shown. The
+        // request is kept to ask again without the constraint if the server refuses it.
+        let mut shaper = request
+            .answer_schema
+            .is_some()
+            .then(super::constrained::AnswerText::default);
+        let mut unconstrained = request.answer_schema.is_some().then(|| request.clone());
+        let mut any_event = false;
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
         let mut open: Option<OpenPart> = None;
@@ -63,6 +71,14 @@ impl Runner {
             let event = match next {
                 None => break,
                 Some(Ok(event)) => event,
+                Some(Err(e)) if !any_event && refuses_schema(&e) && unconstrained.is_some() => {
+                    let Some(mut request) = unconstrained.take() else {
+                        continue;
+                    };
+                    stream = self.without_constraint(&mut request, &e);
+                    shaper = None;
+                    continue;
+                }
                 Some(Err(e)) => {
                     // What streamed is kept, marked as cut off.
                     if let Some(part) = open.as_mut() {
@@ -79,7 +95,15 @@ impl Runner {
                     return Err(StepError::Failed(e.to_string()));
                 }
             };
+            any_event = true;
             match &event {
+                StreamEvent::TextDelta { text } if shaper.is_some() => {
+                    let shown = shaper.as_mut().map(|s| s.push(text)).unwrap_or_default();
+                    if !shown.is_empty() {
+                        self.create_message(&message_id, &mut created)?;
+                        self.delta(&message_id, &mut open, &mut index, false, &shown)?;
+                    }
+                }
                 StreamEvent::TextDelta { text } => {
                     self.create_message(&message_id, &mut created)?;
                     self.delta(&message_id, &mut open, &mut index, false, text)?;
@@ -127,6 +151,29 @@ impl Runner {
         }
         self.close(&message_id, &mut open)?;
         Ok((completion, message_id, index))
+    }
+
+    /// The server refused the constrained answer: remembered for the model (until the daemon
+    /// restarts), the run goes on with plain text tools, and the same step is asked again.
+    fn without_constraint(
+        &mut self,
+        request: &mut ChatRequest,
+        refusal: &ProviderError,
+    ) -> totem_provider::EventStream {
+        tracing::info!(model = %self.model.name, error = %refusal, "the server refused a constrained answer");
+        super::lock(&self.daemon.agents.unconstrained).insert(self.model.name.clone());
+        self.setup.tool_offer.constrained = false;
+        self.setup.system = self.render_system();
+        request.system = Some(self.setup.system.clone());
+        request.answer_schema = None;
+        self.notice(
+            totem_protocol::NoticeLevel::Info,
+            format!(
+                "The server of {} does not take a JSON schema for the answer, so its tool calls are read from its text instead. Set \"constrained\": false in the model's settings to skip the attempt.",
+                self.model.name
+            ),
+        );
+        self.model.provider.stream(request.clone())
     }
 
     /// Creates the step's assistant message, once.
@@ -271,6 +318,14 @@ impl Runner {
             part,
         })
     }
+}
+
+/// A server's refusal of the request as malformed: for a constrained request, the schema it
+/// cannot take (llama.cpp answers 400 "JSON schema conversion failed", other servers 400 or 422
+/// for an unknown `response_format`).
+fn refuses_schema(error: &ProviderError) -> bool {
+    // llama-cpp-python answers its validation errors with a 500, typed as invalid too.
+    matches!(error, ProviderError::InvalidRequest { .. })
 }
 
 /// How the text of an answer whose stream broke off ends, so neither the user nor the model

@@ -1,6 +1,6 @@
 //! The system prompt: a short base written for small models, the mode, the environment, the
-//! project's instruction files and, in Total.js 5 projects whose model's window is not small, the
-//! primer (a small window has only the reminder after each prompt).
+//! project's instruction files and, in Total.js 5 projects, the primer (a small model has its
+//! essentials in a few lines instead).
 //!
 //! Instruction files are `AGENTS.md` (or `CLAUDE.md` where a folder has no AGENTS.md): the root's
 //! goes into the system prompt; those of folders the run touches, up to the root, are added to the
@@ -42,6 +42,8 @@ pub struct SystemPrompt<'a> {
     pub agent_prompt: Option<&'a str>,
     /// The Total.js 5 primer goes in.
     pub primer: bool,
+    /// A Total.js 5 project and a small model: the primer's essentials in a few lines instead.
+    pub essentials: bool,
     /// The summary of older turns, after a compaction.
     pub summary: Option<&'a str>,
 }
@@ -62,6 +64,9 @@ impl SystemPrompt<'_> {
         if self.primer {
             out.push_str("\n\n");
             out.push_str(totem_totaljs::primer().trim());
+        } else if self.essentials {
+            out.push_str("\n\n");
+            out.push_str(totem_totaljs::reminder());
         }
         if let Some((name, text)) = root_instructions(self.root) {
             out.push_str(&format!("\n\nProject instructions ({name}):\n{text}"));

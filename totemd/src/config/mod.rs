@@ -14,6 +14,7 @@ pub mod file;
 mod mcp_servers;
 mod models;
 mod probe;
+pub use probe::is_local;
 pub mod secrets;
 pub mod sections;
 

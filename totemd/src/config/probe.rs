@@ -125,7 +125,7 @@ fn question(model: &str, system: &str, user: &str, tools: Vec<ToolDefinition>) -
 }
 
 /// Whether `url` is this machine or a private network: only there is an oversized request sent.
-fn is_local(url: &str) -> bool {
+pub fn is_local(url: &str) -> bool {
     let host = url
         .split("://")
         .nth(1)
@@ -138,6 +138,17 @@ fn is_local(url: &str) -> bool {
             std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_private(),
             std::net::IpAddr::V6(v6) => v6.is_loopback(),
         })
+}
+
+/// What the model did when its answer was held to a JSON schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// It called the tool.
+    Called,
+    /// The server took the schema, the model answered instead.
+    NoCall,
+    /// The server refused the schema.
+    Refused,
 }
 
 /// Asks one model the questions. `known` is what the user had set for it.
@@ -183,6 +194,8 @@ async fn probe(
             streams_tool_calls: None,
             context_window: info.context_window,
             tokens_per_second: None,
+            constrained: None,
+            temperature: None,
             settings: known,
             message: format!("it did not answer a plain question: {e}"),
         };
@@ -210,11 +223,14 @@ async fn probe(
     let tool = list_tool();
     let text_system = format!(
         "{system}\n\n{}",
-        totem_tools::recover::text_tools_prompt([(
-            tool.name.as_str(),
-            &tool.parameters,
-            tool.description.as_str()
-        )])
+        totem_tools::recover::text_tools_prompt(
+            [(
+                tool.name.as_str(),
+                &tool.parameters,
+                tool.description.as_str()
+            )],
+            false
+        )
     );
     let text = ask(
         config,
@@ -226,6 +242,40 @@ async fn probe(
         .completion
         .as_ref()
         .is_ok_and(|c| !totem_tools::recover::calls_from_text(&c.text(), &["list"]).is_empty());
+    // Without native calls: the same question with the answer held to a JSON schema (one call
+    // of the tool, or a final answer), as runs ask it.
+    let schema_kind = matches!(
+        entry.kind,
+        totem_protocol::ProviderKind::Openai | totem_protocol::ProviderKind::Ollama
+    );
+    let constrained = if native_tools || !schema_kind || known.constrained == Some(false) {
+        None
+    } else {
+        let constrained_system = format!(
+            "{system}\n\n{}",
+            totem_tools::recover::text_tools_prompt(
+                [(
+                    tool.name.as_str(),
+                    &tool.parameters,
+                    tool.description.as_str()
+                )],
+                true
+            )
+        );
+        let mut request = question(model, &constrained_system, CALL_PROMPT, vec![]);
+        request.answer_schema = Some(totem_tools::recover::answer_schema([(
+            tool.name.as_str(),
+            &tool.parameters,
+        )]));
+        match ask(config, None, request).await.completion {
+            Ok(c) if !totem_tools::recover::calls_from_text(&c.text(), &["list"]).is_empty() => {
+                Some(Held::Called)
+            }
+            Ok(_) => Some(Held::NoCall),
+            Err(ProviderError::InvalidRequest { .. }) => Some(Held::Refused),
+            Err(_) => None,
+        }
+    };
 
     let mut context_window = info.context_window;
     if context_window.is_none()
@@ -245,7 +295,7 @@ async fn probe(
 
     let tools = if native_tools {
         ToolMode::Native
-    } else if text_tools {
+    } else if text_tools || constrained == Some(Held::Called) {
         ToolMode::Text
     } else {
         ToolMode::None
@@ -261,15 +311,34 @@ async fn probe(
         context_window: known
             .context_window
             .or(context_window.filter(|_| info.context_window.is_none())),
+        // A server that refused the schema is not asked again with one.
+        constrained: if constrained == Some(Held::Refused) {
+            Some(false)
+        } else {
+            known.constrained
+        },
+        tokens_per_second: tokens_per_second.or(known.tokens_per_second),
         ..known
     };
-    let message = match tools {
-        ToolMode::Native if streams_tool_calls == Some(false) => {
+    let message = match (tools, constrained) {
+        (ToolMode::Native, _) if streams_tool_calls == Some(false) => {
             "calls tools natively, but not in a streamed answer: Totem will not ask it to stream".to_string()
         }
-        ToolMode::Native => "calls tools natively".to_string(),
-        ToolMode::Text => "has no native tool calls here (the server's chat template may drop them), but writes calls in its text: Totem will describe the tools in the prompt".to_string(),
-        ToolMode::None => "called no tool, natively or in text: it can chat but not edit; pick a larger model, or a server template with tool calls (llama.cpp: --jinja; llama-cpp-python: --chat_format chatml-function-calling)".to_string(),
+        (ToolMode::Native, _) => "calls tools natively".to_string(),
+        (ToolMode::Text, Some(Held::Called)) if text_tools => "the server returned no tool calls, but the model writes calls as text; Totem will constrain its answers (the server holds each one to a call of a tool or a final answer)".to_string(),
+        (ToolMode::Text, Some(Held::Called)) => "the server returned no tool calls and the model wrote none on its own, but it called the tool when its answer was held to a JSON schema: Totem will constrain its answers".to_string(),
+        (ToolMode::Text, Some(Held::Refused)) => "the server returned no tool calls, but the model writes calls as text; the server does not take a JSON schema, so Totem will read the calls from the model's text".to_string(),
+        (ToolMode::Text, _) => "the server returned no tool calls, but the model writes calls as text: Totem will describe the tools in the prompt and read the calls from its text".to_string(),
+        (_, _) => "called no tool, natively or in text: it can chat but not edit; pick a larger model, or a server template with tool calls (llama.cpp: --jinja; llama-cpp-python: --chat_format chatml-function-calling)".to_string(),
+    };
+    let config_temperature = config.model(model).temperature.or(config.temperature);
+    let temperature = config_temperature
+        .or_else(|| is_local(&entry.url).then_some(crate::agent::settings::LOCAL_TEMPERATURE));
+    let message = match temperature {
+        Some(t) => format!("{message}; runs use temperature {t} (the probe asks at 0)"),
+        None => {
+            format!("{message}; runs use the server's default temperature (the probe asks at 0)")
+        }
     };
     ModelProbe {
         name,
@@ -279,6 +348,8 @@ async fn probe(
         streams_tool_calls,
         context_window,
         tokens_per_second,
+        constrained: constrained.map(|c| c == Held::Called),
+        temperature,
         settings,
         message,
     }

@@ -1,0 +1,360 @@
+//! Small local models through the real daemon: constrained steps (the server holds each answer
+//! to one call of a real tool or the final answer), the fallback when a server refuses the
+//! schema, the short prompt for small models, sampling defaults for local servers, and runs
+//! that end loudly when the model cannot call a tool.
+
+mod agent_common;
+
+use agent_common::{Answer, Env, follow, last, parts_text, results, text};
+use serde_json::{Value, json};
+use totem_protocol::EventKind;
+use totem_tests::sim::{Sim, SimKind};
+
+/// The settings of the simulator's `llama3.2:latest`.
+async fn set_model(env: &Env, settings: Value) {
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),
+                   "defaultModel": "llama3.2:latest", "maxRetries": 0, "replace": true,
+                   "models": {"llama3.2:latest": settings}}),
+        )
+        .await
+        .expect("provider.add");
+}
+
+fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The names the schema's call branches allow, sorted; and whether it has the answer branch.
+fn schema_names(schema: &Value) -> (Vec<String>, bool) {
+    let branches = schema["oneOf"].as_array().cloned().unwrap_or_default();
+    let mut names: Vec<String> = branches
+        .iter()
+        .filter_map(|b| b["properties"]["name"]["const"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    let answer = branches.iter().any(|b| b["required"] == json!(["answer"]));
+    (names, answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    // What a constrained server sends: one call, then the final answer (cut across chunks, with
+    // escapes), never prose around the JSON.
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+    )]);
+    env.push(vec![
+        text(r#"{"ans"#),
+        text(r#"wer": "It says \"alpha\".\nDone."#),
+        text(r#""}"#),
+    ]);
+    let events = env
+        .run_done("what is in notes.txt?", json!({}), Answer::None)
+        .await;
+
+    let requests = env.sim.chat_requests();
+    let body = &requests[0].body;
+    // Ollama's `format` holds the answer to one call of an offered tool, or the final answer.
+    let (names, answer) = schema_names(&body["format"]);
+    assert_eq!(names, ["bash", "edit", "list", "read", "write"], "{body}");
+    assert!(answer, "{}", body["format"]);
+    let read = body["format"]["oneOf"]
+        .as_array()
+        .and_then(|b| {
+            b.iter()
+                .find(|b| b["properties"]["name"]["const"] == "read")
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(read["properties"]["arguments"]["required"], json!(["path"]));
+    assert!(body.get("tools").is_none());
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        system.contains(r#"{"name": "list", "arguments": {"path": "."}}"#)
+            && system.contains(r#"{"answer": "#),
+        "{system}"
+    );
+    // A local server gets a temperature for tool use.
+    let sent = body["options"]["temperature"].as_f64().unwrap_or_default();
+    assert!((sent - 0.2).abs() < 1e-6, "{body}");
+
+    let ran = results(&events);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert!(!ran[0].2 && ran[0].1.contains("alpha"), "{ran:?}");
+    // The answer's text, unescaped, without its JSON; the call shows as its part only.
+    assert_eq!(parts_text(&events), "It says \"alpha\".\nDone.");
+    let deltas: String = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PartDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!deltas.contains('{'), "no JSON streamed: {deltas:?}");
+    // The second step sees the call it made and its result.
+    let second = requests[1].body["messages"].to_string();
+    assert!(
+        second.contains(r#"\"name\":\"read\""#) || second.contains(r#"\"name\": \"read\""#),
+        "{second}"
+    );
+    assert!(second.contains("Result of read"), "{second}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_the_schema_gets_text_tools_and_it_is_remembered() {
+    let env = Env::start().await;
+    let llama = Sim::start(SimKind::Openai).await;
+    // A llama.cpp server from before JSON-schema answers: `json_schema` is a 400.
+    llama.set_variants(|v| {
+        v.llamacpp_n_ctx = Some(4096);
+        v.no_json_schema = true;
+    });
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "llama", "kind": "openai", "url": llama.url(), "maxRetries": 0,
+                   "models": {"gpt-4o-mini": {"tools": "text", "temperature": 0.5, "topP": 0.9,
+                                               "repeatPenalty": 1.1}}}),
+        )
+        .await
+        .expect("provider.add");
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    llama.push(totem_tests::sim::Reply::stream([
+        totem_tests::sim::SimEvent::text(
+            "I will read it. {\"name\": \"read\", \"arguments\": {\"path\": \"notes.txt\"}}",
+        ),
+    ]));
+    llama.push(totem_tests::sim::Reply::stream([
+        totem_tests::sim::SimEvent::text("It says alpha."),
+    ]));
+    let events = env
+        .run_done(
+            "read notes.txt",
+            json!({"model": "llama/gpt-4o-mini"}),
+            Answer::None,
+        )
+        .await;
+    let asked = llama.chat_requests();
+    assert_eq!(asked.len(), 3, "refused, asked again, next step");
+    let schema = &asked[0].body["response_format"];
+    assert_eq!(schema["type"], "json_schema");
+    let (names, answer) = schema_names(&schema["json_schema"]["schema"]);
+    assert!(names.contains(&"read".to_string()) && answer, "{schema}");
+    assert!(
+        asked[1].body.get("response_format").is_none(),
+        "{}",
+        asked[1].body
+    );
+    assert!(asked[2].body.get("response_format").is_none(), "remembered");
+    // The prompt asked again is the plain text-tools one.
+    let system = asked[1].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(system.contains("answer in plain words"), "{system}");
+    // Sampling from the model's settings; repeat_penalty to a local server.
+    let close = |v: &Value, want: f64| v.as_f64().is_some_and(|v| (v - want).abs() < 1e-6);
+    assert!(
+        close(&asked[0].body["temperature"], 0.5),
+        "{}",
+        asked[0].body
+    );
+    assert!(close(&asked[0].body["top_p"], 0.9), "{}", asked[0].body);
+    assert!(
+        close(&asked[0].body["repeat_penalty"], 1.1),
+        "{}",
+        asked[0].body
+    );
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("does not take a JSON schema")),
+        "{:?}",
+        notices(&events)
+    );
+    let ran = results(&events);
+    assert!(ran.len() == 1 && !ran[0].2, "{ran:?}");
+
+    // The next run remembers: no schema is sent at all.
+    llama.push(totem_tests::sim::Reply::stream([
+        totem_tests::sim::SimEvent::text("Hi."),
+    ]));
+    env.run_done("hi", json!({"model": "llama/gpt-4o-mini"}), Answer::None)
+        .await;
+    let asked = llama.chat_requests();
+    assert!(asked[3].body.get("response_format").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_sends_the_schema_and_a_schema_llamacpp_cannot_convert_is_a_400() {
+    use totem_tests::sim::harness::{config_for, provider, request, run};
+    let llama = Sim::start(SimKind::Openai).await;
+    let p = provider(config_for(&llama));
+    // The simulator holds Totem to llama.cpp's rules: an unknown type is a 400.
+    let mut bad = request("gpt-4o-mini", "hi");
+    bad.answer_schema = Some(json!({"oneOf": [{"type": "obj"}]}));
+    let out = run(p.as_ref(), bad).await;
+    match out.expect_err() {
+        totem_provider::ProviderError::InvalidRequest {
+            status, message, ..
+        } => {
+            assert_eq!(*status, 400);
+            assert!(message.contains("unrecognized type obj"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Totem's own schema for its tools converts, and the answer matching it comes back.
+    let read = json!({"type": "object", "properties": {"path": {"type": "string",
+        "description": "The file."}}, "required": ["path"], "additionalProperties": false});
+    let schema = totem_tools::recover::answer_schema([("read", &read)]);
+    llama.push(totem_tests::sim::Reply::stream([
+        totem_tests::sim::SimEvent::text(r#"{"name": "read", "arguments": {"path": "a.js"}}"#),
+    ]));
+    let mut good = request("gpt-4o-mini", "hi");
+    good.answer_schema = Some(schema.clone());
+    let done = run(p.as_ref(), good).await.expect_ok();
+    assert_eq!(
+        done.text(),
+        r#"{"name": "read", "arguments": {"path": "a.js"}}"#
+    );
+    let sent = &llama.chat_requests()[1].body["response_format"];
+    assert_eq!(
+        *sent,
+        json!({"type": "json_schema", "json_schema": {"name": "step", "schema": schema}})
+    );
+    // Documentation keys are left out of the schema sent (they only cost grammar states).
+    assert!(!sent.to_string().contains("The file."), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tool_names_written_as_text_get_the_list_and_end_the_run_loudly() {
+    let env = Env::start().await;
+    set_model(&env, json!({"tools": "text", "constrained": false})).await;
+    env.push(vec![text(
+        r#"{"name": "fixOrderList", "arguments": {"order": 1}}"#,
+    )]);
+    // JSON with a comment in it: the parse error goes back.
+    env.push(vec![text(
+        "{\"name\": \"read\", \"arguments\": {\"path\": \"a.txt\" // the file\n}}",
+    )]);
+    env.push(vec![text(r#"{"name": "ROUTE", "arguments": {}}"#)]);
+    env.push(vec![text("never asked")]);
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("fix the orders", json!({})).await;
+    let events = follow(&env, &mut stream, &run, Answer::None).await;
+    let ran = results(&events);
+    assert!(
+        ran[0].2 && ran[0].1.contains("unknown tool \"fixOrderList\"") && ran[0].1.contains("read"),
+        "the error lists the tools: {ran:?}"
+    );
+    let asked = env.sim.chat_requests();
+    let after_comment = asked[2].body["messages"].to_string();
+    assert!(
+        after_comment.contains("could not be read"),
+        "the parse error goes back: {after_comment}"
+    );
+    match last(&events) {
+        EventKind::RunFailed { run } => assert!(
+            run.error
+                .as_deref()
+                .is_some_and(|e| e.contains("could not call a tool") && e.contains("ROUTE")),
+            "{:?}",
+            run.error
+        ),
+        other => panic!("the run must fail: {other:?}"),
+    }
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("could not call a tool 3 times")),
+        "{:?}",
+        notices(&events)
+    );
+    assert_eq!(asked.len(), 3, "no request after the third unusable step");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_model_gets_the_short_prompt_whatever_its_window() {
+    let project = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        project.path().join("package.json"),
+        r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+    )
+    .expect("package.json");
+    std::fs::write(
+        project.path().join("index.js"),
+        "require('total5');\nTotal.run();\n",
+    )
+    .expect("index.js");
+    let env = Env::start_in(project).await;
+    let mut models = vec![totem_tests::sim::SimModel::new("qwen2.5-coder:1.5b", 32768)];
+    models.push(totem_tests::sim::SimModel::new("llama3.2:latest", 131072));
+    env.sim.set_models(models);
+    env.push(vec![text("ok")]);
+    env.run_done(
+        "which routes does this app define?",
+        json!({"model": "sim/qwen2.5-coder:1.5b"}),
+        Answer::None,
+    )
+    .await;
+    let body = &env.sim.chat_requests()[0].body;
+    let mut names: Vec<&str> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["bash", "edit", "list", "read", "write"]);
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(!system.contains("## Example"), "no full primer: {system}");
+    assert!(
+        system.contains("Total.js 5 rules"),
+        "the essentials: {system}"
+    );
+    // Nothing is appended to the user's words.
+    let user = body["messages"][1]["content"].as_str().unwrap_or_default();
+    assert_eq!(user, "which routes does this app define?");
+
+    // `small: false` gives it the full prompt.
+    set_model_named(&env, "qwen2.5-coder:1.5b", json!({"small": false})).await;
+    env.push(vec![text("ok")]);
+    env.run_done(
+        "hi",
+        json!({"model": "sim/qwen2.5-coder:1.5b"}),
+        Answer::None,
+    )
+    .await;
+    let body = &env
+        .sim
+        .chat_requests()
+        .last()
+        .expect("a request")
+        .body
+        .clone();
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("## Example"), "the primer: {system}");
+}
+
+async fn set_model_named(env: &Env, model: &str, settings: Value) {
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "sim", "kind": "ollama", "url": env.sim.url(),
+                   "defaultModel": model, "maxRetries": 0, "replace": true,
+                   "models": {model: settings}}),
+        )
+        .await
+        .expect("provider.add");
+}
