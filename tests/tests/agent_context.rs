@@ -100,10 +100,10 @@ async fn compaction_triggers_at_the_threshold_and_the_summary_replaces_old_turns
 async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
     let env = Env::start().await;
     env.sim.set_models(vec![
-        SimModel::new("small:1b", 16384),
+        SimModel::new("coder:16k", 16384),
         SimModel::new("summariser:1b", 32768),
     ]);
-    let model = json!({"model": "sim/small:1b"});
+    let model = json!({"model": "sim/coder:16k"});
     // `compaction.model` names the model that writes summaries.
     let path = env.daemon.home.join("settings.json");
     let mut settings: serde_json::Value =
@@ -159,7 +159,7 @@ async fn a_long_run_compacts_mid_run_and_goes_on_with_the_summary() {
     // The summary request saw the older steps of this very run and offered no tools.
     let summary_request = &requests[3].body;
     assert_eq!(summary_request["model"], "summariser:1b");
-    assert_eq!(requests[4].body["model"], "small:1b");
+    assert_eq!(requests[4].body["model"], "coder:16k");
     let asked = summary_request.to_string();
     assert!(asked.contains("FILE-A-MARKER") && asked.contains("FILE-B-MARKER"));
     assert!(
