@@ -37,8 +37,14 @@ fn json_prints_each_event_of_the_run_as_one_line() {
         .iter()
         .map(|e| e["type"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(types.first(), Some(&"message.created"), "{types:?}");
-    assert!(types.contains(&"run.started"), "{types:?}");
+    // A run's life (protocol README): the prompt accepted, then it joins the conversation.
+    assert_eq!(types.first(), Some(&"run.queued"), "{types:?}");
+    let joined = types.iter().position(|t| *t == "message.created");
+    let started = types.iter().position(|t| *t == "run.started");
+    assert!(
+        joined.is_some() && started.is_some() && joined < started,
+        "{types:?}"
+    );
     assert_eq!(types.last(), Some(&"run.failed"), "{types:?}");
     assert_eq!(events[0]["message"]["parts"][0]["text"], "say hi");
     let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
