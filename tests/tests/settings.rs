@@ -458,6 +458,7 @@ async fn key_is_encrypted_at_rest_and_never_shown_or_logged() {
             let kind = event["type"].as_str().unwrap_or_default();
             if kind.starts_with("run.")
                 && kind != "run.started"
+                && kind != "run.queued"
                 && event["run"]["id"] == accepted["runId"]
             {
                 break event;
