@@ -248,6 +248,10 @@ function onDaemon(event: Event): void {
   if (event.type === "session.status" && open && event.sessionId === open.id) {
     open.activity = event.status as string;
     document.body.dataset.activity = open.activity;
+    // This comes on the daemon's channel, apart from the session's events: the run's end may
+    // have been drawn already, so the buttons follow the activity here too.
+    undoButton.disabled = open.activity !== "idle";
+    redoButton.disabled = open.activity !== "idle";
   }
   if (document.hidden) {
     if (event.type === "permission.asked") {
