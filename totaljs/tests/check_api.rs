@@ -311,13 +311,14 @@ fn project_settings_switch_rules_off() {
     assert!(report.problems[0].contains("handler-thus"), "{report:?}");
 }
 
-/// The reminder follows every prompt in a Total.js 5 project, so it stays within 60 tokens of
-/// cl100k_base: a small window pays for it at every step.
+/// The reminder stands in a small model's system prompt in a Total.js 5 project (rules only, no
+/// example a model could take for the app's own code, since f07f3e0), so it stays within 120
+/// tokens of cl100k_base: a small window pays for it at every step.
 #[test]
-fn the_reminder_is_within_60_tokens() {
+fn the_reminder_is_within_120_tokens() {
     let bpe = tiktoken_rs::cl100k_base().unwrap();
     let tokens = bpe.encode_ordinary(totem_totaljs::reminder()).len();
-    assert!(tokens <= 60, "the reminder is {tokens} tokens");
+    assert!(tokens <= 120, "the reminder is {tokens} tokens");
 }
 
 /// An edit that empties a controller is not waved through: the result says the file is empty
