@@ -51,7 +51,8 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
                 SimEvent::text("Middle words. "),
                 SimEvent::text("Last words."),
             ],
-            400,
+            // Apart enough for a loaded CI machine to see the first words alone.
+            1000,
         );
         push(vec![edit("c2", "const b = 2;", "const b = 4;")], 0);
         push(vec![SimEvent::text("Done again.")], 0);

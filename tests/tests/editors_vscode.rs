@@ -149,8 +149,10 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
                 json!({"path": "math.js", "oldString": "const b = 2;", "newString": "const b = 3;"}),
             ),
         ]));
+        // Far enough apart that a loaded machine still sees the first words alone (700 ms was
+        // not, once, in CI: code-server's page is polled, not pushed).
         sim.push(Reply::Stream(Script {
-            delay_ms: 700,
+            delay_ms: 2000,
             ..Script::new(vec![
                 SimEvent::text("First words. "),
                 SimEvent::text("Middle words. "),

@@ -507,7 +507,7 @@ async fn the_page_in_chromium() {
         "Last words.",
     ];
     env.sim.push(Reply::Stream(Script {
-        delay_ms: 400,
+        delay_ms: 600,
         ..Script::new(chunks.iter().map(|c| text(c)))
     }));
     // 2: two writes that ask, then an answer.
