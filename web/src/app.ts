@@ -250,8 +250,7 @@ function onDaemon(event: Event): void {
     document.body.dataset.activity = open.activity;
     // This comes on the daemon's channel, apart from the session's events: the run's end may
     // have been drawn already, so the buttons follow the activity here too.
-    undoButton.disabled = open.activity !== "idle";
-    redoButton.disabled = open.activity !== "idle";
+    followActivity(open.activity);
   }
   if (document.hidden) {
     if (event.type === "permission.asked") {
@@ -562,8 +561,13 @@ function draw(first: boolean): void {
   if (stick) {
     log.scrollTop = log.scrollHeight;
   }
-  undoButton.disabled = state.activity !== "idle";
-  redoButton.disabled = state.activity !== "idle";
+  followActivity(state.activity);
+}
+
+/** Undo and redo only while the session is idle. */
+function followActivity(activity: string): void {
+  undoButton.disabled = activity !== "idle";
+  redoButton.disabled = activity !== "idle";
 }
 
 function drawBlock(state: Open, b: Block, eager: boolean): HTMLElement {
