@@ -39,8 +39,8 @@ pub use boot::{
 };
 pub use check::{
     CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding, ProjectContext,
-    ProjectReport, Rule, Severity, check, check_edit, check_in_project, check_project, format_edit,
-    format_finding, format_findings, rules,
+    ProjectReport, Rule, Severity, Views, check, check_edit, check_in_project, check_project,
+    format_edit, format_finding, format_findings, rules,
 };
 pub use detect::{Evidence, LegacyVersion, Project, detect};
 pub use primer::{primer, primer_example, reminder};

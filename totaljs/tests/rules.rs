@@ -686,3 +686,216 @@ fn package_json_with_total5_is_clean() {
     );
     clean("plugins/x/package.json", "not json", "package-total5");
 }
+
+// #32 item 3: mistakes that break the app at boot or silently (each verified live on total5 0.0.14)
+
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+/// The findings of `rule` in `path` of a project made of `files`, as `totem check` sees it.
+fn in_project(files: &[(&str, &str)], path: &str, rule: &str) -> Vec<usize> {
+    let dir = project(files);
+    let text = files.iter().find(|(p, _)| *p == path).unwrap().1;
+    check_in_project(
+        path,
+        text,
+        &CheckConfig::default(),
+        &ProjectContext::scan(dir.path()),
+    )
+    .into_iter()
+    .filter(|f| f.rule == rule)
+    .map(|f| f.line)
+    .collect()
+}
+
+const USES_ITEM: &str = "NEWACTION('Items|create', {\n\tinput: '*name:String',\n\troute: 'API ?',\n\taction: $ => $.success()\n});\nNEWACTION('Items|update', {\n\tinput: '@Item',\n\troute: 'API ?',\n\taction: $ => $.success()\n});\n";
+const DEFINES_ITEM: &str = "NEWSCHEMA('@Item', 'name:String, price:Number');\n";
+
+#[test]
+fn a_schema_that_loads_after_its_action_is_an_error() {
+    // schemas/ loads after actions/; actions/schemas.js after actions/items.js; definitions/ too.
+    for at in [
+        "schemas/item.js",
+        "actions/schemas.js",
+        "definitions/item.js",
+    ] {
+        let files = [("actions/items.js", USES_ITEM), (at, DEFINES_ITEM)];
+        assert_eq!(
+            in_project(&files, "actions/items.js", "schema-load-order"),
+            vec![7],
+            "{at}"
+        );
+    }
+    // Below the action in the same file.
+    let below = format!("{USES_ITEM}{DEFINES_ITEM}");
+    assert_eq!(
+        in_project(
+            &[("actions/items.js", &below)],
+            "actions/items.js",
+            "schema-load-order"
+        ),
+        vec![7]
+    );
+    let f = check_in_project(
+        "actions/items.js",
+        &below,
+        &CheckConfig::default(),
+        &ProjectContext::default(),
+    );
+    assert!(f.iter().any(|f| f.rule == "schema-load-order"
+        && f.severity == Severity::Error
+        && f.message.contains("modules/")));
+}
+
+#[test]
+fn a_schema_that_loads_first_is_clean() {
+    for at in [
+        "modules/schemas.js",
+        "actions/a-schemas.js",
+        "extensions/item.js",
+    ] {
+        let files = [("actions/items.js", USES_ITEM), (at, DEFINES_ITEM)];
+        assert!(
+            in_project(&files, "actions/items.js", "schema-load-order").is_empty(),
+            "{at}"
+        );
+    }
+    let above = format!("{DEFINES_ITEM}{USES_ITEM}");
+    clean("actions/items.js", &above, "schema-load-order");
+    let json = [
+        ("actions/items.js", USES_ITEM),
+        ("jsonschemas/Item.json", "{\"type\":\"object\"}"),
+    ];
+    assert!(in_project(&json, "actions/items.js", "schema-load-order").is_empty());
+    // A schema defined nowhere the check can see is left alone (it may be made at run time).
+    assert!(
+        in_project(
+            &[("actions/items.js", USES_ITEM)],
+            "actions/items.js",
+            "schema-load-order"
+        )
+        .is_empty()
+    );
+}
+
+const VIEW_CONTROLLER: &str = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+
+#[test]
+fn a_view_without_a_layout_is_an_error() {
+    let files = [
+        ("controllers/default.js", VIEW_CONTROLLER),
+        ("views/index.html", "<h1>Shop</h1>\n"),
+    ];
+    assert_eq!(
+        in_project(&files, "controllers/default.js", "view-layout"),
+        vec![6]
+    );
+}
+
+#[test]
+fn a_view_with_a_layout_or_its_own_is_clean() {
+    let with_layout = [
+        ("controllers/default.js", VIEW_CONTROLLER),
+        ("views/index.html", "<h1>Shop</h1>\n"),
+        ("views/layout.html", "<body>@{body}</body>\n"),
+    ];
+    assert!(in_project(&with_layout, "controllers/default.js", "view-layout").is_empty());
+    let own = [
+        ("controllers/default.js", VIEW_CONTROLLER),
+        ("views/index.html", "@{layout('')}\n<h1>Shop</h1>\n"),
+    ];
+    assert!(in_project(&own, "controllers/default.js", "view-layout").is_empty());
+    // Without the project's views (an edit checked alone), nothing is said.
+    clean("controllers/default.js", VIEW_CONTROLLER, "view-layout");
+}
+
+#[test]
+fn a_plugin_without_index_is_an_error() {
+    let ctrl = "exports.install = function() {\n\tROUTE('GET /admin/', admin);\n};\nfunction admin($) { $.plain('a'); }\n";
+    let files = [("plugins/admin/controllers/admin.js", ctrl)];
+    assert_eq!(
+        in_project(&files, "plugins/admin/controllers/admin.js", "plugin-index"),
+        vec![1]
+    );
+    let with_index = [
+        ("plugins/admin/controllers/admin.js", ctrl),
+        ("plugins/admin/index.js", "exports.name = 'Admin';\n"),
+    ];
+    assert!(
+        in_project(
+            &with_index,
+            "plugins/admin/controllers/admin.js",
+            "plugin-index"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn two_schema_actions_on_api_question_mark_collide() {
+    let src = "NEWSCHEMA('Items', function(schema) {\n\tschema.action('list', {\n\t\troute: 'API ?',\n\t\taction: $ => $.success([])\n\t});\n\tschema.action('read', {\n\t\troute: 'API ?',\n\t\taction: $ => $.success({})\n\t});\n});\n";
+    assert_eq!(
+        lines("schemas/items.js", src, "api-route-duplicate"),
+        vec![7]
+    );
+    // One per schema, or each with its own endpoint, is fine.
+    let one = "NEWSCHEMA('Items', function(schema) {\n\tschema.action('list', { route: 'API ?', action: $ => $.success([]) });\n});\nNEWSCHEMA('Orders', function(schema) {\n\tschema.action('list', { route: 'API ?', action: $ => $.success([]) });\n});\n";
+    clean("schemas/items.js", one, "api-route-duplicate");
+    let own = "NEWSCHEMA('Items', function(schema) {\n\tschema.action('list', { route: 'API /api/ -items_list --> Items/list', action: $ => $.success([]) });\n\tschema.action('read', { route: 'API /api/ -items_read --> Items/read', action: $ => $.success({}) });\n});\n";
+    clean("schemas/items.js", own, "api-route-duplicate");
+}
+
+#[test]
+fn a_route_flag_naming_no_middleware_is_an_error() {
+    let ctrl = "exports.install = function() {\n\tROUTE('GET /admin/ #auth', admin);\n\tROUTE('GET /panel/ #admin', admin);\n};\nfunction admin($) { $.plain('a'); }\n";
+    let files = [
+        ("controllers/admin.js", ctrl),
+        (
+            "definitions/middleware.js",
+            "MIDDLEWARE('auth', function($, next) {\n\tnext();\n});\n",
+        ),
+    ];
+    assert_eq!(
+        in_project(&files, "controllers/admin.js", "route-middleware"),
+        vec![3]
+    );
+    // A middleware with a computed name, or no project context: nothing is said.
+    let dynamic = [
+        ("controllers/admin.js", ctrl),
+        (
+            "definitions/middleware.js",
+            "for (var name of ['auth', 'admin'])\n\tMIDDLEWARE(name, ($, next) => next());\n",
+        ),
+    ];
+    assert!(in_project(&dynamic, "controllers/admin.js", "route-middleware").is_empty());
+    clean("controllers/admin.js", ctrl, "route-middleware");
+    // Status-code routes start with '#'.
+    let status = [(
+        "controllers/e.js",
+        "exports.install = function() {\n\tROUTE('#404', notfound);\n};\nfunction notfound($) { $.plain('x'); }\n",
+    )];
+    assert!(in_project(&status, "controllers/e.js", "route-middleware").is_empty());
+}
+
+#[test]
+fn install_with_a_framework_argument_is_an_error() {
+    let src = "exports.install = function(framework) {\n\tframework.route('GET /', index);\n};\nfunction index($) {\n\t$.plain('hi');\n}\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "install-argument"),
+        vec![2]
+    );
+    let guarded = "exports.install = function(options) {\n\tif (options)\n\t\toptions.start();\n\tROUTE('GET /', index);\n};\nfunction index($) { $.plain('hi'); }\n";
+    clean("plugins/a/index.js", guarded, "install-argument");
+    clean(
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /', index);\n};\nfunction index($) { $.plain('hi'); }\n",
+        "install-argument",
+    );
+}

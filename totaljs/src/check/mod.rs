@@ -145,6 +145,27 @@ pub struct ProjectContext {
     /// Names the project makes global itself (`global.PREF = MEMORIZE(...)` in `definitions/`,
     /// top-level names of `definitions/` and `modules/`): never reported as Total.js 4 globals.
     pub globals: HashSet<String>,
+    /// JSON schemas the project defines (`NEWSCHEMA('@Item', 'name:String')`,
+    /// `jsonschemas/Item.json`), by name, with the files that define them (relative, with `/`).
+    pub json_schemas: HashMap<String, Vec<String>>,
+    /// Middleware names the project defines with `MIDDLEWARE('name', fn)`; None when unknown (not
+    /// scanned, or a name is computed).
+    pub middleware: Option<HashSet<String>>,
+    /// The project's `views/`; None when not scanned.
+    pub views: Option<Views>,
+    /// Folders in `plugins/` without an `index.js` (the boot crashes on them).
+    pub plugins_without_index: HashSet<String>,
+}
+
+/// What the check knows of the project's `views/` folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Views {
+    /// Whether `views/layout.html` exists.
+    pub has_layout: bool,
+    /// View names (`index`, `admin/users`) found.
+    pub names: HashSet<String>,
+    /// Views that set their own layout (`@{layout('')}`).
+    pub set_layout: HashSet<String>,
 }
 
 /// Folders the framework auto-loads, scanned for `AUTH()` and the project's own globals.
@@ -169,14 +190,33 @@ impl ProjectContext {
         }
         let mut has_auth = false;
         let mut globals = HashSet::new();
+        let mut json_schemas: HashMap<String, Vec<String>> = HashMap::new();
+        let mut middleware = Some(HashSet::new());
         for path in &files {
             let Ok(text) = std::fs::read_to_string(path) else {
                 continue;
             };
-            let rel = path.strip_prefix(root).unwrap_or(path).to_string_lossy();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .replace('\\', "/");
             let kind = file::classify(&rel).kind;
             let tokens = crate::js::lex(&text).tokens;
             has_auth |= syntax::defines_auth(&tokens);
+            for (name, _) in rules::load::json_schemas(&tokens) {
+                json_schemas
+                    .entry(name.to_string())
+                    .or_default()
+                    .push(rel.clone());
+            }
+            let (names, dynamic) = rules::load::middleware(&tokens);
+            if dynamic {
+                middleware = None;
+            }
+            if let Some(m) = middleware.as_mut() {
+                m.extend(names.into_iter().map(str::to_string));
+            }
             let top_level = matches!(kind, file::Kind::Definition | file::Kind::Module);
             globals.extend(
                 syntax::defined_globals(&tokens, top_level)
@@ -184,11 +224,84 @@ impl ProjectContext {
                     .map(str::to_string),
             );
         }
+        for name in list_files(&root.join("jsonschemas"), &["json", "txt"]) {
+            let stem = name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s);
+            json_schemas
+                .entry(stem.to_string())
+                .or_default()
+                .push(format!("jsonschemas/{name}"));
+        }
+        let mut views = Views {
+            has_layout: root.join("views/layout.html").is_file(),
+            ..Views::default()
+        };
+        for name in list_files(&root.join("views"), &["html"]) {
+            let view = name.trim_end_matches(".html").to_string();
+            let sets = std::fs::read_to_string(root.join("views").join(&name))
+                .is_ok_and(|t| t.contains("layout("));
+            if sets {
+                views.set_layout.insert(view.clone());
+            }
+            views.names.insert(view);
+        }
+        let mut plugins_without_index = HashSet::new();
+        if let Ok(entries) = std::fs::read_dir(root.join("plugins")) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // The framework skips `-bk`/`_bk` folders and `.DS_Store`.
+                let skipped = name.contains("-bk")
+                    || name.contains("_bk")
+                    || name.to_lowercase().contains("ds_store")
+                    || name.starts_with('.');
+                if !skipped && entry.path().is_dir() && !entry.path().join("index.js").exists() {
+                    plugins_without_index.insert(name);
+                }
+            }
+        }
         ProjectContext {
             has_auth: Some(has_auth),
             globals,
+            json_schemas,
+            middleware,
+            views: Some(views),
+            plugins_without_index,
         }
     }
+}
+
+/// Files under `dir` (up to 4 folders deep, at most 2,000) whose extension is one of `exts`, as
+/// paths relative to `dir` with `/`.
+fn list_files(dir: &Path, exts: &[&str]) -> Vec<String> {
+    fn walk(dir: &Path, prefix: &str, depth: usize, exts: &[&str], out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if out.len() >= 2000 {
+                return;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let rel = format!("{prefix}{name}");
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && depth < 4 {
+                walk(&entry.path(), &format!("{rel}/"), depth + 1, exts, out);
+            } else if kind.is_file()
+                && name
+                    .rsplit_once('.')
+                    .is_some_and(|(_, e)| exts.contains(&e))
+            {
+                out.push(rel);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, "", 0, exts, &mut out);
+    out
 }
 
 /// Largest file the context scan reads; bigger ones are generated or vendored.
@@ -234,7 +347,7 @@ pub fn check_in_project(
     if !file.is_checked() {
         return Vec::new();
     }
-    let source = rules::Source::new(file, content);
+    let source = rules::Source::new(file, path, content);
     let mut findings = Vec::new();
     for def in rules::DEFS {
         if !cfg.is_on(&def.rule) || !(def.applies)(&file) {

@@ -2,7 +2,9 @@
 //! and how the check scores on them. Shared by the corpus test and `bench-totaljs`.
 //!
 //! `corpus/v5/<set>/` reproduce patterns of official Total.js 5 apps; they must give no error.
-//! `corpus/v4/<set>/` hold Total.js 4 code the check must find. A finding is expected where a
+//! `corpus/v4/<set>/` hold Total.js 4 code the check must find. `corpus/broken/<case>/` are
+//! Total.js 5 apps with one real mistake each, verified live on total5 0.0.14 (`broken.txt`: how
+//! it breaks, `crash`, `hang` or `silent`, and what was seen); `bench-totaljs` boots them. A finding is expected where a
 //! line ends with `// expect: rule-id[, rule-id]`, or where the set's `expected.txt` has a
 //! `path:line rule-id` line (for files without comments: config, package.json).
 
@@ -24,10 +26,10 @@ pub struct Set {
     pub root: PathBuf,
 }
 
-/// The sets under `corpus`, v5 first, by name.
+/// The sets under `corpus`, v5 first, then v4 and broken, by name.
 pub fn sets(corpus: &Path) -> Vec<Set> {
     let mut out = Vec::new();
-    for version in ["v5", "v4"] {
+    for version in ["v5", "v4", "broken"] {
         let Ok(entries) = std::fs::read_dir(corpus.join(version)) else {
             continue;
         };
@@ -73,6 +75,9 @@ pub fn expected(set: &Set) -> BTreeSet<Key> {
     let mut all = Vec::new();
     files(&set.root, &set.root, &mut all);
     for (rel, text) in &all {
+        if rel == "broken.txt" {
+            continue;
+        }
         if rel == "expected.txt" {
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 let mut parts = line.split_whitespace();

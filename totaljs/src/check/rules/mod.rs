@@ -25,6 +25,7 @@ mod boot;
 mod controllers;
 mod files;
 mod globals;
+pub(crate) mod load;
 mod modules;
 pub(crate) mod routes;
 mod style;
@@ -58,14 +59,22 @@ pub fn rules() -> impl Iterator<Item = &'static Rule> {
 /// A file prepared for the rules.
 pub(crate) struct Source<'a> {
     pub file: File,
+    /// Relative to the project root, with `/`.
+    pub path: String,
     pub text: &'a str,
     pub lexed: Lexed<'a>,
 }
 
 impl<'a> Source<'a> {
-    pub fn new(file: File, text: &'a str) -> Source<'a> {
+    pub fn new(file: File, path: &str, text: &'a str) -> Source<'a> {
         let lexed = lex(if file.is_js() { text } else { "" });
-        Source { file, text, lexed }
+        let path = path.replace('\\', "/").trim_start_matches("./").to_string();
+        Source {
+            file,
+            path,
+            text,
+            lexed,
+        }
     }
 
     pub fn tokens(&self) -> &[Token<'a>] {
@@ -393,6 +402,79 @@ pub(crate) const DEFS: &[Def] = &[
         },
         applies: |f| f.kind == Kind::PackageJson,
         run: files::package_total5,
+    },
+    // #32: mistakes that break the app at boot or leave a route silently broken (verified live).
+    Def {
+        rule: Rule {
+            id: "schema-load-order",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "input: '@X' needs NEWSCHEMA('@X', ...) loaded before the action (modules/ or above it), not in schemas/ or a later actions/ file.",
+        },
+        applies: js,
+        run: load::schema_load_order,
+    },
+    Def {
+        rule: Rule {
+            id: "view-layout",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "$.view() needs views/layout.html or @{layout('')} in the view; otherwise the request hangs.",
+        },
+        applies: js,
+        run: load::view_layout,
+    },
+    Def {
+        rule: Rule {
+            id: "plugin-index",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: "plugins/<id>/",
+            summary: "Every folder in plugins/ has an index.js; otherwise the boot crashes.",
+        },
+        applies: |f| f.plugin,
+        run: load::plugin_index,
+    },
+    Def {
+        rule: Rule {
+            id: "api-route-duplicate",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "At most one schema.action of a schema uses route 'API ?'; more collide on one endpoint.",
+        },
+        applies: js,
+        run: load::api_route_duplicate,
+    },
+    Def {
+        rule: Rule {
+            id: "route-middleware",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "A #name route flag names a MIDDLEWARE('name', ...) the project defines; unknown ones are skipped.",
+        },
+        applies: js,
+        run: load::route_middleware,
+    },
+    Def {
+        rule: Rule {
+            id: "install-argument",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "exports.install gets no argument: no framework.route() inside it.",
+        },
+        applies: js,
+        run: load::install_argument,
     },
 ];
 

@@ -1,0 +1,6 @@
+NEWACTION('Items|list', {
+	name: 'List items',
+	action: function($) {
+		$.json([]); // expect: action-controller-method
+	}
+});

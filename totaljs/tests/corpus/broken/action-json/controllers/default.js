@@ -1,0 +1,3 @@
+exports.install = function() {
+	ROUTE('GET /api/items/ --> Items|list');
+};

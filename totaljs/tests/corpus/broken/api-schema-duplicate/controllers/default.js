@@ -1,0 +1,7 @@
+exports.install = function() {
+	ROUTE('GET /', index);
+};
+
+function index($) {
+	$.plain('home');
+}

@@ -1,0 +1,7 @@
+exports.install = function(framework) {
+	framework.route('GET /', index); // expect: install-argument
+};
+
+function index($) {
+	$.plain('home');
+}

@@ -1,0 +1,7 @@
+exports.install = function() {
+	ROUTE('GET /admin/', admin);
+};
+
+function admin($) {
+	$.plain('admin');
+}

@@ -1,0 +1,1 @@
+NEWSCHEMA('@Item', '*name:String, price:Number');

@@ -1,0 +1,3 @@
+NEWSCHEMA('Items', function(schema) {
+	schema.define('name', String, true); // expect: schema-v4-api
+});
