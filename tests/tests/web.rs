@@ -437,35 +437,37 @@ async fn answer_null<S>(socket: &mut S) -> Value
 where
     S: futures::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
-            .await
-            .expect("an answer in time")
-            .expect("open")
-            .expect("a message");
-        if let Message::Text(text) = message {
-            let value: Value = serde_json::from_str(&text).expect("JSON");
-            if value.get("id") == Some(&Value::Null) {
-                return value;
-            }
-        }
-    }
+    next_matching(socket, |value| {
+        (value.get("id") == Some(&Value::Null)).then(|| value.clone())
+    })
+    .await
 }
 
 async fn next_event<S>(socket: &mut S) -> Value
 where
     S: futures::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
 {
+    next_matching(socket, |value| {
+        (value["method"] == "session.event").then(|| value["params"]["result"].clone())
+    })
+    .await
+}
+
+/// The first JSON text message `pick` takes, within 20 s.
+async fn next_matching<S>(socket: &mut S, pick: impl Fn(&Value) -> Option<Value>) -> Value
+where
+    S: futures::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
+{
     loop {
         let message = tokio::time::timeout(Duration::from_secs(20), socket.next())
             .await
-            .expect("an event in time")
+            .expect("a message in time")
             .expect("open")
             .expect("a message");
         if let Message::Text(text) = message {
             let value: Value = serde_json::from_str(&text).expect("JSON");
-            if value["method"] == "session.event" {
-                return value["params"]["result"].clone();
+            if let Some(found) = pick(&value) {
+                return found;
             }
         }
     }
