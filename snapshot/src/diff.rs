@@ -65,7 +65,24 @@ fn content(
 ) -> Result<Option<Vec<u8>>, SnapshotError> {
     match state {
         FileState::File { blob, .. } => Ok(Some(store.get(blob)?)),
+        FileState::Symlink { .. } | FileState::Special { .. } => {
+            Ok(describe(state).map(String::into_bytes))
+        }
         _ => Ok(None),
+    }
+}
+
+/// The one line that stands for a link, pipe, socket or device in a diff: what it is, and for a
+/// link the target text, never what it points to.
+pub(crate) fn describe(state: &FileState) -> Option<String> {
+    match state {
+        FileState::Symlink { target } => Some(format!("symbolic link to {target}\n")),
+        FileState::Special { kind } => Some(match kind.as_str() {
+            "fifo" => "named pipe (FIFO), not read\n".to_string(),
+            "symlink" => "symbolic link (target not UTF-8)\n".to_string(),
+            other => format!("{other} file, not read\n"),
+        }),
+        _ => None,
     }
 }
 

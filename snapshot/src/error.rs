@@ -21,6 +21,8 @@ pub enum ConflictReason {
     ChangedSince,
     /// The file was too large to keep, so its earlier content cannot be restored.
     NotKept,
+    /// A socket or device file, which undo and redo do not make.
+    NotRestorable,
 }
 
 impl fmt::Display for Conflict {
@@ -29,6 +31,13 @@ impl fmt::Display for Conflict {
             ConflictReason::ChangedSince => write!(f, "{} was changed since", self.path),
             ConflictReason::NotKept => {
                 write!(f, "{} was too large to keep a copy of", self.path)
+            }
+            ConflictReason::NotRestorable => {
+                write!(
+                    f,
+                    "{} is a socket or device file, which cannot be made again",
+                    self.path
+                )
             }
         }
     }
@@ -71,6 +80,17 @@ pub enum SnapshotError {
     Scan {
         /// What failed.
         message: String,
+    },
+    /// A path lies behind a folder link leading outside the project; nothing was written, even
+    /// with force.
+    #[error(
+        "nothing was changed: {} {} behind a link that leads outside the project, and undo and redo never write outside it, even with force. Remove the link (or put the folder back) and try again.",
+        paths.join(", "),
+        if paths.len() == 1 { "is" } else { "are" }
+    )]
+    Outside {
+        /// Every such path, project-relative.
+        paths: Vec<String>,
     },
     /// Undo or redo would overwrite files changed since; nothing was written.
     #[error(

@@ -15,13 +15,16 @@
 //! - **Undo/redo** ([`undo()`], [`redo()`]): byte-exact restoration of the before (or after)
 //!   state. Created files are removed, deleted ones restored, a rename is a deletion plus a
 //!   creation. A file changed since is not overwritten — the whole operation is refused, naming
-//!   every such file — unless forced.
+//!   every such file — unless forced. Nothing is ever written outside the project: each path is
+//!   opened beneath the root when written, and a folder turned into a link to elsewhere refuses
+//!   the operation whatever `force` says.
 //!
 //! Undo "run by run back to the start" is the daemon's stack of records: undo the newest not yet
 //! undone; redo re-applies the last undone one.
 
 #![deny(missing_docs)]
 
+mod beneath;
 mod blob;
 mod changes;
 mod diff;

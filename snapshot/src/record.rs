@@ -1,11 +1,11 @@
 //! What a run changed: per file, its state before and after, as blob ids.
 
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::beneath::{Found, Reach, Root, outside};
 use crate::blob::{BlobId, BlobStore};
 use crate::error::SnapshotError;
 
@@ -32,6 +32,18 @@ pub enum FileState {
         /// Bytes.
         size: u64,
     },
+    /// A symbolic link, never followed: only its target text is kept.
+    #[serde(rename_all = "camelCase")]
+    Symlink {
+        /// Where it points, as written in the link.
+        target: String,
+    },
+    /// A named pipe, a socket or a device file, never opened: only its kind is kept.
+    #[serde(rename_all = "camelCase")]
+    Special {
+        /// `fifo`, `socket` or `device`.
+        kind: String,
+    },
 }
 
 impl FileState {
@@ -52,6 +64,8 @@ impl FileState {
                     blob: b, mode: mb, ..
                 },
             ) => a == b && ma == mb,
+            (FileState::Symlink { target: a }, FileState::Symlink { target: b }) => a == b,
+            (FileState::Special { kind: a }, FileState::Special { kind: b }) => a == b,
             _ => false,
         }
     }
@@ -141,31 +155,63 @@ pub(crate) fn resolve(root: &Path, path: &str) -> Result<PathBuf, SnapshotError>
     Ok(root.join(rel))
 }
 
-/// Reads the current state of `path`, storing its bytes when they are at most `max_size`.
+/// Reads the current state of `path`, storing its bytes when they are at most `max_size`. A link
+/// is recorded as a link (never followed), a pipe or device by its kind (never opened); a path
+/// behind a folder link that leads outside the project is refused.
 pub(crate) fn read_state(
     root: &Path,
     path: &str,
     store: &(impl BlobStore + ?Sized),
     max_size: u64,
 ) -> Result<FileState, SnapshotError> {
-    let full = resolve(root, path)?;
-    let meta = match std::fs::symlink_metadata(&full) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(FileState::Absent),
-        Err(e) => return Err(SnapshotError::io(&full, e)),
+    resolve(root, path)?;
+    let root = Root::open(root)?;
+    current_state(&root, path, store, max_size)
+}
+
+/// The state of `path` under an opened root; see [`read_state`].
+pub(crate) fn current_state(
+    root: &Root,
+    path: &str,
+    store: &(impl BlobStore + ?Sized),
+    max_size: u64,
+) -> Result<FileState, SnapshotError> {
+    let found = match root.look(path)? {
+        Ok(found) => found,
+        Err(Reach::Missing) => return Ok(FileState::Absent),
+        Err(Reach::Outside) => return Err(outside(path)),
     };
-    if meta.is_dir() {
-        return Ok(FileState::Absent);
-    }
-    if meta.len() > max_size {
-        return Ok(FileState::NotKept { size: meta.len() });
-    }
-    let bytes = std::fs::read(&full).map_err(|e| SnapshotError::io(&full, e))?;
-    Ok(FileState::File {
-        blob: store.put(&bytes)?,
-        size: bytes.len() as u64,
-        mode: mode_of(&meta),
+    Ok(match found {
+        Found::Absent | Found::Dir => FileState::Absent,
+        Found::File { size, .. } if size > max_size => FileState::NotKept { size },
+        Found::File { mode, .. } => match root.read(path)? {
+            Some(bytes) => FileState::File {
+                blob: store.put(&bytes)?,
+                size: bytes.len() as u64,
+                mode: Some(mode),
+            },
+            None => FileState::Absent,
+        },
+        Found::Symlink(target) => link_state(&target),
+        Found::Fifo => FileState::Special {
+            kind: "fifo".to_string(),
+        },
+        Found::Other(kind) => FileState::Special {
+            kind: kind.to_string(),
+        },
     })
+}
+
+/// The state of a link with target text `target` (one that is not UTF-8 cannot be made again).
+pub(crate) fn link_state(target: &std::ffi::OsStr) -> FileState {
+    match target.to_str() {
+        Some(text) => FileState::Symlink {
+            target: text.to_string(),
+        },
+        None => FileState::Special {
+            kind: "symlink".to_string(),
+        },
+    }
 }
 
 #[cfg(unix)]

@@ -4,13 +4,19 @@
 //! left it (for redo). If any is not — a person edited it since — nothing is written and the error
 //! names every such file; `force` overwrites them. Files are written through a temporary file in
 //! the same folder and renamed into place, with their permission bits.
+//!
+//! Undo and redo never write outside the project, `force` or not: every path is opened beneath
+//! the project root at the moment of writing (see [`crate::beneath`]). A path behind a folder that
+//! became a link to elsewhere stops the whole operation before anything is written
+//! ([`SnapshotError::Outside`]), like a conflict; the rest is not done either, so the run stays
+//! whole to undo once the link is gone.
 
-use std::io::{ErrorKind, Write};
 use std::path::Path;
 
+use crate::beneath::{Found, Reach, Root, outside};
 use crate::blob::{BlobId, BlobStore};
 use crate::error::{Conflict, ConflictReason, SnapshotError};
-use crate::record::{FileState, RunRecord, resolve};
+use crate::record::{FileState, RunRecord, link_state, resolve};
 
 /// What undo or redo did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +62,12 @@ enum Way {
 }
 
 /// Moves each file of `record` from the state `way` starts at to the one it ends at.
+///
+/// All or nothing, checked first: a path that cannot be restored, changed since (unless `force`),
+/// or that lies behind a folder link leading outside the project (even with `force`) stops the
+/// whole operation before anything is written. Each write then opens its folder again beneath the
+/// root (see [`crate::beneath`]), so a folder swapped for a link after the check fails that write
+/// instead of following the link.
 fn apply(
     root: &Path,
     store: &(impl BlobStore + ?Sized),
@@ -63,6 +75,7 @@ fn apply(
     way: Way,
     force: bool,
 ) -> Result<Restored, SnapshotError> {
+    let root_dir = Root::open(root)?;
     let moves: Vec<(&str, &FileState, &FileState)> = record
         .changes
         .iter()
@@ -73,13 +86,26 @@ fn apply(
         .collect();
     let mut conflicts = Vec::new();
     let mut changed_since = Vec::new();
+    let mut outside = Vec::new();
     for &(path, expected, target) in &moves {
-        if matches!(target, FileState::NotKept { .. }) {
+        resolve(root, path)?;
+        let matches = match matches_state(&root_dir, path, expected) {
+            Ok(matches) => matches,
+            Err(SnapshotError::Outside { .. }) => {
+                outside.push(path.to_string());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if !restorable(target) {
             conflicts.push(Conflict {
                 path: path.to_string(),
-                reason: ConflictReason::NotKept,
+                reason: match target {
+                    FileState::NotKept { .. } => ConflictReason::NotKept,
+                    _ => ConflictReason::NotRestorable,
+                },
             });
-        } else if !matches_state(root, path, expected)? {
+        } else if !matches {
             changed_since.push(path.to_string());
             if !force {
                 conflicts.push(Conflict {
@@ -88,6 +114,9 @@ fn apply(
                 });
             }
         }
+    }
+    if !outside.is_empty() {
+        return Err(SnapshotError::Outside { paths: outside });
     }
     if !conflicts.is_empty() {
         return Err(SnapshotError::Conflicts { conflicts });
@@ -105,99 +134,76 @@ fn apply(
     };
     // Removals first, so a file can come back where the run left a folder and the other way round.
     for &(path, _, target) in &moves {
-        if target.is_absent() {
-            let full = resolve(root, path)?;
-            match std::fs::remove_file(&full) {
-                Ok(()) => restored.removed.push(path.to_string()),
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(SnapshotError::io(&full, e)),
-            }
+        if target.is_absent() && root_dir.remove(path)? {
+            restored.removed.push(path.to_string());
         }
     }
     for (path, bytes, mode, blob) in contents {
-        write_file(root, path, &bytes, mode, blob)?;
+        root_dir.write(path, &bytes, mode)?;
+        // A restored file that does not hash to its blob would be a silent corruption; check it.
+        let written = root_dir.read(path)?.unwrap_or_default();
+        if BlobId::of(&written) != *blob {
+            return Err(SnapshotError::CorruptBlob {
+                id: blob.clone(),
+                path: root.join(path),
+            });
+        }
+        restored.written.push(path.to_string());
+    }
+    for &(path, _, target) in &moves {
+        match target {
+            FileState::Symlink { target } => root_dir.symlink(path, target)?,
+            FileState::Special { .. } => root_dir.fifo(path)?,
+            _ => continue,
+        }
         restored.written.push(path.to_string());
     }
     Ok(restored)
 }
 
-/// Whether `path` is now in `state`.
-fn matches_state(root: &Path, path: &str, state: &FileState) -> Result<bool, SnapshotError> {
-    let full = resolve(root, path)?;
-    let meta = match std::fs::symlink_metadata(&full) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(state.is_absent()),
-        Err(e) => return Err(SnapshotError::io(&full, e)),
-    };
+/// Whether undo or redo can bring `state` back: not a file too large to keep, not a socket or
+/// device (a named pipe is made again).
+fn restorable(state: &FileState) -> bool {
     match state {
-        FileState::Absent => Ok(false),
-        FileState::NotKept { size } => Ok(meta.is_file() && meta.len() == *size),
-        FileState::File { blob, size, .. } => {
-            if !meta.is_file() || meta.len() != *size {
-                return Ok(false);
-            }
-            let bytes = std::fs::read(&full).map_err(|e| SnapshotError::io(&full, e))?;
-            Ok(BlobId::of(&bytes) == *blob)
+        FileState::NotKept { .. } => false,
+        FileState::Special { kind } => kind == "fifo",
+        _ => true,
+    }
+}
+
+/// Whether `path` is now in `state` (never following a link there, never opening a pipe).
+fn matches_state(root: &Root, path: &str, state: &FileState) -> Result<bool, SnapshotError> {
+    let found = match root.look(path)? {
+        Ok(found) => found,
+        Err(Reach::Missing) => return Ok(state.is_absent()),
+        Err(Reach::Outside) => return Err(outside(path)),
+    };
+    Ok(match (state, found) {
+        (FileState::Absent, Found::Absent) => true,
+        (FileState::NotKept { size }, Found::File { size: now, .. }) => now == *size,
+        (FileState::File { blob, size, .. }, Found::File { size: now, .. }) => {
+            now == *size
+                && root
+                    .read(path)?
+                    .is_some_and(|bytes| BlobId::of(&bytes) == *blob)
         }
-    }
-}
-
-fn write_file(
-    root: &Path,
-    path: &str,
-    bytes: &[u8],
-    mode: Option<u32>,
-    blob: &BlobId,
-) -> Result<(), SnapshotError> {
-    let full = resolve(root, path)?;
-    let folder = full.parent().unwrap_or(root);
-    std::fs::create_dir_all(folder).map_err(|e| SnapshotError::io(folder, e))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".totem-restore-")
-        .tempfile_in(folder)
-        .map_err(|e| SnapshotError::io(folder, e))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| SnapshotError::io(tmp.path(), e))?;
-    set_mode(tmp.path(), mode)?;
-    tmp.persist(&full)
-        .map_err(|e| SnapshotError::io(&full, e.error))?;
-    // A restored file that does not hash to its blob would be a silent corruption; check it.
-    let written = std::fs::read(&full).map_err(|e| SnapshotError::io(&full, e))?;
-    if BlobId::of(&written) != *blob {
-        return Err(SnapshotError::CorruptBlob {
-            id: blob.clone(),
-            path: full,
-        });
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn set_mode(path: &Path, mode: Option<u32>) -> Result<(), SnapshotError> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(mode) = mode {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| SnapshotError::io(path, e))?;
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn set_mode(_path: &Path, _mode: Option<u32>) -> Result<(), SnapshotError> {
-    Ok(())
+        (FileState::Symlink { .. } | FileState::Special { .. }, Found::Symlink(target)) => {
+            link_state(&target).same_as(state)
+        }
+        (FileState::Special { kind }, Found::Fifo) => kind == "fifo",
+        (FileState::Special { kind }, Found::Other(now)) => kind == now,
+        _ => false,
+    })
 }
 
 /// Removes the folders a run created, deepest first, when they are empty.
 fn remove_empty_dirs(root: &Path, dirs: &[String]) -> Result<(), SnapshotError> {
+    let root_dir = Root::open(root)?;
     let mut dirs: Vec<&String> = dirs.iter().collect();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
     for dir in dirs {
-        let full = resolve(root, dir)?;
-        let empty = std::fs::read_dir(&full).is_ok_and(|mut it| it.next().is_none());
-        if empty {
-            std::fs::remove_dir(&full).map_err(|e| SnapshotError::io(&full, e))?;
-        }
+        resolve(root, dir)?;
+        root_dir.remove_empty_dir(dir)?;
     }
     Ok(())
 }

@@ -5,6 +5,8 @@
 //! what differs. The walk honours `.gitignore`, `.ignore` and `.git/info/exclude` (also outside a
 //! git repository) and skips `.git/`, so build outputs are neither kept nor tracked. Files over
 //! [`ScanOptions::max_file_size`] are tracked by size and modification time only ([`NotKept`]).
+//! A symbolic link is tracked by its target text and a named pipe, socket or device by its kind:
+//! neither is followed nor opened.
 //! A file whose size and modification time equal the previous scan's is not read again.
 //!
 //! [`NotKept`]: crate::FileState::NotKept
@@ -13,9 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use crate::beneath::read_regular;
 use crate::blob::BlobStore;
 use crate::error::SnapshotError;
-use crate::record::{FileState, mode_of};
+use crate::record::{FileState, link_state, mode_of};
 
 /// Limits of a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +86,6 @@ impl TreeScan {
                 scan.dirs.insert(rel);
                 continue;
             }
-            if !kind.is_file() {
-                continue; // symlinks and special files are not tracked
-            }
             if scan.files.len() >= options.max_files {
                 scan.truncated = true;
                 break;
@@ -93,6 +93,29 @@ impl TreeScan {
             let meta = entry.metadata().map_err(|e| SnapshotError::Scan {
                 message: e.to_string(),
             })?;
+            if !kind.is_file() {
+                // Links are kept as their target text, pipes and devices by their kind: neither
+                // is followed or opened.
+                let state = if kind.is_symlink() {
+                    match std::fs::read_link(entry.path()) {
+                        Ok(target) => link_state(target.as_os_str()),
+                        Err(_) => continue,
+                    }
+                } else {
+                    FileState::Special {
+                        kind: special_kind(&kind).to_string(),
+                    }
+                };
+                scan.files.insert(
+                    rel,
+                    ScanEntry {
+                        size: 0,
+                        modified_ns: 0,
+                        state,
+                    },
+                );
+                continue;
+            }
             let size = meta.len();
             let modified_ns = meta
                 .modified()
@@ -113,14 +136,14 @@ impl TreeScan {
                 None if size > options.max_file_size => FileState::NotKept { size },
                 None => {
                     let path = entry.path();
-                    match std::fs::read(path) {
-                        Ok(bytes) => FileState::File {
+                    match read_regular(path) {
+                        Ok(Some(bytes)) => FileState::File {
                             blob: store.put(&bytes)?,
                             size: bytes.len() as u64,
                             mode,
                         },
-                        // Gone or unreadable between listing and reading: not ours to track.
-                        Err(_) => continue,
+                        // Gone, replaced or unreadable between listing and reading: not tracked.
+                        Ok(None) | Err(_) => continue,
                     }
                 }
             };
@@ -175,6 +198,17 @@ impl TreeScan {
             }
         }
         paths.into_iter().cloned().collect()
+    }
+}
+
+fn special_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if kind.is_fifo() {
+        "fifo"
+    } else if kind.is_socket() {
+        "socket"
+    } else {
+        "device"
     }
 }
 

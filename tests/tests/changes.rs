@@ -15,6 +15,7 @@ use totem_tests::sim::SimEvent;
 
 const CONFLICT: i32 = -32009;
 const NOT_FOUND: i32 = -32004;
+const INVALID_PATH: i32 = -32005;
 
 /// Every file under `root` (except git's own), by project-relative path, with its bytes.
 fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -723,5 +724,140 @@ async fn undo_rewinds_the_conversation_the_model_sees_and_redo_restores_it() {
     assert_eq!(
         undone_runs(&other, &env.session).await,
         vec![edit, after_redo]
+    );
+}
+
+/// The model's folder `src` swapped for a link to a folder outside the project.
+fn swap_for_link(root: &Path, outside: &Path) {
+    std::fs::rename(root.join("src"), root.join("src.moved")).expect("move src");
+    std::os::unix::fs::symlink(outside, root.join("src")).expect("link src");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_and_redo_never_write_through_a_folder_swapped_for_a_link_outside_even_forced() {
+    let env = Env::start().await;
+    let root = env.root();
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("a.txt"), "OUTSIDE a\n").expect("outside a");
+    std::fs::write(outside.path().join("b.txt"), "OUTSIDE b\n").expect("outside b");
+    agent_common::write_file(&root, "src/b.txt", "inside b\n");
+    agent_common::write_file(&root, "top.txt", "top\n");
+    let mut stream = env.subscribe().await;
+    run(
+        &env,
+        &mut stream,
+        vec![
+            vec![tool(
+                "c1",
+                "write",
+                json!({"path": "src/a.txt", "content": "made by the run\n"}),
+            )],
+            vec![tool(
+                "c2",
+                "edit",
+                json!({"path": "src/b.txt", "oldString": "inside", "newString": "edited"}),
+            )],
+            vec![tool(
+                "c3",
+                "edit",
+                json!({"path": "top.txt", "oldString": "top", "newString": "top edited"}),
+            )],
+        ],
+    )
+    .await;
+    swap_for_link(&root, outside.path());
+    let outside_before = tree(outside.path());
+
+    // Undo would delete src/a.txt and write src/b.txt: both through the link. Refused, forced or
+    // not, naming the paths; nothing at all is written (top.txt stays edited).
+    for force in [false, true] {
+        let (code, message, _) =
+            rpc_error(call(&env, "session.undo", json!({"force": force})).await);
+        assert_eq!(code, INVALID_PATH, "force cannot help, so it is no conflict");
+        assert!(
+            message.contains("src/a.txt")
+                && message.contains("src/b.txt")
+                && message.contains("outside the project")
+                && message.contains("even with force"),
+            "{message}"
+        );
+        assert_eq!(tree(outside.path()), outside_before, "force {force}");
+        assert_eq!(env.file("top.txt"), "top edited\n");
+    }
+
+    // With the folder back, undo works; then the swap again, and redo is refused the same way.
+    std::fs::remove_file(root.join("src")).expect("unlink");
+    std::fs::rename(root.join("src.moved"), root.join("src")).expect("move back");
+    call(&env, "session.undo", json!({}))
+        .await
+        .expect("undo with the folder back");
+    assert!(!root.join("src/a.txt").exists());
+    assert_eq!(env.file("src/b.txt"), "inside b\n");
+    assert_eq!(env.file("top.txt"), "top\n");
+    swap_for_link(&root, outside.path());
+    let (_, message, _) = rpc_error(call(&env, "session.redo", json!({"force": true})).await);
+    assert!(message.contains("outside the project"), "{message}");
+    assert_eq!(tree(outside.path()), outside_before);
+    assert_eq!(env.file("top.txt"), "top\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_shows_links_and_pipes_a_command_made_without_following_or_reading_them() {
+    let env = Env::start().await;
+    let root = env.root();
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(outside.path().join("secret.txt"), "OUTSIDE-SECRET\n").expect("secret");
+    agent_common::write_file(&root, "keep.txt", "keep\n");
+    let target = outside.path().join("secret.txt");
+    let mut stream = env.subscribe().await;
+    run(
+        &env,
+        &mut stream,
+        vec![vec![tool(
+            "c1",
+            "bash",
+            json!({"command": format!("ln -s {} link.txt && mkfifo pipe && echo x > keep.txt", target.display())}),
+        )]],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let diff = call(&env, "session.diff", json!({}))
+        .await
+        .expect("session.diff");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let text = diff["diff"].as_str().expect("diff text");
+    assert!(
+        text.contains(&format!("+symbolic link to {}", target.display())),
+        "{text}"
+    );
+    assert!(text.contains("+named pipe (FIFO), not read"), "{text}");
+    assert!(!text.contains("OUTSIDE-SECRET"), "{text}");
+    let paths: Vec<&str> = diff["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["keep.txt", "link.txt", "pipe"]);
+
+    // Undo removes the link and the pipe (never what the link points to); redo makes them again.
+    call(&env, "session.undo", json!({})).await.expect("undo");
+    assert!(std::fs::symlink_metadata(root.join("link.txt")).is_err());
+    assert!(std::fs::symlink_metadata(root.join("pipe")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("secret"),
+        "OUTSIDE-SECRET\n"
+    );
+    call(&env, "session.redo", json!({})).await.expect("redo");
+    assert_eq!(
+        std::fs::read_link(root.join("link.txt")).expect("link"),
+        target
+    );
+    use std::os::unix::fs::FileTypeExt as _;
+    assert!(
+        std::fs::symlink_metadata(root.join("pipe"))
+            .expect("pipe")
+            .file_type()
+            .is_fifo()
     );
 }

@@ -88,6 +88,8 @@ fn snapshot_failed(what: &str, e: SnapshotError) -> DaemonError {
             files: conflicts.iter().map(|c| c.path.clone()).collect(),
             message: format!("cannot {what}: {e}"),
         },
+        // Force does not help here, so this is not a conflict a client would offer to force.
+        SnapshotError::Outside { .. } => DaemonError::Path(format!("cannot {what}: {e}")),
         SnapshotError::Io { ref path, .. } => {
             DaemonError::Failed(format!("cannot {what}: {}", crate::disk::explain(&e, path)))
         }
