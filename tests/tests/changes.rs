@@ -773,7 +773,10 @@ async fn undo_and_redo_never_write_through_a_folder_swapped_for_a_link_outside_e
     for force in [false, true] {
         let (code, message, _) =
             rpc_error(call(&env, "session.undo", json!({"force": force})).await);
-        assert_eq!(code, INVALID_PATH, "force cannot help, so it is no conflict");
+        assert_eq!(
+            code, INVALID_PATH,
+            "force cannot help, so it is no conflict"
+        );
         assert!(
             message.contains("src/a.txt")
                 && message.contains("src/b.txt")
