@@ -165,6 +165,22 @@ pub struct ModelSettings {
     /// Output tokens per second the probe measured; a slow model gets fewer steps per run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_second: Option<f64>,
+    /// OpenAI-compatible servers: the field the output limit goes in. Unset:
+    /// `max_completion_tokens` on api.openai.com, `max_tokens` elsewhere, and the other one
+    /// from then on when the server refuses the first (Azure and gateways in front of
+    /// reasoning models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit_field: Option<OutputLimitField>,
+}
+
+/// Where an OpenAI-compatible server takes the output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputLimitField {
+    /// `max_tokens`: every local server and most gateways.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's reasoning models, on OpenAI or Azure.
+    MaxCompletionTokens,
 }
 
 /// `provider.add`: the entry to store ([`ProviderSettings`]) with its key. It differs from the

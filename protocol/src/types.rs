@@ -224,6 +224,10 @@ pub struct Run {
     /// Tokens and cost of the run's model calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The provider refused the prompt itself (Gemini `promptFeedback.blockReason`): the prompt
+    /// stays in the session, shown, but is never sent to a model again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_blocked: bool,
 }
 
 /// Token counts and cost, for one model answer, a run or a whole session.

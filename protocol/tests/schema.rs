@@ -147,6 +147,7 @@ fn every_event_kind_round_trips() {
             cost_usd: Some(0.5),
             ..Usage::default()
         }),
+        prompt_blocked: false,
     };
     let session = Session {
         id: "ses_1".into(),
@@ -426,6 +427,7 @@ fn ended_run_is_the_four_ends_of_a_run() {
         model: None,
         mode: None,
         usage: None,
+        prompt_blocked: false,
     };
     for kind in [
         EventKind::RunDone { run: run.clone() },

@@ -201,7 +201,7 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
     let mut results: Vec<Value> = Vec::new();
     for message in &request.messages {
         if let Message::ToolResult(result) = message {
-            let mut block = json!({"type": "tool_result", "tool_use_id": result.call_id,
+            let mut block = json!({"type": "tool_result", "tool_use_id": wire_id(&result.call_id),
                 "content": result.content});
             if result.is_error {
                 block["is_error"] = Value::Bool(true);
@@ -242,6 +242,20 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
     out
 }
 
+/// A call id as Anthropic takes it (`^[a-zA-Z0-9_-]+$`): ids other servers made (`functions.read:0`)
+/// have every other character replaced, the same way for a call and its result.
+fn wire_id(id: &str) -> Cow<'_, str> {
+    let fine = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(fine) {
+        return Cow::Borrowed(id);
+    }
+    let mut out: String = id.chars().map(|c| if fine(c) { c } else { '_' }).collect();
+    if out.is_empty() {
+        out.push_str("call");
+    }
+    Cow::Owned(out)
+}
+
 /// One assistant part as a content block, exactly as it streamed. Reasoning without a signature
 /// (from another provider) cannot be replayed and is left out.
 fn assistant_block(part: &AssistantPart) -> Option<Value> {
@@ -264,7 +278,9 @@ fn assistant_block(part: &AssistantPart) -> Option<Value> {
             } else {
                 json!({})
             };
-            Some(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}))
+            Some(
+                json!({"type": "tool_use", "id": wire_id(&call.id), "name": call.name, "input": input}),
+            )
         }
     }
 }

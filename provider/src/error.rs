@@ -368,6 +368,35 @@ fn number_after(text: &str, words: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// One line for a body that is an HTML page (a proxy's sign-in page, nginx's 502): its title,
+/// or that it is a page. `None` for anything else.
+pub(crate) fn html_page(text: &str) -> Option<String> {
+    let head: String = text
+        .chars()
+        .take(512)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if !(head.starts_with("<!doctype html") || head.starts_with("<html") || head.contains("<html"))
+    {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    let title = lower
+        .find("<title")
+        .and_then(|start| Some(start + lower[start..].find('>')? + 1))
+        .and_then(|from| Some((from, from + lower[from..].find("</title")?)))
+        .and_then(|(from, to)| text.get(from..to))
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty());
+    Some(match title {
+        Some(title) => {
+            let title: String = title.chars().take(120).collect();
+            format!("the server answered with an HTML page titled \"{title}\", not the API (a proxy or sign-in page in the way?)")
+        }
+        None => "the server answered with an HTML page, not the API (a proxy or sign-in page in the way?)".into(),
+    })
+}
+
 /// Maps an HTTP error status and the provider's message to a typed error.
 pub(crate) fn from_status(
     provider: &str,
@@ -378,6 +407,37 @@ pub(crate) fn from_status(
     retry_after: Option<Duration>,
 ) -> ProviderError {
     let provider = provider.to_owned();
+    // OpenAI's 429 `insufficient_quota` is the bill, not the rate: waiting will not help.
+    if status == 429
+        && (code == Some("insufficient_quota") || message.contains("exceeded your current quota"))
+    {
+        return ProviderError::Billing {
+            provider,
+            status,
+            message: format!(
+                "{message} (the account is out of credit: this is billing, not rate limiting; add credit or use another key)"
+            ),
+        };
+    }
+    // Ollama cannot load the model in the memory it has: each retry would load it again.
+    if message.contains("requires more system memory") {
+        return ProviderError::InvalidRequest {
+            provider,
+            status,
+            message: format!(
+                "{message}; pick a smaller model, or a smaller num_ctx in the provider's Ollama settings"
+            ),
+        };
+    }
+    // Anthropic's 413 `request_too_large`: shortening the conversation is what fixes it.
+    if status == 413 {
+        return ProviderError::ContextOverflow {
+            provider,
+            message,
+            needed: None,
+            limit: None,
+        };
+    }
     if looks_like_no_streaming(&message) && (status == 400 || status >= 500) {
         return ProviderError::CannotStream { provider, message };
     }

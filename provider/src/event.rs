@@ -43,6 +43,12 @@ pub enum StreamEvent {
     /// An attempt failed before any output and is about to be sent again. Not part of the
     /// answer: something to tell the user while they wait.
     Retry(RetryNotice),
+    /// Something the user should know about how the request was sent (a history the server
+    /// could not take was sent with less in it). Not part of the answer.
+    Notice {
+        /// One sentence, for people.
+        text: String,
+    },
 }
 
 /// A retry about to happen: who failed, how, and how long until the next attempt.
@@ -242,7 +248,7 @@ impl TurnBuilder {
             }
             StreamEvent::Usage(usage) => self.completion.usage = Some(usage),
             StreamEvent::Finish(reason) => self.completion.finish = Some(reason),
-            StreamEvent::Retry(_) => {}
+            StreamEvent::Retry(_) | StreamEvent::Notice { .. } => {}
         }
     }
 

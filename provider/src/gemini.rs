@@ -543,6 +543,9 @@ struct Candidate<'a> {
     content: Option<Content<'a>>,
     #[serde(borrow, default, deserialize_with = "crate::wire::option_cow")]
     finish_reason: Option<Cow<'a, str>>,
+    /// Gemini's words on the finish (the malformed call, for `MALFORMED_FUNCTION_CALL`).
+    #[serde(default)]
+    finish_message: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -850,7 +853,14 @@ impl GeminiDecoder {
                 }
             }
             if let Some(reason) = candidate.finish_reason {
-                self.finish = Some(reason.into_owned());
+                self.finish = Some(match candidate.finish_message {
+                    // The reason, then Gemini's words: `Other("MALFORMED_FUNCTION_CALL: …")`.
+                    Some(words) if reason == "MALFORMED_FUNCTION_CALL" => {
+                        let words: String = words.chars().take(500).collect();
+                        format!("{reason}: {words}")
+                    }
+                    _ => reason.into_owned(),
+                });
             }
         }
         if let Some(feedback) = parse_raw::<Value>(response.prompt_feedback).map_err(invalid)?

@@ -75,6 +75,23 @@ impl Transport {
                 })?
                 .map_err(|e| self.request_error(&e, &url))?;
         let status = response.status();
+        let html = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.to_ascii_lowercase().starts_with("text/html"));
+        if status.is_success() && html {
+            // A proxy's sign-in page where the API should be: one line, never the page.
+            let body = read_limited(response).await;
+            let text = String::from_utf8_lossy(&body);
+            let page = crate::error::html_page(text.trim()).unwrap_or_else(|| {
+                "the server answered with an HTML page, not the API (a proxy or sign-in page in the way?)".into()
+            });
+            return Err(ProviderError::Config {
+                provider: self.name().to_owned(),
+                message: format!("{page}; check the provider's URL"),
+            });
+        }
         if status.is_success() {
             return Ok(response);
         }
@@ -89,6 +106,9 @@ impl Transport {
             let text = String::from_utf8_lossy(&body).trim().to_owned();
             let text = if text.is_empty() {
                 status.canonical_reason().unwrap_or("no message").to_owned()
+            } else if let Some(page) = crate::error::html_page(&text) {
+                // A proxy's sign-in page or nginx's 502: named, never printed whole.
+                page
             } else {
                 text
             };

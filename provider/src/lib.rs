@@ -38,7 +38,7 @@ pub use ollama::{CTX_STEP, CtxDoesNotFit, OllamaProvider, size_num_ctx};
 pub use openai::OpenAiProvider;
 pub use request::{
     AssistantPart, ChatRequest, DEFAULT_MAX_OUTPUT_TOKENS, Image, Message, ReasoningLevel,
-    ToolCall, ToolDefinition, ToolResult, estimate_tokens,
+    ToolCall, ToolDefinition, ToolResult, estimate_tokens, synthetic_call_id,
 };
 pub use settings::{
     ModelRef, ModelSettings, OllamaSettings, ProviderConfig, ProviderKind, RetrySettings, ToolMode,

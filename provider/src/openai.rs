@@ -21,6 +21,7 @@ use crate::ollama::preview;
 use crate::request::{AssistantPart, ChatRequest, Message, ReasoningLevel, ToolCall};
 use crate::settings::{ProviderConfig, default_output_cap};
 use crate::wire::{Few, Scanner, parse_event, parse_raw};
+use totem_protocol::OutputLimitField;
 
 /// A server speaking OpenAI chat completions. The base URL includes the version path.
 #[derive(Clone)]
@@ -34,6 +35,13 @@ struct Inner {
     /// Models this server could not stream: a streamed request came back empty (or refused) and
     /// the same request without streaming was answered. Asked without streaming from then on.
     unstreamed: Mutex<HashSet<String>>,
+    /// Models that want their reasoning back as `reasoning_content` on the assistant messages
+    /// that called tools (DeepSeek thinking models): they streamed it, or refused a history
+    /// without it.
+    reasoning_back: Mutex<HashSet<String>>,
+    /// Where each model took the output limit after the server refused the other field: `true`
+    /// for `max_completion_tokens`.
+    limit_field: Mutex<std::collections::HashMap<String, bool>>,
 }
 
 impl OpenAiProvider {
@@ -45,6 +53,8 @@ impl OpenAiProvider {
                 transport: Transport::new(config)?,
                 models: ModelCache::default(),
                 unstreamed: Mutex::new(HashSet::new()),
+                reasoning_back: Mutex::new(HashSet::new()),
+                limit_field: Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -160,6 +170,51 @@ impl Inner {
                 .map_or(true, |models| !models.contains(model))
     }
 
+    fn wants_reasoning_back(&self, model: &str) -> bool {
+        self.reasoning_back
+            .lock()
+            .is_ok_and(|models| models.contains(model))
+    }
+
+    /// Learns that `model` wants its reasoning back; answers whether that is news.
+    fn remember_reasoning_back(&self, model: &str) -> bool {
+        self.reasoning_back
+            .lock()
+            .is_ok_and(|mut models| models.insert(model.to_owned()))
+    }
+
+    /// Whether the output limit goes in `max_completion_tokens` for `model`: as its settings
+    /// say, else as the server showed, else on OpenAI's own API only.
+    fn completion_tokens_field(&self, model: &str) -> bool {
+        if let Some(field) = self.transport.config.model(model).output_limit_field {
+            return field == OutputLimitField::MaxCompletionTokens;
+        }
+        let learned = self
+            .limit_field
+            .lock()
+            .ok()
+            .and_then(|fields| fields.get(model).copied());
+        learned.unwrap_or_else(|| self.transport.config.base_url.contains("api.openai.com"))
+    }
+
+    /// The server refused the output limit's field for `model`: the other one from now on
+    /// (unless the settings name one). Answers whether that changed anything.
+    fn switch_limit_field(&self, model: &str, completion_tokens: bool) -> bool {
+        if self
+            .transport
+            .config
+            .model(model)
+            .output_limit_field
+            .is_some()
+            || self.completion_tokens_field(model) == completion_tokens
+        {
+            return false;
+        }
+        self.limit_field
+            .lock()
+            .is_ok_and(|mut fields| fields.insert(model.to_owned(), completion_tokens).is_none())
+    }
+
     fn remember_unstreamed(&self, model: &str) {
         if let Ok(mut models) = self.unstreamed.lock() {
             models.insert(model.to_owned());
@@ -181,7 +236,11 @@ impl Inner {
         if stream {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        body.insert("messages".into(), Value::Array(messages(request)));
+        let reasoning_back = self.wants_reasoning_back(&request.model);
+        body.insert(
+            "messages".into(),
+            Value::Array(messages(request, reasoning_back)),
+        );
         if !request.tools.is_empty() {
             let tools = request
                 .tools
@@ -220,9 +279,10 @@ impl Inner {
             .max_output_tokens
             .or(settings.max_output_tokens)
             .or_else(|| info.and_then(|i| u32::try_from(i.max_output_tokens?).ok()));
-        if config.base_url.contains("api.openai.com") {
+        if self.completion_tokens_field(&request.model) {
             // OpenAI's own API wants the newer name (its reasoning models refuse `max_tokens`,
-            // and count their reasoning in it, so no default cap is set there).
+            // and count their reasoning in it, so no default cap is set there); so do Azure
+            // and gateways in front of them.
             if let Some(max) = max {
                 body.insert("max_completion_tokens".into(), max.into());
             }
@@ -242,7 +302,20 @@ impl Inner {
     }
 }
 
-fn messages(request: &ChatRequest) -> Vec<Value> {
+/// What an answer on this wire left to send back with it, kept in an
+/// [`AssistantPart::RedactedReasoning`] part as `{"openaiCompat": {…}}`: which field the
+/// reasoning came in (DeepSeek wants `reasoning_content` back on its tool calls) and
+/// OpenRouter's `reasoning_details`, to send back unchanged.
+const REPLAY_KEY: &str = "openaiCompat";
+
+fn replay_state(data: &str) -> Option<Value> {
+    let mut value: Value = serde_json::from_str(data).ok()?;
+    value.get_mut(REPLAY_KEY).map(Value::take)
+}
+
+/// `messages` for a request. With `reasoning_back`, an assistant message that called tools
+/// carries its reasoning as `reasoning_content`.
+fn messages(request: &ChatRequest, reasoning_back: bool) -> Vec<Value> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         out.push(json!({"role": "system", "content": system}));
@@ -262,16 +335,34 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
             }
             Message::Assistant { parts } => {
                 let mut text = String::new();
+                let mut reasoning = String::new();
+                let mut state = Value::Null;
                 let mut calls = Vec::new();
                 for part in parts {
                     match part {
                         AssistantPart::Text { text: t, .. } => text.push_str(t),
-                        AssistantPart::ToolCall(call) => calls.push(json!({
-                            "id": call.id, "type": "function",
-                            "function": {"name": call.name, "arguments": arguments_string(&call.arguments)}
-                        })),
-                        // Chat completions take no reasoning back.
-                        AssistantPart::Reasoning { .. } | AssistantPart::RedactedReasoning { .. } => {}
+                        AssistantPart::ToolCall(call) => {
+                            let mut wire = json!({
+                                "id": call.id, "type": "function",
+                                "function": {"name": call.name, "arguments": arguments_string(&call.arguments)}
+                            });
+                            // Gemini's `extra_content` (its thought signature), as it came.
+                            if let Some(extra) = call
+                                .signature
+                                .as_deref()
+                                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                                .filter(Value::is_object)
+                            {
+                                wire["extra_content"] = extra;
+                            }
+                            calls.push(wire);
+                        }
+                        AssistantPart::Reasoning { text: t, .. } => reasoning.push_str(t),
+                        AssistantPart::RedactedReasoning { data } => {
+                            if let Some(found) = replay_state(data) {
+                                state = found;
+                            }
+                        }
                     }
                 }
                 // Never `null`: llama-cpp-python refuses it (HTTP 500), and an empty string is
@@ -279,6 +370,15 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                 let mut m = json!({"role": "assistant", "content": text});
                 if !calls.is_empty() {
                     m["tool_calls"] = Value::Array(calls);
+                    // Reasoning goes back only where the server asked for it: OpenAI itself
+                    // refuses fields it does not know.
+                    let back = reasoning_back || state["field"] == "reasoning_content";
+                    if back && !reasoning.is_empty() {
+                        m["reasoning_content"] = reasoning.into();
+                    }
+                }
+                if state["details"].as_array().is_some_and(|d| !d.is_empty()) {
+                    m["reasoning_details"] = state["details"].take();
                 }
                 out.push(m);
             }
@@ -402,7 +502,11 @@ fn model_from_entry(entry: &Value) -> Option<ModelInfo> {
 /// vLLM's `{"object":"error","message","type"}`.
 fn parse_error(body: &[u8]) -> Option<(Option<String>, String)> {
     let value: Value = serde_json::from_slice(body).ok()?;
-    error_fields(&value)
+    // Gemini's OpenAI endpoint answers errors as a one-element array.
+    match value {
+        Value::Array(items) => items.first().and_then(error_fields),
+        value => error_fields(&value),
+    }
 }
 
 fn error_fields(value: &Value) -> Option<(Option<String>, String)> {
@@ -415,7 +519,24 @@ fn error_fields(value: &Value) -> Option<(Option<String>, String)> {
     } else {
         return None;
     };
-    let message = error["message"].as_str().unwrap_or("no message").to_owned();
+    let mut message = error["message"].as_str().unwrap_or("no message").to_owned();
+    // OpenRouter: "Provider returned error", with the upstream server's own answer in
+    // `metadata.raw` (its JSON error, or text).
+    if let Some(raw) = error["metadata"]["raw"].as_str() {
+        let upstream = serde_json::from_str::<Value>(raw)
+            .ok()
+            .and_then(|v| match v {
+                Value::Array(items) => items.first().and_then(error_fields),
+                v => error_fields(&v),
+            })
+            .map_or_else(|| raw.trim().to_owned(), |(_, m)| m);
+        let from = error["metadata"]["provider_name"].as_str();
+        let upstream: String = upstream.chars().take(600).collect();
+        message = match from {
+            Some(from) => format!("{message} ({from}: {upstream})"),
+            None => format!("{message} ({upstream})"),
+        };
+    }
     let code = match (&error["code"], error["type"].as_str()) {
         (Value::String(code), _) => Some(code.clone()),
         (_, Some(kind)) => Some(kind.to_owned()),
@@ -432,8 +553,181 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
-        let request = Arc::new(request);
         async_stream::stream! {
+            let model = request.model.clone();
+            let mut request = request;
+            let mut flattened = false;
+            loop {
+                let mut events = answer(inner.clone(), Arc::new(request.clone()));
+                let first = events.next().await;
+                if let Some(Err(ProviderError::InvalidRequest { status: 400, message, .. })) = &first {
+                    // Azure and gateways in front of reasoning models: "Unsupported parameter:
+                    // 'max_tokens' … Use 'max_completion_tokens' instead" (or the reverse).
+                    if let Some(completion_tokens) = refused_limit_field(message)
+                        && inner.switch_limit_field(&model, completion_tokens)
+                    {
+                        tracing::info!(provider = inner.transport.name(), model = %model,
+                            "the server refused the output limit's field; using the other one for this model");
+                        continue;
+                    }
+                    // DeepSeek thinking models refuse a history whose tool calls lack their
+                    // reasoning: send it back from now on, and ask again.
+                    if message.contains("reasoning_content") && inner.remember_reasoning_back(&model) {
+                        continue;
+                    }
+                    // A history this server cannot take (reasoning or signatures another
+                    // model made, or none at all): the turns before the current prompt go as
+                    // plain text, once, and the user is told.
+                    if !flattened && refuses_history(message) && has_prior_tool_turns(&request) {
+                        flattened = true;
+                        request.messages = flatten_prior(std::mem::take(&mut request.messages));
+                        let reason: String = message.chars().take(200).collect();
+                        yield Ok(StreamEvent::Notice {
+                            text: format!(
+                                "{} refused the earlier tool calls of this session ({reason}); they were sent as plain text instead.",
+                                inner.transport.name()
+                            ),
+                        });
+                        continue;
+                    }
+                }
+                let Some(first) = first else { return };
+                learn_from(&inner, &model, &first);
+                yield first;
+                while let Some(item) = events.next().await {
+                    learn_from(&inner, &model, &item);
+                    yield item;
+                }
+                return;
+            }
+        }
+        .boxed()
+    }
+
+    fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
+        let inner = self.inner.clone();
+        async move { inner.list(true).await }.boxed()
+    }
+
+    fn remember_models(&self, models: &[ModelInfo]) {
+        self.inner.models.put(models.to_vec());
+    }
+}
+
+/// What an answer tells about the model: that it sends its reasoning as `reasoning_content`.
+fn learn_from(inner: &Inner, model: &str, item: &Result<StreamEvent, ProviderError>) {
+    if let Ok(StreamEvent::RedactedReasoning { data }) = item
+        && replay_state(data).is_some_and(|state| state["field"] == "reasoning_content")
+    {
+        inner.remember_reasoning_back(model);
+    }
+}
+
+/// Which field a 400 about the output limit asks for: `Some(true)` for
+/// `max_completion_tokens`, `Some(false)` for `max_tokens`.
+fn refused_limit_field(message: &str) -> Option<bool> {
+    let unsupported = |field: &str| {
+        message.contains(&format!("'{field}'"))
+            && message
+                .to_ascii_lowercase()
+                .contains("unsupported parameter")
+    };
+    if unsupported("max_tokens") && message.contains("max_completion_tokens") {
+        // The message names both; the unsupported one comes first.
+        let first_max_tokens = message.find("'max_tokens'");
+        let first_completion = message.find("'max_completion_tokens'");
+        return Some(first_max_tokens < first_completion || first_completion.is_none());
+    }
+    if unsupported("max_completion_tokens") {
+        return Some(false);
+    }
+    None
+}
+
+/// A 400 about what the history carries with its tool calls (reasoning, thought signatures).
+fn refuses_history(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "reasoning_content",
+        "thought_signature",
+        "thought signature",
+        "reasoning_details",
+    ]
+    .iter()
+    .any(|word| message.contains(word))
+}
+
+/// The index of the last user message: what comes before it is earlier prompts' turns.
+fn last_prompt(request: &ChatRequest) -> usize {
+    request
+        .messages
+        .iter()
+        .rposition(|m| matches!(m, Message::User { .. }))
+        .unwrap_or(0)
+}
+
+fn has_prior_tool_turns(request: &ChatRequest) -> bool {
+    request.messages[..last_prompt(request)]
+        .iter()
+        .any(|m| matches!(m, Message::ToolResult(_)))
+}
+
+/// The turns before the last prompt with their tool calls as text and results as user
+/// messages, reasoning and signatures left out; the current prompt's turns as they are.
+fn flatten_prior(messages: Vec<Message>) -> Vec<Message> {
+    let last = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::User { .. }))
+        .unwrap_or(0);
+    let mut out = Vec::with_capacity(messages.len());
+    for (n, message) in messages.into_iter().enumerate() {
+        if n >= last {
+            out.push(message);
+            continue;
+        }
+        match message {
+            Message::Assistant { parts } => {
+                let mut text = String::new();
+                for part in parts {
+                    match part {
+                        AssistantPart::Text { text: t, .. } => text.push_str(&t),
+                        AssistantPart::ToolCall(call) => {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&format!(
+                                "(called {} with {})",
+                                call.name, call.arguments
+                            ));
+                        }
+                        AssistantPart::Reasoning { .. }
+                        | AssistantPart::RedactedReasoning { .. } => {}
+                    }
+                }
+                if !text.is_empty() {
+                    out.push(Message::Assistant {
+                        parts: vec![AssistantPart::Text {
+                            text,
+                            signature: None,
+                        }],
+                    });
+                }
+            }
+            Message::ToolResult(result) => out.push(Message::user(format!(
+                "Result of {}{}:\n{}",
+                result.tool_name,
+                if result.is_error { " (error)" } else { "" },
+                result.content
+            ))),
+            user => out.push(user),
+        }
+    }
+    out
+}
+
+/// One answer: streamed, or asked again without streaming where the server cannot stream.
+fn answer(inner: Arc<Inner>, request: Arc<ChatRequest>) -> EventStream {
+    async_stream::stream! {
             if inner.streams(&request.model) {
                 let mut events = streamed(inner.clone(), request.clone());
                 let mut refused = None;
@@ -477,16 +771,6 @@ impl Provider for OpenAiProvider {
             }
         }
         .boxed()
-    }
-
-    fn list_models(&self) -> BoxFuture<'static, Result<Vec<ModelInfo>, ProviderError>> {
-        let inner = self.inner.clone();
-        async move { inner.list(true).await }.boxed()
-    }
-
-    fn remember_models(&self, models: &[ModelInfo]) {
-        self.inner.models.put(models.to_vec());
-    }
 }
 
 /// One streamed attempt series (retried while nothing has streamed).
@@ -591,6 +875,10 @@ pub(crate) struct OpenAiDecoder {
     in_think: bool,
     /// The end of the content so far when it may be the start of a `<think>` or `</think>` tag.
     held: String,
+    /// The field reasoning came in, when it came in one (`reasoning_content`, `reasoning`).
+    reasoning_field: Option<&'static str>,
+    /// OpenRouter's `reasoning_details`, merged by index, to send back unchanged.
+    details: Vec<Value>,
 }
 
 #[derive(Default)]
@@ -598,6 +886,8 @@ struct PendingCall {
     id: String,
     name: String,
     arguments: String,
+    /// Gemini's `extra_content` (its thought signature), as JSON text.
+    extra: Option<String>,
 }
 
 /// One chunk, decoded only as far as the hot path needs (an `error` stays raw until it is there).
@@ -631,6 +921,8 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolDelta<'a>>>,
+    #[serde(borrow, default)]
+    reasoning_details: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -641,6 +933,8 @@ struct ToolDelta<'a> {
     id: Option<String>,
     #[serde(borrow, default)]
     function: Option<FunctionDelta<'a>>,
+    #[serde(borrow, default)]
+    extra_content: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -685,6 +979,51 @@ impl OpenAiDecoder {
             done: false,
             in_think: false,
             held: String::new(),
+            reasoning_field: None,
+            details: Vec::new(),
+        }
+    }
+
+    /// What must go back with the answer (see [`REPLAY_KEY`]), as a part before its calls.
+    fn flush_replay(&mut self, out: &mut Vec<StreamEvent>) {
+        let field = self.reasoning_field.take();
+        let details = std::mem::take(&mut self.details);
+        if details.is_empty() && field != Some("reasoning_content") {
+            return;
+        }
+        let state = json!({REPLAY_KEY: {"field": field, "details": details}});
+        out.push(StreamEvent::RedactedReasoning {
+            data: state.to_string(),
+        });
+    }
+
+    /// One streamed `reasoning_details` entry: merged into the one of the same index (text
+    /// pieces joined), or added.
+    fn merge_detail(&mut self, detail: Value) {
+        let index = detail.get("index").cloned();
+        let same = index.as_ref().and_then(|index| {
+            self.details
+                .iter_mut()
+                .find(|d| d.get("index") == Some(index) && d["type"] == detail["type"])
+        });
+        let (Some(existing), Value::Object(new)) = (same, &detail) else {
+            self.details.push(detail);
+            return;
+        };
+        for (key, value) in new {
+            match (existing.get_mut(key), value) {
+                (Some(Value::String(old)), Value::String(more))
+                    if matches!(key.as_str(), "text" | "summary" | "data") =>
+                {
+                    old.push_str(more)
+                }
+                (_, Value::Null) => {}
+                _ => {
+                    if let Some(existing) = existing.as_object_mut() {
+                        existing.insert(key.clone(), value.clone());
+                    }
+                }
+            }
         }
     }
 
@@ -757,7 +1096,7 @@ impl OpenAiDecoder {
                 },
                 name: call.name,
                 arguments,
-                signature: None,
+                signature: call.extra,
             }));
         }
     }
@@ -784,6 +1123,7 @@ impl OpenAiDecoder {
     ) -> Result<(), ProviderError> {
         self.finish = Some(reason.into_owned());
         self.flush_held(out);
+        self.flush_replay(out);
         let had_calls = !self.calls.is_empty();
         self.flush_calls(out);
         if self.finish.as_deref() == Some("error") {
@@ -799,11 +1139,12 @@ impl OpenAiDecoder {
 
     fn finish_event(&self, had_calls: bool) -> StreamEvent {
         let reason = match self.finish.as_deref() {
+            // A call cut at the output limit is no call to run.
+            Some("length") => FinishReason::Length,
+            Some("content_filter") => FinishReason::ContentFilter,
             _ if had_calls => FinishReason::ToolCalls,
             Some("stop") | None => FinishReason::Stop,
-            Some("length") => FinishReason::Length,
             Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
-            Some("content_filter") => FinishReason::ContentFilter,
             Some(other) => FinishReason::Other(other.to_owned()),
         };
         StreamEvent::Finish(reason)
@@ -823,7 +1164,9 @@ impl Decoder for OpenAiDecoder {
             if let Some(content) = hot.content {
                 self.push_text(Cow::Borrowed(content), out);
             }
-            return match hot.finish {
+            // SGLang, older Ollama `/v1` and some gateways send `""` on every chunk: only a
+            // reason with a word in it ends the answer.
+            return match hot.finish.filter(|reason| !reason.is_empty()) {
                 Some(reason) => self.end_choice(Cow::Borrowed(reason), out),
                 None => Ok(()),
             };
@@ -853,6 +1196,7 @@ impl Decoder for OpenAiDecoder {
                     message: "the body ended in the middle of a tool call".into(),
                 });
             }
+            self.flush_replay(out);
             self.flush_calls(out);
             out.push(self.finish_event(true));
             return Ok(());
@@ -980,6 +1324,21 @@ impl OpenAiDecoder {
                 if delta.reasoning.is_some() || delta.reasoning_content.is_some() {
                     self.flush_held(out);
                 }
+                if delta
+                    .reasoning_content
+                    .as_deref()
+                    .is_some_and(|r| !r.is_empty())
+                {
+                    self.reasoning_field = Some("reasoning_content");
+                } else if delta.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
+                    self.reasoning_field.get_or_insert("reasoning");
+                }
+                if let Some(raw) = delta.reasoning_details {
+                    let details: Vec<Value> = serde_json::from_str(raw.get()).unwrap_or_default();
+                    for detail in details {
+                        self.merge_detail(detail);
+                    }
+                }
                 for reasoning in [delta.reasoning, delta.reasoning_content]
                     .into_iter()
                     .flatten()
@@ -1007,9 +1366,18 @@ impl OpenAiDecoder {
                     if let Some(id) = fragment.id {
                         call.id = id;
                     }
+                    if let Some(extra) = fragment.extra_content {
+                        call.extra = Some(extra.get().to_owned());
+                    }
                     if let Some(function) = fragment.function {
                         if let Some(name) = function.name {
-                            call.name = name;
+                            // A name streamed in pieces is joined; one sent whole again, or
+                            // growing (some gateways repeat it on every fragment), is kept once.
+                            if name.starts_with(call.name.as_str()) {
+                                call.name = name;
+                            } else {
+                                call.name.push_str(&name);
+                            }
                         }
                         if let Some(arguments) = function.arguments {
                             call.arguments.push_str(&arguments);
@@ -1017,7 +1385,7 @@ impl OpenAiDecoder {
                     }
                 }
             }
-            if let Some(reason) = choice.finish_reason {
+            if let Some(reason) = choice.finish_reason.filter(|reason| !reason.is_empty()) {
                 self.end_choice(reason, out)?;
             }
         }
@@ -1092,6 +1460,7 @@ mod tests {
             id: "c1".into(),
             name: "read".into(),
             arguments: r#"{"path":"#.into(),
+            extra: None,
         });
         d
     }

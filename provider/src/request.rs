@@ -111,7 +111,8 @@ pub enum AssistantPart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
-    /// The provider's call id; synthesised (`call_0`…) where the provider gives none.
+    /// The provider's call id; synthesised (`call_0`…) where the provider gives none. The
+    /// daemon makes repeats unique before it stores them.
     pub id: String,
     /// The tool's name, as in the request's tool list.
     pub name: String,
@@ -176,4 +177,17 @@ pub fn estimate_tokens(request: &ChatRequest) -> u32 {
 
 fn json_len(value: &serde_json::Value) -> usize {
     serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+}
+
+/// An id for a call the server sent without one: `prefix`, then the time and a counter, so no
+/// other call of this process, or of an earlier one, gets the same (Anthropic refuses a history
+/// with a `tool_use` id twice, and numbering from 0 each answer repeats ids every step).
+pub fn synthetic_call_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{prefix}{ms:x}_{n}")
 }

@@ -5,7 +5,7 @@
 mod cli_common;
 
 use cli_common::{Cli, assert_exit, stderr, stdout};
-use totem_tests::sim::{Sim, SimKind};
+use totem_tests::sim::{Reply, Sim, SimEvent, SimKind};
 
 const KEY: &str = "sk-cli-test-7f3a9c1e5b";
 
@@ -283,4 +283,40 @@ fn listed<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .flatten()
         .find(|m| m["name"] == name)
         .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
+}
+
+/// `totem run` without `--model` uses the provider's `--default-model`, not the first model it
+/// lists; and an answer cut at the output limit is no finished answer: the run exits 1 saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_uses_the_providers_default_model_and_a_cut_answer_exits_1() {
+    let sim = Sim::start(SimKind::Openai).await;
+    let cli = Cli::new();
+    let url = sim.url();
+    let args = [
+        "provider",
+        "add",
+        "work",
+        "--kind",
+        "openai",
+        "--url",
+        &url,
+        "--default-model",
+        "o3-mini",
+        "--key-stdin",
+    ];
+    assert_exit(&cli.run_with_input(&args, "k\n"), 0);
+    sim.push(Reply::stream([SimEvent::text("hello")]));
+    let out = cli.run(["run", "say hi"]);
+    assert_exit(&out, 0);
+    assert_eq!(sim.chat_requests()[0].body["model"], "o3-mini");
+
+    sim.push(Reply::stream([
+        SimEvent::text("The first half of an"),
+        SimEvent::Finish {
+            reason: "length".into(),
+        },
+    ]));
+    let out = cli.run(["run", "say more"]);
+    assert_exit(&out, 1);
+    assert!(stderr(&out).contains("output limit"), "{}", stderr(&out));
 }

@@ -642,3 +642,120 @@ async fn openai_503_with_a_long_retry_after_says_how_long() {
     );
     assert_eq!(sim.chat_requests().len(), 1);
 }
+
+/// SGLang, older Ollama `/v1` and some gateways send `finish_reason: ""` on every chunk: that is
+/// no end, so parallel calls whose names and arguments stream in pieces still come out whole.
+#[tokio::test]
+async fn an_empty_finish_reason_on_every_chunk_does_not_cut_tool_calls() {
+    let sim = Sim::start(KIND).await;
+    let mut script = Script::new([
+        SimEvent::text("Checking."),
+        SimEvent::tool_call("call_a", "get_weather", json!({"city": "Paris"})),
+        SimEvent::tool_call("call_b", "get_weather", json!({"city": "Oslo"})),
+    ]);
+    script.empty_finish = true;
+    script.split_names = true;
+    sim.push(Reply::Stream(script));
+    let p = provider(config_for(&sim));
+    let mut req = request("gpt-4o-mini", "Paris and Oslo?");
+    req.tools = vec![weather_tool()];
+    let done = run(p.as_ref(), req).await.expect_ok();
+    let calls: Vec<_> = done
+        .tool_calls()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call_a", "get_weather", json!({"city": "Paris"})),
+            ("call_b", "get_weather", json!({"city": "Oslo"}))
+        ]
+    );
+    assert_eq!(done.text(), "Checking.");
+    assert_eq!(done.finish, Some(FinishReason::ToolCalls));
+}
+
+/// Azure OpenAI and gateways in front of reasoning models refuse `max_tokens` ("Unsupported
+/// parameter … Use 'max_completion_tokens' instead"): asked again once with the other field,
+/// which is used for that model from then on; the model's settings can name it up front.
+#[tokio::test]
+async fn max_completion_tokens_is_learned_from_the_refusal_and_set_per_model() {
+    let sim = Sim::start(KIND).await;
+    sim.set_variants(|v| v.reasoning_wants_completion_tokens = true);
+    let p = provider(config_for(&sim));
+    for _ in 0..2 {
+        sim.push(Reply::stream([SimEvent::text("ok")]));
+        let mut req = request("o3-mini", "hi");
+        req.max_output_tokens = Some(2000);
+        run(p.as_ref(), req).await.expect_ok();
+    }
+    let sent: Vec<(bool, bool)> = sim
+        .chat_requests()
+        .iter()
+        .map(|r| {
+            (
+                r.body.get("max_tokens").is_some(),
+                r.body["max_completion_tokens"] == 2000,
+            )
+        })
+        .collect();
+    assert_eq!(sent, [(true, false), (false, true), (false, true)]);
+
+    let sim = Sim::start(KIND).await;
+    sim.set_variants(|v| v.reasoning_wants_completion_tokens = true);
+    let mut config = config_for(&sim);
+    config.models.insert(
+        "o3-mini".into(),
+        ModelSettings {
+            output_limit_field: Some(totem_protocol::OutputLimitField::MaxCompletionTokens),
+            max_output_tokens: Some(3000),
+            ..ModelSettings::default()
+        },
+    );
+    sim.push(Reply::stream([SimEvent::text("ok")]));
+    run(provider(config).as_ref(), request("o3-mini", "hi"))
+        .await
+        .expect_ok();
+    let requests = sim.chat_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["max_completion_tokens"], 3000);
+}
+
+/// OpenRouter says "Provider returned error" and keeps the upstream server's reason in
+/// `error.metadata.raw`: the reason shown is the upstream one. Gemini's OpenAI endpoint answers
+/// errors as an array: read too.
+#[tokio::test]
+async fn upstream_reasons_are_shown_for_openrouter_and_gemini_arrays() {
+    let call = Message::Assistant {
+        parts: vec![AssistantPart::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: json!({}),
+            signature: None,
+        })],
+    };
+    let result = Message::ToolResult(ToolResult {
+        call_id: "c1".into(),
+        tool_name: "get_weather".into(),
+        content: "18C".into(),
+        is_error: false,
+    });
+    for (kind, model) in [
+        (SimKind::Openrouter, "google/gemini-3-pro-preview"),
+        (SimKind::Openai, "gemini-3-pro-preview"),
+    ] {
+        let sim = Sim::start(kind).await;
+        sim.set_models(vec![SimModel::new(model, 1048576).thinking()]);
+        sim.set_variants(|v| v.gemini_openai = true);
+        let p = provider(config_for(&sim));
+        let mut req = request(model, "go");
+        req.messages.push(call.clone());
+        req.messages.push(result.clone());
+        match run(p.as_ref(), req).await.expect_err() {
+            ProviderError::InvalidRequest { message, .. } => {
+                assert!(message.contains("missing a thought_signature"), "{message}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

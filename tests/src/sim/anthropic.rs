@@ -65,6 +65,9 @@ pub(super) fn reject(
             _ => {}
         }
     }
+    if let Some(refused) = reject_tool_history(request) {
+        return Some(refused);
+    }
     let thinking_on = matches!(thinking["type"].as_str(), Some("enabled" | "adaptive"));
     if thinking["type"] == "enabled" {
         let budget = thinking["budget_tokens"].as_u64().unwrap_or(0);
@@ -267,4 +270,80 @@ pub(super) fn catalogue(
         json!({"data": data, "has_more": false, "first_id": first, "last_id": last}),
         Vec::new(),
     ))
+}
+
+/// Anthropic's rules for tool calls in a history: ids unique and of the allowed characters, each
+/// `tool_use` answered by a `tool_result` in the next message, and each `tool_result` answering
+/// a `tool_use` of the message before.
+fn reject_tool_history(request: &Value) -> Option<Prepared> {
+    let messages = request["messages"].as_array()?;
+    let mut seen = std::collections::HashSet::new();
+    let blocks = |m: &Value| m["content"].as_array().cloned().unwrap_or_default();
+    for (index, message) in messages.iter().enumerate() {
+        let content = blocks(message);
+        let uses: Vec<String> = content
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| b["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        for (n, block) in content.iter().enumerate() {
+            if block["type"] != "tool_use" {
+                continue;
+            }
+            let id = block["id"].as_str().unwrap_or_default();
+            let fine = !id.is_empty()
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !fine {
+                return bad_request(&format!(
+                    "messages.{index}.content.{n}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                ));
+            }
+            if !seen.insert(id.to_owned()) {
+                return bad_request(&format!(
+                    "messages.{index}.content.{n}: `tool_use` ids must be unique"
+                ));
+            }
+        }
+        if !uses.is_empty() {
+            let next = messages.get(index + 1).map(blocks).unwrap_or_default();
+            let answered: Vec<&str> = next
+                .iter()
+                .filter(|b| b["type"] == "tool_result")
+                .filter_map(|b| b["tool_use_id"].as_str())
+                .collect();
+            let missing: Vec<&str> = uses
+                .iter()
+                .map(String::as_str)
+                .filter(|id| !answered.contains(id))
+                .collect();
+            if !missing.is_empty() && index + 1 < messages.len() {
+                return bad_request(&format!(
+                    "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    missing.join(", ")
+                ));
+            }
+        }
+        let previous_uses: Vec<String> = index
+            .checked_sub(1)
+            .map(|p| blocks(&messages[p]))
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .filter_map(|b| b["id"].as_str().map(str::to_owned))
+            .collect();
+        for (n, block) in content.iter().enumerate() {
+            if block["type"] != "tool_result" {
+                continue;
+            }
+            let id = block["tool_use_id"].as_str().unwrap_or_default();
+            if message["role"] != "user" || !previous_uses.iter().any(|u| u == id) {
+                return bad_request(&format!(
+                    "messages.{index}.content.{n}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                ));
+            }
+        }
+    }
+    None
 }

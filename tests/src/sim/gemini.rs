@@ -170,6 +170,29 @@ pub(super) fn reject(path: &str, request: &Value, models: &[SimModel]) -> Option
             }
         }
     }
+    // A function call turn is answered by as many function responses as it has calls.
+    if let Some(contents) = request["contents"].as_array() {
+        let count = |c: &Value, key: &str| {
+            c["parts"]
+                .as_array()
+                .map_or(0, |p| p.iter().filter(|p| p.get(key).is_some()).count())
+        };
+        for (n, content) in contents.iter().enumerate() {
+            let responses = count(content, "functionResponse");
+            let calls_before = n
+                .checked_sub(1)
+                .map_or(0, |p| count(&contents[p], "functionCall"));
+            let calls = count(content, "functionCall");
+            let answered_by = contents.get(n + 1).map(|c| count(c, "functionResponse"));
+            if (responses > 0 && responses != calls_before)
+                || (calls > 0 && answered_by.is_some_and(|r| r != calls))
+            {
+                return bad_request(
+                    "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.",
+                );
+            }
+        }
+    }
     if model.starts_with("gemini-3")
         && let Some(last) = request["contents"]
             .as_array()

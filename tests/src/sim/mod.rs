@@ -122,6 +122,13 @@ pub struct Script {
     /// across two chunks (`<thi` + `nk>`), as llama.cpp does with reasoning format `none`.
     #[serde(default)]
     pub think_tags: bool,
+    /// OpenAI-compatible only: `finish_reason` is `""` (not null) on every chunk before the last,
+    /// as SGLang, older Ollama `/v1` and some gateways send it.
+    #[serde(default)]
+    pub empty_finish: bool,
+    /// OpenAI-compatible only: each call's function name is streamed in two pieces.
+    #[serde(default)]
+    pub split_names: bool,
 }
 
 impl Script {
@@ -307,6 +314,16 @@ pub struct Variants {
     /// OpenAI-compatible as a server without JSON-schema answers (llama.cpp builds before
     /// `json_schema` in `response_format`): such a request is a 400.
     pub no_json_schema: bool,
+    /// OpenAI-compatible as DeepSeek's API: reasoning streams as `reasoning_content`, and an
+    /// assistant message with `tool_calls` but no `reasoning_content` is a 400.
+    pub deepseek: bool,
+    /// OpenAI-compatible as Gemini's OpenAI endpoint: calls carry
+    /// `extra_content.google.thought_signature`; a `gemini-3` model answers 400 (in an array, as
+    /// Google does) when the current turn's first call in an assistant message lacks it.
+    pub gemini_openai: bool,
+    /// OpenAI-compatible as Azure OpenAI (or a gateway) in front of reasoning models: a
+    /// thinking model answers 400 "Unsupported parameter: 'max_tokens'" to `max_tokens`.
+    pub reasoning_wants_completion_tokens: bool,
     /// Which simulator this is in the process: another simulator is another server, whose
     /// models have other digests even where it lists the same ones.
     instance: u64,
@@ -585,7 +602,8 @@ async fn handle(
             SimKind::Ollama => ollama::reject(&json, &guard.models),
             SimKind::Anthropic => anthropic::reject(&json, &recorded.headers, &guard.models),
             SimKind::Gemini => gemini::reject(&path, &json, &guard.models),
-            SimKind::Openai | SimKind::Openrouter => openai::reject(&json, &guard.variants),
+            SimKind::Openai | SimKind::Openrouter => openai::reject_format(&json, &guard.variants)
+                .or_else(|| openai::reject(kind, &json, &guard.models, &guard.variants)),
         }
         .or_else(|| constrained_mismatch(kind, &json, guard.queue.front()))
     } else {
@@ -603,6 +621,7 @@ async fn handle(
                 let context = RenderContext {
                     request: &json,
                     ollama_default_ctx: guard.ollama_default_ctx,
+                    variants: &guard.variants,
                 };
                 let (prepared, truncated) = render(kind, reply, &context);
                 recorded.truncated = truncated;
@@ -682,6 +701,7 @@ fn constrained_mismatch(kind: SimKind, request: &Value, next: Option<&Queued>) -
 pub(crate) struct RenderContext<'a> {
     pub request: &'a Value,
     pub ollama_default_ctx: u64,
+    pub variants: &'a Variants,
 }
 
 fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared, bool) {
@@ -817,9 +837,11 @@ fn render_bench_uncached(kind: SimKind, deltas: usize) -> Prepared {
             .chain([SimEvent::usage(10, deltas as u64)]),
     );
     let request = serde_json::json!({"stream_options": {"include_usage": true}});
+    let variants = Variants::default();
     let context = RenderContext {
         request: &request,
         ollama_default_ctx: u64::MAX,
+        variants: &variants,
     };
     let (mut prepared, _) = render(kind, Reply::Stream(script), &context);
     let mut chunks = Vec::new();

@@ -19,10 +19,12 @@ fn event(value: &Value) -> Bytes {
 struct Chunks<'a> {
     model: &'a str,
     include_usage: bool,
+    empty_finish: bool,
 }
 
 impl Chunks<'_> {
     fn chunk(&self, delta: Value, finish: Option<&str>) -> Bytes {
+        let finish = finish.or(self.empty_finish.then_some(""));
         let mut value = json!({"id": "chatcmpl-sim1", "object": "chat.completion.chunk",
             "created": 1735000000, "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
@@ -38,14 +40,15 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
     let chunks = Chunks {
         model: request["model"].as_str().unwrap_or("sim-model"),
         include_usage: request["stream_options"]["include_usage"] == json!(true),
+        empty_finish: script.empty_finish,
     };
-    let reasoning_key = if script.reasoning_content {
+    let reasoning_key = if script.reasoning_content || context.variants.deepseek {
         "reasoning_content"
     } else {
         "reasoning"
     };
     let mut frames = vec![chunks.chunk(json!({"role": "assistant", "content": ""}), None)];
-    let mut group: Vec<(&str, &str, &Value)> = Vec::new();
+    let mut group: Vec<Call<'_>> = Vec::new();
     let mut next_index = 0;
     let mut any_calls = false;
     for item in &script.events {
@@ -60,17 +63,41 @@ pub(super) fn render(script: &Script, context: &RenderContext<'_>, kind: SimKind
                     frames.push(chunks.chunk(json!({ "content": piece }), None));
                 }
             }
+            // OpenRouter: reasoning also as `reasoning_details`, signed where the upstream signs.
+            SimEvent::Thinking { text, signature } if kind == SimKind::Openrouter => {
+                let mut detail = json!({"type": "reasoning.text", "text": text,
+                    "format": "unknown", "index": 0});
+                if let Some(signature) = signature {
+                    detail["signature"] = signature.clone().into();
+                }
+                frames.push(chunks.chunk(
+                    json!({"reasoning": text, "reasoning_details": [detail]}),
+                    None,
+                ));
+            }
             SimEvent::Thinking { text, .. } => {
                 frames.push(chunks.chunk(json!({ reasoning_key: text }), None));
+            }
+            // OpenRouter in front of Gemini 3: the thought signature as encrypted reasoning.
+            SimEvent::RedactedThinking { data } if kind == SimKind::Openrouter => {
+                frames.push(chunks.chunk(
+                    json!({"reasoning_details": [{"type": "reasoning.encrypted", "data": data,
+                        "format": "google-gemini-v1", "index": 1}]}),
+                    None,
+                ));
             }
             SimEvent::ToolCall {
                 id,
                 name,
                 arguments,
-                ..
+                signature,
             } => {
                 any_calls = true;
-                group.push((id, name, arguments));
+                let extra = signature
+                    .as_ref()
+                    .filter(|_| context.variants.gemini_openai)
+                    .map(|s| json!({"google": {"thought_signature": s}}));
+                group.push((id, name, arguments, extra));
             }
             SimEvent::Error { message, code } => {
                 let body = match kind {
@@ -151,10 +178,13 @@ pub(super) fn render_whole(script: &Script, context: &RenderContext<'_>) -> Valu
 /// arguments), then the argument pieces of all calls interleaved by index. Arguments given as a
 /// JSON string are sent as that text, valid JSON or not; with `object_arguments` each call
 /// comes whole in one fragment, its arguments an object.
+/// A call of a group: id, name, arguments and the `extra_content` to send with it.
+type Call<'a> = (&'a str, &'a str, &'a Value, Option<Value>);
+
 fn flush_calls(
     chunks: &Chunks<'_>,
     script: &Script,
-    group: &mut Vec<(&str, &str, &Value)>,
+    group: &mut Vec<Call<'_>>,
     next_index: &mut usize,
     frames: &mut Vec<Bytes>,
 ) {
@@ -163,7 +193,7 @@ fn flush_calls(
     }
     let base = *next_index;
     if script.object_arguments {
-        for (offset, (id, name, arguments)) in group.iter().enumerate() {
+        for (offset, (id, name, arguments, _)) in group.iter().enumerate() {
             frames.push(chunks.chunk(
                 json!({"tool_calls": [{"index": base + offset, "id": id, "type": "function",
                     "function": {"name": name, "arguments": arguments}}]}),
@@ -174,16 +204,28 @@ fn flush_calls(
         group.clear();
         return;
     }
-    for (offset, (id, name, _)) in group.iter().enumerate() {
-        frames.push(chunks.chunk(
-            json!({"tool_calls": [{"index": base + offset, "id": id, "type": "function",
-                "function": {"name": name, "arguments": ""}}]}),
-            None,
-        ));
+    for (offset, (id, name, _, extra)) in group.iter().enumerate() {
+        let (first, rest) = if script.split_names {
+            halves(name)
+        } else {
+            (*name, "")
+        };
+        let mut call = json!({"index": base + offset, "id": id, "type": "function",
+            "function": {"name": first, "arguments": ""}});
+        if let Some(extra) = extra {
+            call["extra_content"] = extra.clone();
+        }
+        frames.push(chunks.chunk(json!({ "tool_calls": [call] }), None));
+        if !rest.is_empty() {
+            frames.push(chunks.chunk(
+                json!({"tool_calls": [{"index": base + offset, "function": {"name": rest}}]}),
+                None,
+            ));
+        }
     }
     let texts: Vec<String> = group
         .iter()
-        .map(|(_, _, arguments)| match arguments {
+        .map(|(_, _, arguments, _)| match arguments {
             Value::String(text) => text.clone(),
             other => other.to_string(),
         })
@@ -221,7 +263,7 @@ pub(super) fn with_keepalives(frames: Vec<Bytes>) -> Vec<Bytes> {
 /// beside `grammar`, and a schema its grammar converter cannot take (common/json-schema.cpp: not
 /// an object, an unknown `type`, an empty `oneOf`/`anyOf`, a `$ref` outside the document, a
 /// negative or fractional `minLength`…). Each is a 400 in its error shape.
-pub(super) fn reject(request: &Value, variants: &Variants) -> Option<Prepared> {
+pub(super) fn reject_format(request: &Value, variants: &Variants) -> Option<Prepared> {
     let refuse = |message: String| {
         Some(super::json_reply(
             400,
@@ -478,4 +520,114 @@ fn openrouter_entry(model: &SimModel) -> Value {
         "supported_parameters": params,
         "default_parameters": {}
     })
+}
+
+fn bad_request(kind: SimKind, message: &str) -> Prepared {
+    json_reply(400, error_body(kind, 400, message, None), Vec::new())
+}
+
+/// What every OpenAI-compatible server refuses in a history, and what DeepSeek, Gemini's
+/// OpenAI endpoint and OpenRouter in front of Gemini 3 refuse besides.
+pub(super) fn reject(
+    kind: SimKind,
+    request: &Value,
+    models: &[SimModel],
+    variants: &Variants,
+) -> Option<Prepared> {
+    let model = request["model"].as_str().unwrap_or_default();
+    let thinks = models.iter().any(|m| m.id == model && m.thinking);
+    if variants.reasoning_wants_completion_tokens && thinks && request.get("max_tokens").is_some() {
+        let body = json!({"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}});
+        return Some(json_reply(400, body, Vec::new()));
+    }
+    let messages = request["messages"].as_array()?;
+    // Each tool message answers a call of the assistant message before the tool messages, and
+    // each call is answered before the next message that is not a tool message.
+    let mut open: Vec<String> = Vec::new();
+    let mut answering: Vec<String> = Vec::new();
+    for message in messages {
+        let role = message["role"].as_str().unwrap_or_default();
+        if role == "tool" {
+            let id = message["tool_call_id"].as_str().unwrap_or_default();
+            if !answering.iter().any(|a| a == id) {
+                return Some(bad_request(
+                    kind,
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+                ));
+            }
+            open.retain(|o| o != id);
+            continue;
+        }
+        if !open.is_empty() {
+            return Some(bad_request(
+                kind,
+                &format!(
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                    open.join(", ")
+                ),
+            ));
+        }
+        answering.clear();
+        if role == "assistant" {
+            for call in message["tool_calls"].as_array().into_iter().flatten() {
+                let id = call["id"].as_str().unwrap_or_default().to_owned();
+                open.push(id.clone());
+                answering.push(id);
+            }
+        }
+    }
+    if variants.deepseek {
+        for (index, message) in messages.iter().enumerate() {
+            let calls = message["tool_calls"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty());
+            if message["role"] == "assistant" && calls && !message["reasoning_content"].is_string()
+            {
+                return Some(bad_request(
+                    kind,
+                    &format!(
+                        "Missing `reasoning_content` field in the assistant message at message index {index}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                    ),
+                ));
+            }
+        }
+    }
+    // Gemini 3 checks the signatures of the current turn: the assistant messages after the
+    // last user message.
+    let gemini_3 = model.starts_with("gemini-3") || model.starts_with("google/gemini-3");
+    if !gemini_3 || !(variants.gemini_openai || kind == SimKind::Openrouter) {
+        return None;
+    }
+    let turn_start = messages
+        .iter()
+        .rposition(|m| m["role"] == "user")
+        .unwrap_or(0);
+    for (position, message) in messages.iter().enumerate().skip(turn_start) {
+        let Some(first) = message["tool_calls"].as_array().and_then(|c| c.first()) else {
+            continue;
+        };
+        let signed = if kind == SimKind::Openrouter {
+            message["reasoning_details"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["type"] == "reasoning.encrypted"))
+        } else {
+            first["extra_content"]["google"]["thought_signature"].is_string()
+        };
+        if signed {
+            continue;
+        }
+        let google = json!({"error": {"code": 400,
+            "message": format!("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                first["function"]["name"].as_str().unwrap_or_default(), position + 1),
+            "status": "INVALID_ARGUMENT"}});
+        let body = if kind == SimKind::Openrouter {
+            json!({"error": {"code": 400, "message": "Provider returned error",
+                "metadata": {"raw": google.to_string(), "provider_name": "Google AI Studio"}}})
+        } else {
+            json!([google])
+        };
+        return Some(json_reply(400, body, Vec::new()));
+    }
+    None
 }

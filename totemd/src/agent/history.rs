@@ -9,9 +9,10 @@ use totem_provider::{AssistantPart, ChatRequest, Message as ModelMessage, ToolCa
 
 use super::settings::ResolvedModel;
 
-/// Stored messages as provider messages. Reasoning of earlier runs is left out (providers need
-/// signed thinking only within the turn that produced it); a call left without a result (an aborted
-/// run) gets one saying so, since every provider wants each call answered.
+/// Stored messages as provider messages. Reasoning of earlier runs is kept only with answers that
+/// called tools (DeepSeek wants it back on those in every later request; providers that cannot
+/// take unsigned reasoning leave it out); a call left without a result (an aborted run) gets one
+/// saying so, since every provider wants each call answered.
 pub fn to_model_messages(messages: &[Message]) -> Vec<ModelMessage> {
     let mut out = Vec::new();
     for message in messages {
@@ -26,8 +27,18 @@ pub fn to_model_messages(messages: &[Message]) -> Vec<ModelMessage> {
                 let mut parts = Vec::new();
                 let mut results = Vec::new();
                 let mut answered = HashSet::new();
+                let calls_tools = message
+                    .parts
+                    .iter()
+                    .any(|p| matches!(p, Part::ToolCall { .. }));
                 for part in &message.parts {
                     match part {
+                        Part::Reasoning { text } if calls_tools && !text.is_empty() => {
+                            parts.push(AssistantPart::Reasoning {
+                                text: text.clone(),
+                                signature: None,
+                            })
+                        }
                         Part::Text { text } if !text.is_empty() => {
                             parts.push(AssistantPart::Text {
                                 text: text.clone(),
@@ -247,7 +258,14 @@ mod tests {
         let ModelMessage::Assistant { parts } = &out[1] else {
             panic!("{out:?}");
         };
-        assert_eq!(parts.len(), 2, "reasoning of earlier runs is left out");
+        assert_eq!(
+            parts.len(),
+            3,
+            "reasoning stays with an answer that called tools"
+        );
+        assert!(
+            matches!(&parts[0], AssistantPart::Reasoning { text, signature: None } if text == "thinking")
+        );
         let ModelMessage::ToolResult(result) = &out[2] else {
             panic!("{out:?}");
         };

@@ -303,6 +303,7 @@ pub fn queue_run(
         model: None,
         mode: Some(request.mode.clone()),
         usage: None,
+        prompt_blocked: false,
     };
     let store = daemon.store();
     let live = daemon.sessions.get(&agent.session_id)?;

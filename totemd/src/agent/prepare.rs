@@ -183,12 +183,24 @@ impl Runner {
             .undo_state(&agent.session_id)
             .map_err(|e| e.to_string())?;
         let excluded = vec![message_id.to_string()];
+        // Prompts the provider refused are never sent again (the rephrased one is).
+        let blocked: HashSet<String> = store
+            .session_runs(&agent.session_id)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|r| r.prompt_blocked)
+            .map(|r| r.id)
+            .collect();
         let (stored, _) = store
             .messages_after(&agent.session_id, 0, 1_000_000)
             .map_err(|e| e.to_string())?;
         let stored: Vec<Message> = stored
             .into_iter()
             .filter(|m| !excluded.contains(&m.id) && undo.keeps(m))
+            .filter(|m| {
+                m.role != totem_protocol::Role::User
+                    || m.run_id.as_ref().is_none_or(|r| !blocked.contains(r))
+            })
             .filter(|m| compaction.as_ref().is_none_or(|c| c.keeps(m)))
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);

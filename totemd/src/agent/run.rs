@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use totem_protocol::{EventKind, Message, Part, Run, RunStatus, SessionStatus, Usage};
-use totem_provider::{AssistantPart, Message as ModelMessage, ToolCall, ToolMode, estimate_tokens};
+use totem_provider::{
+    AssistantPart, Completion, FinishReason, Message as ModelMessage, ToolCall, ToolMode,
+    estimate_tokens,
+};
 use totem_snapshot::{DirBlobStore, RecordOptions, RunChanges};
 use totem_tools::recover::BadCall;
 
@@ -46,6 +49,8 @@ pub(super) type Changes<'s> = RunChanges<'s, DirBlobStore>;
 pub(super) enum Outcome {
     Done,
     Failed(String),
+    /// The provider refused the prompt itself: the run fails and its prompt is never sent again.
+    Blocked(String),
     Aborted,
 }
 
@@ -53,6 +58,8 @@ pub(super) enum Outcome {
 pub(super) enum StepError {
     Aborted,
     Failed(String),
+    /// The provider refused the prompt itself (Gemini `promptFeedback.blockReason`).
+    Blocked(String),
     /// The provider said the request does not fit the window (`limit`: the window it has, when
     /// it said).
     Overflow {
@@ -213,6 +220,15 @@ pub(super) async fn execute(
             run.error = Some(crate::redact::text(&reason).into_owned());
             EventKind::RunFailed { run: run.clone() }
         }
+        Outcome::Blocked(reason) => {
+            run.status = RunStatus::Failed;
+            run.prompt_blocked = true;
+            run.error = Some(format!(
+                "{}. The prompt stays in the session but will not be sent to a model again",
+                crate::redact::text(&reason)
+            ));
+            EventKind::RunFailed { run: run.clone() }
+        }
         Outcome::Aborted => {
             run.status = RunStatus::Aborted;
             EventKind::RunAborted { run: run.clone() }
@@ -297,6 +313,11 @@ impl Runner {
         // Time spent waiting for the model (not for tools or the user).
         let mut model_time = std::time::Duration::ZERO;
         let mut max_steps = MAX_STEPS;
+        // Output room for a step asked again after a tool call was cut at the output limit.
+        let mut more_room: Option<u32> = None;
+        // A word to the model for a step asked again after a malformed call (Gemini).
+        let mut hint: Option<&str> = None;
+        let mut hinted = false;
         for step in 0..MAX_STEPS {
             if self.cancel.is_cancelled() {
                 return Outcome::Aborted;
@@ -311,7 +332,13 @@ impl Runner {
                 ));
             }
             // Compaction is checked before every request, so a long run compacts mid-way too.
-            let request = self.fit_request().await;
+            let mut request = self.fit_request().await;
+            if let Some(room) = more_room.take() {
+                request.max_output_tokens = Some(room);
+            }
+            if let Some(hint) = hint.take() {
+                request.messages.push(ModelMessage::user(hint));
+            }
             let context = u64::from(estimate_tokens(&request));
             let asked = std::time::Instant::now();
             let answered = self.step(request).await;
@@ -320,6 +347,7 @@ impl Runner {
                 Ok(done) => done,
                 Err(StepError::Aborted) => return Outcome::Aborted,
                 Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
+                Err(StepError::Blocked(reason)) => return Outcome::Blocked(reason),
                 Err(StepError::Overflow { reason, limit }) => {
                     if let Some(limit) = limit {
                         self.learn_window(limit);
@@ -347,6 +375,53 @@ impl Runner {
             if let Err(StepError::Failed(reason)) = self.account(&completion, &message_id, context)
             {
                 return Outcome::Failed(reason);
+            }
+
+            match self.ending(&completion, context, compacted_for_overflow) {
+                Ending::Go => {}
+                Ending::Fail(reason) => return Outcome::Failed(reason),
+                Ending::AgainWithRoom(room) => {
+                    more_room = Some(room);
+                    continue;
+                }
+                Ending::Malformed(_) if !hinted => {
+                    hinted = true;
+                    self.notice(
+                        totem_protocol::NoticeLevel::Warning,
+                        "The model wrote a malformed tool call; asking it again once.".into(),
+                    );
+                    hint = Some(MALFORMED_CALL_HINT);
+                    continue;
+                }
+                Ending::Malformed(words) => {
+                    return Outcome::Failed(format!(
+                        "The model wrote a malformed tool call twice{}. Try again, rephrase the prompt, or pick another model",
+                        if words.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({words})")
+                        }
+                    ));
+                }
+                Ending::Compact => {
+                    compacted_for_overflow = true;
+                    if self.compact_all().await.is_ok() {
+                        continue;
+                    }
+                    return Outcome::Failed(
+                        "The conversation no longer fits the model's context: run /compact, start a new session, or pick a model with a larger window".into(),
+                    );
+                }
+                Ending::Continue => {
+                    // Anthropic `pause_turn`: the turn goes back as it is and the model goes on.
+                    if !completion.parts.is_empty() {
+                        self.turns.current.push(ModelMessage::Assistant {
+                            parts: completion.parts.clone(),
+                        });
+                        self.turns.turn_seqs.push(self.turns.step_seq);
+                    }
+                    continue;
+                }
             }
 
             let mut parts = completion.parts.clone();
@@ -379,9 +454,9 @@ impl Runner {
                         None => {}
                     }
                 }
-                for (i, found) in found.into_iter().enumerate() {
+                for found in found {
                     let call = ToolCall {
-                        id: format!("text_{step}_{i}"),
+                        id: totem_provider::synthetic_call_id("text_"),
                         name: found.name,
                         arguments: found.arguments,
                         signature: None,
@@ -521,6 +596,70 @@ impl Runner {
         Outcome::Failed(format!("stopped: the model could not call a tool: {why}"))
     }
 
+    /// What the way an answer ended means for the run: an end that is not "done" (cut at the
+    /// output limit, refused, filtered, out of context, paused) is never taken for a finished
+    /// answer.
+    fn ending(&self, completion: &Completion, context: u64, compacted: bool) -> Ending {
+        let cut_calls = completion.tool_calls().count() > 0;
+        match &completion.finish {
+            // Gemini: MAX_TOKENS before any answer means thinking took the whole budget.
+            Some(FinishReason::Length)
+                if completion
+                    .parts
+                    .iter()
+                    .all(|p| matches!(p, AssistantPart::Reasoning { .. })) =>
+            {
+                Ending::Fail(
+                    "The model reached its output limit before answering: its thinking used the whole output budget. Raise maxOutputTokens for the model or lower the reasoning level".into(),
+                )
+            }
+            Some(FinishReason::Length) => {
+                let used = completion.usage.map_or(0, |u| u.output_tokens);
+                let room = u32::try_from(used.saturating_mul(2).max(8192)).unwrap_or(u32::MAX);
+                let fits = self
+                    .window()
+                    .is_none_or(|window| context + u64::from(room) <= window);
+                if cut_calls && fits && used > 0 {
+                    self.notice(
+                        totem_protocol::NoticeLevel::Warning,
+                        format!(
+                            "The model's tool call was cut at its output limit ({used} tokens); asking again with room for {room}."
+                        ),
+                    );
+                    return Ending::AgainWithRoom(room);
+                }
+                Ending::Fail(if cut_calls {
+                    "The model's tool call was cut at its output limit and the context leaves no more room; raise maxOutputTokens for the model or start a new session".into()
+                } else {
+                    "The answer was cut: the model reached its output limit. Ask it to continue, or raise maxOutputTokens for the model".into()
+                })
+            }
+            Some(FinishReason::ContentFilter) => Ending::Fail(
+                "The provider stopped the answer: the model refused or its safety filter blocked it. Rephrase the prompt or try another model".into(),
+            ),
+            Some(FinishReason::ContextWindow) if !compacted && self.has_older_turns() => {
+                self.notice(
+                    totem_protocol::NoticeLevel::Warning,
+                    "The model ran out of context window mid-answer; compacting the conversation and trying again.".into(),
+                );
+                Ending::Compact
+            }
+            Some(FinishReason::ContextWindow) => Ending::Fail(
+                "The answer was cut: the model ran out of context window. Run /compact, start a new session, or pick a model with a larger window".into(),
+            ),
+            Some(FinishReason::Other(reason)) if reason == "pause_turn" => Ending::Continue,
+            Some(FinishReason::Other(reason)) if reason.starts_with("MALFORMED_FUNCTION_CALL") => {
+                let words = reason
+                    .strip_prefix("MALFORMED_FUNCTION_CALL")
+                    .unwrap_or_default()
+                    .trim_start_matches(':')
+                    .trim();
+                Ending::Malformed(words.to_owned())
+            }
+            _ => Ending::Go,
+        }
+    }
+
     /// Kills the background jobs this run started (on abort).
     fn kill_jobs(&self) {
         for id in &self.tools.jobs_started {
@@ -551,9 +690,31 @@ fn looks_like_a_call(text: &str) -> bool {
         && totem_tools::recover::bad_call_in_text(text).is_some()
 }
 
+/// What to do after an answer, by the way it ended.
+enum Ending {
+    /// A finished answer (or tool calls): go on as usual.
+    Go,
+    /// The run fails with this reason.
+    Fail(String),
+    /// Ask the same again with this much output room.
+    AgainWithRoom(u32),
+    /// Compact the conversation and ask again.
+    Compact,
+    /// Send the answer back as it is and let the model go on (Anthropic `pause_turn`).
+    Continue,
+    /// The model wrote a call the provider could not read (Gemini `MALFORMED_FUNCTION_CALL`),
+    /// with the provider's words on it.
+    Malformed(String),
+}
+
+/// What the model is told when asked again after a malformed tool call.
+const MALFORMED_CALL_HINT: &str = "Your last tool call was malformed and could not be read. Call the tool again with arguments that are one valid JSON object matching its parameters, or answer in text.";
+
 fn step_failed(e: StepError) -> Outcome {
     match e {
         StepError::Aborted => Outcome::Aborted,
-        StepError::Failed(reason) | StepError::Overflow { reason, .. } => Outcome::Failed(reason),
+        StepError::Failed(reason)
+        | StepError::Blocked(reason)
+        | StepError::Overflow { reason, .. } => Outcome::Failed(reason),
     }
 }

@@ -37,6 +37,7 @@ impl Runner {
             .then(super::constrained::AnswerText::default);
         let mut unconstrained = request.answer_schema.is_some().then(|| request.clone());
         let mut any_event = false;
+        let mut seen = call_ids(&request);
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
         let mut open: Option<OpenPart> = None;
@@ -70,6 +71,9 @@ impl Runner {
             };
             let event = match next {
                 None => break,
+                Some(Ok(StreamEvent::ToolCall(call))) => {
+                    StreamEvent::ToolCall(unique_call(call, &mut seen))
+                }
                 Some(Ok(event)) => event,
                 Some(Err(e)) if !any_event && refuses_schema(&e) && unconstrained.is_some() => {
                     let Some(mut request) = unconstrained.take() else {
@@ -91,6 +95,9 @@ impl Runner {
                             reason: e.to_string(),
                             limit: *limit,
                         });
+                    }
+                    if let ProviderError::Blocked { .. } = &e {
+                        return Err(StepError::Blocked(e.to_string()));
                     }
                     return Err(StepError::Failed(e.to_string()));
                 }
@@ -126,6 +133,9 @@ impl Runner {
                 }
                 StreamEvent::Retry(notice) => {
                     self.notice(totem_protocol::NoticeLevel::Warning, notice.to_string())
+                }
+                StreamEvent::Notice { text } => {
+                    self.notice(totem_protocol::NoticeLevel::Warning, text.clone())
                 }
                 _ => {}
             }
@@ -326,6 +336,46 @@ impl Runner {
 fn refuses_schema(error: &ProviderError) -> bool {
     // llama-cpp-python answers its validation errors with a 500, typed as invalid too.
     matches!(error, ProviderError::InvalidRequest { .. })
+}
+
+/// The call ids a request's conversation already uses.
+fn call_ids(request: &ChatRequest) -> std::collections::HashSet<String> {
+    let mut ids = std::collections::HashSet::new();
+    for message in &request.messages {
+        match message {
+            totem_provider::Message::Assistant { parts } => {
+                for part in parts {
+                    if let AssistantPart::ToolCall(call) = part {
+                        ids.insert(call.id.clone());
+                    }
+                }
+            }
+            totem_provider::Message::ToolResult(result) => {
+                ids.insert(result.call_id.clone());
+            }
+            totem_provider::Message::User { .. } => {}
+        }
+    }
+    ids
+}
+
+/// `call` with an id no other call of the conversation has: a server that repeats ids (two
+/// parallel calls with one id, or ids numbered from 0 each answer) gets a suffix on the repeat,
+/// before the call is stored, so every provider the session moves to takes the history.
+fn unique_call(mut call: ToolCall, seen: &mut std::collections::HashSet<String>) -> ToolCall {
+    if call.id.is_empty() {
+        call.id = totem_provider::synthetic_call_id("call_");
+    }
+    if seen.contains(&call.id) {
+        let base = call.id.clone();
+        let mut n = 2;
+        while seen.contains(&format!("{base}_{n}")) {
+            n += 1;
+        }
+        call.id = format!("{base}_{n}");
+    }
+    seen.insert(call.id.clone());
+    call
 }
 
 /// How the text of an answer whose stream broke off ends, so neither the user nor the model

@@ -119,12 +119,22 @@ impl Settings {
                 }
             }
         }
-        list.default_model = settings.default_model.clone().or_else(|| {
-            list.models
-                .iter()
-                .find(|m| m.capabilities.tools)
-                .map(|m| m.name.clone())
+        // The configured default; else the first provider's own default model (what
+        // `--default-model` set); else the first listed model that calls tools.
+        let provider_default = targets.iter().find_map(|(entry, _)| {
+            let model = entry.default_model.as_deref()?;
+            Some(format!("{}/{model}", entry.name))
         });
+        list.default_model = settings
+            .default_model
+            .clone()
+            .or(provider_default)
+            .or_else(|| {
+                list.models
+                    .iter()
+                    .find(|m| m.capabilities.tools)
+                    .map(|m| m.name.clone())
+            });
         Ok(list)
     }
 
@@ -144,7 +154,7 @@ impl Settings {
     }
 
     /// The model a session uses when none is chosen: the configured default, else the first
-    /// listed model that supports tools. `None` when no provider offers one.
+    /// provider's default model, else the first listed model that supports tools. `None` when no provider offers one.
     pub async fn default_model(&self) -> Option<String> {
         if let Some(model) = self.current().default_model.clone() {
             return Some(model);
