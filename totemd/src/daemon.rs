@@ -377,6 +377,7 @@ mod tests {
             model: None,
             mode: None,
             usage: None,
+            prompt_blocked: false,
         }
     }
 
