@@ -230,49 +230,100 @@ impl Daemon {
         &self.store
     }
 
+    /// Ends every run a previous daemon left `running` as interrupted, all in one write (one batch,
+    /// one fsync): a restart after hundreds of queued prompts costs one write, not three each.
     fn mark_interrupted_runs(&self) -> anyhow::Result<()> {
-        for mut run in self.store.running_runs()? {
+        let runs = self.store.running_runs()?;
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let mut by_session: std::collections::BTreeMap<String, Vec<totem_protocol::Run>> =
+            std::collections::BTreeMap::new();
+        for mut run in runs {
             run.status = RunStatus::Interrupted;
             run.ended_at = Some(now_ms());
             run.error = Some("the daemon stopped while this run was going".into());
-            match self.sessions.get(&run.session_id) {
-                Ok(session) => {
-                    // A question that waited has nobody left to answer it: withdraw it, so a
-                    // client attaching later does not show it.
-                    for question in self.store.unresolved_questions(&run.session_id, &run.id)? {
-                        session.emit(
-                            &self.store,
-                            EventKind::PermissionResolved {
-                                question_id: question.id,
-                                reply: None,
-                                reason: Some(WithdrawnReason::Interrupted),
-                            },
-                        )?;
-                    }
-                    // A prompt still queued joins the conversation as the prompt of a run that
-                    // was interrupted: nothing acknowledged is lost.
-                    let queued = self.store.queued_prompt(&run.id)?;
-                    if session.status() != SessionStatus::Idle || queued.is_some() {
-                        let joined = u64::from(queued.is_some());
-                        session.update(&self.store, |s| {
-                            s.status = SessionStatus::Idle;
-                            s.message_count += joined;
-                        })?;
-                    }
-                    if let Some(prompt) = queued {
-                        session.emit_with(&self.store, |seq| {
-                            Ok(EventKind::MessageCreated {
-                                message: totem_protocol::Message { seq, ..prompt },
-                            })
-                        })?;
-                    }
-                    session.emit(&self.store, EventKind::RunInterrupted { run })?;
-                }
+            by_session
+                .entry(run.session_id.clone())
+                .or_default()
+                .push(run);
+        }
+        let mut batch = self.store.begin()?;
+        let mut staged = Vec::new();
+        for (session_id, runs) in by_session {
+            let session = match self.sessions.get(&session_id) {
+                Ok(session) => session,
                 Err(e) => {
-                    tracing::warn!(run = %run.id, error = %e, "interrupted run of a missing session");
-                    self.store.put_run(&run)?;
+                    tracing::warn!(session = %session_id, error = %e, "interrupted runs of a missing session");
+                    for run in &runs {
+                        self.store.batch_put_run(&mut batch, run)?;
+                    }
+                    continue;
+                }
+            };
+            // One read of the session's events: the questions still open, and the order in which
+            // the prompts were queued (run ids made in the same millisecond do not sort by time).
+            let mut questions: Vec<totem_protocol::PermissionQuestion> = Vec::new();
+            let mut queued_at = std::collections::HashMap::new();
+            for event in self.store.events_after(&session_id, 0)? {
+                match event.kind {
+                    EventKind::PermissionAsked { question } => questions.push(question),
+                    EventKind::PermissionResolved { question_id, .. } => {
+                        questions.retain(|q| q.id != question_id)
+                    }
+                    EventKind::RunQueued { run, .. } => {
+                        queued_at.insert(run.id, event.seq);
+                    }
+                    _ => {}
                 }
             }
+            let mut runs = runs;
+            runs.sort_by(|a, b| {
+                let at = |r: &totem_protocol::Run| {
+                    (
+                        queued_at.get(&r.id).copied().unwrap_or(u64::MAX),
+                        r.started_at,
+                    )
+                };
+                at(a).cmp(&at(b)).then_with(|| a.id.cmp(&b.id))
+            });
+            let mut makes: Vec<Box<dyn FnOnce(u64) -> EventKind>> = Vec::new();
+            let mut joined = 0;
+            for run in runs {
+                // A question that waited has nobody left to answer it: withdraw it, so a client
+                // attaching later does not show it.
+                for question in questions.iter().filter(|q| q.run_id == run.id) {
+                    let question_id = question.id.clone();
+                    makes.push(Box::new(move |_| EventKind::PermissionResolved {
+                        question_id,
+                        reply: None,
+                        reason: Some(WithdrawnReason::Interrupted),
+                    }));
+                }
+                // A prompt still queued joins the conversation as the prompt of a run that was
+                // interrupted: nothing acknowledged is lost.
+                if let Some(prompt) = self.store.queued_prompt(&run.id)? {
+                    joined += 1;
+                    makes.push(Box::new(move |seq| EventKind::MessageCreated {
+                        message: totem_protocol::Message { seq, ..prompt },
+                    }));
+                }
+                makes.push(Box::new(move |_| EventKind::RunInterrupted { run }));
+            }
+            let stage = session.stage(
+                &self.store,
+                &mut batch,
+                |s| {
+                    s.status = SessionStatus::Idle;
+                    s.message_count += joined;
+                },
+                makes,
+            )?;
+            staged.push((session, stage));
+        }
+        self.store.commit_durably(batch)?;
+        for (session, stage) in staged {
+            session.publish_staged(stage);
         }
         Ok(())
     }
@@ -448,6 +499,88 @@ mod tests {
         // Once: a second start adds nothing.
         let daemon = Daemon::open(home.path(), &socket).unwrap();
         assert_eq!(ends(&daemon, &session).len(), 3);
+    }
+
+    #[test]
+    fn queued_prompts_left_by_a_kill_join_their_conversations_in_one_write_at_start() {
+        let home = tempfile::tempdir().unwrap();
+        let socket = home.path().join("sock");
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        let mut queued = Vec::new();
+        for _ in 0..2 {
+            let session = daemon.sessions.create("prj_x", None).unwrap().id;
+            let live = daemon.sessions.get(&session).unwrap();
+            live.update(&daemon.store, |s| s.status = SessionStatus::Running)
+                .unwrap();
+            for i in 0..3 {
+                let run = run(&session, RunStatus::Running);
+                let message = totem_protocol::Message {
+                    id: new_id("msg"),
+                    session_id: session.clone(),
+                    seq: 0,
+                    role: totem_protocol::Role::User,
+                    run_id: Some(run.id.clone()),
+                    created_at: 1,
+                    undone: false,
+                    parts: vec![totem_protocol::Part::Text {
+                        text: format!("prompt {i}"),
+                    }],
+                };
+                live.emit(
+                    &daemon.store,
+                    EventKind::RunQueued {
+                        run: run.clone(),
+                        message,
+                    },
+                )
+                .unwrap();
+                queued.push((session.clone(), run.id));
+            }
+        }
+        daemon.store.persist().unwrap();
+        drop(daemon);
+
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        for session in [&queued[0].0, &queued[3].0] {
+            let events = daemon.store.events_after(session, 0).unwrap();
+            // After the three run.queued: each prompt, then its run's end, in order.
+            let after: Vec<_> = events[3..]
+                .iter()
+                .map(|e| match &e.kind {
+                    EventKind::MessageCreated { message } => {
+                        assert_eq!(message.seq, e.seq, "a message's seq is its event's");
+                        format!("prompt of {}", message.run_id.clone().unwrap())
+                    }
+                    EventKind::RunInterrupted { run } => format!("end of {}", run.id),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect();
+            let runs: Vec<_> = queued.iter().filter(|(s, _)| s == session).collect();
+            let expected: Vec<_> = runs
+                .iter()
+                .flat_map(|(_, r)| [format!("prompt of {r}"), format!("end of {r}")])
+                .collect();
+            assert_eq!(after, expected);
+            let snapshot = daemon.sessions.snapshot(session).unwrap();
+            assert_eq!(snapshot.status, SessionStatus::Idle);
+            assert_eq!(snapshot.message_count, 3);
+            assert_eq!(snapshot.last_seq, events.last().unwrap().seq);
+            assert_eq!(
+                daemon.store.messages_after(session, 0, 10).unwrap().0.len(),
+                3
+            );
+        }
+        for (_, run) in &queued {
+            assert!(daemon.store.queued_prompt(run).unwrap().is_none());
+            assert_eq!(
+                daemon.store.get_run(run).unwrap().unwrap().status,
+                RunStatus::Interrupted
+            );
+        }
+        drop(daemon);
+        // Once: a second start adds nothing.
+        let daemon = Daemon::open(home.path(), &socket).unwrap();
+        assert_eq!(daemon.store.events_after(&queued[0].0, 0).unwrap().len(), 9);
     }
 
     #[test]

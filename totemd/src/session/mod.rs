@@ -111,6 +111,12 @@ fn daemon_event(kind: DaemonEventKind) -> Arc<DaemonEvent> {
     Arc::new(DaemonEvent { at: now_ms(), kind })
 }
 
+/// Events and a session record added to a write batch, to take into memory once it is committed.
+pub struct Staged {
+    record: SessionRecord,
+    events: Vec<Arc<SessionEvent>>,
+}
+
 /// What a new subscriber receives: the events it missed, then the live stream.
 pub struct Subscription {
     /// Events after the subscriber's cursor, already stored, oldest first.
@@ -473,6 +479,57 @@ impl LiveSession {
         // No receivers is fine: nobody is watching.
         let _ = self.events.send(event.clone());
         self.announce(state, &event);
+    }
+
+    /// Adds events and a change of the session's fields to `batch` without touching memory, for
+    /// start-up repairs that write many sessions in one batch: [`LiveSession::publish_staged`]
+    /// follows once the batch is committed. Nothing else may emit on the session in between.
+    /// Each of `makes` gets its event's number (a message's seq).
+    pub fn stage(
+        &self,
+        store: &Store,
+        batch: &mut crate::store::Batch,
+        change: impl FnOnce(&mut Session),
+        makes: Vec<Box<dyn FnOnce(u64) -> EventKind + '_>>,
+    ) -> Result<Staged> {
+        let state = lock(&self.state);
+        if state.deleted {
+            return Err(SessionError::NotFound(self.id.clone()));
+        }
+        let mut record = state.record.clone();
+        change(&mut record.session);
+        record.session.updated_at = crate::util::tick_ms().max(state.record.session.updated_at);
+        let mut events = Vec::with_capacity(makes.len());
+        for (seq, make) in (state.next_seq()..).zip(makes) {
+            let event = Arc::new(SessionEvent {
+                session_id: self.id.clone(),
+                seq,
+                at: now_ms(),
+                kind: crate::redact::event(make(seq)),
+            });
+            if !event.kind.is_transient() {
+                store.batch_event(batch, &event)?;
+            }
+            events.push(event);
+        }
+        if let Some(last) = events.last() {
+            record.session.last_seq = last.seq;
+            if last.seq > record.seq_reserved {
+                record.seq_reserved = last.seq + SEQ_RESERVATION;
+            }
+        }
+        store.batch_session(batch, &record, Some(&state.record))?;
+        Ok(Staged { record, events })
+    }
+
+    /// Takes into memory and announces what [`LiveSession::stage`] wrote, once it is stored.
+    pub fn publish_staged(&self, staged: Staged) {
+        let mut state = lock(&self.state);
+        state.record = staged.record;
+        for event in staged.events {
+            self.publish(&mut state, event);
+        }
+        self.announce_activity(&mut state);
     }
 
     /// Numbers and announces an event without storing it: the end of a run when the store cannot

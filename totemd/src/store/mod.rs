@@ -29,7 +29,7 @@ mod undo_state;
 
 pub use backup::{Summary as BackupSummary, restore};
 pub use compaction::Compaction;
-pub use handle::Health;
+pub use handle::{Batch, Health};
 pub use undo_state::{Redo, UndoState};
 
 use std::collections::BTreeMap;
@@ -43,7 +43,7 @@ use totem_protocol::{
     EventKind, Message, Part, Project, Role, Run, RunStatus, Session, SessionEvent,
 };
 
-use handle::{Batch, Handle};
+use handle::Handle;
 use keys::{Cursor, recency, seq_key, session_key};
 use table::Table;
 
@@ -355,28 +355,40 @@ impl Store {
         record: &SessionRecord,
         previous: Option<&SessionRecord>,
     ) -> Result<()> {
-        let s = &record.session;
         let mut batch = self.batch()?;
-        if let Some(old) = previous {
-            let o = &old.session;
-            self.sessions_by_project
-                .batch_remove(&mut batch, session_key(&o.project_id, o.updated_at, &o.id));
-            self.sessions_by_recency
-                .batch_remove(&mut batch, recency_key(o.updated_at, &o.id));
-        }
-        self.sessions
-            .batch_insert(&mut batch, s.id.as_str(), encode(record)?);
-        self.sessions_by_project.batch_insert(
-            &mut batch,
-            session_key(&s.project_id, s.updated_at, &s.id),
-            "",
-        );
-        self.sessions_by_recency
-            .batch_insert(&mut batch, recency_key(s.updated_at, &s.id), "");
+        self.batch_session(&mut batch, record, previous)?;
         self.commit(batch)?;
         if previous.is_none() {
             self.counts.sessions.fetch_add(1, Ordering::Relaxed);
         }
+        Ok(())
+    }
+
+    /// Adds a session's record and its moved index entries to `batch` (an existing session: a new
+    /// one is stored with [`Store::put_session`], which counts it).
+    pub(crate) fn batch_session(
+        &self,
+        batch: &mut Batch,
+        record: &SessionRecord,
+        previous: Option<&SessionRecord>,
+    ) -> Result<()> {
+        let s = &record.session;
+        if let Some(old) = previous {
+            let o = &old.session;
+            self.sessions_by_project
+                .batch_remove(batch, session_key(&o.project_id, o.updated_at, &o.id));
+            self.sessions_by_recency
+                .batch_remove(batch, recency_key(o.updated_at, &o.id));
+        }
+        self.sessions
+            .batch_insert(batch, s.id.as_str(), encode(record)?);
+        self.sessions_by_project.batch_insert(
+            batch,
+            session_key(&s.project_id, s.updated_at, &s.id),
+            "",
+        );
+        self.sessions_by_recency
+            .batch_insert(batch, recency_key(s.updated_at, &s.id), "");
         Ok(())
     }
 
@@ -597,17 +609,35 @@ impl Store {
     /// crash keeps both or neither and `session.messages` never disagrees with the replay.
     pub fn append_event(&self, event: &SessionEvent) -> Result<()> {
         let mut batch = self.batch()?;
+        self.batch_event(&mut batch, event)?;
+        self.commit(batch)?;
+        Ok(())
+    }
+
+    /// A write batch, for several records that must be stored together (and cost one write).
+    pub(crate) fn begin(&self) -> Result<Batch> {
+        self.batch()
+    }
+
+    /// Commits a batch from [`Store::begin`] and makes it durable (one fsync).
+    pub(crate) fn commit_durably(&self, batch: Batch) -> Result<()> {
+        self.commit(batch)?;
+        self.persist()
+    }
+
+    /// Adds an event, and what it announces, to `batch` (see [`Store::append_event`]).
+    pub(crate) fn batch_event(&self, batch: &mut Batch, event: &SessionEvent) -> Result<()> {
         match &event.kind {
             EventKind::RunQueued { run, message } => {
                 // The prompt is stored when it is acknowledged, apart from the conversation.
-                self.batch_run(&mut batch, run)?;
+                self.batch_run(batch, run)?;
                 self.queued
-                    .batch_insert(&mut batch, run.id.as_str(), encode(message)?);
+                    .batch_insert(batch, run.id.as_str(), encode(message)?);
             }
             EventKind::MessageCreated { message } => {
-                self.batch_message(&mut batch, message)?;
+                self.batch_message(batch, message)?;
                 if let Some(run_id) = &message.run_id {
-                    self.queued.batch_remove(&mut batch, run_id.as_str());
+                    self.queued.batch_remove(batch, run_id.as_str());
                 }
             }
             EventKind::PartDone {
@@ -615,27 +645,21 @@ impl Store {
                 index,
                 part,
                 ..
-            } => self.parts.batch_insert(
-                &mut batch,
-                keys::part_key(message_id, *index),
-                encode(part)?,
-            ),
+            } => self
+                .parts
+                .batch_insert(batch, keys::part_key(message_id, *index), encode(part)?),
             kind => {
                 // A run's end and its stored status are one write: a crash keeps both or
                 // neither, so a run whose status says it ended always has its end event, and one
                 // still `running` is found and marked interrupted at the next start.
                 if let Some(run) = kind.ended_run() {
-                    self.batch_run(&mut batch, run)?;
-                    self.queued.batch_remove(&mut batch, run.id.as_str());
+                    self.batch_run(batch, run)?;
+                    self.queued.batch_remove(batch, run.id.as_str());
                 }
             }
         }
-        self.events.batch_insert(
-            &mut batch,
-            seq_key(&event.session_id, event.seq),
-            encode(event)?,
-        );
-        self.commit(batch)?;
+        self.events
+            .batch_insert(batch, seq_key(&event.session_id, event.seq), encode(event)?);
         Ok(())
     }
 
@@ -667,6 +691,11 @@ impl Store {
         self.batch_run(&mut batch, run)?;
         self.commit(batch)?;
         Ok(())
+    }
+
+    /// Adds a run to `batch` (see [`Store::put_run`]).
+    pub(crate) fn batch_put_run(&self, batch: &mut Batch, run: &Run) -> Result<()> {
+        self.batch_run(batch, run)
     }
 
     fn batch_run(&self, batch: &mut Batch, run: &Run) -> Result<()> {
