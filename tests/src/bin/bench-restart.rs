@@ -59,6 +59,7 @@ fn fill(home: &Path, sessions: usize, prompts: usize) {
                 model: None,
                 mode: Some("build".to_string()),
                 usage: None,
+                prompt_blocked: false,
             };
             let message = Message {
                 id: format!("msg_{s:04}_{i:05}"),
