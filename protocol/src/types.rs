@@ -16,6 +16,12 @@ pub struct Project {
     pub name: String,
     /// When the daemon first saw it, Unix milliseconds.
     pub created_at: u64,
+    /// What the folder holds, detected when the daemon answers (`project.open`, `project.list`):
+    /// `totaljs5` (a Total.js 5 app), `library` (a package for Total.js 5 apps), `totaljs4`,
+    /// `totaljs3` (or older), `totaljs` (a Total.js layout of unknown version), `empty` or
+    /// `other` (not Total.js). Absent when the folder could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// Whether a session is busy.

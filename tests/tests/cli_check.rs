@@ -161,3 +161,69 @@ fn check_of_a_folder_that_is_not_total5_says_so() {
     assert_exit(&out, 1);
     assert!(stdout(&out).contains("[handler-this]"), "{}", stdout(&out));
 }
+
+/// #32 items 4 and 5: a package for Total.js 5 apps (total5 a peer dependency, an index.js that
+/// exports, nothing boots it, like the npm packages querybuilderpg and dbms) gets no boot-file or
+/// dependency errors, and its kind shows in `totem check --json`, `totem doctor` and the
+/// `project.open` answer.
+#[test]
+fn a_library_for_total5_apps_is_checked_as_a_library() {
+    let cli = Cli::new();
+    write(
+        &cli,
+        "package.json",
+        "{\n\t\"name\": \"querybuilderx\",\n\t\"main\": \"index.js\",\n\t\"peerDependencies\": {\n\t\t\"total5\": \"*\"\n\t}\n}\n",
+    );
+    write(
+        &cli,
+        "index.js",
+        "exports.init = function(name, connection) {\n\tNEWDB(name, function(filter, callback) {\n\t\tcallback(null, connection);\n\t});\n};\n",
+    );
+    let out = cli.run(["check", "--json"]);
+    assert_exit(&out, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(json["kind"], "library", "{json}");
+    assert_eq!(json["errors"], 0, "{json}");
+
+    let out = cli.run(["doctor"]);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("project"))
+        .unwrap_or_else(|| panic!("no project line: {text}"));
+    assert!(
+        line.contains("library for Total.js 5 apps (library)"),
+        "{line}"
+    );
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (client, _) = totem_client::Client::connect(
+            &cli.socket(),
+            "check-test",
+            totem_protocol::ClientCapabilities::default(),
+        )
+        .await
+        .expect("connect");
+        let project = client
+            .call_raw(
+                "project.open",
+                serde_json::json!({"path": cli.project.path()}),
+            )
+            .await
+            .expect("project.open");
+        assert_eq!(project["kind"], "library", "{project}");
+        // The kind is detected at each answer: the folder becomes an app.
+        write(
+            &cli,
+            "package.json",
+            "{\"name\": \"app\", \"dependencies\": {\"total5\": \"0.0.14\"}}\n",
+        );
+        write(&cli, "index.js", "require('total5');\nTotal.run({});\n");
+        let list = client
+            .call_raw("project.list", serde_json::json!({}))
+            .await
+            .expect("project.list");
+        assert_eq!(list["items"][0]["kind"], "totaljs5", "{list}");
+    });
+}

@@ -12,9 +12,10 @@ use crate::js::lex;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Evidence {
-    /// `package.json` lists `total5` in `dependencies` (`dev: false`) or `devDependencies`.
+    /// `package.json` lists `total5` in `dependencies` (`dev: false`), `devDependencies` or
+    /// `peerDependencies`.
     PackageDependency {
-        /// Listed in `devDependencies`.
+        /// Listed in `devDependencies` or `peerDependencies`, not `dependencies`.
         dev: bool,
     },
     /// A boot file (`index.js`, `debug.js`, `release.js` or package.json's `main`) calls
@@ -23,7 +24,8 @@ pub enum Evidence {
         /// The boot file.
         file: String,
     },
-    /// A boot file calls `Total.run(...)` or `F.run(...)`, which only Total.js 5 has.
+    /// A boot file calls `Total.run(...)` or `F.run(...)`, which only Total.js 5 has, or
+    /// `F.http(options)` (v4's takes a mode string first).
     CallsRun {
         /// The boot file.
         file: String,
@@ -71,6 +73,15 @@ pub enum Project {
         /// What could not be read.
         problems: Vec<String>,
     },
+    /// A package for Total.js 5 apps, not an app (the npm packages `querybuilderpg`, `dbms`):
+    /// `total5` is at most a dev or peer dependency and nothing boots it (no `Total.run()`). The
+    /// primer and the check apply, but not the app's boot file, dependency or boot check.
+    Library {
+        /// Every sign of version 5 found.
+        evidence: Vec<Evidence>,
+        /// What could not be read.
+        problems: Vec<String>,
+    },
     /// A Total.js 4 (or older, or of unknown version) project: the v5 primer and conventions
     /// check do not apply.
     Legacy {
@@ -90,7 +101,29 @@ impl Project {
     /// Whether Totem should work in Total.js 5 mode (primer, reminder, conventions check).
     /// An empty folder counts: a new project there is a Total.js 5 project.
     pub fn is_totaljs5(&self) -> bool {
-        matches!(self, Project::TotalJs5 { .. } | Project::Empty)
+        matches!(
+            self,
+            Project::TotalJs5 { .. } | Project::Library { .. } | Project::Empty
+        )
+    }
+
+    /// A sentence naming the kind for people (`totem doctor`).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Project::TotalJs5 { .. } => "Total.js 5 app",
+            Project::Library { .. } => "library for Total.js 5 apps",
+            Project::Legacy {
+                version: LegacyVersion::Total4,
+            } => "Total.js 4 app",
+            Project::Legacy {
+                version: LegacyVersion::TotalJs3,
+            } => "Total.js 3 (or older) app",
+            Project::Legacy {
+                version: LegacyVersion::Unknown,
+            } => "Total.js app of unknown version",
+            Project::Empty => "empty folder (a new Total.js 5 project)",
+            Project::Other { .. } => "not a Total.js project",
+        }
     }
 
     /// A short message for the user about the detection, when there is something to say.
@@ -113,6 +146,9 @@ impl Project {
                 "Empty folder: treated as a new Total.js 5 project; /init creates the files."
                     .to_string(),
             ),
+            Project::Library { .. } => Some(
+                "A library for Total.js 5 apps (total5 is not a dependency and nothing calls Total.run()): the primer and conventions check apply; the app's boot file, its total5 dependency and the boot check do not.".to_string(),
+            ),
             Project::TotalJs5 { problems, .. } | Project::Other { problems }
                 if !problems.is_empty() =>
             {
@@ -123,11 +159,12 @@ impl Project {
     }
 
     /// A short name of the kind, as `totem doctor` and the protocol show it: `totaljs5`,
-    /// `totaljs4`, `totaljs3` (or older), `totaljs` (a Total.js layout of unknown version),
-    /// `empty` or `other`.
+    /// `library` (a package for Total.js 5 apps), `totaljs4`, `totaljs3` (or older), `totaljs` (a
+    /// Total.js layout of unknown version), `empty` or `other`.
     pub fn kind(&self) -> &'static str {
         match self {
             Project::TotalJs5 { .. } => "totaljs5",
+            Project::Library { .. } => "library",
             Project::Legacy {
                 version: LegacyVersion::Total4,
             } => "totaljs4",
@@ -145,7 +182,9 @@ impl Project {
     /// What could not be read while detecting.
     pub fn problems(&self) -> &[String] {
         match self {
-            Project::TotalJs5 { problems, .. } | Project::Other { problems } => problems,
+            Project::TotalJs5 { problems, .. }
+            | Project::Library { problems, .. }
+            | Project::Other { problems } => problems,
             _ => &[],
         }
     }
@@ -168,7 +207,7 @@ fn from_package_json(text: &str) -> Result<Option<Framework>, String> {
     let any = |name: &str| has("dependencies", name) || has("devDependencies", name);
     Ok(if has("dependencies", "total5") {
         Some(Framework::V5 { dev: false })
-    } else if has("devDependencies", "total5") {
+    } else if has("devDependencies", "total5") || has("peerDependencies", "total5") {
         Some(Framework::V5 { dev: true })
     } else if any("total4") {
         Some(Framework::Legacy(LegacyVersion::Total4))
@@ -201,7 +240,12 @@ fn from_boot(text: &str) -> (Option<Framework>, bool) {
         if (t.is_ident("Total") || t.is_ident("F"))
             && (i == 0 || !tokens[i - 1].is_punct("."))
             && tokens.get(i + 1).is_some_and(|n| n.is_punct("."))
-            && tokens.get(i + 2).is_some_and(|n| n.is_ident("run"))
+            && tokens.get(i + 2).is_some_and(|n| {
+                // v5 also boots with F.http(options); v4's F.http('debug') takes a mode string.
+                n.is_ident("run")
+                    || (n.is_ident("http") || n.is_ident("https"))
+                        && tokens.get(i + 4).is_some_and(|a| a.str_value().is_none())
+            })
             && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
         {
             runs = true;
@@ -367,6 +411,16 @@ pub fn detect(root: &Path) -> Project {
         evidence.push(Evidence::V5Api { file, name });
     }
     if !evidence.is_empty() {
+        // No app of its own: nothing boots total5 and it is not a runtime dependency.
+        let boots = evidence.iter().any(|e| {
+            matches!(
+                e,
+                Evidence::CallsRun { .. } | Evidence::PackageDependency { dev: false }
+            )
+        });
+        if !boots && root.join("package.json").is_file() {
+            return Project::Library { evidence, problems };
+        }
         return Project::TotalJs5 { evidence, problems };
     }
     if root.join("config").is_file() && controllers_install(root) {

@@ -38,11 +38,42 @@ fn total5_dev_dependency_counts_too() {
         "package.json",
         r#"{ "devDependencies": { "total5": "latest" } }"#,
     );
+    write(
+        dir.path(),
+        "index.js",
+        "require('total5');\nTotal.run({ watcher: false });\n",
+    );
     let p = detect(dir.path());
     assert!(p.is_totaljs5());
     assert!(
         matches!(p, Project::TotalJs5 { ref evidence, .. } if evidence.contains(&Evidence::PackageDependency { dev: true }))
     );
+}
+
+/// #32 item 4: a package for Total.js 5 apps (total5 as a peer or dev dependency, nothing that
+/// boots it, like the npm packages querybuilderpg and dbms) is a library, not an app.
+#[test]
+fn a_package_with_total5_as_peer_or_dev_dependency_is_a_library() {
+    for section in ["peerDependencies", "devDependencies"] {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "package.json",
+            &format!(
+                r#"{{ "name": "querybuilderx", "main": "index.js", "{section}": {{ "total5": "*" }} }}"#
+            ),
+        );
+        write(
+            dir.path(),
+            "index.js",
+            "exports.init = function(name, connection) {\n\tNEWDB(name, connection);\n};\n",
+        );
+        let p = detect(dir.path());
+        assert!(matches!(p, Project::Library { .. }), "{section}: {p:?}");
+        assert_eq!(p.kind(), "library");
+        assert!(p.is_totaljs5());
+        assert!(p.message().unwrap().contains("library"));
+    }
 }
 
 #[test]

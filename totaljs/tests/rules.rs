@@ -458,12 +458,19 @@ fn framework_helpers_and_boot_file_are_clean() {
 
 #[test]
 fn hand_made_success_envelope_is_flagged() {
-    let src =
-        "function save($) {\n\t$.json({ success: true, value: 1 });\n\t$.json({ 'ok': 1 });\n}\n";
+    let src = "function save($) {\n\t$.json({ success: true, value: 1 });\n\t$.json({ 'success': false });\n}\n";
     assert_eq!(
         lines("controllers/default.js", src, "success-envelope"),
         vec![2, 3]
     );
+}
+
+/// #32 item 4: `$.json({ ok: true })` is what the user asked for in the README's own example; a
+/// shape other than the framework's envelope is the code's own API.
+#[test]
+fn shapes_the_code_spells_out_are_not_envelopes() {
+    let src = "function save($) {\n\t$.json({ ok: true });\n\t$.json({ 'ok': 1, items: [] });\n\t$.json({ success: true, items: [] });\n\t$.json({ success: ok, value: 1 });\n}\n";
+    clean("controllers/default.js", src, "success-envelope");
 }
 
 #[test]
@@ -898,4 +905,37 @@ fn install_with_a_framework_argument_is_an_error() {
         "exports.install = function() {\n\tROUTE('GET /', index);\n};\nfunction index($) { $.plain('hi'); }\n",
         "install-argument",
     );
+}
+
+// #32 item 4: no false findings on libraries and guards
+
+#[test]
+fn a_library_gets_no_app_boot_or_dependency_errors() {
+    let lib = "exports.init = function(name) {\n\tNEWDB(name, require('./db'));\n};\n";
+    let pkg = "{\n\t\"name\": \"dbx\",\n\t\"main\": \"index.js\",\n\t\"peerDependencies\": {\n\t\t\"total5\": \"*\"\n\t}\n}\n";
+    let files = [("index.js", lib), ("package.json", pkg)];
+    assert!(in_project(&files, "index.js", "boot-total5").is_empty());
+    assert!(in_project(&files, "package.json", "package-total5").is_empty());
+    // The same files in an app (total5 a dependency, an index.js that boots) are still checked.
+    let app_pkg = "{\n\t\"dependencies\": {\n\t\t\"total5\": \"*\"\n\t}\n}\n";
+    let app = [
+        ("index.js", "require('total5');\nTotal.run({});\n"),
+        ("package.json", app_pkg),
+        ("definitions/x.js", "var a = 1;\n"),
+    ];
+    let dir = project(&app);
+    let ctx = ProjectContext::scan(dir.path());
+    assert!(!ctx.not_app);
+    let f = check_in_project("index.js", lib, &CheckConfig::default(), &ctx);
+    assert!(f.iter().any(|f| f.rule == "boot-total5"), "{f:?}");
+}
+
+#[test]
+fn a_guarded_clean_call_is_not_v4_api() {
+    let src = "NEWACTION('Items|save', {\n\taction: function($, model) {\n\t\tvar data = typeof(model.$clean) === 'function' ? model.$clean() : model;\n\t\t$.success(data);\n\t}\n});\n";
+    clean("actions/items.js", src, "schema-v4-api");
+    let amp = "function f(model) {\n\treturn model.$clean && model.$clean();\n}\n";
+    clean("modules/util.js", amp, "schema-v4-api");
+    let bare = "NEWACTION('Items|save', {\n\taction: function($, model) {\n\t\t$.success(model.$clean());\n\t}\n});\n";
+    assert_eq!(lines("actions/items.js", bare, "schema-v4-api"), vec![3]);
 }

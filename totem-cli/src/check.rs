@@ -13,7 +13,7 @@ use crate::exit::{Exit, UsageError};
 
 /// The project folder a path belongs to: the nearest folder up from it with a package.json,
 /// index.js or config (a plugin's `plugins/<id>/` does not count), else the path's own folder.
-fn project_root(path: &Path) -> PathBuf {
+pub(crate) fn project_root(path: &Path) -> PathBuf {
     let start = if path.is_dir() {
         path
     } else {

@@ -104,6 +104,7 @@ pub async fn run_checks(endpoint: &Endpoint) -> Vec<Check> {
         }
     }
     checks.push(check_logs(&endpoint.home.join("logs")));
+    checks.extend(check_project());
     checks.push(check_rg());
     checks.extend(check_mcp(&endpoint.home).await);
     checks.extend(check_systemd());
@@ -589,6 +590,25 @@ fn on_path(name: &str) -> Option<PathBuf> {
                 .metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// What the current folder's project is detected as: what decides whether Totem's Total.js 5
+/// primer, conventions check and boot check apply there.
+fn check_project() -> Option<Check> {
+    let cwd = std::env::current_dir().ok()?;
+    let root = crate::check::project_root(&cwd);
+    let project = totem_totaljs::detect(&root);
+    let mut detail = format!(
+        "{}: {} ({})",
+        root.display(),
+        project.describe(),
+        project.kind()
+    );
+    if let Some(message) = project.message() {
+        detail.push_str(". ");
+        detail.push_str(&message);
+    }
+    Some(check(Status::Ok, "project", detail))
 }
 
 fn check_rg() -> Check {

@@ -94,9 +94,17 @@ pub struct BootCheck {
     pub request_timeout: Duration,
 }
 
-/// Why the check cannot run in `root`, if it cannot: no `index.js`, no `node`, no
-/// `node_modules/total5`.
+/// Why the check cannot run in `root`, if it cannot: a library (no app), no `index.js`, no
+/// `node`, no `node_modules/total5`.
 pub fn unavailable(root: &Path) -> Option<String> {
+    if matches!(
+        totem_totaljs::detect(root),
+        totem_totaljs::Project::Library { .. }
+    ) {
+        return Some(
+            "the project is a library for Total.js 5 apps, with no app of its own to start".into(),
+        );
+    }
     if !root.join("index.js").is_file() {
         return Some("the project has no index.js to start".into());
     }

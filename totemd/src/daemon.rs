@@ -397,6 +397,7 @@ impl Daemon {
                 .map_or_else(|| key.clone(), |n| n.to_string_lossy().into_owned()),
             path: key,
             created_at: now_ms(),
+            kind: None,
         };
         self.store.put_project(&project)?;
         Ok(project)

@@ -27,6 +27,7 @@ fn fill(home: &Path, sessions: usize, prompts: usize) {
         path: home.display().to_string(),
         name: "bench".to_string(),
         created_at: 1,
+        kind: None,
     };
     store.put_project(&project).expect("put_project");
     for s in 0..sessions {

@@ -170,6 +170,7 @@ fn fill(home: &Path, parts: u32) -> (String, String) {
         path: home.display().to_string(),
         name: "bench".to_string(),
         created_at: 1,
+        kind: None,
     };
     store.put_project(&project).expect("put_project");
     let scratch = SessionRecord {

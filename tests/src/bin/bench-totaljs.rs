@@ -72,6 +72,7 @@ fn main() -> anyhow::Result<()> {
     for app in apps {
         let detected = match detect(&app) {
             Project::TotalJs5 { .. } => "Total.js 5".to_string(),
+            Project::Library { .. } => "library".to_string(),
             Project::Legacy { version } => format!("legacy {}", version.package()),
             Project::Empty => "empty".to_string(),
             Project::Other { .. } => "other".to_string(),

@@ -155,6 +155,9 @@ pub struct ProjectContext {
     pub views: Option<Views>,
     /// Folders in `plugins/` without an `index.js` (the boot crashes on them).
     pub plugins_without_index: HashSet<String>,
+    /// The folder is no app of its own (a library for Total.js 5 apps, or not detected as
+    /// Total.js): the app's boot file and its total5 dependency are not checked.
+    pub not_app: bool,
 }
 
 /// What the check knows of the project's `views/` folder.
@@ -265,6 +268,10 @@ impl ProjectContext {
             middleware,
             views: Some(views),
             plugins_without_index,
+            not_app: matches!(
+                crate::detect(root),
+                crate::Project::Library { .. } | crate::Project::Other { .. }
+            ),
         }
     }
 }

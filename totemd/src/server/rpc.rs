@@ -107,6 +107,28 @@ fn parse<T: DeserializeOwned>(params: &Params<'_>) -> RpcResult<T> {
         .map_err(|e| err(ErrorCode::INVALID_PARAMS, format!("invalid params: {e}")))
 }
 
+/// The projects with their detected kind (`totem_totaljs::detect`, a few small files read per
+/// project, off the async threads). A folder that is gone keeps no kind.
+async fn with_kind(mut items: Vec<totem_protocol::Project>) -> Vec<totem_protocol::Project> {
+    let paths: Vec<String> = items.iter().map(|p| p.path.clone()).collect();
+    let kinds = tokio::task::spawn_blocking(move || {
+        paths
+            .iter()
+            .map(|p| {
+                let root = std::path::Path::new(p);
+                root.is_dir()
+                    .then(|| totem_totaljs::detect(root).kind().to_string())
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    for (item, kind) in items.iter_mut().zip(kinds) {
+        item.kind = kind;
+    }
+    items
+}
+
 fn page_limit(limit: Option<u32>, default: usize, max: usize) -> usize {
     limit.map_or(default, |l| (l as usize).clamp(1, max))
 }
@@ -244,14 +266,21 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
 
     register::<method::ProjectOpen, _, _>(&mut m, |p: ProjectOpenParams, d, _| async move {
-        Ok(d.open_project(&p.path, p.by_name)?)
+        let project = d.open_project(&p.path, p.by_name)?;
+        let mut items = with_kind(vec![project]).await;
+        items
+            .pop()
+            .ok_or_else(|| err(ErrorCode::INTERNAL_ERROR, "the project was lost"))
     });
 
     register::<method::ProjectList, _, _>(&mut m, |p: ListParams, d, _| async move {
         let (items, next_cursor) = d
             .store()
             .list_projects(p.cursor.as_deref(), page_limit(p.limit, 50, 500))?;
-        Ok(Page { items, next_cursor })
+        Ok(Page {
+            items: with_kind(items).await,
+            next_cursor,
+        })
     });
 
     register::<method::SessionCreate, _, _>(&mut m, |p: SessionCreateParams, d, _| async move {

@@ -80,6 +80,18 @@ pub(crate) fn schema_v4_api(src: &Source, _: &ProjectContext) -> Hits {
         }
     }
     let fix = "a v5 schema only has schema.action('name', { input: '*name:String', action: function($, model) { ... } }); or use NEWACTION('Ns|name', { ... })";
+    // `typeof(x.$clean) === 'function' ? x.$clean() : x` (or `x.$clean && x.$clean()`) is code
+    // that runs on both versions: the call is guarded, not a v4 API use.
+    let clean_guarded = (0..tokens.len()).any(|i| {
+        tokens[i].is_ident("$clean")
+            && !tokens.get(i + 1).is_some_and(|n| n.is_punct("("))
+            && (tokens[i.saturating_sub(4)..i]
+                .iter()
+                .any(|p| p.is_ident("typeof"))
+                || tokens
+                    .get(i + 1)
+                    .is_some_and(|n| n.is_punct("&") || n.is_punct("?")))
+    });
     let mut hits = Hits::new();
     for i in 0..tokens.len() {
         let t = &tokens[i];
@@ -100,6 +112,7 @@ pub(crate) fn schema_v4_api(src: &Source, _: &ProjectContext) -> Hits {
                 ),
             ));
         } else if t.is_ident("$clean")
+            && !clean_guarded
             && prev_is(tokens, i, |p| p.is_punct("."))
             && next_is(1, &|n| n.is_punct("("))
         {
@@ -192,7 +205,10 @@ pub(crate) fn controller_methods(src: &Source, _: &ProjectContext) -> Hits {
     hits
 }
 
-/// #14: `$.json({ success: true, ... })` instead of `$.success(value)`.
+/// #14: `$.json({ success: true, value })`, the framework's own envelope made by hand, instead of
+/// `$.success(value)`. Only that shape: an object with `success: true|false` and at most `value`
+/// besides. Any other shape (`{ ok: true }`, `{ success: true, items }`) is an API the code spells
+/// out on purpose (often one the user asked for), so it is left alone.
 pub(crate) fn success_envelope(src: &Source, _: &ProjectContext) -> Hits {
     let tokens = src.tokens();
     let mut hits = Hits::new();
@@ -206,14 +222,30 @@ pub(crate) fn success_envelope(src: &Source, _: &ProjectContext) -> Hits {
         if !tokens.get(arg.start).is_some_and(|t| t.is_punct("{")) {
             continue;
         }
-        let key = tokens.get(arg.start + 1);
-        let key = key.and_then(|k| match k.kind {
-            Kind::Ident => Some(k.text),
-            Kind::Str => k.str_value(),
-            _ => None,
-        });
-        let colon = tokens.get(arg.start + 2).is_some_and(|t| t.is_punct(":"));
-        if colon && matches!(key, Some("success" | "ok")) {
+        let mut keys = Vec::new();
+        let mut success_bool = false;
+        for item in crate::check::syntax::items(tokens, arg.start) {
+            let key = tokens.get(item.start).and_then(|k| match k.kind {
+                Kind::Ident => Some(k.text),
+                Kind::Str => k.str_value(),
+                _ => None,
+            });
+            let colon = tokens.get(item.start + 1).is_some_and(|t| t.is_punct(":"));
+            let Some(key) = key.filter(|_| colon || item.len() == 1) else {
+                keys.clear();
+                break;
+            };
+            if key == "success" {
+                success_bool = item.len() == 3
+                    && (tokens[item.start + 2].is_ident("true")
+                        || tokens[item.start + 2].is_ident("false"));
+            }
+            keys.push(key);
+        }
+        let envelope = success_bool
+            && keys.contains(&"success")
+            && keys.iter().all(|k| matches!(*k, "success" | "value"));
+        if envelope {
             hits.push((
                 tokens[call.at].line,
                 "hand-made success envelope: call $.success(value) (sends { success: true, value }) or $.invalid(error) instead".to_string(),

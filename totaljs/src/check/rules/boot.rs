@@ -8,7 +8,11 @@ use crate::check::syntax::{module_refs, prev_is};
 
 const BOOT: &str = "require('total5'); then Total.run({});";
 
-pub(crate) fn boot_total5(src: &Source, _: &ProjectContext) -> Hits {
+pub(crate) fn boot_total5(src: &Source, ctx: &ProjectContext) -> Hits {
+    // A library's index.js is its entry point, not an app's boot file.
+    if ctx.not_app {
+        return Hits::new();
+    }
     let tokens = src.tokens();
     let mut hits = Hits::new();
     let refs = module_refs(tokens);

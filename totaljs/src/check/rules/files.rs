@@ -100,7 +100,7 @@ fn line_of(text: &str, needle: &str) -> usize {
 }
 
 /// #21: `package.json` parses and depends on `total5`, not `total4` / `total.js`.
-pub(crate) fn package_total5(src: &Source, _: &ProjectContext) -> Hits {
+pub(crate) fn package_total5(src: &Source, ctx: &ProjectContext) -> Hits {
     let json: serde_json::Value = match serde_json::from_str(src.text) {
         Ok(v) => v,
         Err(e) => {
@@ -126,7 +126,7 @@ pub(crate) fn package_total5(src: &Source, _: &ProjectContext) -> Hits {
             ));
         }
     }
-    if !deps.contains(&"total5") {
+    if !deps.contains(&"total5") && !ctx.not_app {
         hits.push((
             line_of(src.text, "\"dependencies\""),
             "package.json does not depend on total5: add \"total5\" to \"dependencies\" (npm install total5)".to_string(),

@@ -22,5 +22,5 @@ function files() {
 }
 
 function items($) {
-	$.json({ ok: true, items: [] }); // expect: success-envelope
+	$.json({ ok: true, items: [] });
 }
