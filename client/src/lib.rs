@@ -31,6 +31,17 @@ pub enum ClientError {
         /// Why it could not be opened.
         source: std::io::Error,
     },
+    /// Something sits at the socket's path that may not be the user's own totemd: nothing was
+    /// sent to it.
+    #[error(
+        "not talking to {path}: {reason}, so it may not be your totemd and nothing was sent to it (requests carry your provider keys). Remove it, or fix its owner and mode, and try again"
+    )]
+    Untrusted {
+        /// The socket.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Reading or writing the open connection failed.
     #[error("connection to totemd failed: {0}")]
     Io(#[from] std::io::Error),
@@ -205,13 +216,43 @@ struct RpcErrorBody {
 
 impl Client {
     /// Connects without initializing (for tests of the handshake itself).
+    ///
+    /// Before connecting, the socket and its folder must belong to this user and be writable by
+    /// no one else; after, the process listening must run as this user (`SO_PEERCRED`). Anything
+    /// else gets [`ClientError::Untrusted`]: requests carry provider keys and file contents.
     pub async fn connect_raw(socket: &Path) -> Result<Client, ClientError> {
+        let untrusted = |reason: String| ClientError::Untrusted {
+            path: socket.to_path_buf(),
+            reason,
+        };
+        let uid = nix::unistd::geteuid().as_raw();
+        check_owned(socket, uid).map_err(|e| match e {
+            Owned::Io(source) => ClientError::Connect {
+                path: socket.to_path_buf(),
+                source,
+            },
+            Owned::Not(reason) => untrusted(reason),
+        })?;
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|source| ClientError::Connect {
                 path: socket.to_path_buf(),
                 source,
             })?;
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == uid => {}
+            Ok(cred) => {
+                return Err(untrusted(format!(
+                    "the program listening there runs as user {}, not as you (user {uid})",
+                    cred.uid()
+                )));
+            }
+            Err(e) => {
+                return Err(untrusted(format!(
+                    "the user of the program listening there cannot be read ({e})"
+                )));
+            }
+        }
         let (read, write) = stream.into_split();
         let shared = Arc::new(Mutex::new(Shared::default()));
         tokio::spawn(read_loop(BufReader::new(read), shared.clone()));
@@ -447,4 +488,42 @@ fn dispatch(incoming: Incoming, shared: &Mutex<Shared>) {
         (None, result) => Ok(result.unwrap_or(Value::Null)),
     };
     let _ = tx.send(reply);
+}
+
+/// Why a socket path is not taken as the user's own.
+enum Owned {
+    /// It could not be looked at (missing: no daemon there).
+    Io(std::io::Error),
+    /// It is there but not the user's alone.
+    Not(String),
+}
+
+/// The socket at `socket` and its folder belong to `uid` and are writable by no one else; the
+/// socket is a socket, not a link to one.
+fn check_owned(socket: &Path, uid: u32) -> Result<(), Owned> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let meta = std::fs::symlink_metadata(socket).map_err(Owned::Io)?;
+    if !meta.file_type().is_socket() {
+        return Err(Owned::Not("it is not a socket".into()));
+    }
+    let folder = match socket.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let folder_meta = std::fs::metadata(folder).map_err(Owned::Io)?;
+    for (what, meta) in [("the socket", &meta), ("its folder", &folder_meta)] {
+        if meta.uid() != uid {
+            return Err(Owned::Not(format!(
+                "{what} belongs to user {}, not to you (user {uid})",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(Owned::Not(format!(
+                "{what} can be changed by other users (mode {:o})",
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
 }

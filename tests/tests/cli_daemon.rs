@@ -218,3 +218,112 @@ fn socket_option_starts_and_finds_the_daemon_there() {
     assert_exit(&out, 0);
     assert!(!socket.exists());
 }
+
+/// A listener at `path` nobody answers on, and whether anything connected to it.
+fn fake_socket(path: &std::path::Path) -> std::os::unix::net::UnixListener {
+    let listener = std::os::unix::net::UnixListener::bind(path).expect("bind a fake socket");
+    listener.set_nonblocking(true).expect("nonblocking");
+    listener
+}
+
+fn connected(listener: &std::os::unix::net::UnixListener) -> bool {
+    listener.accept().is_ok()
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[test]
+fn the_cli_sends_nothing_to_a_socket_others_can_change() {
+    // A socket at the default path that anyone could have replaced (mode 0666).
+    let cli = Cli::new();
+    let run_dir = cli.socket().parent().expect("folder").to_path_buf();
+    std::fs::create_dir_all(&run_dir).expect("run folder");
+    chmod(&run_dir, 0o700);
+    let listener = fake_socket(&cli.socket());
+    chmod(&cli.socket(), 0o666);
+    let out = cli.run(["sessions"]);
+    assert_exit(&out, 3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("not talking to")
+            && err.contains("the socket can be changed by other users (mode 666)")
+            && err.contains("nothing was sent"),
+        "{err}"
+    );
+    assert!(
+        !connected(&listener),
+        "the CLI connected to the fake socket"
+    );
+
+    // A socket of the right mode in a folder anyone can write to (`--socket`).
+    let cli = Cli::new();
+    let open_dir = tempfile::tempdir().expect("open folder");
+    chmod(open_dir.path(), 0o777);
+    let socket = open_dir.path().join("totemd.sock");
+    let listener = fake_socket(&socket);
+    chmod(&socket, 0o600);
+    let out = cli.run(["--socket".as_ref(), socket.as_os_str(), "sessions".as_ref()]);
+    assert_exit(&out, 3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("its folder can be changed by other users (mode 777)"),
+        "{err}"
+    );
+    assert!(
+        !connected(&listener),
+        "the CLI connected to the fake socket"
+    );
+}
+
+#[test]
+fn the_cli_sends_nothing_to_a_server_of_another_user() {
+    use std::os::unix::process::CommandExt as _;
+    if nix::unistd::geteuid().as_raw() != 0 {
+        eprintln!("skipped: starting a listener as another user needs root");
+        return;
+    }
+    // A listener run as `nobody`, its socket then handed to us: owner and modes pass, the
+    // peer's credentials do not.
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().expect("folder");
+    chmod(dir.path(), 0o777);
+    let socket = dir.path().join("totemd.sock");
+    let script = format!(
+        "import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen()\nprint('up',flush=True)\nc,_=s.accept()\nprint('CONNECTED',flush=True)\ntime.sleep(5)",
+        socket.display().to_string()
+    );
+    let mut child = std::process::Command::new("python3");
+    child
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped());
+    // SAFETY: setgid/setuid are async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        child.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = child.spawn().expect("python3 as nobody");
+    let mut stdout_pipe = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout_pipe, &mut line).expect("listener up");
+    assert_eq!(line.trim(), "up");
+    nix::unistd::chown(&socket, Some(0.into()), Some(0.into())).expect("chown socket");
+    chmod(&socket, 0o600);
+    chmod(dir.path(), 0o700);
+
+    let out = cli.run(["--socket".as_ref(), socket.as_os_str(), "sessions".as_ref()]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_exit(&out, 3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("the program listening there runs as user 65534, not as you (user 0)"),
+        "{err}"
+    );
+}

@@ -123,6 +123,21 @@ fn an_option_the_daemon_does_not_take_is_named() {
 }
 
 #[test]
+fn a_refused_attachment_says_why_not_that_a_flag_is_unsupported() {
+    let cli = Cli::new();
+    std::fs::write(cli.project.path().join(".env"), "API_KEY=sk-live-1\n").expect(".env");
+    let out = cli.run(["run", "--model", "ollama/llama3.2", "-f", ".env", "hi"]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot attach") && err.contains("secret file"),
+        "{err}"
+    );
+    assert!(!err.contains("does not support"), "{err}");
+    assert!(!err.contains("sk-live-1"), "{err}");
+}
+
+#[test]
 fn stdout_holds_only_the_answer_when_piped() {
     let cli = Cli::new();
     let out = cli.run(["run", "say hi"]);

@@ -104,6 +104,7 @@ async fn connect_as(endpoint: &Endpoint, permissions: bool) -> anyhow::Result<Op
             Ok(Some(Connection { client, methods }))
         }
         Err(ClientError::Connect { .. }) | Err(ClientError::Closed) => Ok(None),
+        Err(e @ ClientError::Untrusted { .. }) => Err(Unreachable(e.to_string()).into()),
         Err(ClientError::Rpc { code, message, .. })
             if code == totem_protocol::ErrorCode::TOO_MANY_CONNECTIONS.0 =>
         {

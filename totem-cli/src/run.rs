@@ -127,14 +127,25 @@ async fn send_prompt(
         .await
     {
         Ok(accepted) => Ok(accepted),
-        Err(ClientError::Rpc { code, message, .. })
-            if code == ErrorCode::INVALID_PARAMS.0 && !extras.is_empty() =>
-        {
-            Err(UsageError(format!(
-                "this totemd does not support {} yet ({message}). Run again without {}",
-                extras.join(", "),
-                if extras.len() == 1 { "it" } else { "them" }
-            ))
+        Err(ClientError::Rpc { code, message, .. }) if code == ErrorCode::INVALID_PARAMS.0 => {
+            // Only an unknown field is an older daemon's; any other refusal (an attachment that
+            // is a secret file, a bad mode) is said as the daemon said it.
+            let unknown: Vec<&str> = extras
+                .iter()
+                .copied()
+                .filter(|flag| {
+                    message.contains(&format!("unknown field `{}`", flag.trim_start_matches('-')))
+                })
+                .collect();
+            Err(UsageError(if unknown.is_empty() {
+                message
+            } else {
+                format!(
+                    "this totemd does not support {} yet ({message}). Run again without {}",
+                    unknown.join(", "),
+                    if unknown.len() == 1 { "it" } else { "them" }
+                )
+            })
             .into())
         }
         Err(e) => Err(anyhow::Error::from(e).context(format!(
