@@ -2,13 +2,13 @@
 //! the provider's [`Decoder`]. [`parse_stream`] is this very code over any byte stream, for
 //! fuzzing, replaying a recorded body or checking a server.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::stream::{Stream, StreamExt};
 
 use crate::anthropic::AnthropicDecoder;
 use crate::error::ProviderError;
 use crate::event::StreamEvent;
-use crate::frame::{Framing, Splitter};
+use crate::frame::{Frame, Framing, Splitter};
 use crate::gemini::GeminiDecoder;
 use crate::http::EventStream;
 use crate::ollama::OllamaDecoder;
@@ -43,7 +43,14 @@ pub(crate) trait Decoder: Send {
     fn empty_body(&self) -> Option<ProviderError> {
         None
     }
+
+    /// Whether a body that is one JSON array, not a stream of events, is read as the array's
+    /// elements in turn: Gemini answers that way when a proxy drops `alt=sse` from the URL.
+    const ARRAY_BODY: bool = false;
 }
+
+/// The most of a JSON-array body that is kept to be read at its end.
+const ARRAY_BODY_LIMIT: usize = 64 * 1024 * 1024;
 
 /// The events of one response body. Ends after the first error (the transport's own, passed
 /// through unchanged, or the decoder's), or once the decoder says the answer is complete.
@@ -62,16 +69,51 @@ where
         let mut frames = Vec::new();
         let mut out: Vec<StreamEvent> = Vec::with_capacity(8);
         let mut framed = false;
+        // A body that opens with `[` where events were expected: kept whole, read at its end.
+        let mut array: Option<BytesMut> = None;
+        let mut first = true;
         futures::pin_mut!(body);
         loop {
             let ended = match body.next().await {
+                Some(Ok(chunk)) if array.is_some() || (first && D::ARRAY_BODY && opens_array(&chunk)) => {
+                    first = false;
+                    let kept = array.get_or_insert_with(BytesMut::new);
+                    if kept.len() + chunk.len() > ARRAY_BODY_LIMIT {
+                        // Too large to be an answer: the decoder says what it makes of it.
+                        let whole = array.take().unwrap_or_default().freeze();
+                        frames.push(Frame { event: Bytes::new(), data: whole });
+                        true
+                    } else {
+                        kept.extend_from_slice(&chunk);
+                        continue;
+                    }
+                }
                 Some(Ok(chunk)) => {
+                    first &= chunk.iter().all(u8::is_ascii_whitespace);
                     splitter.push(chunk, &mut frames);
                     false
                 }
                 Some(Err(error)) => {
                     yield Err(error);
                     return;
+                }
+                None if array.is_some() => {
+                    let kept = array.take().unwrap_or_default();
+                    match serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(&kept) {
+                        Ok(items) => {
+                            for item in items {
+                                frames.push(Frame {
+                                    event: Bytes::new(),
+                                    data: Bytes::copy_from_slice(item.get().as_bytes()),
+                                });
+                            }
+                        }
+                        Err(_) => frames.push(Frame {
+                            event: Bytes::new(),
+                            data: kept.freeze(),
+                        }),
+                    }
+                    true
                 }
                 None => {
                     splitter.finish(&mut frames);
@@ -109,6 +151,14 @@ where
             }
         }
     }
+}
+
+/// Whether a body's first chunk opens a JSON array (after blanks and a byte-order mark).
+fn opens_array(chunk: &[u8]) -> bool {
+    let chunk = chunk
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(chunk);
+    chunk.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
 }
 
 /// The events a provider of `kind` reads from the body of a streamed answer: the framing and

@@ -231,7 +231,14 @@ fn model_part(part: &AssistantPart) -> Option<Value> {
         }
         AssistantPart::RedactedReasoning { .. } => return None,
         AssistantPart::ToolCall(call) => {
-            let mut function = json!({"name": call.name, "args": call.arguments});
+            // `args` is a Struct: arguments no repair made an object go back empty (the tool's
+            // result already said what was wrong with them).
+            let args = if call.arguments.is_object() {
+                call.arguments.clone()
+            } else {
+                json!({})
+            };
+            let mut function = json!({"name": call.name, "args": args});
             if !call.id.starts_with(SYNTHETIC_ID_PREFIX) {
                 function["id"] = call.id.clone().into();
             }
@@ -602,6 +609,7 @@ impl GeminiDecoder {
 
 impl Decoder for GeminiDecoder {
     const FRAMING: Framing = Framing::Sse;
+    const ARRAY_BODY: bool = true;
 
     fn feed(
         &mut self,

@@ -296,9 +296,12 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
                         AssistantPart::Text { text, .. } => content.push_str(text),
                         AssistantPart::Reasoning { text, .. } => thinking.push_str(text),
                         AssistantPart::RedactedReasoning { .. } => {}
+                        // Ollama takes only an object: arguments no repair made one go back
+                        // empty (the tool's result already said what was wrong with them).
                         AssistantPart::ToolCall(call) => calls.push(json!({
                             "id": call.id,
-                            "function": {"index": calls.len(), "name": call.name, "arguments": call.arguments}
+                            "function": {"index": calls.len(), "name": call.name,
+                                "arguments": if call.arguments.is_object() { call.arguments.clone() } else { json!({}) }}
                         })),
                     }
                 }

@@ -397,11 +397,16 @@ fn messages(request: &ChatRequest, reasoning_back: bool) -> Vec<Value> {
     out
 }
 
-/// Arguments go over this wire as a JSON string.
+/// Arguments go over this wire as a JSON string; ones no repair made an object go back as
+/// `{}` (the tool's result already said what was wrong with them): vLLM and llama.cpp parse
+/// the history's arguments to render their chat templates and refuse what is not JSON.
 fn arguments_string(arguments: &Value) -> String {
     match arguments {
-        Value::String(raw) => raw.clone(),
-        other => other.to_string(),
+        Value::Object(_) => arguments.to_string(),
+        Value::String(raw) if serde_json::from_str::<Value>(raw).is_ok_and(|v| v.is_object()) => {
+            raw.clone()
+        }
+        _ => "{}".to_owned(),
     }
 }
 

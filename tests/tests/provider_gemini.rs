@@ -459,3 +459,26 @@ async fn gemini_retry_info_delay_is_honoured() {
     // The simulator sent no Retry-After header: the body said it.
     assert_eq!(sim.chat_requests().len(), 2);
 }
+
+/// Issue 31 item 8: behind a proxy that drops `?alt=sse`, Gemini answers one JSON array of the
+/// responses (`application/json`); it is read as the stream would have been.
+#[tokio::test]
+async fn gemini_answer_as_one_json_array_is_read() {
+    let sim = Sim::start(KIND).await;
+    sim.set_variants(|v| v.gemini_array = true);
+    sim.push(Reply::stream([
+        SimEvent::text("Hello, "),
+        SimEvent::text("world"),
+        SimEvent::tool_call("c1", "get_weather", json!({"city": "Oslo"})),
+        SimEvent::usage(12, 7),
+    ]));
+    let p = provider(config_for(&sim));
+    let outcome = run(p.as_ref(), request("gemini-2.0-flash", "hi")).await;
+    let completion = outcome.expect_ok();
+    assert_eq!(completion.text(), "Hello, world");
+    let calls: Vec<_> = completion.tool_calls().collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "get_weather");
+    assert_eq!(calls[0].arguments, json!({"city": "Oslo"}));
+    assert_eq!(completion.usage.map(|u| u.output_tokens), Some(7));
+}

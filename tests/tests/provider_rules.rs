@@ -479,3 +479,99 @@ async fn a_blocked_prompt_is_never_sent_again() {
         .expect("messages");
     assert!(stored.to_string().contains("BLOCKED WORDS"));
 }
+
+// ---- Item 8: errors that are not what they look like ----
+
+/// vLLM started without `--enable-auto-tool-choice` refuses every request with tools (400
+/// "\"auto\" tool choice requires …"): the run goes on with the tools in text, says so, and
+/// the model's next run goes there at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_without_auto_tool_choice_falls_back_to_text_tools() {
+    let env = Env::start().await;
+    let vllm = Sim::start(SimKind::Openai).await;
+    vllm.set_models(vec![SimModel::new("Qwen/Qwen2.5-7B-Instruct", 32768)]);
+    vllm.set_variants(|v| v.vllm_no_auto_tools = true);
+    add_provider(&env, "vl", &vllm, json!({})).await;
+    agent_common::write_file(&env.root(), "a.txt", "alpha");
+    // Tools in text on an OpenAI-compatible server are constrained: the answers are the JSON
+    // the server would hold them to.
+    vllm.push(Reply::stream([text(
+        r#"{"name": "read", "arguments": {"path": "a.txt"}}"#,
+    )]));
+    vllm.push(Reply::stream([text(r#"{"answer": "It says alpha."}"#)]));
+    let model = "vl/Qwen/Qwen2.5-7B-Instruct";
+    let events = run_to_end(&env, "Read a.txt", model).await;
+    assert_done(&events);
+    assert!(
+        notices(&events)
+            .iter()
+            .any(|n| n.contains("does not take native tool calls")),
+        "{:?}",
+        notices(&events)
+    );
+    let requests = vllm.chat_requests();
+    assert_eq!(requests.len(), 3, "one refused, then two in text");
+    assert!(requests[0].body["tools"].is_array());
+    for sent in &requests[1..] {
+        assert!(sent.body.get("tools").is_none(), "{}", sent.body);
+    }
+    // The tool ran: its result went back.
+    let second = requests[2].body["messages"].to_string();
+    assert!(second.contains("alpha"), "{second}");
+    // The next run starts in text: no refused request first.
+    vllm.push(Reply::stream([text(r#"{"answer": "Yes."}"#)]));
+    assert_done(&run_to_end(&env, "Sure?", model).await);
+    let requests = vllm.chat_requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests[3].body.get("tools").is_none());
+}
+
+/// Arguments a model wrote wrong and Totem repaired are stored repaired: the next request, to
+/// any provider, carries the object the tool ran with, not the text the model sent (Gemini and
+/// Ollama refuse a string where an object goes). Arguments no repair can read go back as `{}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repaired_arguments_are_stored_repaired_and_sent_in_a_form_each_server_takes() {
+    let env = Env::start().await;
+    let openai = Sim::start(SimKind::Openai).await;
+    let gemini = Sim::start(SimKind::Gemini).await;
+    add_provider(&env, "oa", &openai, json!({})).await;
+    add_provider(&env, "ge", &gemini, json!({})).await;
+    agent_common::write_file(&env.root(), "a.txt", "alpha");
+    // Arguments as a JSON string in a code fence (repairable), then as an array (not).
+    openai.push(Reply::stream([tool(
+        "call_a",
+        "read",
+        Value::String("```json\n{\"path\": \"a.txt\"}\n```".into()),
+    )]));
+    openai.push(Reply::stream([tool("call_b", "read", json!([1, 2]))]));
+    openai.push(Reply::stream([text("alpha")]));
+    assert_done(&run_to_end(&env, "Read a.txt", "oa/gpt-4o-mini").await);
+    let sent = openai.chat_requests()[2].body["messages"].clone();
+    let arguments: Vec<String> = assistant_with_calls(&json!({ "messages": sent }))
+        .iter()
+        .map(|m| {
+            m["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        arguments
+            .iter()
+            .map(|a| serde_json::from_str::<Value>(a).unwrap())
+            .collect::<Vec<_>>(),
+        vec![json!({"path": "a.txt"}), json!({})],
+        "{arguments:?}"
+    );
+    // Gemini and Ollama take the history.
+    gemini.push(Reply::stream([text("Still alpha.")]));
+    assert_done(&run_to_end(&env, "Again", "ge/gemini-2.0-flash").await);
+    let contents = gemini.chat_requests()[0].body["contents"].to_string();
+    assert!(
+        contents.contains(r#""args":{"path":"a.txt"}"#),
+        "{contents}"
+    );
+    env.sim.push(Reply::stream([text("Yes.")]));
+    assert_done(&run_to_end(&env, "Once more", "sim/llama3.2:latest").await);
+}

@@ -68,6 +68,23 @@ pub fn blocked_prompt(reason: &str, message: Option<&str>) -> super::Reply {
     }
 }
 
+/// The events of a stream as Gemini answers without `alt=sse`: one JSON array of the same
+/// responses, split into the same number of chunks.
+pub(super) fn as_array(frames: &[Bytes]) -> Vec<Bytes> {
+    let last = frames.len().saturating_sub(1);
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, frame)| {
+            let text = String::from_utf8_lossy(frame);
+            let value = text.trim().strip_prefix("data: ").unwrap_or(text.trim());
+            let open = if i == 0 { "[" } else { "" };
+            let close = if i == last { "]" } else { "\r\n," };
+            Bytes::from(format!("{open}{value}{close}"))
+        })
+        .collect()
+}
+
 fn bad_request(message: &str) -> Option<Prepared> {
     Some(json_reply(400, error_body(400, message, None), Vec::new()))
 }
@@ -167,6 +184,28 @@ pub(super) fn reject(path: &str, request: &Value, models: &[SimModel]) -> Option
                         "Invalid JSON payload received. Unknown name \"{key}\" at 'tools[{t}].function_declarations[{d}].parameters': Cannot find field."
                     ));
                 }
+            }
+        }
+    }
+    // `functionCall.args` is a protobuf Struct: a string (arguments sent back as the model
+    // wrote them) is refused as Google refuses it.
+    for (c, content) in request["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for (p, part) in content["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let args = &part["functionCall"]["args"];
+            if !args.is_null() && !args.is_object() {
+                return bad_request(&format!(
+                    "Invalid value at 'contents[{c}].parts[{p}].function_call.args' (type.googleapis.com/google.protobuf.Struct), {args}"
+                ));
             }
         }
     }

@@ -324,6 +324,12 @@ pub struct Variants {
     /// OpenAI-compatible as Azure OpenAI (or a gateway) in front of reasoning models: a
     /// thinking model answers 400 "Unsupported parameter: 'max_tokens'" to `max_tokens`.
     pub reasoning_wants_completion_tokens: bool,
+    /// Gemini behind a proxy that drops `?alt=sse`: the answer comes as one JSON array of the
+    /// responses (`application/json`), as the real API sends `streamGenerateContent` without it.
+    pub gemini_array: bool,
+    /// OpenAI-compatible as vLLM started without `--enable-auto-tool-choice`: a request with
+    /// tools and `tool_choice` "auto" (or none, which vLLM takes as "auto") is a 400.
+    pub vllm_no_auto_tools: bool,
     /// Which simulator this is in the process: another simulator is another server, whose
     /// models have other digests even where it lists the same ones.
     instance: u64,
@@ -730,10 +736,20 @@ fn render(kind: SimKind, reply: Reply, context: &RenderContext<'_>) -> (Prepared
             } else {
                 frames
             };
+            let array = kind == SimKind::Gemini && context.variants.gemini_array;
+            let frames = if array {
+                gemini::as_array(&frames)
+            } else {
+                frames
+            };
             (
                 Prepared {
                     status: 200,
-                    content_type: stream_content_type(kind).to_owned(),
+                    content_type: if array {
+                        "application/json; charset=UTF-8".to_owned()
+                    } else {
+                        stream_content_type(kind).to_owned()
+                    },
                     headers: Vec::new(),
                     frames,
                     delay: Duration::from_millis(script.delay_ms),

@@ -46,6 +46,26 @@ pub(super) fn reject(request: &Value, models: &[SimModel]) -> Option<Prepared> {
             Vec::new(),
         ));
     }
+    // A call's arguments are a Go map: anything else fails to decode, as in Ollama.
+    for message in request["messages"].as_array().into_iter().flatten() {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            let arguments = &call["function"]["arguments"];
+            if !arguments.is_null() && !arguments.is_object() {
+                let kind = if arguments.is_string() {
+                    "string"
+                } else {
+                    "value"
+                };
+                return Some(json_reply(
+                    400,
+                    error_body(&format!(
+                        "json: cannot unmarshal {kind} into Go struct field ToolCallFunction.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments"
+                    )),
+                    Vec::new(),
+                ));
+            }
+        }
+    }
     let has_tools = request["tools"].as_array().is_some_and(|t| !t.is_empty());
     if has_tools && !model.tools {
         return Some(json_reply(

@@ -541,6 +541,14 @@ pub(super) fn reject(
             "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}});
         return Some(json_reply(400, body, Vec::new()));
     }
+    let tools = request["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let auto = matches!(request.get("tool_choice"), None | Some(Value::Null))
+        || request["tool_choice"] == "auto";
+    if variants.vllm_no_auto_tools && tools && auto {
+        let body = json!({"object": "error", "message": "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+            "type": "BadRequestError", "param": null, "code": 400});
+        return Some(json_reply(400, body, Vec::new()));
+    }
     let messages = request["messages"].as_array()?;
     // Each tool message answers a call of the assistant message before the tool messages, and
     // each call is answered before the next message that is not a tool message.

@@ -67,6 +67,10 @@ pub struct Agents {
     /// Models (`provider/model`) whose server refused a constrained answer (a JSON schema):
     /// asked with plain text tools from then on, until the daemon restarts.
     pub unconstrained: Mutex<std::collections::HashSet<String>>,
+    /// Models whose server refused native tool calls (vLLM without `--enable-auto-tool-choice`,
+    /// Ollama "does not support tools"): offered tools in text from then on, until the daemon
+    /// restarts.
+    pub text_tools: Mutex<std::collections::HashSet<String>>,
     /// The MCP servers running for the projects, shared by their sessions.
     pub mcp_pool: crate::mcp_client::pool::Pool,
 }

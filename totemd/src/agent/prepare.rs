@@ -205,6 +205,11 @@ impl Runner {
             .collect();
         let prior_upto = stored.iter().map(|m| m.seq).max().unwrap_or(0);
         let mut tool_offer = model.tool_offer();
+        if tool_offer.mode == ToolMode::Native
+            && super::lock(&daemon.agents.text_tools).contains(&model.name)
+        {
+            tool_offer = model.text_tool_offer();
+        }
         if tool_offer.constrained && super::lock(&daemon.agents.unconstrained).contains(&model.name)
         {
             tool_offer.constrained = false;

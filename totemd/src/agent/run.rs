@@ -21,7 +21,7 @@ use totem_tools::recover::BadCall;
 use super::call::ToolState;
 use super::compact::Conversation;
 use super::prepare::Setup;
-use super::settings::ResolvedModel;
+use super::settings::{ResolvedModel, ToolOffer};
 use super::{DaemonError, RunRequest, SessionAgent, lock};
 use crate::config::SettingsFile;
 use crate::daemon::Daemon;
@@ -60,6 +60,9 @@ pub(super) enum StepError {
     Failed(String),
     /// The provider refused the prompt itself (Gemini `promptFeedback.blockReason`).
     Blocked(String),
+    /// The server refused native tool calls (its words): the step is asked again with tools
+    /// in text.
+    ToolsRefused(String),
     /// The provider said the request does not fit the window (`limit`: the window it has, when
     /// it said).
     Overflow {
@@ -348,6 +351,12 @@ impl Runner {
                 Err(StepError::Aborted) => return Outcome::Aborted,
                 Err(StepError::Failed(reason)) => return Outcome::Failed(reason),
                 Err(StepError::Blocked(reason)) => return Outcome::Blocked(reason),
+                Err(StepError::ToolsRefused(reason)) => {
+                    if self.tools_in_text() {
+                        continue;
+                    }
+                    return Outcome::Failed(reason);
+                }
                 Err(StepError::Overflow { reason, limit }) => {
                     if let Some(limit) = limit {
                         self.learn_window(limit);
@@ -586,6 +595,32 @@ impl Runner {
         ))
     }
 
+    /// The server refused native tool calls: the model is offered its tools in text from now
+    /// on (remembered until the daemon restarts), with a notice. `false` when its settings keep
+    /// it on native tools.
+    fn tools_in_text(&mut self) -> bool {
+        let offer = self.model.text_tool_offer();
+        if offer.mode == ToolMode::Native {
+            return false;
+        }
+        super::lock(&self.daemon.agents.text_tools).insert(self.model.name.clone());
+        let unconstrained =
+            super::lock(&self.daemon.agents.unconstrained).contains(&self.model.name);
+        self.setup.tool_offer = ToolOffer {
+            constrained: offer.constrained && !unconstrained,
+            ..offer
+        };
+        self.setup.system = self.render_system();
+        self.notice(
+            totem_protocol::NoticeLevel::Warning,
+            format!(
+                "The server of {} does not take native tool calls (vLLM needs --enable-auto-tool-choice and --tool-call-parser), so the tools are described in the prompt and its calls read from its text. Set \"tools\": \"text\" in the model's settings to skip the attempt.",
+                self.model.name
+            ),
+        );
+        true
+    }
+
     /// Ends a run whose model could not call a tool [`MAX_UNUSABLE_CALLS`] steps in a row: a
     /// notice says so and the run fails (`totem run` exits non-zero).
     fn cannot_call(&self, why: String) -> Outcome {
@@ -715,6 +750,7 @@ fn step_failed(e: StepError) -> Outcome {
         StepError::Aborted => Outcome::Aborted,
         StepError::Failed(reason)
         | StepError::Blocked(reason)
+        | StepError::ToolsRefused(reason)
         | StepError::Overflow { reason, .. } => Outcome::Failed(reason),
     }
 }

@@ -151,6 +151,16 @@ impl ResolvedModel {
         } else {
             ToolMode::Native
         };
+        self.offer_with(listed)
+    }
+
+    /// The offer for a model whose server refused native tool calls (vLLM started without
+    /// `--enable-auto-tool-choice`): tools in text, unless its settings say otherwise.
+    pub fn text_tool_offer(&self) -> ToolOffer {
+        self.offer_with(ToolMode::Text)
+    }
+
+    fn offer_with(&self, listed: ToolMode) -> ToolOffer {
         let settings = self.provider.config().model(&self.model);
         let mode = settings.tools.unwrap_or(listed);
         let schema_kind = matches!(

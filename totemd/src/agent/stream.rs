@@ -38,6 +38,7 @@ impl Runner {
         let mut unconstrained = request.answer_schema.is_some().then(|| request.clone());
         let mut any_event = false;
         let mut seen = call_ids(&request);
+        let native_tools = !request.tools.is_empty();
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
         let mut open: Option<OpenPart> = None;
@@ -72,9 +73,12 @@ impl Runner {
             let event = match next {
                 None => break,
                 Some(Ok(StreamEvent::ToolCall(call))) => {
-                    StreamEvent::ToolCall(unique_call(call, &mut seen))
+                    StreamEvent::ToolCall(self.repaired(unique_call(call, &mut seen)))
                 }
                 Some(Ok(event)) => event,
+                Some(Err(e)) if !any_event && native_tools && refuses_native_tools(&e) => {
+                    return Err(StepError::ToolsRefused(e.to_string()));
+                }
                 Some(Err(e)) if !any_event && refuses_schema(&e) && unconstrained.is_some() => {
                     let Some(mut request) = unconstrained.take() else {
                         continue;
@@ -184,6 +188,32 @@ impl Runner {
             ),
         );
         self.model.provider.stream(request.clone())
+    }
+
+    /// `call` with its arguments repaired as the tool will take them (JSON in a string, fields
+    /// renamed, types coerced), so the stored call, and the history every later request sends,
+    /// holds what was run rather than what the model first wrote. Arguments no repair can make
+    /// into an object stay as they came: the tool's result says what is wrong, and each wire
+    /// sends them back in a form its server takes.
+    fn repaired(&self, mut call: ToolCall) -> ToolCall {
+        // MCP tools (and the prompt and resource tools) are the servers' own.
+        if self.agent.mcp.find(&call.name).is_some() || call.name.starts_with("mcp") {
+            return call;
+        }
+        let names = self.tools.registry.names(false);
+        let Some(name) = totem_tools::recover::normalize_tool_name(&call.name, &names) else {
+            return call;
+        };
+        let Some(tool) = self.tools.registry.get(name) else {
+            return call;
+        };
+        if let Ok(arguments) = totem_tools::recover::repair_arguments(
+            call.arguments.clone(),
+            &tool.definition().parameters,
+        ) {
+            call.arguments = arguments;
+        }
+        call
     }
 
     /// Creates the step's assistant message, once.
@@ -336,6 +366,19 @@ impl Runner {
 fn refuses_schema(error: &ProviderError) -> bool {
     // llama-cpp-python answers its validation errors with a 500, typed as invalid too.
     matches!(error, ProviderError::InvalidRequest { .. })
+}
+
+/// A server's refusal of native tool calls: vLLM started without `--enable-auto-tool-choice`
+/// ("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set"),
+/// Ollama with a model it lists without tools ("… does not support tools").
+fn refuses_native_tools(error: &ProviderError) -> bool {
+    match error {
+        ProviderError::InvalidRequest { message, .. } => {
+            message.contains("--enable-auto-tool-choice")
+                || message.contains("does not support tools")
+        }
+        _ => false,
+    }
 }
 
 /// The call ids a request's conversation already uses.
