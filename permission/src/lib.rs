@@ -76,10 +76,16 @@
 //!
 //! # Answers
 //!
-//! "Always" remembers, per asking part, the pattern in [`Part::always`]: for a file that exact
-//! path; for a command its prefix (`npm test *`, `ls *`), or the exact command when a prefix would
-//! be too broad (`rm`, interpreters, wrappers) or when the question came from a secret, an
-//! expansion or an unreadable line.
+//! "Always" remembers, per asking part, the pattern in [`Part::always`], and the question says
+//! which ([`Verdict::always_note`]): for a file that exact path; for a command its prefix only
+//! where no argument can make it run a command or write a file (`npm test *`, `git commit *`,
+//! `wc *`), else its exact text: `sed`, `awk`, `find`, `xargs`, `env`, `tee`, interpreters,
+//! `git -c`/`git config`, `npx`, `cargo install`, a command with an option that picks a program
+//! or a file to write (`--config`, `--script-shell`, `--output` …), any program not known to be
+//! harmless, and any question that came from a secret, an expansion, an unreadable line or an
+//! argument that reaches outside the project. A command remembered only exactly is settled only
+//! by an answer for exactly its text, so a broad rule (`sed *`, left by an older build) does
+//! not cover `sed -n '1e touch X'`.
 #![deny(missing_docs)]
 
 pub mod bash;

@@ -184,6 +184,55 @@ impl Verdict {
         }
     }
 
+    /// What an "always" answer remembers, in words for the question (every client shows it with
+    /// the explanation): `"Always" remembers bash(sed -n 1p a.txt), this exact text only.` or
+    /// `"Always" remembers bash(npm test *).`; `None` when nothing asks.
+    pub fn always_note(&self) -> Option<String> {
+        let asking: Vec<&Part> = self
+            .parts
+            .iter()
+            .filter(|p| p.decision == Decision::Ask)
+            .collect();
+        if asking.is_empty() {
+            return None;
+        }
+        let every_time = asking
+            .iter()
+            .any(|p| matches!(p.reason, Reason::ControlFolder { .. }));
+        let mut rules = Vec::new();
+        let mut widened = false;
+        for part in &asking {
+            if matches!(part.reason, Reason::ControlFolder { .. }) {
+                continue;
+            }
+            if let Some(a) = &part.always {
+                let exact = if part.kind.is_path() {
+                    exact_path_pattern(&part.subject)
+                } else {
+                    exact_command_pattern(&part.subject)
+                };
+                widened |= a.pattern != exact;
+                let rule = format!("{}({})", a.key, a.pattern);
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+        }
+        let mut note = match (rules.is_empty(), widened) {
+            (true, _) => "\"Always\" remembers nothing here".to_string(),
+            (false, true) => format!("\"Always\" remembers {}", rules.join(", ")),
+            (false, false) => format!(
+                "\"Always\" remembers {}, this exact text only",
+                rules.join(", ")
+            ),
+        };
+        if every_time {
+            note.push_str("; a write under .git/ or .totem/ asks every time");
+        }
+        note.push('.');
+        Some(note)
+    }
+
     /// The rules an "always" answer adds: one per part that asks.
     pub fn always_rules(&self) -> Rules {
         let mut rules = Rules::new();
@@ -481,7 +530,15 @@ impl Policy {
         if part.decision == Decision::Ask && !matches!(part.reason, Reason::ControlFolder { .. }) {
             // A question raised by something specific (a secret, an expansion, an unreadable line)
             // is settled only by an answer for exactly this subject, never by a broad pattern.
-            let exact_only = !matches!(part.reason, Reason::Rule { .. });
+            // So is a command "always" would remember only by its exact text (`sed`, `awk`,
+            // interpreters …): a broad rule remembered earlier (`sed *`, by an older build) does
+            // not cover `sed -n '1e touch X'`.
+            let exact_only = !matches!(part.reason, Reason::Rule { .. })
+                || (part.kind == AccessKind::Execute
+                    && part
+                        .always
+                        .as_ref()
+                        .is_some_and(|a| a.pattern == exact_command_pattern(&part.subject)));
             if let Some(rule) = state.lift(part.kind, tool, &part.subject, exact_only) {
                 part.decision = Decision::Allow;
                 part.reason = Reason::Remembered { rule };
@@ -920,39 +977,255 @@ const TWO_WORD_COMMANDS: &[&str] = &[
     "total5",
 ];
 
-/// Commands for which no prefix is safe to remember: interpreters, wrappers and destroyers. An
-/// "always" answer for them remembers the exact command only.
-const EXACT_ONLY_COMMANDS: &[&str] = &[
-    "rm", "rmdir", "dd", "shred", "mkfs", "chmod", "chown", "sudo", "doas", "su", "eval", "exec",
-    "env", "xargs", "bash", "sh", "zsh", "dash", "ksh", "fish", "python", "python3", "node",
-    "perl", "ruby", "php", "ssh", "scp", "curl", "wget", "nohup", "timeout", "nice", "watch",
-    "source", ".",
+/// Programs that only read what they are given and that no option turns into one that runs a
+/// command or writes a file: "always" may remember them with any arguments (`wc *`). Every other
+/// single-word program (`sed`, `awk`, `find`, `xargs`, `env`, `tee`, `cp`, interpreters, and
+/// anything not listed) is remembered by its exact text: `sed -n 1p a.txt` must not become
+/// `sed *`, which covers `sed -n '1e touch X'`.
+const WIDENABLE_PROGRAMS: &[&str] = &[
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "egrep",
+    "fgrep",
+    "diff",
+    "cmp",
+    "comm",
+    "stat",
+    "du",
+    "df",
+    "echo",
+    "printf",
+    "pwd",
+    "cut",
+    "tr",
+    "nl",
+    "rev",
+    "fold",
+    "paste",
+    "join",
+    "column",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "which",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "b2sum",
+    "cksum",
+    "base64",
+    "od",
+    "hexdump",
+    "strings",
+    "jq",
+    "true",
+    "false",
+    "whoami",
+    "id",
+    "uname",
 ];
 
-/// The pattern an "always" answer remembers for a command: its program (and subcommand for tools
-/// like `git` and `npm`) followed by ` *`, or the exact command where a prefix would be too broad.
-fn prefix_pattern(cmd: &SubCommand) -> String {
-    let text = cmd.text();
-    let Some(program) = cmd.words.first() else {
-        return exact_command_pattern(&text);
+/// Subcommands of the [`TWO_WORD_COMMANDS`] that run any program, package or code the arguments
+/// name (`npm exec`, `npx`, `cargo install`, `go run pkg@latest`, `docker run`, `git config`
+/// and the git commands with options that run a program or write anywhere): remembered exactly.
+const RUNS_WHAT_IT_IS_GIVEN: &[(&str, &[&str])] = &[
+    (
+        "npm",
+        &[
+            "exec", "x", "install", "i", "add", "init", "create", "explore", "config",
+        ],
+    ),
+    (
+        "pnpm",
+        &[
+            "exec", "dlx", "x", "install", "i", "add", "create", "init", "config",
+        ],
+    ),
+    (
+        "yarn",
+        &["exec", "dlx", "add", "create", "init", "config", "node"],
+    ),
+    (
+        "bun",
+        &[
+            "x", "exec", "add", "install", "i", "create", "init", "-e", "--eval",
+        ],
+    ),
+    ("cargo", &["install", "run-script", "config", "script"]),
+    ("go", &["run", "install", "get", "tool", "env"]),
+    ("deno", &["run", "eval", "install", "x", "repl", "task"]),
+    ("uv", &["run", "tool", "pip", "add"]),
+    ("poetry", &["run", "add", "shell", "self"]),
+    ("pip", &["install", "download"]),
+    ("pip3", &["install", "download"]),
+    ("bundle", &["exec", "add", "install"]),
+    (
+        "docker",
+        &[
+            "run",
+            "exec",
+            "create",
+            "build",
+            "compose",
+            "cp",
+            "container",
+        ],
+    ),
+    (
+        "podman",
+        &[
+            "run",
+            "exec",
+            "create",
+            "build",
+            "compose",
+            "cp",
+            "container",
+        ],
+    ),
+    (
+        "kubectl",
+        &["exec", "run", "cp", "debug", "apply", "create", "plugin"],
+    ),
+    ("gh", &["extension", "api", "alias", "codespace"]),
+    ("dotnet", &["tool", "exec", "add"]),
+    ("mvn", &["exec:exec", "exec:java"]),
+    ("composer", &["exec", "require", "run-script", "config"]),
+    ("rustup", &["run", "toolchain"]),
+    ("brew", &["install", "tap", "bundle", "sh"]),
+    ("apt", &["install"]),
+];
+
+/// git's subcommands "always" may remember with any arguments: they change only the repository
+/// and its work tree, and none of their options runs a program or writes elsewhere. Others
+/// (`git log --output=…`, `git diff --ext-diff`, `git config`, `git rebase --exec`, `git clone`,
+/// `git fetch --upload-pack`, `git -c …`) are remembered by their exact text.
+const WIDENABLE_GIT: &[&str] = &[
+    "add",
+    "commit",
+    "status",
+    "branch",
+    "switch",
+    "checkout",
+    "restore",
+    "stash",
+    "tag",
+    "mv",
+    "rm",
+    "reset",
+    "merge",
+    "cherry-pick",
+    "revert",
+];
+
+/// Options that make a build or package tool run a program, load configuration or write a file
+/// the arguments name (`cargo test --config 'target.….runner=…'`, `npm test --script-shell=…`,
+/// `make -f /tmp/x`, `git commit --template=…`): with one, the command is remembered exactly.
+const RUNS_OR_WRITES_OPTIONS: &[&str] = &[
+    "--config",
+    "--script-shell",
+    "--shell",
+    "--exec",
+    "--eval",
+    "--upload-pack",
+    "--receive-pack",
+    "--output",
+    "--template",
+    "--rcfile",
+    "--init-file",
+    "--pre",
+    "--file",
+    "--makefile",
+    "--directory",
+    "--exec-path",
+    "--git-dir",
+    "--work-tree",
+    "--ext-diff",
+    "--gpg-sign",
+    "--global",
+    "--system",
+    "--prefix",
+    "--registry",
+    "--userconfig",
+    "--globalconfig",
+    "--node-options",
+    "--require",
+    "--loader",
+    "--import",
+    "--manifest-path",
+    "--target-dir",
+    "--out-dir",
+    "--artifact-dir",
+];
+
+/// How many leading words of `cmd` an "always" answer may keep, with ` *` after them (`npm test
+/// *`, `ls *`); `None` when only the exact text is safe to remember: the program can run a command
+/// or write a file its arguments name, an argument reaches outside the project, or the command
+/// has leading assignments (`GIT_EXTERNAL_DIFF=… git diff`).
+fn widenable_words(cmd: &SubCommand) -> Option<usize> {
+    let program = cmd.words.first()?;
+    if !cmd.assignments.is_empty()
+        || cmd.opaque
+        || cmd.program_is_dynamic()
+        || program.text.contains('/')
+        || reaches_outside(cmd).is_some()
+    {
+        return None;
+    }
+    let name = program.text.as_str();
+    let risky_option = |w: &Word| {
+        let text = w.text.as_str();
+        let option = text.split('=').next().unwrap_or(text);
+        RUNS_OR_WRITES_OPTIONS.contains(&option)
+            // `make -f x`, `make -C dir`, `make SHELL=…`, `git -c k=v`.
+            || matches!(option, "-c" | "-C" | "-f" | "-E" | "-I" | "-o")
+            || (name == "make" && text.contains('='))
     };
-    let name = program.text.rsplit('/').next().unwrap_or(&program.text);
-    let take = if EXACT_ONLY_COMMANDS.contains(&name) {
-        return exact_command_pattern(&text);
-    } else if TWO_WORD_COMMANDS.contains(&name) {
-        match cmd.words.get(1) {
-            Some(w) if !w.text.starts_with('-') => 2,
-            // `git -C x push`: the subcommand is not where we expect; remember exactly.
-            Some(_) => return exact_command_pattern(&text),
-            None => 1,
-        }
-    } else {
-        1
+    if WIDENABLE_PROGRAMS.contains(&name) {
+        return Some(1);
+    }
+    if !TWO_WORD_COMMANDS.contains(&name) || name == "npx" || name == "bunx" {
+        return None;
+    }
+    let take = match cmd.words.get(1) {
+        // `git -C x push`: the subcommand is not where we expect.
+        Some(w) if w.text.starts_with('-') || w.dynamic => return None,
+        Some(_) => 2,
+        None => 1,
+    };
+    let sub = cmd.words.get(1).map(|w| w.text.as_str()).unwrap_or("");
+    if name == "git" && !WIDENABLE_GIT.contains(&sub) {
+        return None;
+    }
+    if RUNS_WHAT_IT_IS_GIVEN
+        .iter()
+        .any(|(p, subs)| *p == name && subs.contains(&sub))
+    {
+        return None;
+    }
+    if cmd.words.iter().skip(1).any(risky_option) {
+        return None;
+    }
+    Some(take)
+}
+
+/// The pattern an "always" answer remembers for a command: its program (and subcommand for tools
+/// like `git` and `npm`) followed by ` *` where [`widenable_words`] allows it, else the exact
+/// command.
+fn prefix_pattern(cmd: &SubCommand) -> String {
+    let Some(take) = widenable_words(cmd) else {
+        return exact_command_pattern(&cmd.text());
     };
     let head: Vec<&str> = cmd
-        .assignments
+        .words
         .iter()
-        .chain(cmd.words.iter().take(take))
+        .take(take)
         .map(|w| w.text.as_str())
         .collect();
     format!("{} *", exact_command_pattern(&head.join(" ")))

@@ -60,7 +60,7 @@ fn always_for_a_command_remembers_its_prefix() {
 }
 
 #[test]
-fn always_for_a_single_word_program_remembers_program_star() {
+fn always_for_a_program_not_known_to_be_harmless_remembers_its_exact_text() {
     let p = Policy::new();
     let mut s = PermissionState::new();
     ask_and_answer(
@@ -69,7 +69,138 @@ fn always_for_a_single_word_program_remembers_program_star() {
         &Access::execute("bash", "pytest -x tests"),
         PermissionReply::AlwaysSession,
     );
-    assert!(s.session_rules().0["bash"].contains_key("pytest *"));
+    assert_eq!(
+        s.session_rules().0["bash"].keys().collect::<Vec<_>>(),
+        ["pytest -x tests"]
+    );
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "pytest -p evil")),
+        Decision::Ask
+    );
+}
+
+/// Issue #30 item 6: what "always" stores for a program that can run commands or write files is
+/// its exact text, and the commands it could otherwise turn into ask.
+#[test]
+fn always_never_widens_a_program_that_runs_commands_or_writes_files() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "sed -n 1p a.txt",
+            &[
+                "sed -n '1e touch X' a.txt",
+                "sed -n '1w ../outside/f' a.txt",
+            ],
+        ),
+        ("awk 'NR==1' a.txt", &["awk 'BEGIN{system(\"touch X\")}'"]),
+        ("gawk 'NR==1' a.txt", &["gawk 'BEGIN{system(\"touch X\")}'"]),
+        ("perl -ne 'print' a.txt", &["perl -e 'system(\"touch X\")'"]),
+        ("python3 x.py", &["python3 -c 'import os'"]),
+        ("node x.js", &["node -e 'require(\"fs\")'"]),
+        ("ruby x.rb", &["ruby -e 'system(1)'"]),
+        ("find . -name x -exec cat {} +", &["find . -exec touch X ;"]),
+        ("xargs cat", &["xargs touch"]),
+        ("env FOO=1 ls", &["env touch X"]),
+        ("tee out.txt", &["tee ../outside/f"]),
+        ("cp a b", &["cp a ../outside"]),
+        (
+            "git -c core.pager=cat log",
+            &["git -c core.pager='touch X' log"],
+        ),
+        (
+            "git config user.name x",
+            &["git config core.fsmonitor 'touch X'"],
+        ),
+        (
+            "git diff --ext-diff",
+            &["git diff --ext-diff --output=../x"],
+        ),
+        (
+            "cargo test --config x",
+            &["cargo test --config 'target.x.runner=\"touch\"'"],
+        ),
+        ("npm exec foo", &["npm exec evil"]),
+        ("npx foo", &["npx evil"]),
+        ("make test SHELL=/bin/sh", &["make test SHELL=/tmp/evil"]),
+    ];
+    let mut user = Rules::new();
+    // Without the sandbox the read-only programs ask too; the user's rule makes every one ask.
+    user.insert("bash", "find *", Decision::Ask);
+    user.insert("bash", "git diff *", Decision::Ask);
+    let mut p = Policy::new();
+    p.add_layer(Source::User, user).unwrap();
+    for (asked, others) in cases {
+        let mut s = PermissionState::new();
+        let a = Access::execute("bash", *asked);
+        let v = p.evaluate(&a, &s);
+        assert_eq!(v.decision, Decision::Ask, "{asked}");
+        let stored: Vec<String> = v.always_rules().0["bash"].keys().cloned().collect();
+        // The exact text (words unquoted, joined by single spaces), never a prefix with ` *`.
+        // (`env FOO=1 ls` also runs `FOO=1 ls`: each is remembered exactly.)
+        assert!(!stored.is_empty(), "{asked}");
+        assert!(
+            stored.iter().all(|p| !p.ends_with(" *")),
+            "{asked}: {stored:?}"
+        );
+        assert!(
+            stored
+                .iter()
+                .any(|p| p.split(' ').next() == asked.split(' ').next()),
+            "{asked}: {stored:?}"
+        );
+        s.answer(&v, &PermissionReply::AlwaysSession).unwrap();
+        assert_eq!(decide(&p, &s, &a), Decision::Allow, "{asked}");
+        for other in *others {
+            assert_ne!(
+                decide(&p, &s, &Access::execute("bash", *other)),
+                Decision::Allow,
+                "after `{asked}` answered always, `{other}` must ask"
+            );
+        }
+    }
+}
+
+/// A broad rule left by an older build's "always" answer (`sed *`) no longer covers a command
+/// that can only be remembered exactly.
+#[test]
+fn a_broad_remembered_rule_does_not_cover_a_command_remembered_exactly() {
+    let p = Policy::new();
+    let mut old = Rules::new();
+    old.insert("bash", "sed *", Decision::Allow);
+    old.insert("bash", "awk *", Decision::Allow);
+    let s = PermissionState::with_project_rules(old).unwrap();
+    for line in ["sed -n '1e touch X' a.txt", "awk 'BEGIN{system(\"x\")}'"] {
+        assert_eq!(
+            decide(&p, &s, &Access::execute("bash", line)),
+            Decision::Ask,
+            "{line}"
+        );
+    }
+}
+
+/// Programs safe to widen keep a prefix, but not for a use that reaches outside the project.
+#[test]
+fn always_keeps_a_prefix_for_harmless_programs_but_not_past_the_project() {
+    let p = Policy::new();
+    let mut s = PermissionState::new();
+    ask_and_answer(
+        &p,
+        &mut s,
+        &Access::execute("bash", "git commit -m one"),
+        PermissionReply::AlwaysSession,
+    );
+    assert!(s.session_rules().0["bash"].contains_key("git commit *"));
+    assert_eq!(
+        decide(&p, &s, &Access::execute("bash", "git commit -m two")),
+        Decision::Allow
+    );
+    assert_eq!(
+        decide(
+            &p,
+            &s,
+            &Access::execute("bash", "git commit --template=../../x")
+        ),
+        Decision::Ask
+    );
 }
 
 #[test]

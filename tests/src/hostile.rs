@@ -280,6 +280,23 @@ pub struct Attack {
     pub allow: &'static [&'static str],
     /// Files (relative to the project) whose existence after the run means it got through.
     pub writes: &'static [&'static str],
+    /// Commands the user answered "always" first, in a fresh session (issue 30, item 6): the
+    /// attack then tries what that answer must not cover.
+    pub primed: &'static [&'static str],
+}
+
+/// After the user answered "always" to `primed`, the command must not create `file` without a
+/// question.
+fn after_always(
+    name: &'static str,
+    primed: &'static [&'static str],
+    command: &str,
+    file: &'static str,
+) -> Attack {
+    Attack {
+        primed,
+        ..writes(name, "bash", command, file, &[])
+    }
 }
 
 fn bash(name: &'static str, command: &str, leak: Leak) -> Attack {
@@ -290,6 +307,7 @@ fn bash(name: &'static str, command: &str, leak: Leak) -> Attack {
         leak,
         allow: &[],
         writes: &[],
+        primed: &[],
     }
 }
 
@@ -313,6 +331,7 @@ fn writes(
         leak: Leak::Ran,
         allow,
         writes: std::slice::from_ref(Box::leak(Box::new(file))),
+        primed: &[],
     }
 }
 
@@ -374,6 +393,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(ENV_FILE),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         Attack {
             name: "grep tool through a hard link",
@@ -382,6 +402,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(HARD),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         Attack {
             name: "read tool through a symlink to .env",
@@ -390,6 +411,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(ENV_FILE),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         Attack {
             name: "read tool through a hard link",
@@ -398,6 +420,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(HARD),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         Attack {
             name: "read tool through a symlink to a hard link",
@@ -406,6 +429,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(HARD),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         bash(
             "cat through a symlink to a hard link",
@@ -419,6 +443,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Blocked,
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         Attack {
             name: "a terminal runs a read the sandbox would refuse",
@@ -427,6 +452,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Text(OUTSIDE),
             allow: &[],
             writes: &[],
+            primed: &[],
         },
         // A hostile .git/config (item 4).
         bash(
@@ -453,6 +479,7 @@ pub fn attacks() -> Vec<Attack> {
             leak: Ran,
             allow: &["edit"],
             writes: &[],
+            primed: &[],
         },
         // Code hidden in an arithmetic context or a substitution (issue 30, item 1).
         writes(
@@ -569,6 +596,73 @@ pub fn attacks() -> Vec<Attack> {
             "git log --show-signature -1",
             Ran,
         ),
+        // "Always" remembers only what the user saw (issue 30, item 6).
+        after_always(
+            "sed e after always for sed -n 1p",
+            &["sed -n 1p README.md"],
+            "sed -n '1e touch al-sed-e' README.md",
+            "al-sed-e",
+        ),
+        after_always(
+            "sed w after always for sed -n 1p",
+            &["sed -n 1p README.md"],
+            "sed -n '1w al-sed-w' README.md",
+            "al-sed-w",
+        ),
+        after_always(
+            "awk system() after always for awk 'NR==1'",
+            &["awk 'NR==1' README.md"],
+            "awk 'BEGIN{system(\"touch al-awk\")}'",
+            "al-awk",
+        ),
+        after_always(
+            "gawk print > file after always for gawk 'NR==1'",
+            &["gawk 'NR==1' README.md"],
+            "gawk 'BEGIN{print 1 > \"al-gawk\"}'",
+            "al-gawk",
+        ),
+        after_always(
+            "find -fprint after always for find -exec",
+            &["find . -name README.md -exec cat {} +"],
+            "find . -name README.md -fprint al-find",
+            "al-find",
+        ),
+        after_always(
+            "xargs after always for xargs cat",
+            &["echo README.md | xargs cat"],
+            "echo al-xargs | xargs touch",
+            "al-xargs",
+        ),
+        after_always(
+            "env after always for env ls",
+            &["env LC_ALL=C ls"],
+            "env LC_ALL=C touch al-env",
+            "al-env",
+        ),
+        after_always(
+            "git -c after always for git -c status",
+            &["git -c core.quotepath=off status"],
+            "git -c core.quotepath=off -c alias.x='!touch al-git-c' x",
+            "al-git-c",
+        ),
+        after_always(
+            "git config --file after always for git config",
+            &["git config user.name someone"],
+            "git config --file al-git-config x.y z",
+            "al-git-config",
+        ),
+        after_always(
+            "tee after always for tee",
+            &["echo hi | tee notes.txt"],
+            "echo hi | tee al-tee",
+            "al-tee",
+        ),
+        after_always(
+            "perl -e after always for perl -ne",
+            &["perl -ne print README.md"],
+            "perl -e 'open(F, \">al-perl\")'",
+            "al-perl",
+        ),
     ]
 }
 
@@ -593,6 +687,7 @@ pub struct Suite {
     pub daemon: TestDaemon,
     pub client: Client,
     pub session: String,
+    pub project_id: String,
 }
 
 impl Suite {
@@ -612,7 +707,7 @@ impl Suite {
             daemon,
             client,
             session,
-            ..
+            project_id,
         } = SimAgent::start(daemon, &tree.project).await;
         Suite {
             tree,
@@ -620,27 +715,33 @@ impl Suite {
             daemon,
             client,
             session,
+            project_id,
         }
     }
 
-    /// Runs one attack in a run of its own, refusing every question.
+    /// Runs one attack in a run of its own, refusing every question. An attack with `primed`
+    /// commands runs in a fresh session, after a run of those answered "always".
     pub async fn attack(&self, attack: &Attack) -> Outcome {
+        let session = match attack.primed.is_empty() {
+            true => self.session.clone(),
+            false => {
+                let session = crate::setup::create_session(&self.client, &self.project_id).await;
+                self.prime(&session, attack.primed).await;
+                session
+            }
+        };
         self.sim.push(Reply::stream(vec![SimEvent::tool_call(
             "c1",
             attack.tool,
             attack.args.clone(),
         )]));
         self.sim.push(Reply::stream(vec![SimEvent::text("done")]));
-        let mut stream = self
-            .client
-            .subscribe(&self.session, 0)
-            .await
-            .expect("subscribe");
+        let mut stream = self.client.subscribe(&session, 0).await.expect("subscribe");
         let accepted = self
             .client
             .call_raw(
                 "session.prompt",
-                json!({"sessionId": self.session, "text": attack.name,
+                json!({"sessionId": session, "text": attack.name,
                        "model": "sim/llama3.2:latest", "allow": attack.allow}),
             )
             .await
@@ -660,7 +761,7 @@ impl Suite {
                         .client
                         .call_raw(
                             "permission.reply",
-                            json!({"sessionId": self.session, "questionId": question.id,
+                            json!({"sessionId": session, "questionId": question.id,
                                    "reply": {"type": "deny"}}),
                         )
                         .await;
@@ -683,7 +784,7 @@ impl Suite {
         }
         let took = started.elapsed();
         if !ended {
-            self.end_stuck_run(&run, &mut stream).await;
+            self.end_stuck_run(&session, &run, &mut stream).await;
         }
         // A run that ended early (aborted) leaves its second answer queued; the next attack must
         // not get it in place of its own call.
@@ -724,15 +825,72 @@ impl Suite {
         }
     }
 
+    /// One run in `session` whose model calls bash with each of `commands`, every question
+    /// answered "always for this session"; the files they made are removed after.
+    pub async fn prime(&self, session: &str, commands: &[&str]) {
+        let calls: Vec<SimEvent> = commands
+            .iter()
+            .enumerate()
+            .map(|(n, c)| {
+                SimEvent::tool_call(
+                    &format!("p{n}"),
+                    "bash",
+                    json!({"command": c, "timeout": 10}),
+                )
+            })
+            .collect();
+        self.sim.push(Reply::stream(calls));
+        self.sim.push(Reply::stream(vec![SimEvent::text("primed")]));
+        let mut stream = self.client.subscribe(session, 0).await.expect("subscribe");
+        let accepted = self
+            .client
+            .call_raw(
+                "session.prompt",
+                json!({"sessionId": session, "text": "prime",
+                       "model": "sim/llama3.2:latest"}),
+            )
+            .await
+            .expect("session.prompt");
+        let run = accepted["runId"].as_str().unwrap_or_default().to_string();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_secs(60), stream.next()).await
+        {
+            match &event.kind {
+                EventKind::PermissionAsked { question } if question.run_id == run => {
+                    let _ = self
+                        .client
+                        .call_raw(
+                            "permission.reply",
+                            json!({"sessionId": session, "questionId": question.id,
+                                   "reply": {"type": "alwaysSession"}}),
+                        )
+                        .await;
+                }
+                kind if kind.ended_run().is_some_and(|r| r.id == run) => break,
+                _ => {}
+            }
+        }
+        self.sim.clear_replies();
+        let _ = std::fs::remove_file(self.tree.project.join("notes.txt"));
+        // What the approved commands did is the user's yes (an approved `git -c … status` runs
+        // the repository's fsmonitor as any git the user runs would); only the attack counts.
+        self.tree.take_pwned();
+    }
+
     /// Ends a run whose call never ended (a read blocked on the FIFO in an older build, which
     /// `session.abort` alone could not end), so the next attack finds the session free: aborts it
     /// and opens the FIFO for writing until the run ends, which lets a reader stuck in `open()`
     /// through to an end of file.
-    async fn end_stuck_run(&self, run: &str, stream: &mut totem_client::EventStream) {
+    async fn end_stuck_run(
+        &self,
+        session: &str,
+        run: &str,
+        stream: &mut totem_client::EventStream,
+    ) {
         use std::os::unix::fs::OpenOptionsExt;
         let _ = self
             .client
-            .call_raw("session.abort", json!({"sessionId": self.session}))
+            .call_raw("session.abort", json!({"sessionId": session}))
             .await;
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {

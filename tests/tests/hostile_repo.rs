@@ -450,6 +450,7 @@ async fn every_built_in_git_command_works_in_the_sandbox_and_runs_nothing_of_the
                 leak: Leak::Ran,
                 allow,
                 writes: &[],
+                primed: &[],
             };
             let outcome = suite.attack(&attack).await;
             let output = &outcome.output;
@@ -512,4 +513,97 @@ async fn totems_own_git_diff_runs_nothing_of_the_repository() {
     let shown = format!("{answer:?}");
     assert!(!shown.contains("other.txt"), "{shown}");
     assert!(!shown.contains(OUTSIDE_REPO), "{shown}");
+}
+
+/// One run in which the model runs `command`, each question answered with `reply`.
+async fn bash_run(
+    env: &Env,
+    command: &str,
+    reply: Value,
+) -> (Vec<SessionEvent>, Vec<PermissionQuestion>) {
+    env.push(vec![tool(
+        "c1",
+        "bash",
+        json!({"command": command, "timeout": 10}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("run it", json!({})).await;
+    follow_replying(env, &mut stream, &run, Some(reply)).await
+}
+
+/// Issue 30, item 6: the question says what "always" stores, a program that can run commands or
+/// write files is stored by its exact text, and what it could turn into asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_stores_only_the_text_the_question_showed() {
+    let env = Env::start().await;
+    write_file(env.project.path(), "a.txt", "one\ntwo\n");
+    let always = json!({"type": "alwaysSession"});
+    let cases = [
+        ("sed -n 1p a.txt", "sed -n '1e touch X1' a.txt", "X1"),
+        (
+            "awk 'NR==1' a.txt",
+            "awk 'BEGIN{system(\"touch X2\")}'",
+            "X2",
+        ),
+        (
+            "find . -name a.txt -exec cat {} +",
+            "find . -name a.txt -fprint X3",
+            "X3",
+        ),
+        ("echo a.txt | xargs cat", "echo X4 | xargs touch", "X4"),
+        ("env LC_ALL=C ls", "env LC_ALL=C touch X5", "X5"),
+        (
+            "git -c core.quotepath=off status",
+            "git -c core.quotepath=off -c alias.x='!touch X6' x",
+            "X6",
+        ),
+    ];
+    for (asked, attack, marker) in cases {
+        let (events, questions) = bash_run(&env, asked, always.clone()).await;
+        assert!(!questions.is_empty(), "{asked} asks: {events:#?}");
+        let q = &questions[0];
+        let stored = q.always["bash"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
+        assert!(
+            !stored.is_empty() && stored.iter().all(|p| !p.ends_with(" *")),
+            "{asked}: stored {stored:?}"
+        );
+        for pattern in &stored {
+            assert!(
+                q.explanation.contains(&format!("bash({pattern})")),
+                "the question shows what always stores: {}",
+                q.explanation
+            );
+        }
+        assert!(
+            q.explanation.contains("this exact text only"),
+            "{}",
+            q.explanation
+        );
+        let (_, questions) = bash_run(&env, attack, json!({"type": "deny"})).await;
+        assert!(
+            !questions.is_empty(),
+            "after `{asked}` answered always, `{attack}` must ask"
+        );
+        assert!(
+            !env.project.path().join(marker).exists(),
+            "`{attack}` ran after `{asked}` was answered always"
+        );
+    }
+    // The exact command itself no longer asks.
+    let (_, questions) = bash_run(&env, "sed -n 1p a.txt", json!({"type": "deny"})).await;
+    assert!(questions.is_empty(), "{questions:#?}");
+    // A program safe to widen keeps its prefix, and the question says so.
+    let (_, questions) = bash_run(&env, "git commit --allow-empty -qm one", always.clone()).await;
+    assert!(!questions.is_empty());
+    assert!(
+        questions[0]
+            .explanation
+            .contains("\"Always\" remembers bash(git commit *)"),
+        "{}",
+        questions[0].explanation
+    );
 }

@@ -61,6 +61,20 @@ impl SessionAgent {
         verdict: Verdict,
         cancel: &CancellationToken,
     ) -> Result<Option<Answer>, DaemonError> {
+        // Every client shows the explanation: it says what "always" would remember, so the
+        // person sees the rule they grant (`sed -n 1p a.txt` exactly, not `sed *`).
+        let mut question = question;
+        if let Some(note) = verdict.always_note() {
+            if question.explanation.is_empty() {
+                question.explanation = note;
+            } else {
+                let stop = match question.explanation.trim_end().ends_with(['.', '?', '!']) {
+                    true => "",
+                    false => ".",
+                };
+                question.explanation = format!("{}{stop} {note}", question.explanation.trim_end());
+            }
+        }
         let (tx, rx) = oneshot::channel();
         let id = question.id.clone();
         lock(&self.questions).push(Pending {
