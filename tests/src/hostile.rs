@@ -228,6 +228,20 @@ impl Tree {
             std::fs::Permissions::from_mode(0o755),
         )
         .expect("chmod hook");
+        // Project commands (issue 30, item 10): links to `.env` and outside, a hard link to a
+        // file outside, and one whose front matter picks a wider agent of the user's.
+        std::fs::create_dir_all(project.join(".totem/commands")).expect("commands");
+        link("../../.env", ".totem/commands/review.md");
+        link("../../../outside/secret.txt", ".totem/commands/outside.md");
+        std::fs::hard_link(
+            outside.join("hard-target.txt"),
+            project.join(".totem/commands/hard.md"),
+        )
+        .expect("hard link");
+        write(
+            &project.join(".totem/commands/wide.md"),
+            "---\nagent: wide\n---\nTidy up.\n",
+        );
         // AGENTS.md names a check that must not run without a question.
         write(
             &project.join("AGENTS.md"),
@@ -283,6 +297,26 @@ pub struct Attack {
     /// Commands the user answered "always" first, in a fresh session (issue 30, item 6): the
     /// attack then tries what that answer must not cover.
     pub primed: &'static [&'static str],
+}
+
+/// The user runs the project's command `/name`; `call` is what the model then calls
+/// (`{"name", "arguments"}`, or null).
+fn command(
+    name: &'static str,
+    command: &'static str,
+    call: Value,
+    leak: Leak,
+    writes: &'static [&'static str],
+) -> Attack {
+    Attack {
+        name,
+        tool: command,
+        args: call,
+        leak,
+        allow: &[],
+        writes,
+        primed: &[],
+    }
 }
 
 /// After the user answered "always" to `primed`, the command must not create `file` without a
@@ -347,6 +381,7 @@ fn allowed(name: &'static str, command: &str, leak: Leak) -> Attack {
 /// Every attack of the suite.
 pub fn attacks() -> Vec<Attack> {
     use Leak::*;
+    use serde_json::Value::Null;
     vec![
         // Reading outside through links, `cd`, braces (item 2).
         bash(
@@ -596,6 +631,35 @@ pub fn attacks() -> Vec<Attack> {
             "git log --show-signature -1",
             Ran,
         ),
+        // Project command files by every name, and the agent they pick (issue 30, item 10).
+        command(
+            "a project command linked to .env",
+            "/review",
+            Null,
+            Text(ENV_FILE),
+            &[],
+        ),
+        command(
+            "a project command linked outside",
+            "/outside",
+            Null,
+            Text(OUTSIDE),
+            &[],
+        ),
+        command(
+            "a project command hard-linked to a file outside",
+            "/hard",
+            Null,
+            Text(HARD),
+            &[],
+        ),
+        command(
+            "a project command picks a wider agent",
+            "/wide",
+            json!({"name": "bash", "arguments": {"command": "touch al-wide", "timeout": 10}}),
+            Ran,
+            &["al-wide"],
+        ),
         // "Always" remembers only what the user saw (issue 30, item 6).
         after_always(
             "sed e after always for sed -n 1p",
@@ -709,6 +773,14 @@ impl Suite {
             session,
             project_id,
         } = SimAgent::start(daemon, &tree.project).await;
+        // A user agent that may run `touch` without asking: a project command must not pick it.
+        let path = daemon.home.join("settings.json");
+        let mut settings: Value = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| json!({}));
+        settings["agents"] = json!({"wide": {"allow": ["bash(touch *)"]}});
+        std::fs::write(&path, settings.to_string()).expect("settings");
         Suite {
             tree,
             sim,
@@ -730,29 +802,59 @@ impl Suite {
                 session
             }
         };
-        self.sim.push(Reply::stream(vec![SimEvent::tool_call(
-            "c1",
-            attack.tool,
-            attack.args.clone(),
-        )]));
+        // A `/name` attack is the user running the project's command `name`; its `args` are the
+        // model's call then (`{"name", "arguments"}`), or null for none.
+        let command = attack.tool.strip_prefix('/');
+        let call = match command {
+            None => Some((attack.tool, attack.args.clone())),
+            Some(_) => attack.args["name"]
+                .as_str()
+                .map(|name| (name, attack.args["arguments"].clone())),
+        };
+        if let Some((tool, args)) = call {
+            self.sim
+                .push(Reply::stream(vec![SimEvent::tool_call("c1", tool, args)]));
+        }
         self.sim.push(Reply::stream(vec![SimEvent::text("done")]));
+        let requests_before = self.sim.chat_requests().len();
         let mut stream = self.client.subscribe(&session, 0).await.expect("subscribe");
-        let accepted = self
-            .client
-            .call_raw(
-                "session.prompt",
-                json!({"sessionId": session, "text": attack.name,
-                       "model": "sim/llama3.2:latest", "allow": attack.allow}),
-            )
-            .await
-            .expect("session.prompt");
-        let run = accepted["runId"].as_str().unwrap_or_default().to_string();
         let started = Instant::now();
         let mut output = String::new();
         let mut asked = 0;
         let mut ended = false;
-        while let Ok(Some(Ok(event))) =
-            tokio::time::timeout(Duration::from_secs(60), stream.next()).await
+        let run = match command {
+            None => {
+                let accepted = self
+                    .client
+                    .call_raw(
+                        "session.prompt",
+                        json!({"sessionId": session, "text": attack.name,
+                               "model": "sim/llama3.2:latest", "allow": attack.allow}),
+                    )
+                    .await
+                    .expect("session.prompt");
+                accepted["runId"].as_str().unwrap_or_default().to_string()
+            }
+            Some(name) => match self
+                .client
+                .call_raw(
+                    "session.command",
+                    json!({"sessionId": session, "command": name}),
+                )
+                .await
+            {
+                Ok(result) => result["runId"].as_str().unwrap_or_default().to_string(),
+                Err(refused) => {
+                    // Refused before any run: nothing went to the model.
+                    output = refused.to_string();
+                    ended = true;
+                    String::new()
+                }
+            },
+        };
+        while !ended
+            && let Ok(Some(Ok(event))) =
+                tokio::time::timeout(Duration::from_secs(60), stream.next()).await
         {
             match &event.kind {
                 EventKind::PermissionAsked { question } if question.run_id == run => {
@@ -799,7 +901,16 @@ impl Suite {
             {
                 true
             }
-            Leak::Text(marker) => output.contains(marker),
+            // What the model was sent counts too (a command file is the prompt itself).
+            Leak::Text(marker) => {
+                output.contains(marker)
+                    || self
+                        .sim
+                        .chat_requests()
+                        .iter()
+                        .skip(requests_before)
+                        .any(|r| r.body.to_string().contains(marker))
+            }
             Leak::Counted => output
                 .trim_start()
                 .starts_with(|c: char| c.is_ascii_digit()),

@@ -607,3 +607,141 @@ async fn always_stores_only_the_text_the_question_showed() {
         questions[0].explanation
     );
 }
+
+/// `session.command` for `name`: the result, or the error's message.
+async fn command(env: &Env, name: &str) -> Result<Value, String> {
+    env.client
+        .call_raw(
+            "session.command",
+            json!({"sessionId": env.session, "command": name}),
+        )
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Issue 30, item 10: a project command file goes through the file tools' rules. A link to
+/// `.env`, a link outside and a hard link to a file outside are refused with a clear reason, and
+/// nothing reaches the model; an AGENTS.md that is a link to `.env` is not sent either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_command_file_is_not_a_way_to_a_secret_or_outside() {
+    let env = Env::start().await;
+    let root = env.project.path();
+    let outside = tempfile::tempdir().expect("outside");
+    write_file(root, ".env", "API=CMD-ENV-SECRET-61d0\n");
+    write_file(outside.path(), "x.md", "CMD-OUTSIDE-SECRET-7c2e\n");
+    std::fs::create_dir_all(root.join(".totem/commands")).expect("commands");
+    let link = |target: &std::path::Path, name: &str| {
+        std::os::unix::fs::symlink(target, root.join(".totem/commands").join(name))
+            .expect("symlink")
+    };
+    link(std::path::Path::new("../../.env"), "review.md");
+    link(&outside.path().join("x.md"), "out.md");
+    std::fs::hard_link(
+        outside.path().join("x.md"),
+        root.join(".totem/commands/hard.md"),
+    )
+    .expect("hard link");
+    std::os::unix::fs::symlink(".env", root.join("AGENTS.md")).expect("AGENTS.md link");
+
+    let error = command(&env, "/review").await.expect_err("a link to .env");
+    assert!(
+        error.contains("review.md leads to .env, a secret file") && error.contains("not run"),
+        "{error}"
+    );
+    let error = command(&env, "/out").await.expect_err("a link outside");
+    assert!(error.contains("outside the project"), "{error}");
+    let error = command(&env, "/hard").await.expect_err("a hard link");
+    assert!(error.contains("more than one name"), "{error}");
+
+    // An ordinary prompt: the AGENTS.md link to .env is not in the system prompt.
+    env.push(vec![text("ok")]);
+    let mut stream = env.subscribe().await;
+    let run = env.prompt("hello", json!({})).await;
+    follow_replying(&env, &mut stream, &run, None).await;
+    let sent: String = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(!sent.is_empty());
+    for secret in ["CMD-ENV-SECRET-61d0", "CMD-OUTSIDE-SECRET-7c2e"] {
+        assert!(!sent.contains(secret), "{secret} reached the model");
+    }
+    assert!(
+        sent.contains("AGENTS.md leads to .env, a secret file"),
+        "{sent}"
+    );
+}
+
+/// Issue 30, item 10: a project command's front matter cannot pick an agent whose rules allow
+/// more than the session's current mode; it runs in the current mode, with a notice that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_command_cannot_pick_a_wider_agent() {
+    let env = Env::start().await;
+    let path = env.daemon.home.join("settings.json");
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("settings")).expect("json");
+    settings["agents"] = json!({"wide": {"allow": ["bash", "edit"]}});
+    std::fs::write(&path, settings.to_string()).expect("write settings");
+    let root = env.project.path();
+    write_file(
+        root,
+        ".totem/commands/build.md",
+        "---\nagent: build\n---\nDo it.\n",
+    );
+    write_file(
+        root,
+        ".totem/commands/wide.md",
+        "---\nagent: wide\n---\nDo it.\n",
+    );
+    write_file(
+        root,
+        ".totem/commands/look.md",
+        "---\nagent: plan\n---\nLook.\n",
+    );
+    write_file(root, ".totem/commands/plain.md", "Go on.\n");
+
+    // The mode a run got, from its run.queued event.
+    async fn mode_of(env: &Env, name: &str) -> (String, String) {
+        env.push(vec![text("ok")]);
+        let mut stream = env.subscribe().await;
+        let result = command(env, name).await.expect("command");
+        let run = result["runId"].as_str().expect("run").to_string();
+        let (events, _) = follow_replying(env, &mut stream, &run, None).await;
+        let mode = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::RunQueued { run: r, .. } if r.id == run => r.mode.clone(),
+                _ => None,
+            })
+            .unwrap_or_default();
+        (
+            mode,
+            result["text"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+    async fn prompt_in(env: &Env, mode: &str) {
+        env.push(vec![text("ok")]);
+        let mut stream = env.subscribe().await;
+        let run = env.prompt("hi", json!({"mode": mode})).await;
+        follow_replying(env, &mut stream, &run, None).await;
+    }
+
+    // In plan mode, `agent: build` and a wider agent fall back to plan, and say so.
+    prompt_in(&env, "plan").await;
+    for name in ["/build", "/wide", "/plain"] {
+        let (mode, said) = mode_of(&env, name).await;
+        assert_eq!(mode, "plan", "{name}: {said}");
+        if name != "/plain" {
+            assert!(said.contains("runs in `plan`"), "{name}: {said}");
+        }
+    }
+    // In build mode, an agent with wider rules falls back to build; plan (narrower) is kept.
+    prompt_in(&env, "build").await;
+    let (mode, said) = mode_of(&env, "/wide").await;
+    assert_eq!(mode, "build", "{said}");
+    assert!(said.contains("allows `bash`"), "{said}");
+    let (mode, said) = mode_of(&env, "/look").await;
+    assert_eq!(mode, "plan", "{said}");
+}

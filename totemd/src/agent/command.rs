@@ -13,7 +13,7 @@ use totem_protocol::{CommandResult, EventKind, SessionCommandParams};
 
 use super::history::{summarise, to_model_messages};
 use super::settings::provider_for;
-use super::{BUILD, DaemonError, RunRequest, lock, queue_run};
+use super::{BUILD, DaemonError, PLAN, RunRequest, lock, queue_run};
 use crate::daemon::Daemon;
 use crate::store::Compaction;
 use crate::util::now_ms;
@@ -38,14 +38,49 @@ pub async fn run(
         }
         "init" => init(daemon, &agent.root, &agent.session_id),
         _ => {
-            let Some((request, file)) = custom(&agent.root, &name, &args)? else {
+            let settings = super::settings::load(daemon).map_err(DaemonError::Invalid)?;
+            let current = lock(&agent.queue)
+                .last_mode
+                .clone()
+                .unwrap_or_else(|| BUILD.to_string());
+            let policy = settings
+                .policy(&current, &[])
+                .map_err(DaemonError::Invalid)?;
+            let state = lock(&agent.permissions).clone();
+            let Some((mut request, file)) = custom(&agent.root, &name, &args, &policy, &state)?
+            else {
                 return Err(DaemonError::NotFound(format!(
                     "no command /{name}: the daemon knows /compact and /init, and custom commands are files in .totem/commands/NAME.md"
                 )));
             };
+            let mut text = format!("Running /{name} from {file}.");
+            if request.mode.is_empty() {
+                // No agent named: the session's own mode, never a wider one.
+                request.mode = current.clone();
+            }
+            let asked = request.mode.clone();
+            if let Some(why) = wider_agent(&settings, &current, &asked) {
+                // A file of the repository picks no agent that may do more than the user's.
+                request.mode = current.clone();
+                text = format!(
+                    "{file} asks for agent `{asked}`, {why}: /{name} runs in `{current}`, the session's mode, instead. {text}"
+                );
+                daemon.sessions.get(&agent.session_id)?.emit(
+                    daemon.store(),
+                    EventKind::Notice {
+                        run_id: None,
+                        level: totem_protocol::NoticeLevel::Warning,
+                        text: format!(
+                            "{} asks for agent `{}`, {why}: /{name} runs in `{current}`, the session's mode, instead.",
+                            totem_protocol::display::displayable_line(&file),
+                            totem_protocol::display::displayable_line(&asked)
+                        ),
+                    },
+                )?;
+            }
             let accepted = queue_run(daemon, &agent, request)?;
             Ok(CommandResult {
-                text: format!("Running /{name} from {file}."),
+                text,
                 run_id: Some(accepted.run_id),
             })
         }
@@ -276,11 +311,77 @@ fn describe(root: &Path) -> String {
     out
 }
 
+/// Why agent `asked` (a project command's front matter) may do more than `current`, the
+/// session's mode; `None` when it may not. Conservative: another agent is accepted only when it
+/// is read-only wherever `current` is, allows nothing `current` does not list, and refuses all
+/// `current` refuses.
+fn wider_agent(
+    settings: &crate::config::SettingsFile,
+    current: &str,
+    asked: &str,
+) -> Option<String> {
+    if asked == current {
+        return None;
+    }
+    if asked != BUILD && asked != PLAN && !settings.agents.contains_key(asked) {
+        return Some("which is not an agent of your settings".into());
+    }
+    let (cur, ask) = (settings.agent(current), settings.agent(asked));
+    let read_only = |mode: &str, a: &crate::config::AgentSettings| mode == PLAN || a.read_only;
+    if read_only(current, &cur) && !read_only(asked, &ask) {
+        return Some(format!(
+            "which may change files and run commands, and `{current}` may not"
+        ));
+    }
+    if let Some(rule) = ask.allow.iter().find(|r| !cur.allow.contains(r)) {
+        return Some(format!("which allows `{rule}` and `{current}` does not"));
+    }
+    if let Some(rule) = cur.deny.iter().find(|r| !ask.deny.contains(r)) {
+        return Some(format!(
+            "which does not refuse `{rule}` as `{current}` does"
+        ));
+    }
+    None
+}
+
+/// Why a project-provided prompt file (`.totem/commands/NAME.md`, AGENTS.md) is not loaded:
+/// it leads outside the project, to a secret file, or to a file with other names (hard links).
+/// `real_rel` is the file's real project-relative path.
+pub(super) fn prompt_file_refusal(
+    root: &Path,
+    rel: &str,
+    real: &Path,
+    secrets: &totem_permission::SecretPatterns,
+) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real_rel) = real.strip_prefix(root) else {
+        return Some(format!("{rel} leads outside the project"));
+    };
+    let real_rel = real_rel.to_string_lossy();
+    if secrets.is_secret(&real_rel) || secrets.is_secret(rel) {
+        return Some(match real_rel == rel {
+            true => format!("{rel} is a secret file"),
+            false => format!("{rel} leads to {real_rel}, a secret file"),
+        });
+    }
+    if std::fs::metadata(real).is_ok_and(|m| m.nlink() > 1) {
+        return Some(format!(
+            "{rel} has more than one name (hard links), so it may be a secret or a file outside the project"
+        ));
+    }
+    None
+}
+
 /// A custom command's prompt, from `.totem/commands/NAME.md`. `None` when there is no such file.
+/// The file goes through the file tools' rules: its real path must be inside the project, and a
+/// secret (also through a symlink, `review.md -> ../../.env`) or a hard-linked file is not sent
+/// unless the user answered "always" for reading exactly that file.
 fn custom(
     root: &Path,
     name: &str,
     args: &str,
+    policy: &totem_permission::Policy,
+    state: &totem_permission::PermissionState,
 ) -> Result<Option<(RunRequest, String)>, DaemonError> {
     if name.is_empty()
         || !name
@@ -291,17 +392,54 @@ fn custom(
     }
     let rel = format!(".totem/commands/{name}.md");
     let path = root.join(&rel);
-    // The file must really be inside the project.
-    let Ok(real) = std::fs::canonicalize(&path) else {
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
+    }
+    let refused = |why: String| {
+        DaemonError::Invalid(format!(
+            "/{name} was not run: {why}, and a command file is sent to the model only under the rules of the file tools. Write the prompt into {rel} itself."
+        ))
     };
-    if !real.starts_with(root) || !real.is_file() {
+    let Ok(real) = std::fs::canonicalize(&path) else {
+        return Err(refused(format!("{rel} is a link to nothing")));
+    };
+    if !real.starts_with(root) {
+        return Err(refused(format!("{rel} leads outside the project")));
+    }
+    if !real.is_file() {
         return Ok(None);
+    }
+    if let Some(why) = prompt_file_refusal(root, &rel, &real, policy.secrets()) {
+        // Only the user's own answer for exactly that file lets it through.
+        let real_rel = real
+            .strip_prefix(root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let links = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(&real).map_or(1, |m| m.nlink())
+        };
+        let access = totem_permission::Access::read("read", real_rel.clone());
+        let allowed = policy.evaluate_file(&access, links, state).decision
+            == totem_permission::Decision::Allow;
+        if !allowed {
+            return Err(refused(format!(
+                "{why}, which is not sent to the model without your yes (answer \"always\" when the model asks to read {real_rel})"
+            )));
+        }
+    }
+    let verdict = policy.evaluate(&totem_permission::Access::read("read", rel.clone()), state);
+    if verdict.decision == totem_permission::Decision::Deny {
+        return Err(refused(format!(
+            "the settings do not let {rel} be read ({})",
+            verdict.explain()
+        )));
     }
     let text = std::fs::read_to_string(&real)
         .map_err(|e| DaemonError::Invalid(format!("cannot read {rel}: {e}")))?;
     let (front, body) = split_front_matter(&text);
-    let mut mode = BUILD.to_string();
+    // Empty: the session's current mode (filled in by the caller).
+    let mut mode = String::new();
     let mut model = None;
     for line in front.lines() {
         if let Some((key, value)) = line.split_once(':') {

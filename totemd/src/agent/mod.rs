@@ -113,6 +113,9 @@ struct RunQueue {
     worker: bool,
     /// The model of the last run, used when a prompt names none.
     last_model: Option<String>,
+    /// The mode (agent) of the newest prompt: the session's current mode, which a project
+    /// command may not widen (see `command::custom`).
+    last_mode: Option<String>,
 }
 
 /// One session's agent state.
@@ -341,6 +344,7 @@ pub fn queue_run(
     )?;
     let start_worker = {
         let mut q = lock(&agent.queue);
+        q.last_mode = Some(request.mode.clone());
         q.queue.push_back(Queued {
             run,
             message,

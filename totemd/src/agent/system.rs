@@ -107,6 +107,17 @@ fn folder_instructions(root: &Path, dir: &Path) -> Option<(String, String)> {
         if !real.starts_with(root) || !real.is_file() {
             continue;
         }
+        let rel = candidate
+            .strip_prefix(root)
+            .map_or_else(|_| name.to_string(), |p| p.display().to_string());
+        // Secrets by every name: an AGENTS.md that is a link to `.env` (or a hard link) is not
+        // sent; the model is told why, so it can say so.
+        static SECRETS: std::sync::OnceLock<totem_permission::SecretPatterns> =
+            std::sync::OnceLock::new();
+        let secrets = SECRETS.get_or_init(totem_permission::SecretPatterns::default);
+        if let Some(why) = super::command::prompt_file_refusal(root, &rel, &real, secrets) {
+            return Some((rel, format!("[not loaded: {why}]")));
+        }
         let Ok(mut text) = std::fs::read_to_string(&real) else {
             continue;
         };
@@ -114,9 +125,6 @@ fn folder_instructions(root: &Path, dir: &Path) -> Option<(String, String)> {
             text.truncate(text.floor_char_boundary(MAX_INSTRUCTIONS));
             text.push_str("\n[cut]");
         }
-        let rel = candidate
-            .strip_prefix(root)
-            .map_or_else(|_| name.to_string(), |p| p.display().to_string());
         return Some((rel, text.trim().to_string()));
     }
     None
