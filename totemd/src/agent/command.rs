@@ -4,7 +4,10 @@
 //! - `/init`: write `AGENTS.md` from a look at the project (build, test and lint commands, layout,
 //!   conventions); in an empty folder, first scaffold a Total.js 5 project.
 //! - `/NAME`: the custom command `.totem/commands/NAME.md`, sent as a prompt (`$ARGUMENTS` is
-//!   replaced by the command's arguments; a front matter may set `mode` and `model`).
+//!   replaced by the command's arguments; a front matter may set `mode` and `model`). The file is
+//!   a project file like any other: its real path must be inside the project, and a secret or a
+//!   hard-linked file is not sent; its `mode`/`agent` may not be wider than the session's current
+//!   mode (the command then runs in that mode, with a notice).
 
 use std::path::Path;
 use std::sync::Arc;
