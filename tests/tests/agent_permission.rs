@@ -370,3 +370,53 @@ async fn a_question_pending_when_the_daemon_is_killed_is_withdrawn_on_restart() 
     }
     assert_eq!(resolved, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_in_this_session_survives_a_daemon_restart() {
+    let mut env = Env::start().await;
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "out.txt", "content": "1\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("write", json!({})).await;
+    loop {
+        if let EventKind::PermissionAsked { question } = next_event(&mut events, 30).await.kind {
+            env.reply(&question.id, json!({"type": "alwaysSession"}))
+                .await;
+            break;
+        }
+    }
+    follow(&env, &mut events, &run, Answer::None).await;
+
+    // A daemon killed and started again still knows what the person said for this session.
+    env.daemon.kill9();
+    let daemon = totem_tests::harness::TestDaemon::start_in(&env.daemon.home);
+    let client = daemon.client().await;
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "out.txt", "content": "2\n"}),
+    )]);
+    env.push(vec![text("ok")]);
+    let mut stream = client.subscribe(&env.session, 0).await.expect("subscribe");
+    let accepted = client
+        .call_raw(
+            "session.prompt",
+            json!({"sessionId": env.session, "text": "again", "model": agent_common::MODEL}),
+        )
+        .await
+        .expect("prompt");
+    loop {
+        match next_event(&mut stream, 30).await.kind {
+            EventKind::PermissionAsked { question } if question.run_id == accepted["runId"] => {
+                panic!("asked again after a restart")
+            }
+            EventKind::RunDone { run } if run.id == accepted["runId"] => break,
+            _ => {}
+        }
+    }
+    assert_eq!(env.file("out.txt"), "2\n");
+}

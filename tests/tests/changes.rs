@@ -207,7 +207,7 @@ async fn undo_after_a_bash_command_restores_what_it_wrote() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn undo_walks_back_run_by_run_and_a_new_run_clears_the_redo() {
+async fn undo_and_redo_walk_back_and_forward_run_by_run_and_a_new_run_clears_the_redos() {
     let env = Env::start().await;
     let root = env.root();
     let start = tree(&root);
@@ -253,17 +253,35 @@ async fn undo_walks_back_run_by_run_and_a_new_run_clears_the_redo() {
     assert_eq!(undone["canUndo"], false);
     assert_eq!(tree(&root), start);
 
-    // Redo gives back the last undone run only.
+    // Redo walks forward again over the three undos, newest undone first.
     let redone = call(&env, "session.redo", json!({})).await.expect("redo");
     assert_eq!(redone["runId"], first.as_str());
+    assert_eq!(redone["canRedo"], true);
     assert_eq!(tree(&root), after_first);
-    assert_eq!(
-        rpc_error(call(&env, "session.redo", json!({})).await).0,
-        NOT_FOUND
-    );
+    let redone = call(&env, "session.redo", json!({})).await.expect("redo");
+    assert_eq!(redone["runId"], idle.as_str());
+    let redone = call(&env, "session.redo", json!({})).await.expect("redo");
+    assert_eq!(redone["runId"], second.as_str());
+    assert_eq!(redone["canRedo"], false);
+    assert_eq!(env.file("a.txt"), "two\n");
+    let (code, message, _) = rpc_error(call(&env, "session.redo", json!({})).await);
+    assert_eq!(code, NOT_FOUND);
+    assert!(message.contains("redone already"), "{message}");
+    // Undo and redo again in between: back two, forward one, back one.
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], second.as_str());
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], idle.as_str());
+    let redone = call(&env, "session.redo", json!({})).await.expect("redo");
+    assert_eq!(redone["runId"], idle.as_str());
+    assert_eq!(redone["canRedo"], true);
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], idle.as_str());
+    let undone = call(&env, "session.undo", json!({})).await.expect("undo");
+    assert_eq!(undone["runId"], first.as_str());
+    assert_eq!(tree(&root), start);
 
-    // Undo again, then a new run: the redo is gone, and the undone runs stay undone.
-    call(&env, "session.undo", json!({})).await.expect("undo");
+    // Then a new run: the redos are gone, and the undone runs stay undone.
     let third = run(
         &env,
         &mut stream,

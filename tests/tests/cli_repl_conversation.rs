@@ -86,3 +86,42 @@ fn a_prompt_sent_while_the_model_is_slow_shows_queued_then_follows_the_first_ans
     assert!(second[2].starts_with("user prompt two"), "{second:?}");
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn ctrl_c_while_a_question_waits_gives_back_the_prompt_and_a_late_answer_is_not_sent() {
+    let env = SimCli::start();
+    env.push(
+        vec![SimEvent::tool_call(
+            "c1",
+            "write",
+            serde_json::json!({"path": "a.txt", "content": "a\n"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Fine.\n")], 0);
+    let mut repl = repl(&env);
+    repl.send("write a.txt\r").expect("a prompt");
+    expect_shown(&mut repl, "Answer: o = once", "the question");
+    // A draft typed while the question came is kept for after the answer.
+    repl.send("half a thought\r")
+        .expect("a line that is not an answer");
+    expect_shown(&mut repl, "Your text is kept", "the draft kept");
+    repl.send("\x03").expect("Ctrl-C");
+    expect_shown(&mut repl, "Aborting the run", "the abort");
+    expect_shown(&mut repl, "aborted", "the run's end");
+    // The line is a prompt again (the kept draft in it), and a late `o` is no prompt.
+    expect_shown(&mut repl, "› half a thought", "the draft is back");
+    repl.send("\x15o\r").expect("a late answer");
+    expect_shown(
+        &mut repl,
+        "That question is gone",
+        "the late answer refused",
+    );
+    let requests = {
+        let _guard = env.runtime.enter();
+        env.sim.chat_requests()
+    };
+    assert_eq!(requests.len(), 1, "nothing more went to the model");
+    assert!(!env.cli.project.path().join("a.txt").exists());
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

@@ -305,3 +305,84 @@ fn undo_puts_the_prompt_back_and_the_model_no_longer_sees_the_run() {
     );
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+/// The undone prompt's run ids, newest undo last, as the session's messages mark them.
+async fn undone_prompts(env: &Env, session: &str) -> Vec<String> {
+    let client = env.client().await;
+    let page = client
+        .call_raw(
+            "session.messages",
+            json!({"sessionId": session, "limit": 100}),
+        )
+        .await
+        .expect("session.messages");
+    page["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user" && m["undone"] == true)
+        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn undo_and_redo_typed_on_the_restored_prompt_run_as_commands_any_number_of_times() {
+    let env = Env::start();
+    {
+        let _guard = env.runtime.enter();
+        env.sim
+            .push(Reply::stream([SimEvent::text("First answer.")]));
+        env.sim
+            .push(Reply::stream([SimEvent::text("Second answer.")]));
+    }
+    let mut repl = env.repl(&["attach", "--new"]);
+    let header = repl
+        .expect(Regex(r"(ses_[0-9a-z]+) ──"))
+        .expect("the header names the session");
+    let session = String::from_utf8_lossy(header.get(1).expect("id")).into_owned();
+    repl.expect("Type a prompt").expect("greeting");
+    repl.send("change the greeting\r").expect("a prompt");
+    repl.expect("First answer.").expect("first answer");
+    repl.expect("✓ done").expect("run done");
+    repl.send("add a farewell\r").expect("a prompt");
+    repl.expect("Second answer.").expect("second answer");
+    repl.expect("✓ done").expect("run done");
+
+    // /undo, then /undo typed on the prompt it put back: two runs undone, nothing sent.
+    repl.send("/undo\r").expect("/undo");
+    repl.expect("the model no longer sees it").expect("undone");
+    repl.expect("› add a farewell").expect("the prompt is back");
+    repl.send("/undo\r").expect("/undo on the draft");
+    repl.expect("the model no longer sees it")
+        .expect("the second undo");
+    repl.expect("› change the greeting")
+        .expect("the older prompt is back");
+    let undone = env.runtime.block_on(undone_prompts(&env, &session));
+    assert_eq!(undone, ["change the greeting", "add a farewell"]);
+
+    // /redo on the draft redoes, and the draft stays in the line.
+    repl.send("/redo\r").expect("/redo on the draft");
+    repl.expect("it is back in the conversation")
+        .expect("the redo");
+    repl.expect("› change the greeting")
+        .expect("the draft stays");
+    repl.send("/redo\r").expect("a second /redo");
+    repl.expect("it is back in the conversation")
+        .expect("the second redo");
+    repl.expect("› change the greeting")
+        .expect("the draft stays");
+    let undone = env.runtime.block_on(undone_prompts(&env, &session));
+    assert!(undone.is_empty(), "{undone:?}");
+    let requests = {
+        let _guard = env.runtime.enter();
+        env.sim.chat_requests()
+    };
+    assert_eq!(
+        requests.len(),
+        2,
+        "no command went to the model as a prompt"
+    );
+    // Ctrl-U clears the draft, then Ctrl-D leaves.
+    repl.send("\x15").expect("Ctrl-U");
+    cli_common::ctrl_d_until(&mut repl, Eof);
+}

@@ -31,6 +31,20 @@ const fn cmd(
     }
 }
 
+/// The slash command typed after `draft`, the text the line started with, when `line` is the
+/// draft followed by one of [`COMMANDS`] (not any `/`: "look at " + "/etc/hosts" is a prompt).
+pub(crate) fn typed_after(draft: &str, line: &str) -> Option<String> {
+    if draft.trim().is_empty() {
+        return None;
+    }
+    let typed = line.strip_prefix(draft)?.trim();
+    let name = typed.split_whitespace().next()?;
+    COMMANDS
+        .iter()
+        .any(|c| c.name == name)
+        .then(|| typed.to_string())
+}
+
 pub const COMMANDS: &[SlashCommand] = &[
     cmd("/help", "", "list these commands", None),
     cmd("/new", "", "start a new session in this project", None),

@@ -127,6 +127,10 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         shell_done,
         shell_outputs: Vec::new(),
         refill: None,
+        draft: String::new(),
+        held: None,
+        asking_label: false,
+        question_gone: false,
         live: String::new(),
         live_rows: 0,
         live_is_spinner: false,
@@ -199,6 +203,15 @@ struct Repl<'a> {
     shell_outputs: Vec<String>,
     /// Text for the next input line (an undone prompt, a refused one).
     refill: Option<String>,
+    /// The text the line being read started with (a restored draft; empty: none).
+    draft: String,
+    /// A line typed while a question waited that was not an answer: it comes back after the
+    /// answer.
+    held: Option<String>,
+    /// The line being read shows the question's label (`allow? o/s/p/d›`).
+    asking_label: bool,
+    /// Ctrl-C took away a question the person may still be answering.
+    question_gone: bool,
     /// The live line above the prompt: the spinner's frame, or the unfinished line being
     /// streamed (empty: none); it is drawn again under whatever is printed.
     live: String,
@@ -241,6 +254,15 @@ struct Question {
     folded: Option<PermissionQuestion>,
 }
 
+/// A word that answers a permission question (what `answer` takes).
+fn answer_word(text: &str) -> bool {
+    let word = text.split_whitespace().next().unwrap_or("").to_lowercase();
+    matches!(
+        word.as_str(),
+        "o" | "once" | "y" | "yes" | "s" | "session" | "p" | "project" | "d" | "deny" | "n" | "no"
+    )
+}
+
 const ANSWER_HINT: &str =
     "Answer: o = once · s = always in this session · p = always in this project · d [note] = deny";
 
@@ -266,7 +288,17 @@ impl Repl<'_> {
                     match self.on_input(input).await {
                         Flow::Continue => {
                             let prompt = self.prompt();
-                            let initial = self.refill.take().unwrap_or_default();
+                            let asking = self.questions.iter().any(|q| !q.answered_here);
+                            self.asking_label = asking;
+                            let initial = match asking {
+                                true => String::new(),
+                                false => self
+                                    .refill
+                                    .take()
+                                    .or_else(|| self.held.take())
+                                    .unwrap_or_default(),
+                            };
+                            self.draft.clone_from(&initial);
                             self.editor.read_with(&prompt, initial);
                         }
                         Flow::Leave => return Ok(Exit::Success),
@@ -392,6 +424,17 @@ impl Repl<'_> {
         match input {
             Input::Line(line) => {
                 self.last_interrupt = None;
+                // A slash command typed after a restored draft (an undone prompt) runs as a
+                // command, and the draft comes back: `/undo` twice undoes two runs, it does not
+                // send "the prompt/undo" to the model.
+                let draft = std::mem::take(&mut self.draft);
+                if let Some(command) = commands::typed_after(&draft, &line) {
+                    let flow = self.slash(&command).await;
+                    if self.refill.is_none() {
+                        self.refill = Some(draft);
+                    }
+                    return flow;
+                }
                 if self.disconnected {
                     self.reconnect().await;
                     if line.trim().is_empty() {
@@ -410,7 +453,15 @@ impl Repl<'_> {
                     return self.slash(text).await;
                 }
                 if self.questions.iter().any(|q| !q.answered_here) {
-                    self.answer(text).await;
+                    self.answer(&line).await;
+                    return Flow::Continue;
+                }
+                // Read under the question's label, but the question went meanwhile (the run was
+                // aborted, another terminal answered): an answer word is not a prompt.
+                let gone = std::mem::take(&mut self.asking_label)
+                    | std::mem::take(&mut self.question_gone);
+                if gone && answer_word(text) {
+                    self.note("That question is gone (answered elsewhere, or its run ended); nothing was sent.");
                     return Flow::Continue;
                 }
                 if let Some(command) = text.strip_prefix('!') {
@@ -494,7 +545,8 @@ impl Repl<'_> {
     }
 
     /// Answers the oldest open permission question.
-    async fn answer(&mut self, text: &str) {
+    async fn answer(&mut self, line: &str) {
+        let text = line.trim();
         let Some(question) = self.questions.iter_mut().find(|q| !q.answered_here) else {
             return;
         };
@@ -523,6 +575,11 @@ impl Repl<'_> {
             "p" | "project" => PermissionReply::AlwaysProject,
             "d" | "deny" | "n" | "no" => PermissionReply::Deny { note },
             _ => {
+                // Typed while the question came, most likely: kept for after the answer.
+                if self.held.is_none() {
+                    self.held = Some(line.trim_end().to_string());
+                    self.note("Your text is kept: it comes back in the line after the answer.");
+                }
                 self.note(ANSWER_HINT);
                 return;
             }
@@ -569,7 +626,15 @@ impl Repl<'_> {
             .call::<method::SessionAbort>(params)
             .await
         {
-            Ok(_) => self.note("Aborting the run… (Ctrl-C again within a second leaves)"),
+            Ok(_) => {
+                // The open questions go with the run: none waits for an answer here now, so the
+                // next line is read as a prompt again, not under `allow? o/s/p/d›`.
+                for question in &mut self.questions {
+                    self.question_gone |= !question.answered_here;
+                    question.answered_here = true;
+                }
+                self.note("Aborting the run… (Ctrl-C again within a second leaves)")
+            }
             Err(e) => self.error(&format!("cannot abort the run: {e}")),
         }
         Flow::Continue

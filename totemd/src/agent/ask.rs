@@ -135,12 +135,23 @@ impl SessionAgent {
             let answer = state
                 .answer(&pending.verdict, &p.reply)
                 .map_err(|e| DaemonError::Invalid(e.to_string()))?;
-            if answer.remembered == Some(Scope::Project) {
-                let rules = serde_json::to_value(state.project_rules())
-                    .map_err(|e| DaemonError::Invalid(e.to_string()))?;
-                daemon
-                    .store()
-                    .put_project_permissions(&self.project_id, &rules)?;
+            match answer.remembered {
+                Some(Scope::Project) => {
+                    let rules = serde_json::to_value(state.project_rules())
+                        .map_err(|e| DaemonError::Invalid(e.to_string()))?;
+                    daemon
+                        .store()
+                        .put_project_permissions(&self.project_id, &rules)?;
+                }
+                // Stored with the session: a restart keeps what the person said.
+                Some(Scope::Session) => {
+                    let rules = serde_json::to_value(state.session_rules())
+                        .map_err(|e| DaemonError::Invalid(e.to_string()))?;
+                    daemon
+                        .store()
+                        .put_session_permissions(&self.session_id, &rules)?;
+                }
+                None => {}
             }
             answer
         };

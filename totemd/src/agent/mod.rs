@@ -155,10 +155,17 @@ impl Agents {
                 DaemonError::NotFound(format!("the project of session {session_id} is gone"))
             })?;
         let rules = daemon.store().project_permissions(&project.id)?;
-        let state = serde_json::from_value(rules)
+        let mut state: PermissionState = serde_json::from_value(rules)
             .ok()
             .and_then(|rules| PermissionState::with_project_rules(rules).ok())
             .unwrap_or_default();
+        // "Always in this session" answers given before a restart.
+        let session_rules = daemon.store().session_permissions(session_id)?;
+        if let Ok(rules) = serde_json::from_value(session_rules)
+            && let Err(e) = state.remember(totem_permission::Scope::Session, &rules)
+        {
+            tracing::warn!(session = %session_id, error = %e, "stored session answers do not compile");
+        }
         let agent = Arc::new(SessionAgent {
             session_id: session_id.to_string(),
             project_id: project.id,

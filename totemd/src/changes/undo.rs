@@ -3,9 +3,9 @@
 //! Undo takes back the newest run not undone yet, so repeated undos walk back run by run to the
 //! session's start: its file changes (if it made any) and its part of the conversation — its
 //! messages stay stored, marked undone, and are left out of the model's history (see
-//! [`UndoState::keeps`]). Redo is one level: it applies the last undone run again, and is gone
-//! after a redo or once a newer run exists (that run worked on the files and the conversation as
-//! the undo left them; the undone runs stay undone). Both are all-or-nothing and refuse to
+//! [`UndoState::keeps`]). Redo walks forward again over the undos made in a row: each applies
+//! the newest undone run again; they are gone once a newer run exists (that run worked on the
+//! files and the conversation as the undos left them; the undone runs stay undone). Both are all-or-nothing and refuse to
 //! overwrite a file changed since, unless forced (see `totem_snapshot::undo`).
 
 use std::sync::Arc;
@@ -114,7 +114,7 @@ async fn undo_or_redo(
                 let why = if state.redo.is_some() {
                     "a run came after the last undo"
                 } else {
-                    "redo follows an undo, once"
+                    "every undo is redone already"
                 };
                 DaemonError::NotFound(format!("nothing to redo in session {session_id}: {why}"))
             })?
@@ -130,14 +130,29 @@ async fn undo_or_redo(
     .map_err(|e| snapshot_failed(&format!("{what} run {run_id}"), e))?;
 
     if undo {
+        // Undos in a row pile up their redos; after a newer run the old ones are gone.
+        let then = match live_redo(&records, &state) {
+            Some(r) => std::iter::once(r.run_id.clone())
+                .chain(r.then.iter().cloned())
+                .collect(),
+            None => Vec::new(),
+        };
         state.undone.push(run_id.clone());
         state.redo = Some(Redo {
             run_id: run_id.clone(),
+            then,
             newest_run: records.last().map(|(run, _)| run.id.clone()),
         });
     } else {
         state.undone.retain(|id| *id != run_id);
-        state.redo = None;
+        state.redo = state.redo.take().and_then(|r| {
+            let mut then = r.then.into_iter();
+            then.next().map(|next| Redo {
+                run_id: next,
+                then: then.collect(),
+                newest_run: r.newest_run,
+            })
+        });
     }
     store.put_undo_state(session_id, &state)?;
     let (message_ids, prompt) = run_messages(daemon, session_id, &run_id)?;

@@ -510,6 +510,8 @@ impl Store {
         self.sessions.batch_remove(&mut batch, s.id.as_str());
         self.meta.batch_remove(&mut batch, undo_state::key(&s.id));
         self.meta.batch_remove(&mut batch, compaction::key(&s.id));
+        self.meta
+            .batch_remove(&mut batch, permissions::session_key(&s.id));
         self.commit(batch)?;
         self.counts.sessions.fetch_sub(1, Ordering::Relaxed);
         Ok(())

@@ -1,4 +1,4 @@
-//! A session's undo state: which runs' file changes are taken back, and the one redo on offer.
+//! A session's undo state: which runs' file changes are taken back, and the redos on offer.
 //! The changes themselves are the runs' records (`run_changes`); this only says where the session
 //! stands among them. Kept in the `meta` keyspace under `undo \0 session id`.
 
@@ -18,12 +18,15 @@ pub struct UndoState {
     pub redo: Option<Redo>,
 }
 
-/// The last undo, while it can still be redone.
+/// The undos in a row that can still be redone, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Redo {
-    /// The run whose changes the undo reverted, which a redo puts back.
+    /// The run the last undo reverted, which the next redo puts back.
     pub run_id: String,
+    /// The runs the undos before it reverted, which further redos put back, next first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<String>,
     /// The session's newest run when the undo was made: once a newer run exists the redo is gone,
     /// since that run worked on the files as the undo left them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +101,7 @@ mod tests {
             undone: vec!["run_1".into()],
             redo: Some(Redo {
                 run_id: "run_1".into(),
+                then: vec!["run_0".into()],
                 newest_run: Some("run_2".into()),
             }),
         };
