@@ -3,23 +3,23 @@
 //! Facts from TOTALJS.md §1 and §6, in our own words.
 
 const PRIMER: &str = r#"# Total.js 5
-This is a Total.js 5 project (npm package total5). Write Total.js 5 code only; Total.js 4 and Express APIs do not exist here.
+This is a Total.js 5 project (npm package total5). Total.js 4 and Express APIs do not exist here.
 
 ## Files
 - .js files in these folders load by themselves, in this order: modules/, actions/, schemas/, models/, definitions/, controllers/, middleware/. Never require() them.
-- index.js: require('total5'); Total.run({}); Run the app with: node index.js (port 8000, or $PORT). Total.run({ watcher: false }) runs one process, best for tests.
-- config: one "key : value" per line with a space after the colon: name : App. Framework keys start with $: $api, $port. Only config is read.
-- views/*.html templates, public/ static files, databases/ data, plugins/<id>/index.js with the same folders.
+- index.js: require('total5'); Total.run({}); Run the app with: node index.js (port 8000, or $PORT). Total.run({ watcher: false }) is release mode: one process, views cached.
+- config: one "key : value" per line with a space after the colon: name : App. Framework keys start with $: $api, $port. .env (KEY=value) fills process.env. No other config files are read.
+- views/*.html templates, public/ static files, databases/ data. plugins/<id>/ needs an index.js and has the same folders except modules/.
 
 ## Routes (controllers/*.js)
 - Declare routes inside exports.install = function() { ... }; put named handlers below.
 - A handler gets the controller as its argument $. `this` is NOT the controller.
-- ROUTE('[+|-]METHOD /url/{id}/ [@upload] [#middleware] [<10MB] [--> Ns|action]', [handler]). METHOD: GET POST PUT PATCH DELETE API SOCKET FILE, or '#404'. + needs a signed-in user, - an anonymous one; both need AUTH() in definitions/. {id} gives $.params.id. Flags go in the string, never in an array.
+- ROUTE('[+|-]METHOD /url/{id}/ [@upload] [#middleware] [<10MB] [--> Ns|action]', [handler]). METHOD: GET POST PUT PATCH DELETE API SOCKET FILE, or '#404'. + needs a signed-in user, - an anonymous one; both need AUTH() in definitions/. {id} gives $.params.id. Flags go in the string, never in an array. #auth runs MIDDLEWARE('auth', function($, next) { next(); }) from definitions/ (an unknown name is skipped).
 - Controller $: $.view(name, model), $.json(obj), $.success(value), $.invalid(error), $.plain(text), $.redirect(url); $.query, $.body, $.params, $.user.
 - $.view('index', model) renders views/index.html inside views/layout.html: that file must exist and contain @{body}, or the request hangs. In a view: @{model.name}.
 
 ## Actions (actions/*.js)
-- NEWACTION('Ns|name', { input, query, params, route, action($, model) }). input: '*name:String, price:Number' (* = required). Types: String Number Boolean Date Email UID JSON Object Lower Upper, {a|b} (one of), [String] (array), @Name (reusable schema). Invalid input gets a 400 before the action runs.
+- NEWACTION('Ns|name', { input, query, params, route, action($, model) }). input: '*name:String, price:Number' (* = required). Types: String Number Boolean Date Email UID JSON Object, {a|b} (one of), [String] (array), @Name (reusable schema). Invalid input gets a 400 before the action runs.
 - route: 'API ?' makes it a JSON endpoint. The client sends POST /api/ with Content-Type: application/json and {"schema": "Ns|name", "data": {...}}; the answer is {"success": true, "value": ...}. With route: 'API ?' the id uses |, never / (ids with / collide).
 - Action $: $.success(value), $.invalid('error'), $.callback(raw), $.model, $.params, $.query, $.user. No $.json/$.view/$.file here.
 - From code: var res = await ACTION('Ns|name', data).promise($); res is {success, value}.
@@ -67,13 +67,12 @@ NEWACTION('Items|list', {
 
 client
 POST /api/ {"schema": "Items|create", "data": {"name": "Pear", "price": 2}} answers {"success": true, "value": "<id>"}
-POST /api/ {"schema": "Items|list"} answers {"success": true, "value": [{"name": "Pear", ...}]}
 
 ## Globals
-CONF (config), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), PATH.root(), FILESTORAGE(name), CRON('*/5 * * * *', fn), ON('ready', fn), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder for HTTP calls.
+CONF (config), FUNC (shared functions, set in definitions/), MAIN (runtime state), MODS (modules), PATH.root(), FILESTORAGE(name), CRON('*/5 * * * *', fn), ON('ready', fn), AUTH(function($) { $.success(user) or $.invalid(); }), UID(), RESTBuilder.
 
 ## Never
-Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), RESOURCE (use TRANSLATE), OPERATION/TASK/GETSCHEMA (use ACTION), '*Schema --> action' routes, setInterval jobs.
+Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), OPERATION/TASK/GETSCHEMA (use ACTION), '*Schema --> action' routes, setInterval jobs.
 
 ## Style
 Tabs, semicolons, single quotes, var, lowercase file names.
