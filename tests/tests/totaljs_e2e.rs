@@ -429,6 +429,12 @@ async fn the_primer_example_runs_on_the_real_framework() {
         );
     }
 
+    // The primer's other lines, in the same app and boot (#32 item 2): a reusable schema in
+    // modules/ named by an action's input, a schema action called with ACTION(), the #auth flag
+    // with its MIDDLEWARE, .env, a plugin (index.js; its modules/ is not loaded), NOSQL's chain.
+    for (path, content) in PRIMER_LINES {
+        agent_common::write_file(&root, path, content);
+    }
     std::os::unix::fs::symlink(&modules, root.join("node_modules")).expect("link node_modules");
     let port = free_port();
     let mut app = App::start(&root, port);
@@ -474,8 +480,67 @@ async fn the_primer_example_runs_on_the_real_framework() {
     .expect("POST /api/");
     assert_eq!(status, 400, "{got}");
     assert!(got.contains("\"name\""), "{got}");
+
+    // Release mode (watcher: false) caches views: an edit shows only after a restart.
+    agent_common::write_file(&root, "views/index.html", "<h1>Changed</h1>\n");
+    let (_, page) = get(port, "/").expect("GET / again");
+    assert!(page.contains("<h1>Items</h1>"), "{page}");
+
+    // .env fills process.env; a plugin's modules/ is not loaded; the reusable @Item schema in
+    // modules/ validates an action's input; schema.action registers Users/list for ACTION().
+    let (status, got) = get(port, "/facts/").expect("GET /facts/");
+    assert_eq!(
+        (status, got.as_str()),
+        (200, "abc123|plugin|no-plugin-module|users:0|first:Pear"),
+        "{}",
+        log()
+    );
+    let (status, got) = post_json(
+        port,
+        "/api/",
+        r#"{"schema": "Items|check", "data": {"price": 1}}"#,
+    )
+    .expect("POST /api/");
+    assert_eq!(status, 400, "@Item requires name: {got}");
+    assert!(got.contains("\"name\""), "{got}");
+
+    // #auth runs MIDDLEWARE('auth', ...): without the token the route answers 401.
+    let (status, _) = get(port, "/admin/").expect("GET /admin/");
+    assert_eq!(status, 401);
+    let (status, got) = get(port, "/admin/?token=1").expect("GET /admin/?token=1");
+    assert_eq!((status, got.as_str()), (200, "admin"));
     assert!(app.stop(), "the app stopped on SIGTERM");
 }
+
+/// The primer's lines beyond its example, as an app writes them (see the primer test).
+const PRIMER_LINES: &[(&str, &str)] = &[
+    (".env", "SHOP_KEY=abc123\n"),
+    (
+        "modules/schemas.js",
+        "NEWSCHEMA('@Item', '*name:String, price:Number');\n",
+    ),
+    (
+        "actions/check.js",
+        "NEWACTION('Items|check', {\n\tinput: '@Item',\n\troute: 'API ?',\n\taction: function($, model) {\n\t\t$.success(model.name);\n\t}\n});\n",
+    ),
+    (
+        "schemas/users.js",
+        "NEWSCHEMA('Users', function(schema) {\n\tschema.action('list', { action: $ => $.success([]) });\n});\n",
+    ),
+    (
+        "definitions/auth.js",
+        "MIDDLEWARE('auth', function($, next) {\n\tif ($.query.token === '1')\n\t\tnext();\n\telse\n\t\t$.invalid(401);\n});\n",
+    ),
+    ("plugins/shop/index.js", "exports.name = 'Shop';\n"),
+    (
+        "plugins/shop/modules/shop.js",
+        "global.SHOP_MODULE = true;\n",
+    ),
+    (
+        "controllers/facts.js",
+        "exports.install = function() {\n\tROUTE('GET /facts/', facts);\n\tROUTE('GET /admin/ #auth', admin);\n};\n\nasync function facts($) {\n\tvar users = await ACTION('Users/list').promise($);\n\tvar first = await NOSQL('items').find().where('name', 'Pear').sort('name').take(10).first().promise($);\n\t$.plain([process.env.SHOP_KEY, F.plugins.shop ? 'plugin' : 'no-plugin', global.SHOP_MODULE ? 'plugin-module' : 'no-plugin-module', 'users:' + users.value.length, 'first:' + (first ? first.name : '')].join('|'));\n}\n\nfunction admin($) {\n\t$.plain('admin');\n}\n",
+    ),
+];
 
 /// A copy of the framework inside the project (the sandbox follows no link out of it).
 fn install_total5(root: &Path) {

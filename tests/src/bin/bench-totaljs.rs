@@ -128,8 +128,12 @@ fn boot_check(home: &Path, root: &Path) -> anyhow::Result<(u64, String, String, 
         .env("TOTEM_HOME", home)
         .env("NO_COLOR", "1")
         .output()?;
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| anyhow::anyhow!("totem check --json: {e}: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        anyhow::anyhow!(
+            "totem check --json: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
     let boot = &json["boot"];
     Ok((
         json["errors"].as_u64().unwrap_or(0),
@@ -179,7 +183,10 @@ fn apps_recall(corpus: &Path) -> anyhow::Result<()> {
         broken: String::new(),
         root: scaffold,
     });
-    for set in corpus::sets(corpus).into_iter().filter(|s| s.version == "v5") {
+    for set in corpus::sets(corpus)
+        .into_iter()
+        .filter(|s| s.version == "v5")
+    {
         let root = work.path().join(format!("v5-{}", set.name));
         copy_dir(&set.root, &root)?;
         apps.push(App {
@@ -199,19 +206,22 @@ fn apps_recall(corpus: &Path) -> anyhow::Result<()> {
             // A copy inside the app: the sandbox follows no link out of the project.
             let modules = app.root.join("node_modules");
             std::fs::create_dir_all(&modules)?;
-            copy_dir(
-                &total5.join("node_modules/total5"),
-                &modules.join("total5"),
-            )?;
+            copy_dir(&total5.join("node_modules/total5"), &modules.join("total5"))?;
         }
     } else {
         println!(
             "\nBoot check skipped: {}.",
-            if node { "build totem first (cargo build --workspace --bins)" } else { "node is not on PATH" }
+            if node {
+                "build totem first (cargo build --workspace --bins)"
+            } else {
+                "node is not on PATH"
+            }
         );
     }
 
-    println!("\nApps with one real mistake each (corpus/broken, verified live on total5 0.0.14) and working apps:\n");
+    println!(
+        "\nApps with one real mistake each (corpus/broken, verified live on total5 0.0.14) and working apps:\n"
+    );
     println!(
         "{:<26} {:<7} {:>13} {:<8} {:>8}  boot message",
         "app", "breaks", "static errors", "boot", "boot ms"
@@ -238,7 +248,11 @@ fn apps_recall(corpus: &Path) -> anyhow::Result<()> {
         println!(
             "{:<26} {:<7} {:>13} {:<8} {:>8}  {short}",
             app.name,
-            if app.broken.is_empty() { "no" } else { &app.broken },
+            if app.broken.is_empty() {
+                "no"
+            } else {
+                &app.broken
+            },
             errors,
             status,
             millis.map_or("-".into(), |m| m.to_string()),
@@ -258,10 +272,18 @@ fn apps_recall(corpus: &Path) -> anyhow::Result<()> {
             .iter()
             .filter(|r| r.0.broken.is_empty() && flagged(&r.1, &r.2))
             .count();
-        let precision = if tp + fp == 0 { 0.0 } else { tp as f64 / (tp + fp) as f64 };
+        let precision = if tp + fp == 0 {
+            0.0
+        } else {
+            tp as f64 / (tp + fp) as f64
+        };
         println!(
             "{:<22} recall {}/{} ({:.0}%), crash/hang {}/{}, false errors on {} of {} working apps, precision {:.0}%",
-            if with_boot { "static + boot check:" } else { "static check only:" },
+            if with_boot {
+                "static + boot check:"
+            } else {
+                "static check only:"
+            },
             tp,
             broken.len(),
             100.0 * tp as f64 / broken.len().max(1) as f64,
