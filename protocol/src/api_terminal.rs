@@ -19,6 +19,10 @@ pub struct TerminalOpenParams {
     /// Height in rows (default 24, 2 to 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
+    /// Show it to the model (its `terminal` tool lists, reads and types into it); default false:
+    /// a user's terminal is the user's until shared (`terminal.share`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
 }
 
 /// One terminal as `terminal.list` shows it.
@@ -53,6 +57,9 @@ pub struct TerminalInfo {
     pub title: Option<String>,
     /// `model` (the `terminal` tool) or `user` (`terminal.open`).
     pub opened_by: String,
+    /// The model sees it: always for one the model started, for a user's only once shared.
+    #[serde(default)]
+    pub shared: bool,
     /// When it was opened, in milliseconds since the Unix epoch.
     pub started_at: u64,
     /// Clients subscribed to its output now.
@@ -98,6 +105,16 @@ pub struct TerminalResizeParams {
     pub cols: u16,
     /// New height in rows (2 to 1000).
     pub rows: u16,
+}
+
+/// `terminal.share`: show a user's terminal to the model of its session, or hide it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TerminalShareParams {
+    /// The terminal.
+    pub id: String,
+    /// True: the model's `terminal` tool can list, read and type into it; false: it cannot.
+    pub shared: bool,
 }
 
 /// `terminal.list`: the daemon's terminals.

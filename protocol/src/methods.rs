@@ -151,6 +151,8 @@ method_table! {
     TerminalWrite = "terminal.write" (TerminalWriteParams) -> TerminalWritten { mcp: false, subscription: false };
     /// Changes a terminal's size; the program gets SIGWINCH and watchers a `resized` event.
     TerminalResize = "terminal.resize" (TerminalResizeParams) -> TerminalInfo { mcp: false, subscription: false };
+    /// Shows a user's terminal to the model of its session, or hides it again.
+    TerminalShare = "terminal.share" (TerminalShareParams) -> TerminalInfo { mcp: false, subscription: false };
     /// Ends a terminal's program (SIGHUP, then SIGKILL to its whole session) and forgets it.
     TerminalClose = "terminal.close" (TerminalRef) -> TerminalInfo { mcp: false, subscription: false };
     /// The terminals the daemon holds, oldest first, optionally of one session.

@@ -363,3 +363,105 @@ async fn a_person_attached_with_totem_types_and_the_model_reads_it() {
     let screen = &results.last().expect("the read").1;
     assert!(screen.contains(">>> print(6 * 7)\n42\n>>>"), "{screen}");
 }
+
+/// The model's list and read of terminal `t1`, in one run.
+async fn model_list_and_read(env: &Env) -> (String, (String, bool)) {
+    env.push(vec![tool("c1", "terminal", json!({"action": "list"}))]);
+    env.push(vec![tool(
+        "c2",
+        "terminal",
+        json!({"action": "read", "id": "t1"}),
+    )]);
+    env.push(vec![text("Looked.")]);
+    let results = run(env, "What is in the terminals?", json!({})).await;
+    // The session's events from its start: this run's two results are the last.
+    let [list, read] = &results[results.len() - 2..] else {
+        panic!("{results:?}")
+    };
+    (list.1.clone(), (read.1.clone(), read.2))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_users_terminal_is_hidden_from_the_model_until_shared() {
+    let env = Env::start().await;
+    let opened = env
+        .client
+        .call_raw(
+            "terminal.open",
+            json!({"sessionId": env.session, "command": "bash --norc --noprofile"}),
+        )
+        .await
+        .expect("terminal.open");
+    assert_eq!(opened["name"], "t1");
+    assert_eq!(opened["shared"], false);
+    let id = opened["id"].as_str().expect("id").to_string();
+    env.client
+        .call_raw(
+            "terminal.write",
+            json!({"id": id, "data": "printf 'USER-%s\\n' PRIVATE-42\r"}),
+        )
+        .await
+        .expect("terminal.write");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let screen = env
+            .client
+            .call_raw("terminal.screen", json!({"id": id}))
+            .await
+            .expect("terminal.screen");
+        if screen["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("USER-PRIVATE-42")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{screen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Not shared: the model's list does not show it, its read finds nothing, no question asked.
+    let (list, (read, failed)) = model_list_and_read(&env).await;
+    assert_eq!(list.trim(), "no terminals");
+    assert!(failed && read.contains("no terminal \"t1\""), "{read}");
+    assert!(!read.contains("USER-PRIVATE-42"), "{read}");
+
+    // Shared: the model sees it.
+    let shared = env
+        .client
+        .call_raw("terminal.share", json!({"id": id, "shared": true}))
+        .await
+        .expect("terminal.share");
+    assert_eq!(shared["shared"], true);
+    let (list, (read, failed)) = model_list_and_read(&env).await;
+    assert!(list.contains("t1"), "{list}");
+    assert!(!failed && read.contains("USER-PRIVATE-42"), "{read}");
+
+    // Hidden again, and a terminal opened shared from the start is seen at once.
+    env.client
+        .call_raw("terminal.share", json!({"id": id, "shared": false}))
+        .await
+        .expect("terminal.share off");
+    let (list, (read, failed)) = model_list_and_read(&env).await;
+    assert_eq!(list.trim(), "no terminals");
+    assert!(failed && !read.contains("USER-PRIVATE-42"), "{read}");
+    let second = env
+        .client
+        .call_raw(
+            "terminal.open",
+            json!({"sessionId": env.session, "command": "bash --norc --noprofile", "shared": true}),
+        )
+        .await
+        .expect("terminal.open shared");
+    assert_eq!(second["name"], "t2");
+    assert_eq!(second["shared"], true);
+    env.push(vec![tool("c1", "terminal", json!({"action": "list"}))]);
+    env.push(vec![text("Looked.")]);
+    let results = run(&env, "Which terminals?", json!({})).await;
+    assert!(
+        results
+            .last()
+            .is_some_and(|r| r.1.contains("t2") && !r.1.contains("t1 ")),
+        "{results:?}"
+    );
+}

@@ -59,20 +59,27 @@ pub fn describe(terminals: &[TerminalInfo]) -> String {
             None => "running".to_string(),
             Some(how) => format!("ended, {how}"),
         };
+        let yours = if t.opened_by == "user" && !t.shared {
+            ", yours, hidden from the model"
+        } else if t.opened_by == "user" {
+            ", yours, shared with the model"
+        } else {
+            ""
+        };
         let watchers = match t.watchers {
             0 => String::new(),
             1 => ", 1 watching".into(),
             n => format!(", {n} watching"),
         };
         out.push_str(&format!(
-            "  {}. {} [{state}{watchers}] {}  ({})\n",
+            "  {}. {} [{state}{yours}{watchers}] {}  ({})\n",
             i + 1,
             crate::format::one_line(&t.name, 60),
             crate::format::one_line(&t.command, 80),
             t.id
         ));
     }
-    out.push_str("Attach with /terminal N; Ctrl-] comes back.\n");
+    out.push_str("Attach with /terminal N; Ctrl-] comes back. /share N shows one of yours to the model, /share N off hides it.\n");
     out
 }
 

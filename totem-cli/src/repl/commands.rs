@@ -139,6 +139,12 @@ pub const COMMANDS: &[SlashCommand] = &[
         Some(method::TerminalSubscribe::NAME),
     ),
     cmd(
+        "/share",
+        "N [off]",
+        "let the model see and type into your terminal N (off: hide it again)",
+        Some(method::TerminalShare::NAME),
+    ),
+    cmd(
         "/thinking",
         "",
         "show the newest run's thinking in full (folded to one line as it streams)",
@@ -206,6 +212,7 @@ impl Repl<'_> {
             "/jobs" => self.jobs().await,
             "/terminals" => self.terminals().await,
             "/terminal" => self.attach_terminal(arg).await,
+            "/share" => self.share_terminal(arg).await,
             _ => Ok(()),
         };
         if let Err(e) = result {
@@ -540,6 +547,40 @@ impl Repl<'_> {
             &terminal.name,
             &terminal.id,
         ));
+        Ok(())
+    }
+
+    /// `/share N [off]`: shows terminal N of `/terminals` to the model, or hides it.
+    async fn share_terminal(&mut self, arg: &str) -> anyhow::Result<()> {
+        let (which, off) = match arg.trim().rsplit_once(' ') {
+            Some((n, "off")) => (n.trim(), true),
+            _ => (arg.trim(), false),
+        };
+        let list = crate::terminal::list(&self.connection, Some(&self.session.id)).await?;
+        let found = match which.parse::<usize>() {
+            Ok(n) => n.checked_sub(1).and_then(|i| list.get(i)),
+            Err(_) => list.iter().find(|t| t.name == which || t.id == which),
+        };
+        let Some(terminal) = found else {
+            self.error(&format!("no terminal {which}; /terminals lists them"));
+            return Ok(());
+        };
+        let info = self
+            .connection
+            .client
+            .call::<method::TerminalShare>(totem_protocol::TerminalShareParams {
+                id: terminal.id.clone(),
+                shared: !off,
+            })
+            .await?;
+        self.print(&match (info.shared, info.opened_by.as_str()) {
+            (true, "model") => format!("{} was started by the model; it sees it.\n", info.name),
+            (true, _) => format!(
+                "{} is shared: the model can read it and type into it (as you).\n",
+                info.name
+            ),
+            (false, _) => format!("{} is hidden from the model again.\n", info.name),
+        });
         Ok(())
     }
 

@@ -7,8 +7,8 @@ use jsonrpsee::core::server::{PendingSubscriptionSink, RpcModule, SubscriptionMe
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use totem_protocol::{
     ErrorCode, Method, TerminalList, TerminalListParams, TerminalOpenParams, TerminalRef,
-    TerminalResizeParams, TerminalScreenParams, TerminalSubscribeParams, TerminalWriteParams,
-    TerminalWritten, method,
+    TerminalResizeParams, TerminalScreenParams, TerminalShareParams, TerminalSubscribeParams,
+    TerminalWriteParams, TerminalWritten, method,
 };
 
 use super::rpc::{err, register};
@@ -56,6 +56,7 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
             cols: p.cols.unwrap_or(80),
             rows: p.rows.unwrap_or(24),
             opened_by: OpenedBy::User,
+            shared: p.shared.unwrap_or(false),
             settings,
             env: &env,
         })?;
@@ -79,6 +80,12 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::TerminalResize, _, _>(m, |p: TerminalResizeParams, d, _| async move {
         let terminal = d.terminals.get(&p.id)?;
         terminal.resize(p.cols, p.rows)?;
+        Ok(terminal.info())
+    });
+
+    register::<method::TerminalShare, _, _>(m, |p: TerminalShareParams, d, _| async move {
+        let terminal = d.terminals.get(&p.id)?;
+        terminal.share(p.shared);
         Ok(terminal.info())
     });
 

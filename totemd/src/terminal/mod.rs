@@ -86,6 +86,8 @@ pub struct OpenRequest<'a> {
     pub rows: u16,
     /// The model (the `terminal` tool) or the user (`terminal.open`).
     pub opened_by: OpenedBy,
+    /// A user's terminal the model may see from the start (`terminal.open {shared: true}`).
+    pub shared: bool,
     /// Limits from settings (scrollback, idle timeout, …).
     pub settings: TerminalSettings,
     /// The environment (`permission.environment`), as commands get it.
@@ -180,6 +182,7 @@ impl Terminals {
             rows,
             scrollback: req.settings.scrollback_lines,
             opened_by: req.opened_by,
+            shared: req.shared,
             env: req.env,
         })?;
         lock(&self.list).push(terminal.clone());
@@ -212,6 +215,20 @@ impl Terminals {
             .iter()
             .find(|t| t.session_id == session_id && (t.name == name || t.id == name))
             .cloned()
+    }
+
+    /// The session's terminal called `name` (`t1`) or with that id, when its model may see it: one
+    /// the model started, or a user's the user shared. A user's terminal is otherwise not there.
+    pub fn find_for_model(&self, session_id: &str, name: &str) -> Option<Arc<Terminal>> {
+        self.find(session_id, name).filter(|t| t.model_sees())
+    }
+
+    /// The session's terminals its model may see, oldest first (see [`Terminals::find_for_model`]).
+    pub fn list_for_model(&self, session_id: &str) -> Vec<Arc<Terminal>> {
+        self.list(Some(session_id))
+            .into_iter()
+            .filter(|t| t.model_sees())
+            .collect()
     }
 
     /// Every terminal, oldest first, optionally of one session.

@@ -193,6 +193,8 @@ pub struct Terminal {
     pub command: String,
     /// Who opened it.
     pub opened_by: OpenedBy,
+    /// A user's terminal its session's model may see (`terminal.share`).
+    shared: std::sync::atomic::AtomicBool,
     /// When it started, Unix milliseconds.
     pub started_at: u64,
     /// The program's process id.
@@ -239,11 +241,23 @@ pub struct Spawn<'a> {
     pub scrollback: usize,
     /// Who opens it.
     pub opened_by: OpenedBy,
+    /// A user's terminal shown to the model from the start.
+    pub shared: bool,
     /// The environment the program gets: the daemon's minus secret-looking names, as commands.
     pub env: &'a totem_tools::ShellSpec,
 }
 
 impl Terminal {
+    /// The model of its session may see it: it started it, or the user shared it.
+    pub fn model_sees(&self) -> bool {
+        self.opened_by == OpenedBy::Model || self.shared.load(Ordering::Relaxed)
+    }
+
+    /// Shows a user's terminal to the model, or hides it again (a model's own stays shown).
+    pub fn share(&self, shared: bool) {
+        self.shared.store(shared, Ordering::Relaxed);
+    }
+
     /// Starts the program and the threads that serve it. Call from within the tokio runtime.
     pub fn spawn(spec: Spawn<'_>) -> Result<Arc<Terminal>, TermError> {
         let failed = |what: &str, e: &dyn std::fmt::Display| {
@@ -320,6 +334,7 @@ impl Terminal {
             name: spec.name,
             command: spec.command.to_string(),
             opened_by: spec.opened_by,
+            shared: std::sync::atomic::AtomicBool::new(spec.shared),
             started_at: crate::util::now_ms(),
             pid,
             state: Mutex::new(State {
@@ -526,6 +541,7 @@ impl Terminal {
                 OpenedBy::Model => "model".into(),
                 OpenedBy::User => "user".into(),
             },
+            shared: self.model_sees(),
             started_at: self.started_at,
             watchers: self.watchers.load(Ordering::Relaxed),
             seq: state.ring.end(),

@@ -147,6 +147,7 @@ impl Tool for TerminalTool {
                     cols: COLS,
                     rows: ROWS,
                     opened_by: OpenedBy::Model,
+                    shared: true,
                     settings: self.settings,
                     env: &ctx.shell,
                 };
@@ -216,7 +217,7 @@ impl Tool for TerminalTool {
                 ))
             }
             TerminalAction::List => {
-                let list = self.terminals.list(Some(&self.session_id));
+                let list = self.terminals.list_for_model(&self.session_id);
                 if list.is_empty() {
                     return ToolOutput::ok("no terminals");
                 }
@@ -250,7 +251,7 @@ impl TerminalTool {
             ));
         }
         self.terminals
-            .find(&self.session_id, id)
+            .find_for_model(&self.session_id, id)
             .ok_or_else(|| ToolError::Failed(format!("no terminal {id:?}; see action=list")))
     }
 }
