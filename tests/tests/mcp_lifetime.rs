@@ -302,3 +302,74 @@ async fn a_projects_sessions_share_one_remote_server_session_ended_when_idle() {
     assert_eq!(http_sessions(&log).0.len(), 2, "a new session");
     drop(server);
 }
+
+/// The daemon's children that have ended and not been waited for (`<defunct>`).
+fn zombies_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") && fields.get(1) == Some(&parent.to_string().as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits until the daemon has no `<defunct>` child; panics with `what` after `secs`.
+fn wait_for_no_zombies(parent: u32, secs: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let found = zombies_of(parent);
+        if found.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {found:?} are <defunct>");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 35 item 3: a stdio server that crashed, and one stopped as idle, are reaped at once:
+/// no `<defunct>` child of totemd is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashed_and_idle_stopped_servers_are_reaped() {
+    let env = Env::start().await;
+    let daemon = env.daemon.pid();
+    let crashing = marker("reap-crash");
+    let idle = marker("reap-idle");
+    configure(
+        &env.daemon.home,
+        json!({"mcpServerIdleSecs": 5, "mcpServers": {
+            "crashing": slow_server(&crashing, &[]),
+            "idle": slow_server(&idle, &[]),
+        }}),
+    );
+    env.push(vec![text("Hello.")]);
+    let mut stream = env.subscribe().await;
+    let run = env
+        .prompt(
+            "say hello",
+            json!({"allow": ["mcp_server(crashing)", "mcp_server(idle)"]}),
+        )
+        .await;
+    agent_common::follow(&env, &mut stream, &run, Answer::Once).await;
+    wait_for_processes(&crashing, 1, 30, "the first server runs");
+    // A crash: the server dies by itself, the daemon did not stop it.
+    for pid in processes(&crashing) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    wait_for_processes(&crashing, 0, 10, "the crashed server ended");
+    wait_for_no_zombies(daemon, 5, "the crashed server was reaped");
+    // The other one is stopped after 5 s idle.
+    wait_for_processes(&idle, 0, 30, "the idle server stopped");
+    wait_for_no_zombies(daemon, 5, "the idle-stopped server was reaped");
+}

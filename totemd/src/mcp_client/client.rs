@@ -158,8 +158,8 @@ pub struct Connection {
     lists: Arc<Mutex<Lists>>,
     /// The process group of a stdio server, killed when the connection goes.
     pgid: Option<i32>,
-    /// A stdio server's process (killed if dropped).
-    _child: Option<tokio::process::Child>,
+    /// Set once the stdio server's process ended and was reaped (its group killed then).
+    gone: Option<Arc<AtomicBool>>,
     stderr: Arc<Mutex<String>>,
     stopped: AtomicBool,
     /// Runs using the server now, and when the last one ended (see `super::pool`).
@@ -176,7 +176,7 @@ impl Connection {
         };
         let stderr = Arc::new(Mutex::new(String::new()));
         let wait = config.timeout().max(Duration::from_secs(30));
-        let (service, pgid, child) = if let Some(command) = &config.settings.command {
+        let (service, pgid, gone) = if let Some(command) = &config.settings.command {
             let mut cmd = tokio::process::Command::new(command);
             // The daemon's secret-looking variables (API keys, tokens, a DATABASE_URL with a
             // password) stay with it; the server gets what its own `env` names.
@@ -230,6 +230,7 @@ impl Connection {
                 Ok(Err(e)) => {
                     let ended = exit_status(&mut child).await;
                     kill_group(pgid);
+                    reap(child, None);
                     last_words(reader).await;
                     return Err(with_stderr(
                         format!("it did not start{ended} ({})", plain_error(&e.to_string())),
@@ -238,6 +239,7 @@ impl Connection {
                 }
                 Err(_) => {
                     kill_group(pgid);
+                    reap(child, None);
                     last_words(reader).await;
                     return Err(with_stderr(
                         format!("it did not answer within {} s", wait.as_secs()),
@@ -245,7 +247,9 @@ impl Connection {
                     ));
                 }
             };
-            (service, pgid, Some(child))
+            let gone = Arc::new(AtomicBool::new(false));
+            reap(child, Some((pgid, gone.clone())));
+            (service, pgid, Some(gone))
         } else if let Some(url) = &config.settings.url {
             let mut headers = HashMap::new();
             for (name, value) in &config.settings.headers {
@@ -294,7 +298,7 @@ impl Connection {
             peer,
             lists,
             pgid,
-            _child: child,
+            gone,
             stderr,
             stopped: AtomicBool::new(false),
             usage: Mutex::new(super::pool::Usage::default()),
@@ -466,13 +470,25 @@ impl Connection {
     pub fn kill(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.service.cancellation_token().cancel();
-        kill_group(self.pgid);
+        self.kill_group();
+    }
+
+    /// Kills the server's process group, unless its process already ended (then the group was
+    /// killed as it was reaped, and the number may belong to another group by now).
+    fn kill_group(&self) {
+        if !self
+            .gone
+            .as_ref()
+            .is_some_and(|g| g.load(Ordering::Acquire))
+        {
+            kill_group(self.pgid);
+        }
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        kill_group(self.pgid);
+        self.kill_group();
     }
 }
 
@@ -484,6 +500,21 @@ fn kill_group(pgid: Option<i32>) {
         );
         super::leftovers::forget(pgid);
     }
+}
+
+/// Waits for the server's process on a task of its own, so that however it ends (crashed,
+/// stopped as idle, killed with the daemon's sessions) it is reaped at once rather than left
+/// `<defunct>` until the daemon exits; the connection keeps only its process group to stop it.
+/// With `group`, the server's process group is killed once it ended (what it started dies with
+/// it) and `gone` is set.
+fn reap(mut child: tokio::process::Child, group: Option<(Option<i32>, Arc<AtomicBool>)>) {
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+        if let Some((pgid, gone)) = group {
+            kill_group(pgid);
+            gone.store(true, Ordering::Release);
+        }
+    });
 }
 
 /// How a server that did not start ended: ` (it exited with status 3)`, or nothing when it
