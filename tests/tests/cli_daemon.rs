@@ -327,3 +327,59 @@ fn the_cli_sends_nothing_to_a_server_of_another_user() {
         "{err}"
     );
 }
+
+/// The session ids `totem sessions --json` lists, newest first.
+fn session_ids(cli: &Cli) -> Vec<String> {
+    let out = cli.run(["sessions", "--json"]);
+    assert_exit(&out, 0);
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn sessions_rm_asks_then_deletes_and_refuses_without_a_terminal_or_yes() {
+    use expectrl::{Expect, Session};
+    let cli = Cli::new();
+    cli.run(["run", "keep me"]);
+    cli.run(["run", "delete me"]);
+    let ids = session_ids(&cli);
+    assert_eq!(ids.len(), 2);
+    let (doomed, kept) = (ids[0].clone(), ids[1].clone());
+
+    // No terminal to ask on: nothing is deleted, and the error says what to do.
+    let out = cli.run_with_input(&["sessions", "rm", &doomed], "y\n");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert_eq!(session_ids(&cli).len(), 2);
+
+    // In a terminal: the question names the session; "n" keeps it, "y" deletes it.
+    for (answer, gone) in [("n", false), ("y", true)] {
+        let mut pty = Session::spawn(cli.command(["sessions", "rm", &doomed])).expect("pty");
+        pty.set_expect_timeout(Some(std::time::Duration::from_secs(20)));
+        pty.expect("Delete the session “delete me”")
+            .expect("the question");
+        pty.send(format!("{answer}\r")).expect("answer");
+        let said = if gone {
+            "Deleted the session"
+        } else {
+            "Kept the session"
+        };
+        pty.expect(said).expect("the outcome");
+        assert_eq!(session_ids(&cli).contains(&doomed), !gone);
+    }
+    assert_eq!(session_ids(&cli), vec![kept.clone()]);
+
+    // --yes deletes without a question; an unknown id says how to list them.
+    let out = cli.run(["sessions", "rm", "--yes", &kept]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("keep me"), "{}", stdout(&out));
+    assert!(session_ids(&cli).is_empty());
+    let out = cli.run(["sessions", "rm", "--yes", &kept]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("totem sessions"), "{}", stderr(&out));
+}

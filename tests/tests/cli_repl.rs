@@ -107,3 +107,44 @@ fn a_second_terminal_sees_the_prompt_typed_in_the_first() {
     cli_common::ctrl_d_until(&mut first, Eof);
     cli_common::ctrl_d_until(&mut second, Eof);
 }
+
+#[test]
+fn delete_asks_then_deletes_the_session_and_starts_a_new_one() {
+    let cli = Cli::new();
+    let mut repl = spawn(&cli, &[]);
+    repl.expect("Type a prompt").expect("greeting");
+    repl.send("doomed words\r").expect("type a prompt");
+    repl.expect("run failed").expect("the run's end is shown");
+    let ids = |cli: &Cli| -> Vec<String> {
+        let out = cli.run(["sessions", "--json"]);
+        let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
+        page["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id").to_string())
+            .collect()
+    };
+    let before = ids(&cli);
+    assert_eq!(before.len(), 1);
+
+    // "n" (or anything but y) keeps it; the prompt label says what is asked.
+    repl.send("/delete\r").expect("type /delete");
+    repl.expect("Delete the session “doomed words”")
+        .expect("the question names the session");
+    repl.expect("delete? y/N").expect("the prompt asks");
+    repl.send("n\r").expect("answer no");
+    repl.expect("Kept the session.").expect("kept");
+    assert_eq!(ids(&cli), before);
+
+    repl.send("/delete\r").expect("type /delete");
+    repl.expect("delete? y/N").expect("the prompt asks");
+    repl.send("y\r").expect("answer yes");
+    repl.expect("Deleted the session “doomed words”")
+        .expect("deleted");
+    repl.expect("New session").expect("a new session is open");
+    assert!(!ids(&cli).contains(&before[0]), "the session is gone");
+    // The next line is a prompt again, not an answer.
+    repl.send("/help\r").expect("type /help");
+    repl.expect("/delete").expect("help lists /delete");
+}

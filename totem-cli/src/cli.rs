@@ -34,7 +34,7 @@ pub enum Command {
     /// Send one prompt, stream the answer to stdout and exit when the run ends.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
-    /// List sessions, newest activity first.
+    /// List sessions, newest activity first; `totem sessions rm ID` deletes one.
     Sessions(SessionsArgs),
     /// Write a session as Markdown (to read or share) or JSON (to keep, or `totem import` elsewhere).
     Export(ExportArgs),
@@ -199,7 +199,10 @@ pub fn reasoning_level(word: &str) -> Option<totem_protocol::ReasoningLevel> {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
     /// Only sessions of the project in this folder.
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
@@ -212,6 +215,20 @@ pub struct SessionsArgs {
     /// Only sessions whose title or messages contain this text (case does not matter).
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Delete a session: its messages, runs and undo history (its file changes stay). Asks first.
+    #[command(visible_alias = "delete")]
+    Rm {
+        /// The session (see `totem sessions`).
+        #[arg(value_name = "SESSION")]
+        session: String,
+        /// Delete without asking (needed when standard input is not a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -65,7 +65,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             None => repl::attach(&endpoint, cli::AttachArgs::default()).await,
             Some(Command::Attach(args)) => repl::attach(&endpoint, args).await,
             Some(Command::Run(args)) => run::run(&endpoint, &args).await,
-            Some(Command::Sessions(args)) => sessions::list(&endpoint, &args).await,
+            Some(Command::Sessions(args)) => match args.command {
+                Some(cli::SessionsCommand::Rm { session, yes }) => {
+                    sessions::remove(&endpoint, &session, yes).await
+                }
+                None => sessions::list(&endpoint, &args).await,
+            },
             Some(Command::Export(args)) => transfer::export(&endpoint, &args).await,
             Some(Command::Import(args)) => transfer::import(&endpoint, &args).await,
             Some(Command::Init { dir }) => init::init(&endpoint, dir.as_deref()).await,

@@ -1,6 +1,9 @@
-//! `totem sessions`: a table (or the JSON page) of sessions, newest activity first.
+//! `totem sessions`: a table (or the JSON page) of sessions, newest activity first;
+//! `totem sessions rm`: deletes one, after a question.
 
-use totem_protocol::{SessionListParams, method};
+use std::io::IsTerminal;
+
+use totem_protocol::{SessionListParams, SessionRef, method};
 
 use crate::cli::SessionsArgs;
 use crate::daemon::{self, Endpoint};
@@ -69,5 +72,45 @@ pub async fn list(endpoint: &Endpoint, args: &SessionsArgs) -> anyhow::Result<Ex
     if page.next_cursor.is_some() {
         println!("(more: raise --limit)");
     }
+    Ok(Exit::Success)
+}
+
+/// `totem sessions rm SESSION`: asks (unless `yes`), then deletes the session.
+pub async fn remove(endpoint: &Endpoint, id: &str, yes: bool) -> anyhow::Result<Exit> {
+    let connection = daemon::connect_or_start(endpoint).await?;
+    let session = crate::project::get_session(&connection, id).await?;
+    let title = format::one_line(
+        if session.title.is_empty() {
+            "(untitled)"
+        } else {
+            &session.title
+        },
+        60,
+    );
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(crate::exit::UsageError(format!(
+                "not deleting session {id} without a question: run it in a terminal, or add --yes"
+            ))
+            .into());
+        }
+        let question = format!(
+            "Delete the session “{title}” ({} messages, {})? Its messages and undo history go; files stay as they are. [y/N] ",
+            session.message_count,
+            format::age(session.updated_at)
+        );
+        let line = crate::project::ask_line(question).await;
+        if !matches!(line.trim(), "y" | "Y" | "yes" | "Yes") {
+            println!("Kept the session.");
+            return Ok(Exit::Success);
+        }
+    }
+    connection
+        .client
+        .call::<method::SessionDelete>(SessionRef {
+            session_id: session.id.clone(),
+        })
+        .await?;
+    println!("Deleted the session “{title}” ({}).", session.id);
     Ok(Exit::Success)
 }

@@ -61,6 +61,12 @@ pub const COMMANDS: &[SlashCommand] = &[
         Some(method::SessionRename::NAME),
     ),
     cmd(
+        "/delete",
+        "",
+        "delete this session (asks first), then start a new one",
+        Some(method::SessionDelete::NAME),
+    ),
+    cmd(
         "/abort",
         "",
         "abort the running run (also Ctrl-C)",
@@ -193,6 +199,10 @@ impl Repl<'_> {
             "/new" => self.new_session().await,
             "/sessions" => self.list_sessions(arg).await,
             "/rename" => self.rename(arg).await,
+            "/delete" => {
+                self.ask_delete();
+                Ok(())
+            }
             "/abort" => self.abort().await,
             "/mode" => {
                 self.set_mode(arg);
@@ -310,6 +320,48 @@ impl Repl<'_> {
             self.picking = Some(page.items);
         }
         Ok(())
+    }
+
+    /// `/delete`: the question; the next line answers it.
+    fn ask_delete(&mut self) {
+        let title = if self.session.title.is_empty() {
+            "(untitled)"
+        } else {
+            &self.session.title
+        };
+        let question = format!(
+            "Delete the session “{}”? Its messages and undo history go; files stay as they are.",
+            crate::format::one_line(title, 60)
+        );
+        self.note(&question);
+        self.deleting = true;
+    }
+
+    /// The answer to `/delete`'s question: `y` deletes the session and starts a new one.
+    pub(super) async fn confirm_delete(&mut self, answer: &str) {
+        if !matches!(answer, "y" | "Y" | "yes" | "Yes") {
+            self.note("Kept the session.");
+            return;
+        }
+        if let Some(old) = self.stream.take() {
+            let _ = self.connection.client.unsubscribe(&old.subscription).await;
+        }
+        let deleted = self
+            .connection
+            .client
+            .call::<method::SessionDelete>(SessionRef {
+                session_id: self.session.id.clone(),
+            })
+            .await;
+        if let Err(e) = deleted {
+            self.error(&format!("the session was not deleted: {e:#}"));
+            return;
+        }
+        let title = crate::format::one_line(&self.session.title, 60);
+        self.note(&format!("Deleted the session “{title}”."));
+        if let Err(e) = self.new_session().await {
+            self.error(&format!("no new session: {e:#}. /sessions picks one"));
+        }
     }
 
     async fn rename(&mut self, title: &str) -> anyhow::Result<()> {

@@ -117,6 +117,7 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         running: None,
         last_interrupt: None,
         picking: None,
+        deleting: false,
         questions: Vec::new(),
         settings: PromptSettings::default(),
         disconnected: false,
@@ -184,6 +185,8 @@ struct Repl<'a> {
     last_interrupt: Option<Instant>,
     /// `/sessions` listed these; the next line picks one by number.
     picking: Option<Vec<Session>>,
+    /// `/delete` asked; the next line answers.
+    deleting: bool,
     /// Permission questions waiting for this person, oldest first.
     questions: Vec<Question>,
     /// `/mode`, `/model` and `/reasoning`, sent with every prompt.
@@ -321,6 +324,9 @@ impl Repl<'_> {
         if self.questions.iter().any(|q| !q.answered_here) {
             return "allow? o/s/p/d› ".to_string();
         }
+        if self.deleting {
+            return "delete? y/N› ".to_string();
+        }
         match &self.picking {
             Some(list) => format!(
                 "pick 1-{}, or type words to filter (Enter keeps this one)› ",
@@ -443,6 +449,10 @@ impl Repl<'_> {
                 }
                 if let Some(list) = self.picking.take() {
                     self.pick(list, line.trim()).await;
+                    return Flow::Continue;
+                }
+                if std::mem::take(&mut self.deleting) {
+                    self.confirm_delete(line.trim()).await;
                     return Flow::Continue;
                 }
                 let text = line.trim();
