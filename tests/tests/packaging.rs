@@ -296,6 +296,35 @@ async fn doctor_fails_and_says_what_to_fix() {
 }
 
 #[tokio::test]
+async fn doctor_says_whether_the_ollama_it_falls_back_to_answers_now() {
+    // No provider configured: totemd falls back to the Ollama at OLLAMA_HOST.
+    let sim = Sim::start(SimKind::Ollama).await;
+    let daemon = TestDaemon::start_with_env(&[("OLLAMA_HOST", sim.url().as_str())]);
+    let (output, report) = doctor(&daemon.home, &daemon.socket).await;
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    let providers = line(&report, "providers");
+    assert!(
+        providers.starts_with("ok")
+            && providers.contains("answers at")
+            && providers.contains("models"),
+        "{report}"
+    );
+    drop(daemon);
+
+    let daemon =
+        TestDaemon::start_with_env(&[("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())]);
+    let (_, report) = doctor(&daemon.home, &daemon.socket).await;
+    let providers = line(&report, "providers");
+    assert!(
+        providers.starts_with("warn")
+            && providers.contains("no Ollama answers at")
+            && providers.contains("totem provider add"),
+        "{report}"
+    );
+    assert!(!report.contains("if there is one"), "{report}");
+}
+
+#[tokio::test]
 async fn doctor_fails_when_no_daemon_answers() {
     let dir = private_dir();
     let socket = dir.path().join("nobody.sock");

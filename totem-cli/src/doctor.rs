@@ -514,11 +514,7 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         ));
     }
     if list.providers.is_empty() {
-        checks.push(check(
-            Status::Warn,
-            "providers",
-            "none configured: Totem uses an Ollama answering on 127.0.0.1:11434 (or where OLLAMA_HOST says) if there is one; add a provider with `totem provider add`",
-        ));
+        checks.push(implicit_ollama(connection).await);
         return checks;
     }
     for provider in list.providers.into_iter().map(|info| info.settings) {
@@ -555,6 +551,49 @@ async fn check_providers(connection: &Connection) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// With no provider configured, Totem falls back to a local Ollama: whether it answers now.
+async fn implicit_ollama(connection: &Connection) -> Check {
+    let label = "providers";
+    if !connection.has(method::ProviderTest::NAME) {
+        return check(
+            Status::Warn,
+            label,
+            "none configured, and this daemon cannot test the local Ollama it falls back to: add a provider with `totem provider add`",
+        );
+    }
+    let params = ProviderTestParams {
+        name: "ollama".to_string(),
+        ..ProviderTestParams::default()
+    };
+    match call::<method::ProviderTest>(connection, params, PROVIDER_WAIT).await {
+        Ok(result) if result.reachable && result.models > 0 => check(
+            Status::Ok,
+            label,
+            format!(
+                "none configured; the local Ollama Totem falls back to answers at {} with {} models",
+                result.url, result.models
+            ),
+        ),
+        Ok(result) if result.reachable => check(
+            Status::Warn,
+            label,
+            format!(
+                "none configured; the local Ollama at {} answers but has no model: pull one (`ollama pull qwen2.5-coder:1.5b`) or add a provider with `totem provider add`",
+                result.url
+            ),
+        ),
+        Ok(result) => check(
+            Status::Warn,
+            label,
+            format!(
+                "none configured, and no Ollama answers at {} now: start Ollama (or set OLLAMA_HOST for totemd), or add a provider with `totem provider add`",
+                result.url
+            ),
+        ),
+        Err(e) => check(Status::Warn, label, e),
+    }
 }
 
 fn check_logs(logs: &Path) -> Check {
