@@ -105,6 +105,66 @@ pub fn neovim() -> PathBuf {
     })
 }
 
+/// Debian's own Neovim (0.7.2 on bookworm, as Debian and Ubuntu ship it), its packages fetched
+/// with `apt-get download` and unpacked into `<tools>/debian-neovim`, not installed: the plugin
+/// must say it is too old there. Returns the command, its libraries and runtime set.
+pub fn debian_neovim() -> Command {
+    let dir = tools_dir().join("debian-neovim");
+    install_once(&dir, |dir| {
+        let packages = [
+            "neovim",
+            "neovim-runtime",
+            "libluajit-5.1-2",
+            "libmsgpackc2",
+            "libtermkey1",
+            "libtree-sitter0",
+            "libunibilium4",
+            "libuv1",
+            "libvterm0",
+            "lua-luv",
+        ];
+        let debs = dir.join("debs");
+        fs::create_dir_all(&debs)?;
+        if run_in(
+            &debs,
+            "apt-get",
+            &[&["download", "-q"][..], &packages[..]].concat(),
+        )
+        .is_err()
+        {
+            // A fresh machine's package lists may be missing or name versions no longer served.
+            let _ = Command::new("apt-get").args(["update", "-q"]).status();
+            run_in(
+                &debs,
+                "apt-get",
+                &[&["download", "-q"][..], &packages[..]].concat(),
+            )?;
+        }
+        for deb in fs::read_dir(&debs)?.flatten() {
+            let status = Command::new("dpkg")
+                .arg("-x")
+                .arg(deb.path())
+                .arg(dir.join("root"))
+                .status()?;
+            anyhow::ensure!(status.success(), "dpkg -x {} failed", deb.path().display());
+        }
+        Ok(())
+    });
+    let root = dir.join("root");
+    let libs = [
+        "usr/lib/x86_64-linux-gnu",
+        "usr/lib/x86_64-linux-gnu/lua/5.1",
+    ]
+    .map(|l| root.join(l).display().to_string())
+    .join(":");
+    let mut command = Command::new(root.join("usr/bin/nvim"));
+    command
+        .env("LD_LIBRARY_PATH", libs)
+        .env("VIM", root.join("usr/share/nvim"))
+        .env("VIMRUNTIME", root.join("usr/share/nvim/runtime"));
+    command
+}
+
 /// Debian packages the tests need (a browser, headers to build native npm modules), installed
 /// with apt-get when `probe` is missing. Needs root, as on the CI machines; elsewhere the panic
 /// says what to install.

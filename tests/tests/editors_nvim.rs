@@ -267,7 +267,11 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     // :checkhealth totem names the daemon, the protocol and the provider.
     nvim.command("checkhealth totem");
     let screen = nvim.wait_for("protocol version 1");
-    for want in ["provider sim (ollama)", "totemd "] {
+    assert!(
+        !screen.contains("no socket"),
+        "one verdict on the daemon:\n{screen}"
+    );
+    for want in ["provider sim (ollama)", "totemd ", "the daemon answers at"] {
         assert!(
             screen.contains(want),
             "checkhealth lacks {want:?}:\n{screen}"
@@ -578,4 +582,58 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
         "0"
     );
     nvim.command("qall!");
+}
+
+/// Debian's and Ubuntu's Neovim 0.7: every command and `:checkhealth totem` say the version
+/// needed, and nothing else breaks (no Lua error, `setup{}` in a config is harmless).
+#[test]
+fn an_old_neovim_is_told_the_version_it_needs() {
+    let home = tempfile::tempdir().expect("home");
+    let plugin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../editors/nvim");
+    let health = home.path().join("health.txt");
+    let mut command = totem_tests::external::debian_neovim();
+    command
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("XDG_STATE_HOME", home.path().join(".state"))
+        .env("XDG_DATA_HOME", home.path().join(".data"))
+        .arg("--headless")
+        .arg("--clean")
+        .arg("--cmd")
+        .arg(format!("set rtp^={}", plugin.display()))
+        .args(["-c", "lua require('totem').setup({ layout = 'float' })"])
+        .args(["-c", "lua assert(require('totem').statusline() == '')"])
+        .args(["-c", "Totem", "-c", "TotemSessions", "-c", "TotemAsk hi"])
+        .args(["-c", "checkhealth totem"])
+        .arg("-c")
+        .arg(format!("w! {}", health.display()))
+        .args(["-c", "qa!"])
+        .current_dir(home.path())
+        .stdin(std::process::Stdio::null());
+    let out = command.output().expect("run Debian's nvim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let version = String::from_utf8_lossy(
+        &totem_tests::external::debian_neovim()
+            .arg("--version")
+            .output()
+            .expect("nvim --version")
+            .stdout,
+    )
+    .into_owned();
+    assert!(version.starts_with("NVIM v0.7"), "{version}");
+    assert_eq!(
+        stderr.matches("Totem needs Neovim 0.10 or newer.").count(),
+        3,
+        "each command says so:\n{stderr}"
+    );
+    for broken in ["E5108", "attempt to", "stack traceback", "nil value"] {
+        assert!(!stderr.contains(broken), "{broken}:\n{stderr}");
+    }
+    let report = std::fs::read_to_string(&health).expect("the health report");
+    assert!(
+        report.contains("ERROR")
+            && report.contains("Totem needs Neovim 0.10 or newer; this is 0.7"),
+        "{report}"
+    );
+    assert!(!report.contains("socket"), "{report}");
 }

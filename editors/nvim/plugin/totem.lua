@@ -5,11 +5,24 @@ if vim.g.loaded_totem then
 end
 vim.g.loaded_totem = true
 
+-- Below 0.10 (Debian and Ubuntu ship 0.7) the plugin cannot work (it needs vim.uv and more):
+-- every command says so, and nothing else runs.
+local supported = vim.fn.has("nvim-0.10") == 1
+local too_old = "Totem needs Neovim 0.10 or newer."
+
 local function totem()
   return require("totem")
 end
 
-local command = vim.api.nvim_create_user_command
+local function command(name, run, opts)
+  if not supported then
+    run = function()
+      vim.notify(too_old, vim.log.levels.ERROR)
+    end
+    opts.complete = nil
+  end
+  vim.api.nvim_create_user_command(name, run, opts)
+end
 
 command("Totem", function(o)
   totem().open(o.args)

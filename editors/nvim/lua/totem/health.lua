@@ -3,21 +3,23 @@
 local M = {}
 
 function M.check()
+  if vim.fn.has("nvim-0.10") == 0 then
+    -- 0.7 has only require("health") and its report_* functions; 0.8 and 0.9 have both names.
+    local health = vim.health or require("health")
+    local v = vim.version()
+    ;(health.start or health.report_start)("Totem")
+    ;(health.error or health.report_error)(
+      ("Totem needs Neovim 0.10 or newer; this is %d.%d.%d."):format(v.major, v.minor, v.patch)
+    )
+    return
+  end
   local health = vim.health
   local totem = require("totem")
   local rpc = require("totem.rpc")
   health.start("Totem")
-  if vim.fn.has("nvim-0.10") == 1 then
-    health.ok("Neovim " .. tostring(vim.version()))
-  else
-    health.error("Neovim 0.10 or newer is needed (vim.uv)")
-  end
+  health.ok("Neovim " .. tostring(vim.version()))
   local path = rpc.socket_path(totem.config.socket)
-  if vim.uv.fs_stat(path) then
-    health.ok("socket: " .. path)
-  else
-    health.warn("no socket at " .. path, { "Start the daemon: `totem daemon start` (:Totem starts it too)" })
-  end
+  local was_running = vim.uv.fs_stat(path) ~= nil
   if vim.fn.executable(totem.config.cmd) == 1 then
     health.ok("`" .. totem.config.cmd .. "` is " .. vim.fn.exepath(totem.config.cmd))
   else
@@ -25,10 +27,16 @@ function M.check()
       "Install Totem, or set `cmd` in require('totem').setup{}",
     })
   end
+  -- One verdict on the daemon: connect first (which starts it, as :Totem does), then report.
   local conn, err = totem.connect()
   if not conn then
-    health.error(err)
+    health.error(err, { "Start the daemon: `totem daemon start`" })
     return
+  end
+  if was_running then
+    health.ok("the daemon answers at " .. path)
+  else
+    health.ok("the daemon was not running; started it, and it answers at " .. path)
   end
   local init = totem.state.init
   health.ok(("protocol version %d (this plugin speaks 1; the daemon speaks %s)"):format(
@@ -41,22 +49,40 @@ function M.check()
       status.version, status.pid, status.counts.sessions, status.counts.runningRuns
     ))
   end
-  for _, method in ipairs({ "daemon.subscribe", "permission.reply", "session.diff", "session.undo" }) do
+  local needed = {
+    ["daemon.subscribe"] = "following the project's sessions",
+    ["permission.reply"] = "answering questions",
+    ["session.diff"] = "showing changes",
+    ["session.undo"] = "undo and redo",
+  }
+  for method, what in pairs(needed) do
     if not totem.has(method) then
-      health.warn("this totemd has no `" .. method .. "`; update it")
+      health.warn("this totemd cannot do " .. what .. "; update Totem")
     end
   end
   local providers, perr = conn:call("provider.list", vim.empty_dict())
   if perr then
-    health.error("provider.list: " .. perr.message)
+    health.error("cannot list the providers: " .. perr.message)
   elseif providers then
     if providers.settingsError then
       health.error("settings.json: " .. providers.settingsError)
     end
     if #providers.providers == 0 then
-      health.warn("no provider configured; a local Ollama on 127.0.0.1:11434 is used if it answers", {
-        "Add one: `totem provider add`",
-      })
+      -- Totem falls back to a local Ollama: say whether it answers now.
+      local tested = conn:call("provider.test", { name = "ollama" })
+      if tested and tested.reachable and tested.models > 0 then
+        health.ok(("no provider configured; the local Ollama Totem falls back to answers at %s with %d models"):format(
+          tested.url, tested.models
+        ))
+      elseif tested and tested.reachable then
+        health.warn(("no provider configured; the local Ollama at %s answers but has no model"):format(tested.url), {
+          "Pull one: `ollama pull qwen2.5-coder:1.5b`, or add a provider: `totem provider add`",
+        })
+      else
+        health.warn(("no provider configured, and no Ollama answers at %s now"):format(
+          tested and tested.url or "its usual address"
+        ), { "Start Ollama, or add a provider: `totem provider add`" })
+      end
     end
     for _, p in ipairs(providers.providers) do
       health.ok(("provider %s (%s) at %s%s"):format(p.name, p.kind, p.url, p.defaultModel and (", model " .. p.defaultModel) or ""))

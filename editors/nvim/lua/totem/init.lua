@@ -2,6 +2,24 @@
 -- diff, buffers that reload when a run writes, the session's changes in diff mode, undo and redo.
 -- Talks to totemd over its socket (protocol version 1) and starts it when none answers.
 
+if vim.fn.has("nvim-0.10") == 0 then
+  -- Too old (Debian and Ubuntu ship 0.7): setup and the status line do nothing; anything else
+  -- says what is needed.
+  local function too_old()
+    vim.notify("Totem needs Neovim 0.10 or newer.", vim.log.levels.ERROR)
+  end
+  return setmetatable({
+    setup = function() end,
+    statusline = function()
+      return ""
+    end,
+  }, {
+    __index = function()
+      return too_old
+    end,
+  })
+end
+
 local rpc = require("totem.rpc")
 
 local M = {}
@@ -64,6 +82,9 @@ end
 local function notify(text, level)
   if M.config.notify then
     require("totem.text").notify(text, level or vim.log.levels.INFO, { title = "Totem" })
+    if (level or vim.log.levels.INFO) >= vim.log.levels.WARN then
+      state.warned = { text = text, at = vim.uv.now() }
+    end
   end
 end
 M.notify = notify
@@ -121,6 +142,16 @@ local function handshake(conn)
   end
   local providers = conn:call("provider.list", vim.empty_dict())
   state.model = M.config.model or (providers and providers.defaultModel)
+  if not state.model then
+    -- No default named in the settings: ask which model the next run will use, without waiting.
+    conn:request("model.list", vim.empty_dict(), function(_, list)
+      if not state.model and list then
+        state.model = list.defaultModel
+        state.no_model = not list.defaultModel
+        vim.cmd("redrawstatus")
+      end
+    end)
+  end
   state.daemon_sub = conn:subscribe("daemon.subscribe", vim.empty_dict(), M._daemon_event)
   local rewatch = state.rewatch or {}
   state.rewatch = nil
@@ -410,8 +441,12 @@ function M._daemon_event(event)
       end
       local title = state.sessions[event.run.sessionId].title
       local status = event.run.status
+      -- A warning of the last seconds (a file not reloaded) stays readable after the run's end.
+      local warned = state.warned and vim.uv.now() - state.warned.at < 5000 and state.warned.text
       if status == "failed" then
         notify(("Run failed (%s): %s"):format(title, event.run.error or "no reason given"), vim.log.levels.ERROR)
+      elseif warned then
+        notify(("Run %s (%s). %s"):format(status, title, warned), vim.log.levels.WARN)
       else
         notify(("Run %s (%s)"):format(status, title))
       end
@@ -459,7 +494,8 @@ function M.statusline()
     waiting = waiting or activity == "waiting"
     running = running or activity == "running"
   end
-  local model = state.model and state.model:gsub("^[^/]*/", "") or "no model"
+  local model = state.model and state.model:gsub("^[^/]*/", "")
+    or (state.no_model and "no model: add a provider" or "finding the model…")
   if waiting then
     return "Totem: waiting for you"
   elseif running then

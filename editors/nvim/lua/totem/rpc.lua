@@ -177,7 +177,7 @@ function Conn:call(method, params, timeout_ms)
     return done
   end, 2)
   if not done then
-    return nil, { code = -1, message = "totemd did not answer " .. method .. " in time" }
+    return nil, { code = -1, message = "totemd did not answer in time; check it with `totem doctor`" }
   end
   return result, err
 end
