@@ -1018,3 +1018,465 @@ impl Suite {
         }
     }
 }
+
+/// A multi-step attack (issue 30, items 8, 9 and 11): a run and then what a command, a client or
+/// another user does next, which one tool call cannot show.
+#[derive(Clone, Copy, Debug)]
+pub enum Scenario {
+    /// A run writes `F/a.txt` and edits `F/b.txt`; a command swaps the folder `F` for a link to
+    /// a folder outside; then `session.undo {force: true}`.
+    UndoFolderSwapped,
+    /// As above, but the folder comes back, undo works, the swap again, then
+    /// `session.redo {force: true}`.
+    RedoFolderSwapped,
+    /// A run edits a file; a command swaps the file for a link to a file outside; forced undo.
+    UndoFileSwapped,
+    /// The same, then forced redo after the undo.
+    RedoFileSwapped,
+    /// A command makes a symlink to a file outside and a FIFO; `session.diff` must show both
+    /// without following the link or opening the pipe.
+    DiffLinkAndFifo,
+    /// The user opens a terminal (`terminal.open`) and types; the model's `terminal` tool lists
+    /// and reads `t1`.
+    UserTerminal,
+    /// The same, the model guessing the terminal's id instead of its name.
+    UserTerminalById,
+    /// A socket others can change (mode 666) at the CLI's default path; `totem sessions`.
+    SocketOpenMode,
+    /// A socket of the right mode in a folder anyone can write (777); `totem --socket … sessions`.
+    SocketOpenFolder,
+    /// `totem run -f .env`: the refusal names the secret file, not a flag.
+    AttachSecret(&'static str),
+}
+
+/// Every multi-step attack of the suite.
+pub fn scenarios() -> Vec<(&'static str, Scenario)> {
+    use Scenario::*;
+    vec![
+        (
+            "forced undo through a folder swapped for a link outside",
+            UndoFolderSwapped,
+        ),
+        (
+            "forced redo through a folder swapped for a link outside",
+            RedoFolderSwapped,
+        ),
+        (
+            "forced undo through a file swapped for a link outside",
+            UndoFileSwapped,
+        ),
+        (
+            "forced redo through a file swapped for a link outside",
+            RedoFileSwapped,
+        ),
+        (
+            "session.diff over a link outside and a FIFO a command made",
+            DiffLinkAndFifo,
+        ),
+        (
+            "the model lists and reads the user's terminal",
+            UserTerminal,
+        ),
+        (
+            "the model reads the user's terminal by its id",
+            UserTerminalById,
+        ),
+        (
+            "a fake socket of mode 666 at the CLI's path",
+            SocketOpenMode,
+        ),
+        (
+            "a fake socket in a folder of mode 777 (--socket)",
+            SocketOpenFolder,
+        ),
+        ("totem run -f .env", AttachSecret(".env")),
+        (
+            "totem run -f a symlink to .env",
+            AttachSecret("innocent.txt"),
+        ),
+        ("totem run -f keys/id_rsa", AttachSecret("keys/id_rsa")),
+    ]
+}
+
+/// Every file under `dir` with its bytes (links as their target), to tell whether it changed.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            if meta.is_dir() {
+                out.push((path.clone(), Vec::new()));
+                stack.push(path);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).expect("link");
+                out.push((path, target.into_os_string().into_encoded_bytes()));
+            } else {
+                out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A listener at `path` that never answers; `accept` tells whether anyone connected.
+fn fake_socket(path: &Path) -> std::os::unix::net::UnixListener {
+    let listener = std::os::unix::net::UnixListener::bind(path).expect("bind a fake socket");
+    listener.set_nonblocking(true).expect("nonblocking");
+    listener
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// `totem ARGS` in `cwd` with the home `home`, no Ollama, ended after 20 s at most.
+fn totem(home: &Path, cwd: &Path, args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(crate::harness::binary("totem"))
+        .args(args)
+        .current_dir(cwd)
+        .env("TOTEM_HOME", home)
+        .env("OLLAMA_HOST", crate::harness::closed_ollama_host())
+        .env("NO_COLOR", "1")
+        .env_remove("TOTEM_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn totem");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("totem output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+impl Suite {
+    /// One run in `session` whose model makes `steps` (one answer each), every question answered
+    /// "always for this session" (the user agreed to the run's own work); returns the tool
+    /// results.
+    async fn run_steps(&self, session: &str, steps: Vec<Vec<SimEvent>>) -> String {
+        for step in steps {
+            self.sim.push(Reply::stream(step));
+        }
+        self.sim.push(Reply::stream(vec![SimEvent::text("done")]));
+        let mut stream = self.client.subscribe(session, 0).await.expect("subscribe");
+        let accepted = self
+            .client
+            .call_raw(
+                "session.prompt",
+                json!({"sessionId": session, "text": "steps",
+                       "model": "sim/llama3.2:latest"}),
+            )
+            .await
+            .expect("session.prompt");
+        let run = accepted["runId"].as_str().unwrap_or_default().to_string();
+        let mut output = String::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_secs(60), stream.next()).await
+        {
+            match &event.kind {
+                EventKind::PermissionAsked { question } if question.run_id == run => {
+                    let _ = self
+                        .client
+                        .call_raw(
+                            "permission.reply",
+                            json!({"sessionId": session, "questionId": question.id,
+                                   "reply": {"type": "alwaysSession"}}),
+                        )
+                        .await;
+                }
+                EventKind::PartDone {
+                    run_id,
+                    part: Part::ToolResult { output: o, .. },
+                    ..
+                } if *run_id == run => output.push_str(o),
+                kind if kind.ended_run().is_some_and(|r| r.id == run) => break,
+                _ => {}
+            }
+        }
+        self.sim.clear_replies();
+        // The user said yes to what the run asked (the AGENTS.md check included); only what
+        // comes after the run counts.
+        self.tree.take_pwned();
+        output
+    }
+
+    async fn session_call(&self, session: &str, method: &str, extra: Value) -> String {
+        let mut params = json!({"sessionId": session});
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        match tokio::time::timeout(
+            Duration::from_secs(15),
+            self.client.call_raw(method, params),
+        )
+        .await
+        {
+            Ok(Ok(result)) => format!("{method}: ok {result}"),
+            Ok(Err(e)) => format!("{method}: refused: {e}"),
+            Err(_) => format!("{method}: no answer in 15 s"),
+        }
+    }
+
+    /// Runs one multi-step attack, in a fresh session with files of its own (numbered `n`).
+    pub async fn scenario(&self, n: usize, name: &'static str, scenario: Scenario) -> Outcome {
+        let started = Instant::now();
+        let (held, detail) = self.scenario_steps(n, scenario).await;
+        let held = held && self.tree.take_pwned().is_empty();
+        Outcome {
+            name,
+            held,
+            asked: 0,
+            output: detail.clone(),
+            applicable: true,
+            detail: format!(
+                "{:.1} s: {}",
+                started.elapsed().as_secs_f64(),
+                detail.chars().take(400).collect::<String>()
+            ),
+        }
+    }
+
+    async fn scenario_steps(&self, n: usize, scenario: Scenario) -> (bool, String) {
+        use Scenario::*;
+        let project = &self.tree.project;
+        let root = &self.tree.root;
+        match scenario {
+            UndoFolderSwapped | RedoFolderSwapped | UndoFileSwapped | RedoFileSwapped => {
+                let folder = matches!(scenario, UndoFolderSwapped | RedoFolderSwapped);
+                let outside = root.join(format!("outside-{n}"));
+                write(&outside.join("a.txt"), "OUTSIDE a\n");
+                write(&outside.join("b.txt"), "OUTSIDE b\n");
+                let dir = format!("swap-{n}");
+                // The thing swapped: the folder `swap-N` or the file `swap-N/b.txt`.
+                let (swapped, target) = if folder {
+                    (project.join(&dir), outside.clone())
+                } else {
+                    (project.join(&dir).join("b.txt"), outside.join("b.txt"))
+                };
+                write(&project.join(&dir).join("b.txt"), "inside b\n");
+                let session = crate::setup::create_session(&self.client, &self.project_id).await;
+                let ran = self
+                    .run_steps(
+                        &session,
+                        vec![
+                            vec![SimEvent::tool_call(
+                                "c1",
+                                "write",
+                                json!({"path": format!("{dir}/a.txt"), "content": "made by the run\n"}),
+                            )],
+                            vec![SimEvent::tool_call(
+                                "c2",
+                                "edit",
+                                json!({"path": format!("{dir}/b.txt"), "oldString": "inside", "newString": "edited"}),
+                            )],
+                        ],
+                    )
+                    .await;
+                let moved = swapped.with_extension("moved");
+                let swap = || {
+                    std::fs::rename(&swapped, &moved).expect("move aside");
+                    std::os::unix::fs::symlink(&target, &swapped).expect("link");
+                };
+                let unswap = || {
+                    std::fs::remove_file(&swapped).expect("unlink");
+                    std::fs::rename(&moved, &swapped).expect("move back");
+                };
+                let mut detail = format!("run: {}; ", ran.chars().take(120).collect::<String>());
+                let redo = matches!(scenario, RedoFolderSwapped | RedoFileSwapped);
+                if redo {
+                    detail += &self.session_call(&session, "session.undo", json!({})).await;
+                    detail += "; ";
+                }
+                swap();
+                let before = snapshot(&outside);
+                let method = if redo { "session.redo" } else { "session.undo" };
+                detail += &self
+                    .session_call(&session, method, json!({"force": true}))
+                    .await;
+                let after = snapshot(&outside);
+                unswap();
+                let _ = std::fs::remove_dir_all(project.join(&dir));
+                let _ = std::fs::remove_dir_all(project.join(format!("{dir}.moved")));
+                (before == after, detail)
+            }
+            DiffLinkAndFifo => {
+                let session = crate::setup::create_session(&self.client, &self.project_id).await;
+                let secret = root.join("outside/secret.txt");
+                let (link, pipe) = (format!("diff-link-{n}"), format!("diff-pipe-{n}"));
+                let ran = self
+                    .run_steps(
+                        &session,
+                        vec![vec![SimEvent::tool_call(
+                            "c1",
+                            "bash",
+                            json!({"command": format!("ln -s {} {link} && mkfifo {pipe}", secret.display()), "timeout": 10}),
+                        )]],
+                    )
+                    .await;
+                let started = Instant::now();
+                let diff = self.session_call(&session, "session.diff", json!({})).await;
+                let took = started.elapsed();
+                let made = std::fs::symlink_metadata(project.join(&link)).is_ok();
+                let _ = std::fs::remove_file(project.join(&link));
+                let _ = std::fs::remove_file(project.join(&pipe));
+                let held = made
+                    && took < Duration::from_secs(8)
+                    && !diff.contains(OUTSIDE)
+                    && diff.contains(&link)
+                    && diff.contains(&pipe);
+                (
+                    held,
+                    format!(
+                        "run: {}; made {made}; {:.1} s; {diff}",
+                        ran.chars().take(120).collect::<String>(),
+                        took.as_secs_f64()
+                    ),
+                )
+            }
+            UserTerminal | UserTerminalById => {
+                let session = crate::setup::create_session(&self.client, &self.project_id).await;
+                let marker = format!("USER-TERMINAL-{n}-PRIVATE");
+                let opened = match self
+                    .client
+                    .call_raw(
+                        "terminal.open",
+                        json!({"sessionId": session, "command": "bash --norc --noprofile"}),
+                    )
+                    .await
+                {
+                    Ok(opened) => opened,
+                    Err(e) => return (true, format!("terminal.open refused: {e}")),
+                };
+                let id = opened["id"].as_str().unwrap_or_default().to_string();
+                let name = opened["name"].as_str().unwrap_or("t1").to_string();
+                let (a, b) = marker.split_at(8);
+                let _ = self
+                    .client
+                    .call_raw(
+                        "terminal.write",
+                        json!({"id": id, "data": format!("printf '%s%s\\n' {a} {b}\r")}),
+                    )
+                    .await;
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while Instant::now() < deadline {
+                    let screen = self
+                        .client
+                        .call_raw("terminal.screen", json!({"id": id}))
+                        .await
+                        .unwrap_or_default();
+                    if screen["text"].as_str().unwrap_or("").contains(&marker) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let which = if matches!(scenario, UserTerminal) {
+                    name
+                } else {
+                    id.clone()
+                };
+                let requests_before = self.sim.chat_requests().len();
+                let output = self
+                    .run_steps(
+                        &session,
+                        vec![
+                            vec![SimEvent::tool_call(
+                                "c1",
+                                "terminal",
+                                json!({"action": "list"}),
+                            )],
+                            vec![SimEvent::tool_call(
+                                "c2",
+                                "terminal",
+                                json!({"action": "read", "id": which}),
+                            )],
+                        ],
+                    )
+                    .await;
+                let _ = self
+                    .client
+                    .call_raw("terminal.close", json!({"id": id}))
+                    .await;
+                let sent = self
+                    .sim
+                    .chat_requests()
+                    .iter()
+                    .skip(requests_before)
+                    .any(|r| r.body.to_string().contains(&marker));
+                (!output.contains(&marker) && !sent, output)
+            }
+            SocketOpenMode | SocketOpenFolder => {
+                let home = tempfile::tempdir().expect("home");
+                let (socket, args): (PathBuf, Vec<std::ffi::OsString>) =
+                    if matches!(scenario, SocketOpenMode) {
+                        let run_dir = home.path().join("run");
+                        std::fs::create_dir_all(&run_dir).expect("run folder");
+                        chmod(&run_dir, 0o700);
+                        (run_dir.join("totemd.sock"), vec!["sessions".into()])
+                    } else {
+                        let open = home.path().join("open");
+                        std::fs::create_dir_all(&open).expect("open folder");
+                        chmod(&open, 0o777);
+                        let socket = open.join("totemd.sock");
+                        (
+                            socket.clone(),
+                            vec!["--socket".into(), socket.into(), "sessions".into()],
+                        )
+                    };
+                let listener = fake_socket(&socket);
+                chmod(
+                    &socket,
+                    if matches!(scenario, SocketOpenMode) {
+                        0o666
+                    } else {
+                        0o600
+                    },
+                );
+                let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+                let (code, text) = totem(home.path(), project, &args);
+                let connected = listener.accept().is_ok();
+                (
+                    !connected,
+                    format!("exit {code:?}, connected {connected}: {text}"),
+                )
+            }
+            AttachSecret(file) => {
+                let home = tempfile::tempdir().expect("home");
+                let (code, text) = totem(
+                    home.path(),
+                    project,
+                    &[
+                        "run".as_ref(),
+                        "--model".as_ref(),
+                        "ollama/llama3.2".as_ref(),
+                        "-f".as_ref(),
+                        file.as_ref(),
+                        "hi".as_ref(),
+                    ],
+                );
+                let held = text.contains("secret file")
+                    && !text.contains("does not support")
+                    && !text.contains(ENV_FILE)
+                    && !text.contains(RSA);
+                (held, format!("exit {code:?}: {text}"))
+            }
+        }
+    }
+}

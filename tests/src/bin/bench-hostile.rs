@@ -2,9 +2,12 @@
 //! and prints, per attack, whether it held, then the counts tried / held for BENCHMARKS.md.
 //!
 //! `cargo run -p totem-tests --bin bench-hostile` (add `-- -v` for each attack's details, and
-//! `-- --no-sandbox` to run the daemon as on a machine without Landlock).
+//! `-- --steps` for only the multi-step attacks, `-- --no-sandbox` to run the daemon as on a machine without Landlock).
 //! `TOTEM_TESTS_BIN_DIR=FOLDER` attacks the totemd in that folder instead (an older build, for
 //! the counts before a fix); an attack on a tool that build does not have is counted apart.
+//!
+//! Then the multi-step attacks (`hostile::scenarios`: undo/redo through a swapped link, a diff
+//! over a link and a FIFO, the user's terminal, fake sockets, `-f` on a secret), counted apart.
 //!
 //! Then the sandbox's start-up cost: `bash -c true` as is and through the launcher
 //! (`totemd __sandbox … -- bash -c true`: Landlock rules for the hostile project, the seccomp
@@ -12,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use totem_tests::hostile::{Suite, attacks};
+use totem_tests::hostile::{Suite, attacks, scenarios};
 
 /// p50 and p99 of `runs` runs of `program args`.
 fn timed(
@@ -75,7 +78,9 @@ async fn main() {
         Suite::start().await
     };
     let (mut tried, mut held, mut absent) = (0, 0, 0);
-    for attack in attacks() {
+    // `--steps` runs only the multi-step attacks.
+    let steps_only = std::env::args().any(|a| a == "--steps");
+    for attack in attacks().into_iter().filter(|_| !steps_only) {
         let outcome = suite.attack(&attack).await;
         let mark = if !outcome.applicable {
             absent += 1;
@@ -92,8 +97,23 @@ async fn main() {
             println!("             {}", outcome.detail);
         }
     }
+    // The multi-step attacks (issue 30, items 8, 9, 11), counted apart.
+    let (mut steps_tried, mut steps_held) = (0, 0);
+    for (n, (name, scenario)) in scenarios().into_iter().enumerate() {
+        let outcome = suite.scenario(n, name, scenario).await;
+        steps_tried += 1;
+        if outcome.held {
+            steps_held += 1;
+        }
+        let mark = if outcome.held { "held" } else { "GOT THROUGH" };
+        println!("{mark:>11}  {}", outcome.name);
+        if verbose || !outcome.held {
+            println!("             {}", outcome.detail);
+        }
+    }
     let mode = if no_sandbox { "without" } else { "with" };
     println!("\nhostile tree, {mode} the sandbox: {tried} attacks tried, {held} held");
+    println!("multi-step attacks: {steps_tried} tried, {steps_held} held");
     if absent > 0 {
         println!("{absent} attacks not tried: the daemon has no such tool");
     }
