@@ -391,8 +391,10 @@ mod tests {
         }
         // The list was 42.6 KB (compact JSON) before it was made portable, under 22 KB after. The
         // input fields' descriptions (totem-protocol's docs, 6dacc39) brought it to 23.9 KB: they
-        // are kept, since they tell the host's model what each argument means.
-        assert!(total < 25_000, "the tool schemas take {total} bytes");
+        // are kept, since they tell the host's model what each argument means. The third round
+        // (a terminal shared with the model, where a server takes the output limit, a project's
+        // kind) brought it to 25.3 KB.
+        assert!(total < 26_000, "the tool schemas take {total} bytes");
     }
 
     #[test]
