@@ -638,3 +638,108 @@ async fn the_boot_check_sends_what_broke_back_to_the_model() {
     }
     assert!(!root.join("index.pid").exists());
 }
+
+/// The notices of the run `events` ends with (the stream holds the session's earlier runs too).
+fn last_run_notices(
+    events: &[totem_protocol::SessionEvent],
+) -> Vec<(totem_protocol::NoticeLevel, String)> {
+    let run_id = match events.last().map(|e| &e.kind) {
+        Some(EventKind::RunDone { run }) => run.id.clone(),
+        other => panic!("the run did not end done: {other:?}"),
+    };
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice {
+                run_id: Some(id),
+                level,
+                text,
+            } if *id == run_id => Some((*level, text.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The boot check asks the routes the run's edits added or changed (#32 item 1): a route that
+/// answers 500 but that the edit left alone is not asked, the changed and the added ones are.
+/// Then a run whose every fix still fails ends saying, at error level, that the app does not
+/// boot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boot_check_asks_changed_routes_and_says_when_the_app_does_not_boot() {
+    use totem_protocol::NoticeLevel;
+    let project = tempfile::tempdir().expect("app folder");
+    let root = project.path().to_path_buf();
+    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
+    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
+    agent_common::write_file(&root, "config", "name : Shop\n");
+    let before = "exports.install = function() {\n\tROUTE('GET /broken/', $ => $.plain(nosuch));\n\tROUTE('GET /hello/', $ => $.plain('hello'));\n};\n";
+    agent_common::write_file(&root, "controllers/default.js", before);
+    install_total5(&root);
+    let env = Env::start_in(project).await;
+
+    let after = "exports.install = function() {\n\tROUTE('GET /broken/', $ => $.plain(nosuch));\n\tROUTE('GET /hello/', $ => $.plain('hello again'));\n\tROUTE('GET /new/', $ => $.plain('new'));\n};\n";
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "controllers/default.js", "content": after}),
+    )]);
+    env.push(vec![text("Changed the greeting and added /new/.")]);
+    let events = env
+        .run_done(
+            "Change the greeting",
+            json!({"mode": "build", "allow": ["edit"]}),
+            Answer::None,
+        )
+        .await;
+    let notices = last_run_notices(&events);
+    if notices.iter().any(|(_, n)| n.contains("no kernel sandbox")) {
+        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+        return;
+    }
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    assert_eq!(notices[0].0, NoticeLevel::Info, "{notices:#?}");
+    assert!(
+        notices[0].1.starts_with(
+            "Boot check: the app started and answered GET /hello/ 200, GET /new/ 200 ("
+        ),
+        "{notices:#?}"
+    );
+
+    // Every fix the model tries still names a schema defined nowhere.
+    for (i, note) in ["", "// fixed\n", "// fixed again\n"].iter().enumerate() {
+        let broken = format!(
+            "{note}NEWACTION('Items|list', {{\n\tinput: '@Item',\n\troute: 'GET /api/list/',\n\taction: $ => $.success([])\n}});\n"
+        );
+        env.push(vec![tool(
+            &format!("w{i}"),
+            "write",
+            json!({"path": "actions/items.js", "content": broken}),
+        )]);
+        env.push(vec![text("Done.")]);
+    }
+    let events = env
+        .run_done(
+            "Add an items list action",
+            json!({"mode": "build", "allow": ["edit"]}),
+            Answer::None,
+        )
+        .await;
+    let notices = last_run_notices(&events);
+    let levels: Vec<NoticeLevel> = notices.iter().map(|(l, _)| *l).collect();
+    assert_eq!(
+        levels,
+        [
+            NoticeLevel::Warning,
+            NoticeLevel::Warning,
+            NoticeLevel::Error
+        ],
+        "{notices:#?}"
+    );
+    let last = &notices[2].1;
+    assert!(
+        last.starts_with("The app does not boot: the app did not start: Error: JSON Schema \"Item\" not found (actions/items.js:"),
+        "{last}"
+    );
+    // Two findings went back to the model; the third failure ends the run.
+    assert_eq!(env.sim.chat_requests().len(), 2 + 6);
+}

@@ -84,17 +84,74 @@ pub const MAX_REQUESTS: usize = 12;
 /// `GET` route without parameters, and other routes only when `safe` names them (`"POST
 /// /api/reset/"`). Error pages (`#404`), parameterised and wildcard URLs are skipped.
 pub fn boot_requests(files: &[(String, String)], safe: &[String]) -> Vec<BootRequest> {
+    requests(
+        files
+            .iter()
+            .flat_map(|(_, content)| route_strings(content).into_iter().map(|(r, _)| r)),
+        safe,
+    )
+}
+
+/// One file a run edited, for [`changed_boot_requests`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditedFile {
+    /// Path relative to the root.
+    pub path: String,
+    /// The file before the run: `Some(None)` when the run created it, `None` when Totem does not
+    /// know (a command changed it), which counts every route in it as changed.
+    pub before: Option<Option<String>>,
+    /// The file now.
+    pub after: String,
+}
+
+/// The requests for the routes the run's edits added or changed (same rules as
+/// [`boot_requests`]). A route is changed when its method and URL are new to the file, or when the
+/// edit touched a line from its declaration up to the next route's (for the file's first route,
+/// from the top of the file): its handler, flags and action usually sit there.
+pub fn changed_boot_requests(files: &[EditedFile], safe: &[String]) -> Vec<BootRequest> {
+    let mut routes = Vec::new();
+    for file in files {
+        routes.extend(changed_routes(file.before.as_ref(), &file.after));
+    }
+    requests(routes.into_iter(), safe)
+}
+
+/// The route strings of `after` that are new or whose lines the edit from `before` touched.
+fn changed_routes(before: Option<&Option<String>>, after: &str) -> Vec<String> {
+    let sites = route_strings(after);
+    let Some(Some(before)) = before else {
+        return sites.into_iter().map(|(r, _)| r).collect();
+    };
+    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
+    let old: HashSet<String> = route_strings(before)
+        .iter()
+        .filter_map(|(r, _)| key(r))
+        .collect();
+    let changed = crate::check::report::changed_lines(before, after);
+    let mut out = Vec::new();
+    for (i, (route, line)) in sites.iter().enumerate() {
+        let start = if i == 0 { 1 } else { *line };
+        let end = sites
+            .get(i + 1)
+            .map_or(usize::MAX, |(_, next)| (*next).max(line + 1));
+        let is_new = key(route).is_none_or(|k| !old.contains(&k));
+        if is_new || changed.iter().any(|l| (start..end).contains(l)) {
+            out.push(route.clone());
+        }
+    }
+    out
+}
+
+fn requests(routes: impl Iterator<Item = String>, safe: &[String]) -> Vec<BootRequest> {
     let safe: HashSet<String> = safe.iter().map(|s| normalize_safe(s)).collect();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for (_, content) in files {
-        for (route, _) in route_strings(content) {
-            let Some(request) = request_for(&route, &safe) else {
-                continue;
-            };
-            if seen.insert(request.label()) && out.len() < MAX_REQUESTS {
-                out.push(request);
-            }
+    for route in routes {
+        let Some(request) = request_for(&route, &safe) else {
+            continue;
+        };
+        if seen.insert(request.label()) && out.len() < MAX_REQUESTS {
+            out.push(request);
         }
     }
     out
@@ -347,6 +404,67 @@ mod tests {
                 "GET /api/items/"
             ]
         );
+    }
+
+    #[test]
+    fn only_routes_the_edit_added_or_changed_are_asked() {
+        let before = "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /b/', b);\n\tROUTE('GET /c/', c);\n};\nfunction a($) { $.plain('a'); }\n";
+        let edited = |after: &str| {
+            let files = [EditedFile {
+                path: "controllers/default.js".into(),
+                before: Some(Some(before.to_string())),
+                after: after.to_string(),
+            }];
+            changed_boot_requests(&files, &[])
+                .iter()
+                .map(BootRequest::label)
+                .collect::<Vec<_>>()
+        };
+        // Nothing changed: nothing to ask.
+        assert!(edited(before).is_empty());
+        // A route added between two unchanged ones.
+        assert_eq!(
+            edited(
+                "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /new/', n);\n\tROUTE('GET /b/', b);\n\tROUTE('GET /c/', c);\n};\nfunction a($) { $.plain('a'); }\n"
+            ),
+            ["GET /new/"]
+        );
+        // A route's declaration changed (its handler), the others not.
+        assert_eq!(
+            edited(
+                "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /b/', b2);\n\tROUTE('GET /c/', c);\n};\nfunction a($) { $.plain('a'); }\n"
+            ),
+            ["GET /b/"]
+        );
+        // An edit below the last route belongs to it (its handler usually sits there).
+        assert_eq!(
+            edited(
+                "exports.install = function() {\n\tROUTE('GET /a/', a);\n\tROUTE('GET /b/', b);\n\tROUTE('GET /c/', c);\n};\nfunction a($) { $.plain('A'); }\n"
+            ),
+            ["GET /c/"]
+        );
+        // An inline handler's body changed.
+        let before = "NEWACTION('A|x', { route: 'GET ?a/', action($) {\n\t$.success();\n} });\nNEWACTION('B|x', { route: 'GET ?b/', action($) {\n\t$.success();\n} });\n";
+        let after = "NEWACTION('A|x', { route: 'GET ?a/', action($) {\n\t$.success();\n} });\nNEWACTION('B|x', { route: 'GET ?b/', action($) {\n\t$.success(true);\n} });\n";
+        let files = [EditedFile {
+            path: "actions/x.js".into(),
+            before: Some(Some(before.into())),
+            after: after.into(),
+        }];
+        let labels: Vec<String> = changed_boot_requests(&files, &[])
+            .iter()
+            .map(BootRequest::label)
+            .collect();
+        assert_eq!(labels, ["GET /api/b/"]);
+        // A file the run created, or one a command changed: every route is asked.
+        for before in [Some(None), None] {
+            let files = [EditedFile {
+                path: "actions/x.js".into(),
+                before,
+                after: after.into(),
+            }];
+            assert_eq!(changed_boot_requests(&files, &[]).len(), 2);
+        }
     }
 
     #[test]

@@ -34,8 +34,8 @@ mod primer;
 mod scaffold;
 
 pub use boot::{
-    BOOT_PRELOAD, BootError, BootRequest, MAX_REQUESTS, boot_requests, first_project_frame,
-    read_errors, route_files, routes_removed,
+    BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, boot_requests,
+    changed_boot_requests, first_project_frame, read_errors, route_files, routes_removed,
 };
 pub use check::{
     CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding, ProjectContext,

@@ -7,7 +7,7 @@
 
 mod file;
 mod project;
-mod report;
+pub(crate) mod report;
 pub(crate) mod rules;
 mod syntax;
 

@@ -114,7 +114,7 @@ pub struct EditFindings {
 
 /// 1-based lines of `after` that the edit from `before` inserted or changed. A pure deletion marks
 /// the line that now stands where the deleted lines were.
-fn changed_lines(before: &str, after: &str) -> HashSet<usize> {
+pub(crate) fn changed_lines(before: &str, after: &str) -> HashSet<usize> {
     let diff = similar::TextDiff::from_lines(before, after);
     let mut out = HashSet::new();
     for op in diff.ops() {

@@ -1,14 +1,15 @@
 //! The boot check at the end of a run (see [`crate::boot`]): when the model gives its answer
 //! after editing files of a Total.js 5 project, Totem starts the app and asks the routes the
-//! edits declare. What broke goes back to the model as one message, and the run goes on so it
-//! can fix it; the user sees the outcome as a notice either way.
+//! run's edits added or changed. What broke goes back to the model as one message, and the run
+//! goes on so it can fix it; the user sees the outcome as a notice either way. When the model's
+//! last fix still fails, the run ends with an error notice: "The app does not boot: …".
 
 use totem_protocol::NoticeLevel;
 use totem_provider::Message as ModelMessage;
 
 use super::run::Runner;
 
-/// Boot findings sent back to the model in one run; after that the run ends with the notice.
+/// Boot findings sent back to the model in one run; after that the run ends with an error notice.
 const MAX_BOOT_ROUNDS: usize = 2;
 
 impl Runner {
@@ -18,7 +19,7 @@ impl Runner {
         if !self.setup.totaljs || self.setup.read_only || self.tools.boot_pending.is_empty() {
             return None;
         }
-        let edited = std::mem::take(&mut self.tools.boot_pending);
+        self.tools.boot_pending.clear();
         let settings = self.settings.totaljs_boot();
         if settings.enabled == Some(false) {
             return None;
@@ -35,17 +36,24 @@ impl Runner {
             );
             return None;
         }
-        let files: Vec<(String, String)> = edited
+        // Every file the run edited so far, compared with how it was before the run: a fix in
+        // one file asks the routes an earlier edit in another added or changed too.
+        let files: Vec<totem_totaljs::EditedFile> = self
+            .tools
+            .boot_edited
             .iter()
             .filter(|rel| rel.ends_with(".js"))
             .filter_map(|rel| {
-                std::fs::read_to_string(root.join(rel))
-                    .ok()
-                    .map(|c| (rel.clone(), c))
+                let after = std::fs::read_to_string(root.join(rel)).ok()?;
+                Some(totem_totaljs::EditedFile {
+                    path: rel.clone(),
+                    before: self.tools.boot_before.get(rel).cloned(),
+                    after,
+                })
             })
             .collect();
         let check = crate::boot::BootCheck {
-            requests: totem_totaljs::boot_requests(&files, &settings.safe_routes),
+            requests: totem_totaljs::changed_boot_requests(&files, &settings.safe_routes),
             root,
             tmp_parent: self.daemon.tmp_dir(),
             sandbox: Some(self.tools.policy.secrets().settings().clone()),
@@ -58,17 +66,21 @@ impl Runner {
             _ = self.cancel.cancelled() => return None,
             outcome = check.run() => outcome,
         };
-        let level = match &outcome {
-            crate::boot::BootOutcome::Failed { .. } => NoticeLevel::Warning,
-            _ => NoticeLevel::Info,
-        };
-        self.notice(level, outcome.describe());
-        let crate::boot::BootOutcome::Failed { finding, .. } = outcome else {
+        let crate::boot::BootOutcome::Failed { finding, .. } = &outcome else {
+            self.notice(NoticeLevel::Info, outcome.describe());
             return None;
         };
         if self.tools.boot_rounds >= MAX_BOOT_ROUNDS {
+            // The model's last fix still fails: the run ends, and says so plainly.
+            self.notice(
+                NoticeLevel::Error,
+                format!(
+                    "The app does not boot: {finding}. The model's fixes did not help; fix it yourself or ask again, and run `totem check --boot` to start the app."
+                ),
+            );
             return None;
         }
+        self.notice(NoticeLevel::Warning, outcome.describe());
         self.tools.boot_rounds += 1;
         Some(ModelMessage::user(format!(
             "Totem started the app after your edits (node index.js) and it broke: {finding}. Fix the code; Totem starts the app again when you answer."

@@ -48,6 +48,12 @@ pub(super) struct ToolState {
     pub(super) boot_pending: Vec<String>,
     /// Boot findings already sent back to the model in this run.
     pub(super) boot_rounds: usize,
+    /// Every file the run's tools wrote (Total.js 5 projects), with its text before the run's
+    /// first edit of it (`None` when it did not exist): the boot check asks only the routes the
+    /// run added or changed. A file a command changed is missing here until a tool names it.
+    pub(super) boot_before: std::collections::HashMap<String, Option<String>>,
+    /// The files the run's tools wrote, in order (keys of `boot_before` and command-changed ones).
+    pub(super) boot_edited: Vec<String>,
 }
 
 fn convert(access: &totem_tools::Access) -> Access {
@@ -188,6 +194,14 @@ impl Runner {
                 for file in &output.meta.files {
                     if !self.tools.boot_pending.contains(&file.path) {
                         self.tools.boot_pending.push(file.path.clone());
+                    }
+                    if !self.tools.boot_edited.contains(&file.path) {
+                        self.tools.boot_edited.push(file.path.clone());
+                        if let Some(before) = before_edit.get(&file.path) {
+                            self.tools
+                                .boot_before
+                                .insert(file.path.clone(), before.clone());
+                        }
                     }
                 }
             }

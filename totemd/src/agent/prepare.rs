@@ -248,6 +248,8 @@ impl Runner {
                 jobs_started: Vec::new(),
                 boot_pending: Vec::new(),
                 boot_rounds: 0,
+                boot_before: std::collections::HashMap::new(),
+                boot_edited: Vec::new(),
             },
             turns: Conversation {
                 prior: to_model_messages(&stored),
