@@ -664,8 +664,9 @@ function drawQuestion(state: Open, b: Extract<Block, { kind: "question" }>): HTM
   session.onclick = () => reply({ type: "alwaysSession" });
   const project = el("button", "always-project", "Always in this project");
   project.onclick = () => reply({ type: "alwaysProject" });
-  if (q.always) {
-    session.title = project.title = `Remembers: ${q.always}`;
+  const remembers = alwaysText(q.always);
+  if (remembers) {
+    session.title = project.title = `Remembers: ${remembers}`;
   }
   const note = el("input", "note");
   note.placeholder = "Why not? (told to the model)";
@@ -674,6 +675,20 @@ function drawQuestion(state: Open, b: Extract<Block, { kind: "question" }>): HTM
   buttons.append(once, session, project, note, deny);
   box.append(buttons);
   return box;
+}
+
+/** What an "always" answer stores (rule key → pattern → action), as `bash(sed -n 1p a.txt)`. */
+function alwaysText(always: unknown): string {
+  if (!always || typeof always !== "object") {
+    return "";
+  }
+  return Object.entries(always as Record<string, unknown>)
+    .flatMap(([key, patterns]) =>
+      patterns && typeof patterns === "object"
+        ? Object.keys(patterns as Record<string, unknown>).map((p) => `${key}(${p})`)
+        : [key],
+    )
+    .join(", ");
 }
 
 // ---- changes ----

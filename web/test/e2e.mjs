@@ -77,6 +77,9 @@ test("stream, hostile text, questions, another client, undo and redo, phone", as
   assert.equal(await q1.locator(".qline").innerText(), `write wants to write ${HOSTILE}`);
   assert.ok((await q1.locator(".diff-table td.add").count()) > 0, "the diff side by side");
   assert.match(await q1.locator(".diff-table").innerText(), /<script>window.__xss=4<\/script>/);
+  // "Always" says in words what it would store, the rule and the exact file.
+  const remembers = await q1.locator("button.always-session").getAttribute("title");
+  assert.match(remembers, /^Remembers: \w+\(.*\.md\)$/);
   await shot("web-question");
   await q1.locator("button.once").click();
   await until("the first file", () => existsSync(join(project, HOSTILE)));
