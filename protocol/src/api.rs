@@ -416,6 +416,10 @@ pub struct SessionCommandParams {
     /// Text after the command (custom commands put it where they say `$ARGUMENTS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<String>,
+    /// The mode the client is in (`build`, `plan` or an agent); a custom command's front matter
+    /// may not pick a wider one. Absent: the mode of the session's newest prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// What `session.command` did.

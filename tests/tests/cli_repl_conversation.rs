@@ -125,3 +125,54 @@ fn ctrl_c_while_a_question_waits_gives_back_the_prompt_and_a_late_answer_is_not_
     assert!(!env.cli.project.path().join("a.txt").exists());
     cli_common::ctrl_d_until(&mut repl, Eof);
 }
+
+#[test]
+fn a_project_command_runs_from_the_repl_in_its_mode_never_a_wider_one() {
+    let env = SimCli::start();
+    let commands = env.cli.project.path().join(".totem/commands");
+    std::fs::create_dir_all(&commands).expect("commands folder");
+    std::fs::write(
+        commands.join("review.md"),
+        "---\nagent: build\n---\nReview $ARGUMENTS please.\n",
+    )
+    .expect("review.md");
+    env.push(vec![SimEvent::text("Reviewed.")], 0);
+    let mut repl = repl(&env);
+
+    // Plan mode chosen in the REPL before any prompt: the command's `agent: build` is refused.
+    repl.send("/mode plan\r").expect("type /mode plan");
+    expect_shown(&mut repl, "plan", "the mode");
+    repl.send("/review math.js\r").expect("type /review");
+    expect_shown(&mut repl, "runs in `plan`", "the refusal of the wider mode");
+    expect_shown(&mut repl, "Reviewed.", "the answer");
+    let _guard = env.runtime.enter();
+    let requests = env.sim.chat_requests();
+    let body = &requests.last().expect("a request").body;
+    assert!(
+        body.to_string().contains("Review math.js please."),
+        "the command's text went to the model: {body}"
+    );
+    let tools: Vec<String> = body["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(!tools.is_empty(), "{body}");
+    for writer in ["write", "edit", "bash"] {
+        assert!(
+            !tools.contains(&writer.to_string()),
+            "{writer} in plan: {tools:?}"
+        );
+    }
+    drop(_guard);
+
+    // A name that is neither built in nor a file says where project commands live.
+    repl.send("/nosuch\r").expect("type /nosuch");
+    expect_shown(
+        &mut repl,
+        ".totem/commands/NAME.md",
+        "the unknown command's message",
+    );
+}

@@ -39,6 +39,7 @@ pub async fn init(endpoint: &Endpoint, dir: Option<&Path>) -> anyhow::Result<Exi
             session_id: session.id,
             command: "init".into(),
             args: None,
+            mode: None,
         })
         .await
         .map_err(|e| anyhow::anyhow!("/init failed in {}: {e}", project.path))?;

@@ -171,7 +171,7 @@ impl Repl<'_> {
             None => (line, ""),
         };
         let Some(command) = COMMANDS.iter().find(|c| c.name == name) else {
-            self.error(&format!("unknown command {name}. /help lists them"));
+            self.project_command(name, arg).await;
             return Flow::Continue;
         };
         if let Some(method) = command.needs
@@ -231,6 +231,36 @@ impl Repl<'_> {
         Flow::Continue
     }
 
+    /// `/NAME [args]` that is not built in: the project's `.totem/commands/NAME.md`, run by the
+    /// daemon in this prompt's mode (its front matter may not pick a wider one).
+    async fn project_command(&mut self, name: &str, arg: &str) {
+        if !self.connection.has(method::SessionCommand::NAME) {
+            self.error(&format!("unknown command {name}. /help lists them"));
+            return;
+        }
+        let result = self
+            .connection
+            .client
+            .call::<method::SessionCommand>(SessionCommandParams {
+                session_id: self.session.id.clone(),
+                command: name.to_string(),
+                args: (!arg.is_empty()).then(|| arg.to_string()),
+                mode: self.settings.mode.clone(),
+            })
+            .await;
+        match result {
+            Ok(done) => self.note(&done.text),
+            Err(totem_client::ClientError::Rpc { code, .. })
+                if code == totem_protocol::ErrorCode::NOT_FOUND.0 =>
+            {
+                self.error(&format!(
+                    "unknown command {name}. /help lists them; project commands are files in .totem/commands/NAME.md"
+                ));
+            }
+            Err(e) => self.error(&format!("{name} was not run: {e:#}")),
+        }
+    }
+
     /// `/thinking`: the newest run's thinking, every line.
     fn thinking(&mut self) {
         let thoughts = self.renderer.thoughts().to_vec();
@@ -266,6 +296,10 @@ impl Repl<'_> {
         out.push_str(&format!(
             "  {:<22} attach a file of the project to the prompt (Tab completes)\n",
             "@path"
+        ));
+        out.push_str(&format!(
+            "  {:<22} run the project's command .totem/commands/NAME.md (in this mode, never a wider one)\n",
+            "/NAME [words]"
         ));
         out.push_str(&s.dim(
             "  Enter sends; end a line with \\ (or press Alt-Enter) to go on on the next one.\n  Ctrl-C aborts a run (twice within a second leaves); Ctrl-D leaves. Runs go on after you leave.\n",
@@ -692,6 +726,7 @@ impl Repl<'_> {
                 session_id: self.session.id.clone(),
                 command: command.to_string(),
                 args: None,
+                mode: self.settings.mode.clone(),
             })
             .await?;
         Ok(())

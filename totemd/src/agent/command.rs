@@ -42,9 +42,13 @@ pub async fn run(
         "init" => init(daemon, &agent.root, &agent.session_id),
         _ => {
             let settings = super::settings::load(daemon).map_err(DaemonError::Invalid)?;
-            let current = lock(&agent.queue)
-                .last_mode
+            // The client's mode when it says one (the REPL's /mode before any prompt), else the
+            // newest prompt's.
+            let current = p
+                .mode
                 .clone()
+                .filter(|m| !m.trim().is_empty())
+                .or_else(|| lock(&agent.queue).last_mode.clone())
                 .unwrap_or_else(|| BUILD.to_string());
             let policy = settings
                 .policy(&current, &[])
