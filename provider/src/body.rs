@@ -77,6 +77,12 @@ where
             let ended = match body.next().await {
                 Some(Ok(chunk)) if array.is_some() || (first && D::ARRAY_BODY && opens_array(&chunk)) => {
                     first = false;
+                    // Kept from its `[`: the blanks before it read the same however the body
+                    // was cut (a chunk of blanks alone went to the splitter, which drops them).
+                    let chunk = match array {
+                        Some(_) => chunk,
+                        None => chunk.slice(array_start(&chunk)..),
+                    };
                     let kept = array.get_or_insert_with(BytesMut::new);
                     if kept.len() + chunk.len() > ARRAY_BODY_LIMIT {
                         // Too large to be an answer: the decoder says what it makes of it.
@@ -155,10 +161,16 @@ where
 
 /// Whether a body's first chunk opens a JSON array (after blanks and a byte-order mark).
 fn opens_array(chunk: &[u8]) -> bool {
-    let chunk = chunk
-        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
-        .unwrap_or(chunk);
-    chunk.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+    chunk.get(array_start(chunk)) == Some(&b'[')
+}
+
+/// Where a chunk's text starts past a byte-order mark and blanks.
+fn array_start(chunk: &[u8]) -> usize {
+    let bom = if chunk.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+    bom + chunk[bom..]
+        .iter()
+        .take_while(|b| b.is_ascii_whitespace())
+        .count()
 }
 
 /// The events a provider of `kind` reads from the body of a streamed answer: the framing and
@@ -210,6 +222,21 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(events.len(), 2);
+    }
+
+    /// The fuzz test's find: blanks before a JSON-array body read the same whether they came in
+    /// a chunk of their own or with the `[`.
+    #[tokio::test]
+    async fn blanks_before_an_array_body_read_the_same_however_cut() {
+        let mut seen = Vec::new();
+        for cut in [vec![b"\n[".as_slice()], vec![b"\n".as_slice(), b"[".as_slice()]] {
+            let body = chunks(cut.into_iter().map(Ok).collect());
+            let events: Vec<_> = parse_stream(ProviderKind::Gemini, "test", body)
+                .collect()
+                .await;
+            seen.push(format!("{events:?}"));
+        }
+        assert_eq!(seen[0], seen[1]);
     }
 
     #[tokio::test]
