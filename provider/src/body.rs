@@ -166,7 +166,11 @@ fn opens_array(chunk: &[u8]) -> bool {
 
 /// Where a chunk's text starts past a byte-order mark and blanks.
 fn array_start(chunk: &[u8]) -> usize {
-    let bom = if chunk.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
+    let bom = if chunk.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
     bom + chunk[bom..]
         .iter()
         .take_while(|b| b.is_ascii_whitespace())
@@ -229,7 +233,10 @@ mod tests {
     #[tokio::test]
     async fn blanks_before_an_array_body_read_the_same_however_cut() {
         let mut seen = Vec::new();
-        for cut in [vec![b"\n[".as_slice()], vec![b"\n".as_slice(), b"[".as_slice()]] {
+        for cut in [
+            vec![b"\n[".as_slice()],
+            vec![b"\n".as_slice(), b"[".as_slice()],
+        ] {
             let body = chunks(cut.into_iter().map(Ok).collect());
             let events: Vec<_> = parse_stream(ProviderKind::Gemini, "test", body)
                 .collect()
