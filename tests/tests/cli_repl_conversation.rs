@@ -106,6 +106,9 @@ fn ctrl_c_while_a_question_waits_gives_back_the_prompt_and_a_late_answer_is_not_
     repl.send("half a thought\r")
         .expect("a line that is not an answer");
     expect_shown(&mut repl, "Your text is kept", "the draft kept");
+    // Ctrl-C once the line editor reads again (its label drawn): sent sooner, it arrives as a
+    // signal between two lines, and the label already drawn stays until the next line.
+    expect_shown(&mut repl, "allow? o/s/p/d›", "the editor reading again");
     repl.send("\x03").expect("Ctrl-C");
     expect_shown(&mut repl, "Aborting the run", "the abort");
     expect_shown(&mut repl, "aborted", "the run's end");
