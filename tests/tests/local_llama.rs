@@ -199,6 +199,12 @@ fn done(events: &[totem_protocol::SessionEvent]) -> bool {
     matches!(last(events), EventKind::RunDone { .. })
 }
 
+/// The run ended because the answer reached the output cap: never shown as done (issue 31).
+fn cut_at_the_cap(events: &[totem_protocol::SessionEvent]) -> bool {
+    matches!(last(events), EventKind::RunFailed { run }
+        if run.error.as_deref().is_some_and(|e| e.starts_with("The answer was cut")))
+}
+
 /// The model's own template (SmolLM2's, which ignores `tools`): a plain answer, a looping one
 /// cut by the output cap, and a session whose history holds a tool call and its result, which
 /// the server took with `content: null` as a validation error (HTTP 500; asked once, not five
@@ -209,9 +215,14 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     // No window given: the probe below finds it in the server's own error.
     let mut local = Local::start(None, json!({"maxOutputTokens": CAP, "temperature": 0.0})).await;
 
+    // A greeting from this model may run past 24 tokens: then the run says it was cut.
     let (events, took) = local.run("Say hello.", LOCAL).await;
     local.assert_all_accepted();
-    assert!(done(&events), "{:?}", last(&events));
+    assert!(
+        done(&events) || cut_at_the_cap(&events),
+        "{:?}",
+        last(&events)
+    );
     let first = &local.chats()[0].body;
     assert_eq!(first["max_tokens"], json!(CAP), "the cap is sent: {first}");
     assert_eq!(first["temperature"], json!(0.0));
@@ -220,12 +231,18 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     assert!(!said.is_empty() && said.len() <= CAP_CHARS, "{said:?}");
     eprintln!("plain answer: {took:?}, {said:?}");
 
-    // A model asked to repeat itself stops at the cap, and the run ends cleanly.
+    // A model asked to repeat itself stops at the cap. When the server reports the cap as the
+    // end (`finish_reason: "length"`), the run says the answer was cut; llama-cpp-python does not
+    // always, and then it is done.
     let (events, took) = local
         .run("Write the word go 500 times, separated by spaces.", LOCAL)
         .await;
     local.assert_all_accepted();
-    assert!(done(&events), "{:?}", last(&events));
+    assert!(
+        done(&events) || cut_at_the_cap(&events),
+        "{:?}",
+        last(&events)
+    );
     let said = parts_text(&events);
     assert!(
         said.len() <= CAP_CHARS,
@@ -334,8 +351,10 @@ async fn default_template_answers_capped_and_takes_tool_history() {
     assert_eq!(asked, 1);
     eprintln!("Ctrl-C: totem stopped {took:?} after the signal, the run aborted");
 
+    // Room for a whole greeting: a run cut at the cap ends `failed` (issue 31), and this one is
+    // to go on to its end.
     local
-        .set(json!({"maxOutputTokens": CAP, "temperature": 0.0}))
+        .set(json!({"maxOutputTokens": 256, "temperature": 0.0}))
         .await;
     let started = Instant::now();
     let out = local

@@ -339,9 +339,11 @@ fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
     }
     // It was 42.6 KB as compact JSON (for one tool fewer) before the schemas were made portable,
     // under 25 KB after; the input fields' descriptions (totem-protocol's docs, 6dacc39), kept
-    // because they tell the host's model what each argument means, brought it to 26.9 KB.
+    // because they tell the host's model what each argument means, brought it to 26.9 KB; the
+    // third round's documented fields (a terminal shared with the model, where a server takes
+    // the output limit, a project's kind) to 28.3 KB.
     let size = serde_json::to_string(&listed["tools"])
         .expect("encode")
         .len();
-    assert!(size < 28_000, "tools/list is {size} bytes");
+    assert!(size < 29_000, "tools/list is {size} bytes");
 }
