@@ -85,8 +85,12 @@ async fn confirm_home(path: &Path) -> bool {
         "{} is your home folder: the model could read and change anything in it.\nOpen it as a project anyway? [y/N] ",
         path.display()
     );
-    let line = ask_line(prompt).await;
-    matches!(line.trim(), "y" | "Y" | "yes" | "Yes")
+    said_yes(&ask_line(prompt).await)
+}
+
+/// Whether an answer to a `[y/N]` question is yes.
+pub fn said_yes(answer: &str) -> bool {
+    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
 }
 
 /// Asks on the terminal (the question on stderr) and returns the line typed, empty if none.

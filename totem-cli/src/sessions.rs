@@ -100,7 +100,7 @@ pub async fn remove(endpoint: &Endpoint, id: &str, yes: bool) -> anyhow::Result<
             format::age(session.updated_at)
         );
         let line = crate::project::ask_line(question).await;
-        if !matches!(line.trim(), "y" | "Y" | "yes" | "Yes") {
+        if !crate::project::said_yes(&line) {
             println!("Kept the session.");
             return Ok(Exit::Success);
         }

@@ -373,7 +373,7 @@ impl Repl<'_> {
 
     /// The answer to `/delete`'s question: `y` deletes the session and starts a new one.
     pub(super) async fn confirm_delete(&mut self, answer: &str) {
-        if !matches!(answer, "y" | "Y" | "yes" | "Yes") {
+        if !crate::project::said_yes(answer) {
             self.note("Kept the session.");
             return;
         }
