@@ -3,7 +3,7 @@
 
 mod cli_common;
 
-use cli_common::{Cli, assert_exit, stderr, stdout};
+use cli_common::{Cli, assert_exit, session_ids, stderr, stdout};
 
 #[test]
 fn version_answers_without_a_daemon() {
@@ -326,19 +326,6 @@ fn the_cli_sends_nothing_to_a_server_of_another_user() {
         err.contains("the program listening there runs as user 65534, not as you (user 0)"),
         "{err}"
     );
-}
-
-/// The session ids `totem sessions --json` lists, newest first.
-fn session_ids(cli: &Cli) -> Vec<String> {
-    let out = cli.run(["sessions", "--json"]);
-    assert_exit(&out, 0);
-    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
-    page["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|s| s["id"].as_str().expect("id").to_string())
-        .collect()
 }
 
 #[test]

@@ -115,17 +115,7 @@ fn delete_asks_then_deletes_the_session_and_starts_a_new_one() {
     repl.expect("Type a prompt").expect("greeting");
     repl.send("doomed words\r").expect("type a prompt");
     repl.expect("run failed").expect("the run's end is shown");
-    let ids = |cli: &Cli| -> Vec<String> {
-        let out = cli.run(["sessions", "--json"]);
-        let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
-        page["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .map(|s| s["id"].as_str().expect("id").to_string())
-            .collect()
-    };
-    let before = ids(&cli);
+    let before = cli_common::session_ids(&cli);
     assert_eq!(before.len(), 1);
 
     // "n" (or anything but y) keeps it; the prompt label says what is asked.
@@ -135,7 +125,7 @@ fn delete_asks_then_deletes_the_session_and_starts_a_new_one() {
     repl.expect("delete? y/N").expect("the prompt asks");
     repl.send("n\r").expect("answer no");
     repl.expect("Kept the session.").expect("kept");
-    assert_eq!(ids(&cli), before);
+    assert_eq!(cli_common::session_ids(&cli), before);
 
     repl.send("/delete\r").expect("type /delete");
     repl.expect("delete? y/N").expect("the prompt asks");
@@ -143,7 +133,10 @@ fn delete_asks_then_deletes_the_session_and_starts_a_new_one() {
     repl.expect("Deleted the session “doomed words”")
         .expect("deleted");
     repl.expect("New session").expect("a new session is open");
-    assert!(!ids(&cli).contains(&before[0]), "the session is gone");
+    assert!(
+        !cli_common::session_ids(&cli).contains(&before[0]),
+        "the session is gone"
+    );
     // The next line is a prompt again, not an answer.
     repl.send("/help\r").expect("type /help");
     repl.expect("/delete").expect("help lists /delete");

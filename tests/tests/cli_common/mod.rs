@@ -328,3 +328,16 @@ pub fn wait_until_listening(port: u16) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The session ids `totem sessions --json` lists, newest first.
+pub fn session_ids(cli: &Cli) -> Vec<String> {
+    let out = cli.run(["sessions", "--json"]);
+    assert_exit(&out, 0);
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).expect("page JSON");
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
