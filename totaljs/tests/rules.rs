@@ -939,3 +939,93 @@ fn a_guarded_clean_call_is_not_v4_api() {
     let bare = "NEWACTION('Items|save', {\n\taction: function($, model) {\n\t\t$.success(model.$clean());\n\t}\n});\n";
     assert_eq!(lines("actions/items.js", bare, "schema-v4-api"), vec![3]);
 }
+
+// Issue 39: a fix in a finding is the project's own code rewritten, or words. A small model
+// copies example code from a tool result into the file, so no finding shows an invented route,
+// handler, schema or job.
+
+fn all_findings(path: &str, src: &str) -> Vec<Finding> {
+    let cfg = CheckConfig {
+        enabled: totem_totaljs::rules().map(|r| r.id.to_string()).collect(),
+        ..Default::default()
+    };
+    check(path, src, &cfg)
+}
+
+#[test]
+fn fixes_show_the_projects_own_code_or_words_never_an_invented_example() {
+    let files: &[(&str, &str)] = &[
+        (
+            "controllers/api.js",
+            "var express = require('express');\nvar app = express();\napp.get('/items/', listItems);\napp.use(function(req, res) { res.json({}); res.render('x'); });\nfunction listItems(req, res) { res.send('x'); }\n",
+        ),
+        (
+            "controllers/plain.js",
+            "ROUTE('GET /orders/', orders);\nfunction orders($) { $.json([]); }\n",
+        ),
+        (
+            "controllers/top.js",
+            "exports.install = function() {};\nROUTE('GET /late/', late);\nfunction late() { this.json({}); var self = this; self.plain('x'); }\n",
+        ),
+        (
+            "controllers/arg.js",
+            "exports.install = function(app) {\n\tapp.route('/a/', a);\n};\n",
+        ),
+        (
+            "controllers/flags.js",
+            "exports.install = function() {\n\tROUTE('POST /up/', up, ['upload'], 1024);\n\tROUTE('+GET /me/', me);\n\tROUTE('GET /v4/ *Orders --> list');\n\tROUTE('GET /mw/ #guard', me);\n};\n",
+        ),
+        (
+            "definitions/jobs.js",
+            "var cron = require('node-cron');\nvar io = require('socket.io');\nvar h = require('./helpers');\nsetInterval(function() {}, 1000);\nSCHEDULE('1 * * * *', run);\nvar t = TABLE('x');\nWEBSOCKET('/ws/', x);\nNEWOPERATION('a', b);\nGETSCHEMA('A');\nNEWTASK('a', b);\n",
+        ),
+        (
+            "schemas/orders.js",
+            "NEWSCHEMA('Orders', function(schema) {\n\tschema.setSave(function($) { $.view('x'); $.success(); });\n}).make();\n",
+        ),
+        ("config", "default_port : 8000\ntitle:Shop\n{\"a\": 1}\n"),
+    ];
+    let mut messages = Vec::new();
+    for (path, src) in files {
+        messages.extend(all_findings(path, src).into_iter().map(|f| f.message));
+    }
+    assert!(
+        messages.len() >= 15,
+        "too few findings to judge: {messages:#?}"
+    );
+    for bad in [
+        "/url/",
+        "/x/",
+        "handler)",
+        "'Name'",
+        "Ns|name",
+        "{ ... }",
+        ", fn)",
+        "*/5",
+        "(obj)",
+        "(value)",
+        "'name : App'",
+        "/upload/",
+        "/ws/'",
+    ] {
+        let hit: Vec<&String> = messages.iter().filter(|m| m.contains(bad)).collect();
+        assert!(hit.is_empty(), "an invented example ({bad}) in: {hit:#?}");
+    }
+    let has = |s: &str| messages.iter().any(|m| m.contains(s));
+    // The project's own routes, rewritten.
+    assert!(has("ROUTE('GET /items/', listItems)"), "{messages:#?}");
+    assert!(
+        has("exports.install = function() { ROUTE('GET /orders/', orders); }"),
+        "{messages:#?}"
+    );
+    assert!(
+        has("ROUTE('GET /late/', late) at the top level"),
+        "{messages:#?}"
+    );
+    assert!(
+        has("give late() a parameter $ and call $.json()"),
+        "{messages:#?}"
+    );
+    assert!(has("remove the parameter app"), "{messages:#?}");
+    assert!(has("'--> Orders|list'"), "{messages:#?}");
+}

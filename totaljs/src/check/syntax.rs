@@ -99,6 +99,21 @@ pub(crate) fn method_calls(tokens: &[Token], name: &str) -> Vec<Call> {
     out
 }
 
+/// The source text from token `first` to the end of token `last`, as written. Tokens are slices
+/// of `text`; None when they are not (a file lexed as empty) or the range is out of order.
+pub(crate) fn code_between<'a>(
+    text: &'a str,
+    tokens: &[Token<'a>],
+    first: usize,
+    last: usize,
+) -> Option<&'a str> {
+    let base = text.as_ptr() as usize;
+    let start = (tokens.get(first)?.text.as_ptr() as usize).checked_sub(base)?;
+    let l = tokens.get(last)?;
+    let end = (l.text.as_ptr() as usize).checked_sub(base)? + l.text.len();
+    text.get(start..end)
+}
+
 pub(crate) fn prev_is(tokens: &[Token], i: usize, f: impl Fn(&Token) -> bool) -> bool {
     i > 0 && f(&tokens[i - 1])
 }

@@ -79,7 +79,7 @@ pub(crate) fn schema_v4_api(src: &Source, _: &ProjectContext) -> Hits {
             schema_names.push(p);
         }
     }
-    let fix = "a v5 schema only has schema.action('name', { input: '*name:String', action: function($, model) { ... } }); or use NEWACTION('Ns|name', { ... })";
+    let fix = "a v5 schema only has schema.action(), whose action function gets ($, model); or use NEWACTION()";
     // `typeof(x.$clean) === 'function' ? x.$clean() : x` (or `x.$clean && x.$clean()`) is code
     // that runs on both versions: the call is guarded, not a v4 API use.
     let clean_guarded = (0..tokens.len()).any(|i| {
@@ -129,7 +129,7 @@ pub(crate) fn schema_v4_api(src: &Source, _: &ProjectContext) -> Hits {
         {
             hits.push((
                 tokens[close + 2].line,
-                format!("NEWSCHEMA(...).make() is Total.js 4: write NEWSCHEMA('Name', function(schema) {{ ... }}); {fix}"),
+                format!("NEWSCHEMA().make() is Total.js 4: in v5 NEWSCHEMA() takes the name and a function(schema) that declares it; {fix}"),
             ));
         }
     }
@@ -191,9 +191,9 @@ pub(crate) fn controller_methods(src: &Source, _: &ProjectContext) -> Hits {
             {
                 let m = tokens[i + 2].text;
                 let fix = if m == "view" {
-                    "render views in a controller handler (ROUTE('GET /x/', fn) with $.view()) and let the action return data"
+                    "render views with $.view() in a controller's route handler and let the action return data"
                 } else {
-                    "return data with $.success(value) (JSON envelope) or $.callback(value) (raw)"
+                    "return data with $.success() (JSON envelope) or $.callback() (raw)"
                 };
                 hits.push((
                     t.line,

@@ -6,7 +6,8 @@ use std::ops::Range;
 use super::{Hits, Source};
 use crate::check::ProjectContext;
 use crate::check::syntax::{
-    depths, function_at, global_calls, prev_is, route_str, string_in, this_binding_functions,
+    code_between, depths, function_at, global_calls, matching, prev_is, route_str, string_in,
+    this_binding_functions,
 };
 use crate::js::Kind;
 
@@ -20,21 +21,37 @@ pub(crate) fn install(src: &Source, _: &ProjectContext) -> Hits {
             && tokens.get(i + 1).is_some_and(|t| t.is_punct("="))
     });
     let routes = global_calls(tokens, "ROUTE");
+    // The project's own calls, as written, when they are short enough to quote on one line.
+    let quoted: Vec<&str> = routes
+        .iter()
+        .filter_map(|c| code_between(src.text, tokens, c.at, matching(tokens, c.open)))
+        .filter(|code| code.len() <= 120 && !code.contains('\n'))
+        .collect();
     if !has_install {
         let line = routes.first().map(|c| tokens[c.at].line).unwrap_or(1);
-        return vec![(
-            line,
-            "a controller registers its routes in exports.install = function() { ROUTE('GET /url/', handler); } with named handler functions below it".to_string(),
-        )];
+        let message = if !routes.is_empty() && quoted.len() == routes.len() && routes.len() <= 3 {
+            format!(
+                "a controller declares its routes inside exports.install, which Total.js 5 calls at load: write exports.install = function() {{ {}; }} with the handler functions below it",
+                quoted.join("; ")
+            )
+        } else {
+            "a controller declares its routes with ROUTE() inside exports.install = function() {}, which Total.js 5 calls at load, with the handler functions below it".to_string()
+        };
+        return vec![(line, message)];
     }
     let depth = depths(tokens);
     routes
         .iter()
         .filter(|c| depth[c.at] == 0 && !prev_is(tokens, c.at, |p| p.is_punct("=>")))
         .map(|c| {
+            let call = code_between(src.text, tokens, c.at, matching(tokens, c.open))
+                .filter(|code| code.len() <= 120 && !code.contains('\n'))
+                .unwrap_or("ROUTE()");
             (
                 tokens[c.at].line,
-                "ROUTE() at the top level of a controller: move it inside exports.install = function() { ... }".to_string(),
+                format!(
+                    "{call} at the top level of a controller: move this call inside exports.install"
+                ),
             )
         })
         .collect()
@@ -154,14 +171,16 @@ pub(crate) fn handler_this(src: &Source, _: &ProjectContext) -> Hits {
                 continue;
             }
         }
+        let handler = enclosing
+            .and_then(|f| f.name)
+            .map_or("the handler".to_string(), |n| format!("{n}()"));
         let message = match member {
             Some(m) => format!(
-                "this.{m} in a route handler: Total.js 5 passes the controller as the handler's argument and `this` is not it; write function name($) {{ $.{m}... }}"
+                "this.{m} in a route handler: Total.js 5 passes the controller as the handler's argument and `this` is not it; give {handler} a parameter $ and call $.{m}() instead"
             ),
             None => format!(
-                "`var {} = this` in a route handler: Total.js 5 passes the controller as the argument (function name($) {{ $.json(...) }}); `this` is not the controller, so {}.json() throws",
-                tokens[i - 2].text,
-                tokens[i - 2].text
+                "`var {alias} = this` in a route handler: Total.js 5 passes the controller as the argument and `this` is not it, so {alias}.json() throws; give {handler} a parameter $ and use $ instead of {alias}",
+                alias = tokens[i - 2].text,
             ),
         };
         hits.push((tokens[i].line, message));

@@ -24,7 +24,7 @@ pub(crate) fn config_format(src: &Source, _: &ProjectContext) -> Hits {
             .map_or(1, |p| p + 1);
         hits.push((
             line,
-            "config is not JSON: write one 'key : value' per line, e.g. 'name : App' and '$port : 8000'".to_string(),
+            "config is not JSON: write one 'key : value' per line".to_string(),
         ));
         return hits;
     }
@@ -38,7 +38,7 @@ pub(crate) fn config_format(src: &Source, _: &ProjectContext) -> Hits {
         let Some(colon) = l.find(':') else {
             hits.push((
                 line,
-                format!("'{l}' is not 'key : value': config lines look like 'name : App'"),
+                format!("'{l}' is not 'key : value': config lines are 'key : value'"),
             ));
             continue;
         };

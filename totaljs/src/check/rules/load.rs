@@ -184,7 +184,7 @@ pub(crate) fn schema_load_order(src: &Source, ctx: &ProjectContext) -> Hits {
             hits.push((
                 line,
                 format!(
-                    "{key}: '@{name}' needs NEWSCHEMA('@{name}', ...) registered before this file loads, but it is in {later}, which loads later: the app crashes at boot with JSON Schema \"{name}\" not found; define it above this action in the same file or in modules/ (loads before actions/, schemas/ and definitions/)"
+                    "{key}: '@{name}' needs NEWSCHEMA('@{name}') registered before this file loads, but it is in {later}, which loads later: the app crashes at boot with JSON Schema \"{name}\" not found; define it above this action in the same file or in modules/ (loads before actions/, schemas/ and definitions/)"
                 ),
             ));
         }
@@ -282,7 +282,7 @@ pub(crate) fn api_route_duplicate(src: &Source, _: &ProjectContext) -> Hits {
                 Some(first) => hits.push((
                     line,
                     format!(
-                        "schema.action('{action}') and schema.action('{first}') of '{name}' both use route 'API ?': both become the API endpoint '{name}' and the last one answers every call; declare each as NEWACTION('{name}|{action}', {{ route: 'API ?', ... }})"
+                        "schema.action('{action}') and schema.action('{first}') of '{name}' both use route 'API ?': both become the API endpoint '{name}' and the last one answers every call; declare each as its own NEWACTION('{name}|{action}') with route: 'API ?'"
                     ),
                 )),
             }
@@ -316,7 +316,7 @@ pub(crate) fn route_middleware(src: &Source, ctx: &ProjectContext) -> Hits {
             hits.push((
                 line,
                 format!(
-                    "route flag #{name} names a middleware the project never defines: total5 skips it silently and the route answers without it; define MIDDLEWARE('{name}', function($, next) {{ ... next(); }}) in definitions/ or fix the name"
+                    "route flag #{name} names a middleware the project never defines: total5 skips it silently and the route answers without it; fix the name, or define MIDDLEWARE('{name}') in definitions/ with a function($, next) that calls next() when the request may go on"
                 ),
             ));
         }
@@ -365,8 +365,8 @@ pub(crate) fn install_argument(src: &Source, _: &ProjectContext) -> Hits {
             hits.push((
                 tokens[j].line,
                 format!(
-                    "exports.install is called with no argument in Total.js 5, so {param}.{}… throws at load and the app does not boot; write exports.install = function() {{ ROUTE('GET /url/', handler); }}",
-                    tokens.get(j + 2).map_or("", |t| t.text)
+                    "exports.install is called with no argument in Total.js 5, so {param}.{m}() throws at load and the app does not boot: remove the parameter {param} and declare routes with ROUTE() instead of {param}.{m}()",
+                    m = tokens.get(j + 2).map_or("", |t| t.text)
                 ),
             ));
         }

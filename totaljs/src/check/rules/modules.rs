@@ -3,7 +3,7 @@
 
 use super::{Hits, Source};
 use crate::check::file::Kind;
-use crate::check::syntax::{global_calls, module_refs, prev_is};
+use crate::check::syntax::{global_calls, items, module_refs, prev_is, string_in};
 use crate::js::Token;
 
 /// What replaces a web-framework package, or None when the package is not one.
@@ -13,7 +13,7 @@ fn web_framework(name: &str) -> Option<&'static str> {
         "cors" => "call CORS('*') in definitions/ or set `$cors : *` in config",
         "body-parser" => "Total.js parses request bodies itself: read $.body",
         "express" | "koa" | "fastify" | "hapi" | "restify" => {
-            "declare routes with ROUTE('GET /url/', handler) in controllers/"
+            "declare routes with ROUTE() inside exports.install in controllers/, and let Total.run() listen"
         }
         n if n.starts_with("express-")
             || n.starts_with("koa-")
@@ -40,6 +40,33 @@ fn member_call<'a>(tokens: &[Token<'a>], i: usize, obj: &str, methods: &[&str]) 
     .then_some(m.text)
 }
 
+/// What an Express `app.METHOD(url, handler)` call is in Total.js 5: the project's own route
+/// rewritten when its url is a string and its handler a name, words otherwise (no example route a
+/// model could copy into the app as its own).
+fn express_route(tokens: &[Token], open: usize, m: &str) -> String {
+    let args = items(tokens, open);
+    let method = m.to_ascii_uppercase();
+    let url = args
+        .first()
+        .and_then(|a| string_in(tokens, a))
+        .map(|(v, _)| v);
+    let handler = args
+        .get(1)
+        .filter(|a| a.len() == 1)
+        .and_then(|a| tokens.get(a.start))
+        .filter(|t| t.kind == crate::js::Kind::Ident);
+    let route = matches!(m, "get" | "post" | "put" | "patch" | "delete");
+    match (route, url, handler) {
+        (true, Some(url), Some(h)) if !url.contains(['\'', '\\']) => format!(
+            "app.{m}() is Express; in Total.js 5 this is ROUTE('{method} {url}', {}) inside exports.install in a controller, and Total.run() listens",
+            h.text
+        ),
+        _ => format!(
+            "app.{m}() is Express; declare routes with ROUTE() inside exports.install in controllers/, and let Total.run() listen"
+        ),
+    }
+}
+
 /// #1: Express, Koa, Fastify, Nest and their habits (`app.get(`, `res.json(`).
 pub(crate) fn no_express(src: &Source, _: &crate::check::ProjectContext) -> Hits {
     let tokens = src.tokens();
@@ -64,22 +91,24 @@ pub(crate) fn no_express(src: &Source, _: &crate::check::ProjectContext) -> Hits
                 "get", "post", "put", "patch", "delete", "use", "listen", "route",
             ],
         ) {
-            hits.push((
-                line,
-                format!(
-                    "app.{m}() is Express; declare routes in controllers/ with ROUTE('GET /url/', handler) inside exports.install, and let Total.run() listen"
-                ),
-            ));
+            hits.push((line, express_route(tokens, i + 3, m)));
         } else if let Some(m) = member_call(
             tokens,
             i,
             "res",
             &["json", "send", "status", "sendFile", "render", "end"],
         ) {
+            let answer = match m {
+                "json" => "$.json()",
+                "send" | "end" => "$.plain() or $.html()",
+                "sendFile" => "$.file()",
+                "render" => "$.view()",
+                _ => "$.json(), $.success(), $.invalid() or $.view()",
+            };
             hits.push((
                 line,
                 format!(
-                    "res.{m}() is Express; answer with the handler's $: $.json(obj), $.success(value), $.view(name), $.plain(text)"
+                    "res.{m}() is Express; a Total.js handler answers with its $ argument: {answer}"
                 ),
             ));
         }
@@ -96,7 +125,7 @@ pub(crate) fn no_app_require(src: &Source, _: &crate::check::ProjectContext) -> 
             (
                 line,
                 format!(
-                    "require('{name}') of an app file: Total.js loads modules/, definitions/, actions/ and schemas/ by itself; use MODS.name, FUNC.name or ACTION('Ns|name') instead"
+                    "require('{name}') of an app file: Total.js loads modules/, definitions/, actions/ and schemas/ by itself; reach its code through MODS, FUNC or ACTION() instead"
                 ),
             )
         })
@@ -122,7 +151,7 @@ pub(crate) fn node_builtin(src: &Source, _: &crate::check::ProjectContext) -> Hi
         for call in global_calls(tokens, "setInterval") {
             hits.push((
                 tokens[call.at].line,
-                "setInterval() for a job: use CRON('*/5 * * * *', fn) or ON('service', fn) (runs every minute)"
+                "setInterval() for a job: use CRON() with a cron expression, or an ON('service') listener (runs every minute)"
                     .to_string(),
             ));
         }
@@ -137,10 +166,10 @@ pub(crate) fn realtime_package(src: &Source, _: &crate::check::ProjectContext) -
         .filter_map(|(name, line)| {
             let fix = match name {
                 "node-cron" | "cron" | "node-schedule" | "agenda" => {
-                    "schedule jobs with CRON('*/5 * * * *', fn) or ON('service', fn)"
+                    "schedule jobs with CRON() or an ON('service') listener"
                 }
                 "socket.io" | "ws" | "sockjs" => {
-                    "serve websockets with ROUTE('SOCKET /ws/', handler) and $.on('message', fn)"
+                    "serve websockets with a ROUTE() of the SOCKET method and its $.on('message') listener"
                 }
                 _ => return None,
             };

@@ -149,10 +149,21 @@ pub(crate) fn v4_schema(src: &Source, _: &ProjectContext) -> Hits {
         });
         if let Some(schema) = schema {
             let name = &schema[1..];
+            // The route's own action after the arrow, when it names one (`--> list`).
+            let action = site
+                .value
+                .split("-->")
+                .nth(1)
+                .and_then(|a| a.split_whitespace().next())
+                .filter(|a| a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            let fix = match action {
+                Some(a) => format!("write '--> {name}|{a}'"),
+                None => format!("name the action after the arrow as {name}| and the action's name"),
+            };
             hits.push((
                 site.line,
                 format!(
-                    "'{schema} --> ...' is Total.js 4 route syntax and answers 400 in v5: drop '{schema}' and name the action after the arrow, e.g. '--> {name}/list' or '--> {name}|list'"
+                    "'{schema} --> ...' is Total.js 4 route syntax and answers 400 in v5: drop '{schema}' and {fix}"
                 ),
             ));
         }
@@ -173,7 +184,7 @@ pub(crate) fn flags_array(src: &Source, _: &ProjectContext) -> Hits {
         if array || call.args.len() > 3 {
             hits.push((
                 tokens[call.at].line,
-                "ROUTE() takes (url, handler, sizeInBytes): an array of flags silently disables the payload limit in v5; put flags and limits in the url string, e.g. ROUTE('POST /upload/ @upload <10MB', upload)".to_string(),
+                "ROUTE() takes (url, handler, sizeInBytes): an array of flags silently disables the payload limit in v5; put the flags in the url string as @ words and the size limit as <10MB".to_string(),
             ));
         }
     }
@@ -193,7 +204,7 @@ pub(crate) fn auth_delegate(src: &Source, ctx: &ProjectContext) -> Hits {
         Some(site) => vec![(
             site.line,
             format!(
-                "route '{}' depends on a session but the project defines no AUTH(): '+' routes then run for everyone (and '+API' always answers 401); add definitions/auth.js with AUTH(function($) {{ ... $.success(user) or $.invalid(); }})",
+                "route '{}' depends on a session but the project defines no AUTH(): '+' routes then run for everyone (and '+API' always answers 401); add definitions/auth.js that calls AUTH() with a function($) ending in $.success(user) for a signed-in request and $.invalid() otherwise",
                 site.value.trim()
             ),
         )],
