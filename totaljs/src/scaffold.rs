@@ -21,7 +21,7 @@ const PACKAGE_JSON: &str = r#"{
 const INDEX_JS: &str = "\
 // Boots the app: node index.js
 // Debug mode watches the files and restarts on changes (it writes index.pid).
-// For production: Total.run({ release: true, watcher: false });
+// For production, give Total.run() { release: true, watcher: false }.
 // The port comes from options.port, else $PORT, else 8000.
 require('total5');
 
@@ -51,16 +51,8 @@ function ping($) {
 
 const DEFINITION: &str = "\
 // Startup code: runs once when the app loads, before controllers.
-// Put AUTH(), FUNC.name = function() { ... }, CRON() and ON('ready') here.
-//
-// '+' routes need a session check, for example:
-// AUTH(function($) {
-// 	var token = $.headers['x-token'];
-// 	if (token && token === CONF.token)
-// 		$.success({ id: 'admin', name: 'Admin' });
-// 	else
-// 		$.invalid();
-// });
+// AUTH() goes here when a route needs a signed-in user ('+' routes), and so do
+// shared FUNC functions, CRON() jobs and ON('ready') listeners.
 
 ON('ready', function() {
 	// Everything is loaded and the server listens.
@@ -185,4 +177,30 @@ fn merge_lines(path: &Path, wanted: &str) -> std::io::Result<bool> {
     let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
     file.write_all(text.as_bytes())?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small model copies commented-out code as if it were the project's (issue 39): the
+    /// scaffold's comments are words, never code to uncomment.
+    #[test]
+    fn the_scaffold_has_no_commented_out_code() {
+        for (path, content) in scaffold() {
+            for line in content.lines() {
+                let Some(comment) = line.trim().strip_prefix("//") else {
+                    continue;
+                };
+                let comment = comment.trim_end();
+                assert!(
+                    !(comment.ends_with(';')
+                        || comment.ends_with('{')
+                        || comment.ends_with('}')
+                        || comment.contains("function(")),
+                    "{path}: commented-out code: {line}"
+                );
+            }
+        }
+    }
 }
