@@ -555,7 +555,7 @@ pub fn text_tools_prompt<'a>(
     let example = example_call(&names);
     let mut out = if constrained {
         format!(
-            "Answer with one JSON object. To call a tool, write the tool's name and its arguments, e.g. {example}, then wait for the result. When the task is done, write {{\"answer\": \"what you did\"}}.\nTools:\n"
+            "Answer with one JSON object. To call a tool, write the tool's name and its arguments, e.g. {example}, then wait for the result. Start by looking at the files the task is about. Only when the work is done, write an object with the one key \"answer\": one sentence, in your own words, on what you changed or found.\nTools:\n"
         )
     } else {
         format!(
@@ -586,9 +586,13 @@ fn example_call(names: &[&str]) -> String {
 }
 
 /// The JSON schema a server holds a constrained answer to: one call of one of `tools` (`name`
-/// fixed to the tool's, `arguments` its parameters schema) or a final `{"answer": text}`.
-/// Tools without properties accept any object as arguments.
-pub fn answer_schema<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Value {
+/// fixed to the tool's, `arguments` its parameters schema) or, with `answer`, a final
+/// `{"answer": text}`. Tools without properties accept any object as arguments. A run's first
+/// step offers no answer: a small model otherwise answers before it has looked at anything.
+pub fn answer_schema<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a Value)>,
+    answer: bool,
+) -> Value {
     let mut branches: Vec<Value> = tools
         .into_iter()
         .map(|(name, parameters)| {
@@ -603,12 +607,14 @@ pub fn answer_schema<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) 
             })
         })
         .collect();
-    branches.push(serde_json::json!({
-        "type": "object",
-        "properties": {"answer": {"type": "string"}},
-        "required": ["answer"],
-        "additionalProperties": false,
-    }));
+    if answer || branches.is_empty() {
+        branches.push(serde_json::json!({
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": false,
+        }));
+    }
     serde_json::json!({ "oneOf": branches })
 }
 

@@ -302,11 +302,14 @@ impl Runner {
         let tools = if self.setup.tool_offer.mode != ToolMode::Native {
             if self.setup.tool_offer.constrained {
                 let definitions = self.tools.registry.definitions(self.setup.read_only);
+                // The first step is a call: before it the model has seen nothing of the project.
+                let first_step = self.turns.current.len() <= 1;
                 let schema = totem_tools::recover::answer_schema(
                     definitions
                         .iter()
                         .filter(|d| self.setup.tool_offer.offers(&d.name))
                         .map(|d| (d.name.as_str(), &d.parameters)),
+                    !first_step,
                 );
                 let mut request = self
                     .setup

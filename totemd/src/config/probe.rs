@@ -263,10 +263,10 @@ async fn probe(
             )
         );
         let mut request = question(model, &constrained_system, CALL_PROMPT, vec![]);
-        request.answer_schema = Some(totem_tools::recover::answer_schema([(
-            tool.name.as_str(),
-            &tool.parameters,
-        )]));
+        request.answer_schema = Some(totem_tools::recover::answer_schema(
+            [(tool.name.as_str(), &tool.parameters)],
+            true,
+        ));
         match ask(config, None, request).await.completion {
             Ok(c) if !totem_tools::recover::calls_from_text(&c.text(), &["list"]).is_empty() => {
                 Some(Held::Called)
