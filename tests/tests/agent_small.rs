@@ -362,3 +362,142 @@ async fn set_model_named(env: &Env, model: &str, settings: Value) {
         .await
         .expect("provider.add");
 }
+
+/// What the first request of a run costs before the user's words: the system prompt and the
+/// `tools` JSON as sent, the whole body, and the tools offered (sorted). The project's path,
+/// which depends on where the test runs, is counted as `/project`.
+struct FirstRequest {
+    fixed: usize,
+    body: usize,
+    tools: Vec<String>,
+}
+
+async fn first_request(env: &Env, model: &str, answer: &str) -> FirstRequest {
+    let before = env.sim.chat_requests().len();
+    let session = totem_tests::setup::create_session(
+        &env.client,
+        &totem_tests::setup::open_project(&env.client, env.project.path()).await,
+    )
+    .await;
+    let mut events = env.client.subscribe(&session, 0).await.expect("subscribe");
+    env.push(vec![text(answer)]);
+    let accepted = env
+        .client
+        .call_raw(
+            "session.prompt",
+            json!({"sessionId": session, "text": "hi", "model": model, "mode": "build"}),
+        )
+        .await
+        .expect("session.prompt");
+    let run = accepted["runId"].as_str().expect("run id").to_string();
+    loop {
+        let e = agent_common::next_event(&mut events, 60).await;
+        if let Some(ended) = e.kind.ended_run()
+            && ended.id == run
+        {
+            assert!(matches!(e.kind, EventKind::RunDone { .. }), "{e:?}");
+            break;
+        }
+    }
+    let recorded = env.sim.chat_requests()[before].clone();
+    let body = &recorded.body;
+    let root = env.root().display().to_string();
+    let system = body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .replace(&root, "/project");
+    let tools = match &body["tools"] {
+        Value::Null => String::new(),
+        t => t.to_string(),
+    };
+    let mut names: Vec<String> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    names.sort_unstable();
+    // The path sits in the body once per place it is named (the system prompt).
+    let paths = body.to_string().matches(root.as_str()).count();
+    FirstRequest {
+        fixed: system.len() + tools.len(),
+        body: recorded.body_bytes - paths * root.len() + paths * "/project".len(),
+        tools: names,
+    }
+}
+
+/// The first request's bytes are a budget (issue 37 item 4): a new tool, a longer description or
+/// a longer system prompt fails here, so growing the prompt is a decision (raise the budget, and
+/// say why in BENCHMARKS.md's "Prompt size") rather than a drift. The bytes are deterministic:
+/// the date has a fixed length and the project's path is counted as `/project`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_stays_within_its_byte_budget() {
+    let env = Env::start().await;
+    env.sim.set_models(vec![
+        totem_tests::sim::SimModel::new("qwen2.5-coder:1.5b", 32768),
+        totem_tests::sim::SimModel::new("llama3.2:latest", 131072),
+    ]);
+    env.client
+        .call_raw(
+            "provider.add",
+            json!({"name": "tiny", "kind": "ollama", "url": env.sim.url(), "maxRetries": 0,
+                   "models": {"qwen2.5-coder:1.5b": {"tools": "text"}}}),
+        )
+        .await
+        .expect("provider.add");
+
+    // (what, model, answer, tools offered, budget of system + tools, budget of the whole body)
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a [&'a str], usize, usize);
+    let cases: [Case; 2] = [
+        (
+            "plain Build, 128k window",
+            "sim/llama3.2:latest",
+            "ok",
+            &[
+                "bash", "edit", "glob", "grep", "job", "list", "patch", "read", "terminal", "todo",
+                "write",
+            ],
+            BUILD_FIXED,
+            BUILD_BODY,
+        ),
+        (
+            "small model (1.5B, tools in text), Build",
+            "tiny/qwen2.5-coder:1.5b",
+            r#"{"answer": "ok"}"#,
+            &[],
+            SMALL_FIXED,
+            SMALL_BODY,
+        ),
+    ];
+    let mut report = String::new();
+    let mut over = Vec::new();
+    for (what, model, answer, tools, fixed_budget, body_budget) in cases {
+        let got = first_request(&env, model, answer).await;
+        assert_eq!(
+            got.tools, tools,
+            "{what}: the tools offered changed; a new tool is a decision: update this list and the budgets"
+        );
+        report.push_str(&format!(
+            "{what}: system + tools {} B (budget {fixed_budget}), whole body {} B (budget {body_budget})\n",
+            got.fixed, got.body
+        ));
+        if got.fixed > fixed_budget || got.body > body_budget {
+            over.push(what);
+        }
+    }
+    eprint!("{report}");
+    assert!(
+        over.is_empty(),
+        "over budget: {over:?}\n{report}If the growth is meant, raise the budget here and record the new figures in BENCHMARKS.md (Prompt size)"
+    );
+}
+
+/// Budgets, about 100 B above what was measured when they were set (2026-12-05, totemd at
+/// 0860ea5): plain Build 6,901 B of system + tools and a body of 7,105 B (BENCHMARKS.md's target
+/// for it is 8,000 B; OpenCode 1.18 sends 30,729 B); the small model 1,862 B and 3,555 B (the
+/// body holds the schema that constrains its answer). One more tool or a paragraph more of
+/// rules does not fit.
+const BUILD_FIXED: usize = 7_000;
+const BUILD_BODY: usize = 7_200;
+const SMALL_FIXED: usize = 1_950;
+const SMALL_BODY: usize = 3_650;

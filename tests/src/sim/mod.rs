@@ -353,6 +353,8 @@ pub struct Recorded {
     pub headers: BTreeMap<String, String>,
     /// The JSON body, or `Null` when there was none (or it was not JSON).
     pub body: Value,
+    /// The body's length in bytes, as sent.
+    pub body_bytes: usize,
     /// Ollama: the prompt exceeded `num_ctx` and was silently truncated.
     pub truncated: bool,
 }
@@ -598,6 +600,7 @@ async fn handle(
             })
             .collect(),
         body: json.clone(),
+        body_bytes: body.len(),
         truncated: false,
     };
 
