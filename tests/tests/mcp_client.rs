@@ -412,12 +412,13 @@ async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
     let env = Env::start().await;
     configure_servers(
         &env.daemon.home,
-        json!({"everything": stdio_server(json!({"timeoutSecs": 1}))}),
+        // The timeout bounds the server's start too: room for a loaded machine's.
+        json!({"everything": stdio_server(json!({"timeoutSecs": 5}))}),
     );
     env.push(vec![tool(
         "c1",
         "everything_trigger-long-running-operation",
-        json!({"duration": 10, "steps": 2}),
+        json!({"duration": 20, "steps": 2}),
     )]);
     env.push(vec![text("Too slow.")]);
     let events = env
@@ -429,11 +430,11 @@ async fn a_slow_tool_times_out_with_an_error_and_a_notice() {
         .await;
     let got = results(&events);
     assert!(
-        got[0].2 && got[0].1.contains("did not answer within 1 s"),
+        got[0].2 && got[0].1.contains("did not answer within 5 s"),
         "{got:?}"
     );
     assert!(events.iter().any(|e| matches!(&e.kind,
-        EventKind::Notice { level, text, .. } if *level == totem_protocol::NoticeLevel::Warning && text.contains("within 1 s"))));
+        EventKind::Notice { level, text, .. } if *level == totem_protocol::NoticeLevel::Warning && text.contains("within 5 s"))));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

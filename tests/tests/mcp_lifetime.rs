@@ -373,3 +373,171 @@ async fn crashed_and_idle_stopped_servers_are_reaped() {
     wait_for_processes(&idle, 0, 30, "the idle server stopped");
     wait_for_no_zombies(daemon, 5, "the idle-stopped server was reaped");
 }
+
+/// A stdio server that reads requests and never answers one (not even `initialize`), as an
+/// `mcpServers` entry; each start appends a line to `log`.
+fn stuck_server(marker: &str, log: &Path, timeout_secs: u64) -> Value {
+    json!({
+        "command": "sh",
+        "args": ["-c", "echo start >> \"$1\"; while read line; do :; done", marker, log],
+        "timeoutSecs": timeout_secs,
+    })
+}
+
+/// The notices of the run `events` ends with that name MCP server `name`.
+fn notices_about(events: &[totem_protocol::SessionEvent], name: &str) -> Vec<String> {
+    let run = events
+        .last()
+        .and_then(|e| e.kind.ended_run())
+        .map(|r| r.id.clone());
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { run_id, text, .. }
+                if *run_id == run && text.contains(&format!("`{name}`")) =>
+            {
+                Some(text.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 35 item 1: a server that never answers `initialize` holds up nobody but itself. The run
+/// gets the healthy server's tools and uses them (which the 1 s idle time did not stop while the
+/// run waited); the stuck one is reported once, when its own `timeoutSecs` ran out, and is not
+/// started (nor waited for) again by the next runs, until its settings change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_holds_up_only_itself() {
+    let mut env = Env::start().await;
+    let (healthy, stuck) = (marker("healthy"), marker("stuck"));
+    let log = env.daemon.home.join("stuck.log");
+    let starts = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    configure(
+        &env.daemon.home,
+        json!({"mcpServerIdleSecs": 1, "mcpServers": {
+            "healthy": slow_server(&healthy, &[]),
+            "stuck": stuck_server(&stuck, &log, 2),
+        }}),
+    );
+    let allow = json!({"allow": ["mcp_server(healthy)", "mcp_server(stuck)", "mcp(healthy/*)"]});
+    env.push(vec![tool("c1", "healthy_wait", json!({"seconds": 0}))]);
+    env.push(vec![text("Waited.")]);
+    let started = Instant::now();
+    let events = env.run_done("wait", allow.clone(), Answer::None).await;
+    let took = started.elapsed();
+    let got = agent_common::results(&events);
+    assert!(!got[0].2 && got[0].1.contains("waited 0"), "{got:?}");
+    assert!(
+        env.sim.chat_requests()[0]
+            .body
+            .to_string()
+            .contains("healthy_wait"),
+        "the first request offers the healthy server's tool"
+    );
+    let warned = notices_about(&events, "stuck");
+    assert_eq!(warned.len(), 1, "reported once: {warned:?}");
+    assert!(
+        warned[0].contains("did not answer within 2 s"),
+        "{warned:?}"
+    );
+    assert!(took < Duration::from_secs(20), "the run took {took:?}");
+    wait_for_processes(&stuck, 0, 10, "the stuck server was stopped");
+    assert_eq!(starts(), 1);
+
+    // A new session: told once, without waiting for it or starting it again.
+    let project = totem_tests::setup::open_project(&env.client, env.project.path()).await;
+    env.session = totem_tests::setup::create_session(&env.client, &project).await;
+    for round in 0..2 {
+        env.push(vec![text("Hello.")]);
+        let events = env.run_done("hello", allow.clone(), Answer::None).await;
+        let warned = notices_about(&events, "stuck");
+        match round {
+            0 => assert!(
+                warned.len() == 1 && warned[0].contains("totem mcp test stuck"),
+                "{warned:?}"
+            ),
+            _ => assert!(warned.is_empty(), "told again: {warned:?}"),
+        }
+        let requests = env.sim.chat_requests();
+        assert!(
+            requests
+                .last()
+                .is_some_and(|r| r.body.to_string().contains("healthy_wait")),
+            "the healthy server's tool is offered"
+        );
+    }
+    assert_eq!(starts(), 1, "the failed server was not started again");
+
+    // Its settings change: it is tried again.
+    configure(
+        &env.daemon.home,
+        json!({"mcpServerIdleSecs": 1, "mcpServers": {
+            "healthy": slow_server(&healthy, &[]),
+            "stuck": stuck_server(&stuck, &log, 1),
+        }}),
+    );
+    env.push(vec![text("Again.")]);
+    let events = env.run_done("again", allow, Answer::None).await;
+    assert_eq!(starts(), 2, "started again after its settings changed");
+    let warned = notices_about(&events, "stuck");
+    assert!(
+        warned.len() == 1 && warned[0].contains("within 1 s"),
+        "{warned:?}"
+    );
+}
+
+/// Issue 35 item 1: a server that answers after the run stopped waiting for it joins the run:
+/// the first request goes out without its tools, the one after it answered offers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_slow_to_answer_joins_the_run_when_it_answers() {
+    let env = Env::start().await;
+    let late = marker("late");
+    let log = env.daemon.home.join("late.log");
+    let server = slow_server(
+        &late,
+        &["--start-delay", "3", "--log", &log.to_string_lossy()],
+    );
+    configure(
+        &env.daemon.home,
+        json!({"mcpServerStartWaitSecs": 1, "mcpServers": {"late": server}}),
+    );
+    // The first step waits until the server wrote that it serves, and a little more.
+    let command = format!(
+        "while [ ! -s '{}' ]; do sleep 0.1; done; sleep 2",
+        log.display()
+    );
+    env.push(vec![tool("c1", "bash", json!({"command": command}))]);
+    env.push(vec![tool("c2", "late_wait", json!({"seconds": 0}))]);
+    env.push(vec![text("Done.")]);
+    let events = env
+        .run_done(
+            "wait for it",
+            json!({"allow": ["bash", "mcp_server(late)", "mcp(late/*)"]}),
+            Answer::None,
+        )
+        .await;
+    let requests = env.sim.chat_requests();
+    assert!(
+        !requests[0].body.to_string().contains("late_wait"),
+        "the run did not wait for the server"
+    );
+    assert!(
+        requests[1].body.to_string().contains("late_wait"),
+        "its tools joined once it answered"
+    );
+    let got = agent_common::results(&events);
+    assert!(!got[1].2 && got[1].1.contains("waited 0"), "{got:?}");
+    let notices = notices_about(&events, "late");
+    assert!(
+        notices.len() == 2
+            && notices[0].contains("has not answered yet")
+            && notices[1].contains("answered; its tools are available"),
+        "{notices:?}"
+    );
+}

@@ -31,7 +31,14 @@ impl Runner {
     /// Starts the configured servers the user allows (asking where needed; all at once, or gets
     /// the project's running instances), then, in a Total.js project, gives the model the docs
     /// server's pages for `prompt`. Returns the servers the run uses, held until it ends.
+    ///
+    /// The run waits for a starting server only a short while (see [`pool::START_WAIT`]); one
+    /// that answers later joins the run then, one that fails is reported once per session.
     pub(super) async fn start_mcp(&mut self, prompt: &str, may_ask: bool) -> RunLease {
+        // The servers the session uses are held from now on: none stops as idle while this run
+        // starts (asks, waits for the others).
+        let lease = RunLease::new();
+        self.agent.mcp.hold_all(&lease);
         let settings = self.daemon.settings.current();
         let (user, secret_problems) = self.daemon.settings.mcp_servers_with_secrets(&settings);
         let (servers, problems) =
@@ -42,6 +49,9 @@ impl Runner {
         let idle = settings
             .mcp_server_idle_secs
             .map_or(pool::DEFAULT_IDLE, std::time::Duration::from_secs);
+        let wait = settings
+            .mcp_server_start_wait_secs
+            .map_or(pool::START_WAIT, std::time::Duration::from_secs);
         self.agent.mcp.drop_stopped();
         let mut not_allowed = Vec::new();
         let mut wanted = Vec::new();
@@ -71,31 +81,59 @@ impl Runner {
             }
             wanted.push(server);
         }
-        let pool = &self.daemon.agents.mcp_pool;
-        let starts = wanted.iter().map(|server| {
-            pool.get_or_start(&self.agent.project_id, server, &self.agent.root, idle)
-        });
-        let started = tokio::select! {
-            _ = self.cancel.cancelled() => return self.agent.mcp.lease(),
-            started = futures::future::join_all(starts) => started,
-        };
-        for (server, started) in wanted.iter().zip(started) {
-            match started {
-                Ok(connection) => self.agent.mcp.insert(connection),
-                // Without its docs server Totem falls back to the primer, silently.
-                Err(e) if server.is_docs() => {
-                    tracing::warn!(server = %server.name, error = %e, "docs server did not start")
+        let mut pending = Vec::new();
+        for server in wanted {
+            let request = self.daemon.agents.mcp_pool.request(
+                &self.agent.project_id,
+                &server,
+                &self.agent.root,
+                (idle, wait),
+                &lease,
+            );
+            match request {
+                pool::Request::Ready(connection) => self.agent.mcp.insert(connection),
+                pool::Request::Failed(failure) => self.start_failed(&server, &failure),
+                pool::Request::Starting(starting) => pending.push((server, starting)),
+            }
+        }
+        // Each server is held as soon as it answers, not once the slowest one did.
+        let waits = pending.iter().map(|(_, starting)| async {
+            let outcome = match starting.deadline {
+                Some(deadline) => {
+                    tokio::time::timeout_at(deadline.into(), starting.clone().outcome()).await
                 }
-                // Neither started nor asked about again in this session.
-                Err(e) => {
-                    self.agent.mcp.decline(&server.name);
-                    self.mcp_notice(
-                        totem_protocol::NoticeLevel::Warning,
-                        format!(
-                            "MCP server `{}` did not start: {e}. Its tools are not available in this session; `totem doctor` checks the configuration.",
-                            server.name
-                        ),
-                    )
+                None => Ok(starting.clone().outcome().await),
+            };
+            if let Ok(Some(Ok(connection))) = &outcome
+                && !lease.hold(connection)
+            {
+                return Ok(None);
+            }
+            outcome
+        });
+        let outcomes = tokio::select! {
+            _ = self.cancel.cancelled() => return lease,
+            outcomes = futures::future::join_all(waits) => outcomes,
+        };
+        for ((server, starting), outcome) in pending.into_iter().zip(outcomes) {
+            match outcome {
+                Ok(Some(Ok(connection))) => self.agent.mcp.insert(connection),
+                Ok(Some(Err(failure))) => self.start_failed(&server, &failure),
+                // Given up because its settings changed meanwhile, or stopped already: the next
+                // run starts it anew.
+                Ok(None) => {}
+                Err(_) => {
+                    if !server.is_docs() {
+                        self.mcp_notice(
+                            totem_protocol::NoticeLevel::Info,
+                            format!(
+                                "MCP server `{}` has not answered yet; the run goes on without it, and its tools join when it answers (it has {} s).",
+                                server.name,
+                                server.timeout().as_secs()
+                            ),
+                        );
+                    }
+                    self.join_later(server, starting, &lease);
                 }
             }
         }
@@ -108,11 +146,80 @@ impl Runner {
                 ),
             );
         }
-        let lease = self.agent.mcp.lease();
+        self.agent.mcp.hold_all(&lease);
         if self.setup.totaljs {
             self.docs_search(prompt).await;
         }
         lease
+    }
+
+    /// Tells the user, once per session, that `server` did not start. Without its docs server
+    /// Totem falls back to the primer, silently.
+    fn start_failed(&self, server: &ServerConfig, failure: &pool::Failure) {
+        if server.is_docs() {
+            return;
+        }
+        if self.agent.mcp.first_report(failure.id) {
+            self.mcp_notice(
+                totem_protocol::NoticeLevel::Warning,
+                failed_text(server, &failure.error),
+            );
+        }
+    }
+
+    /// Lets `server`, still starting when the run went on, join the run when it answers (its
+    /// tools are offered from the next step), or reports it when it fails.
+    fn join_later(&self, server: ServerConfig, starting: pool::Pending, lease: &RunLease) {
+        let held = lease.downgrade();
+        let agent = self.agent.clone();
+        let live = self.live.clone();
+        let daemon = self.daemon.clone();
+        let run_id = self.run_id.clone();
+        tokio::spawn(async move {
+            let outcome = starting.outcome().await;
+            let running = held.upgrade();
+            let (level, text) = match outcome {
+                Some(Ok(connection)) => {
+                    // The run ended: the next one finds the server running.
+                    let Some(held) = &running else {
+                        return;
+                    };
+                    if !held.hold(&connection) {
+                        return;
+                    }
+                    agent.mcp.insert(connection);
+                    if server.is_docs() {
+                        return;
+                    }
+                    (
+                        totem_protocol::NoticeLevel::Info,
+                        format!(
+                            "MCP server `{}` answered; its tools are available from the next step.",
+                            server.name
+                        ),
+                    )
+                }
+                // Told when it happens, to the run if it still goes, else to the session.
+                Some(Err(failure)) => {
+                    if server.is_docs() || !agent.mcp.first_report(failure.id) {
+                        return;
+                    }
+                    (
+                        totem_protocol::NoticeLevel::Warning,
+                        failed_text(&server, &failure.error),
+                    )
+                }
+                None => return,
+            };
+            let _ = live.emit(
+                daemon.store(),
+                EventKind::Notice {
+                    run_id: running.map(|_| run_id),
+                    level,
+                    text,
+                },
+            );
+        });
     }
 
     /// Whether `server` may start: allowed for every project in the user's settings, allowed by a
@@ -436,6 +543,24 @@ impl Runner {
             text,
         });
     }
+}
+
+/// The notice for a server that did not start: why, and when Totem tries it again.
+fn failed_text(server: &ServerConfig, error: &str) -> String {
+    let again = match server.origin {
+        Origin::User => format!(
+            "Totem tries it again once its settings change, `totem mcp test {}` passes, or totemd restarts",
+            server.name
+        ),
+        Origin::Project => {
+            "Totem tries it again once its entry in .totem/mcp.json changes or totemd restarts"
+                .to_string()
+        }
+    };
+    format!(
+        "MCP server `{}` did not start: {error}. Its tools are not available; {again}.",
+        server.name
+    )
 }
 
 /// The answer to a call naming `server`, which is not among the running servers `offering` what

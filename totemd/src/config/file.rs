@@ -57,6 +57,11 @@ pub struct SettingsFile {
     /// sessions share one instance of each server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_server_idle_secs: Option<u64>,
+    /// How long a run waits for an MCP server that is starting before it goes on without it, in
+    /// seconds (10 by default, at most the server's `timeoutSecs`; 0 never waits): the server's
+    /// tools join the run when it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server_start_wait_secs: Option<u64>,
     /// Totem's own MCP server: its streamable HTTP listener (`totem mcp` serves stdio without
     /// settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +101,7 @@ impl Default for SettingsFile {
             agents: BTreeMap::new(),
             mcp_servers: BTreeMap::new(),
             mcp_server_idle_secs: None,
+            mcp_server_start_wait_secs: None,
             mcp_server: None,
             totaljs: None,
             compaction: None,

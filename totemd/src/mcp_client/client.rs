@@ -175,7 +175,9 @@ impl Connection {
             lists: lists.clone(),
         };
         let stderr = Arc::new(Mutex::new(String::new()));
-        let wait = config.timeout().max(Duration::from_secs(30));
+        // The server's own timeout bounds its start: a run does not wait for it meanwhile (see
+        // `super::pool`), and a server that never answers is reported when it runs out.
+        let wait = config.timeout();
         let (service, pgid, gone) = if let Some(command) = &config.settings.command {
             let mut cmd = tokio::process::Command::new(command);
             // The daemon's secret-looking variables (API keys, tokens, a DATABASE_URL with a
@@ -203,8 +205,10 @@ impl Connection {
             if let Some(pgid) = pgid {
                 super::leftovers::record(pgid);
             }
+            // A start given up half-way (the daemon stops, the settings changed) kills the group.
+            let mut guard = GroupGuard(pgid);
             let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-                kill_group(pgid);
+                kill_group(guard.0.take());
                 return Err("its standard input and output could not be connected".into());
             };
             let reader = child.stderr.take().map(|mut err| {
@@ -229,7 +233,7 @@ impl Connection {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => {
                     let ended = exit_status(&mut child).await;
-                    kill_group(pgid);
+                    kill_group(guard.0.take());
                     reap(child, None);
                     last_words(reader).await;
                     return Err(with_stderr(
@@ -238,7 +242,7 @@ impl Connection {
                     ));
                 }
                 Err(_) => {
-                    kill_group(pgid);
+                    kill_group(guard.0.take());
                     reap(child, None);
                     last_words(reader).await;
                     return Err(with_stderr(
@@ -247,6 +251,7 @@ impl Connection {
                     ));
                 }
             };
+            guard.0 = None;
             let gone = Arc::new(AtomicBool::new(false));
             reap(child, Some((pgid, gone.clone())));
             (service, pgid, Some(gone))
@@ -466,6 +471,11 @@ impl Connection {
         }
     }
 
+    /// Marks the connection stopped (it is about to be killed): no run takes it from now on.
+    pub(super) fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
     /// Kills a stdio server's whole process group at once (it may have started helpers).
     pub fn kill(&self) {
         self.stopped.store(true, Ordering::Relaxed);
@@ -489,6 +499,15 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.kill_group();
+    }
+}
+
+/// Kills a process group when dropped, unless disarmed (its `0` taken).
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0.take());
     }
 }
 

@@ -22,6 +22,8 @@ struct State {
     /// Servers the user allowed in this session: started again without asking after they stopped
     /// idle.
     allowed: HashSet<String>,
+    /// Failed starts (their ids, see `super::pool::Failure`) this session was told about.
+    reported: HashSet<u64>,
 }
 
 /// A session's servers.
@@ -93,9 +95,16 @@ impl SessionServers {
             .any(|c| Arc::ptr_eq(c, connection))
     }
 
-    /// The servers a run starting now uses, held until it ends.
-    pub fn lease(&self) -> super::pool::RunLease {
-        super::pool::RunLease::new(self.alive())
+    /// Whether the failed start `id` is news to this session (it is not from now on).
+    pub fn first_report(&self, id: u64) -> bool {
+        lock(&self.state).reported.insert(id)
+    }
+
+    /// Holds the servers the session uses with `lease`, for a run starting now.
+    pub fn hold_all(&self, lease: &super::pool::RunLease) {
+        for connection in self.alive() {
+            lease.hold(&connection);
+        }
     }
 
     fn alive(&self) -> Vec<Arc<Connection>> {
