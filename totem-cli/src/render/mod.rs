@@ -207,8 +207,9 @@ pub struct Renderer {
     thoughts: (Option<String>, Vec<String>),
     /// Runs queued or going, not ended, oldest first.
     active: Vec<String>,
-    /// Runs shown as queued behind the one going: their prompt is drawn when they start.
-    queued: HashSet<String>,
+    /// Runs shown as queued behind the one going, and the line saying so: their prompt is drawn
+    /// when they start.
+    queued: Vec<(String, String)>,
 }
 
 impl Renderer {
@@ -222,13 +223,34 @@ impl Renderer {
             live_shown: false,
             thoughts: (None, Vec::new()),
             active: Vec::new(),
-            queued: HashSet::new(),
+            queued: Vec::new(),
         }
     }
 
     /// Draw unfinished lines as they stream, as [`Chunk::Live`], in `area`.
     pub fn set_live(&mut self, area: Option<LiveArea>) {
         self.live = area;
+    }
+
+    /// With live lines: the lines of the prompts queued behind the run going on, oldest first,
+    /// for the caller to draw under the live line until their runs start.
+    pub fn queued_lines(&self) -> Vec<String> {
+        match self.live {
+            Some(_) => self
+                .queued
+                .iter()
+                .filter(|(_, line)| !line.is_empty())
+                .map(|(_, line)| line.clone())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Takes `run` off the queued ones; whether it was there.
+    fn unqueue(&mut self, run: &str) -> bool {
+        let before = self.queued.len();
+        self.queued.retain(|(id, _)| id != run);
+        self.queued.len() != before
     }
 
     /// The thinking of the newest run that had some, whole.
@@ -316,7 +338,7 @@ impl Renderer {
         let s = self.options.style;
         if let Some(run) = kind.ended_run() {
             self.active.retain(|id| *id != run.id);
-            if self.queued.remove(&run.id) {
+            if self.unqueue(&run.id) {
                 // A queued prompt that never started (aborted with the run before it).
                 return self.queued_end(run);
             }
@@ -460,8 +482,8 @@ impl Renderer {
             // Nothing goes before it: it starts at once.
             return vec![];
         }
-        self.queued.insert(run.id.clone());
         if !self.options.user_messages {
+            self.queued.push((run.id.clone(), String::new()));
             return vec![];
         }
         let text = Part::joined_text(&message.parts);
@@ -474,7 +496,12 @@ impl Renderer {
         let line = self.options.style.dim(&format!(
             "⧗ queued: {first}{more} (sent when the run before it ends)"
         ));
-        vec![Chunk::Aside(format!("{line}\n"))]
+        self.queued.push((run.id.clone(), line.clone()));
+        match self.live {
+            // Drawn under the live line by the caller, not inside the answer going on.
+            Some(_) => vec![],
+            None => vec![Chunk::Aside(format!("{line}\n"))],
+        }
     }
 
     /// A queued prompt's run ended before it started.
@@ -494,10 +521,7 @@ impl Renderer {
             return vec![];
         }
         let text = Part::joined_text(&message.parts);
-        let was_queued = message
-            .run_id
-            .as_ref()
-            .is_some_and(|run| self.queued.remove(run));
+        let was_queued = message.run_id.as_ref().is_some_and(|run| self.unqueue(run));
         if let Some(i) = self.own_prompts.iter().position(|p| *p == text) {
             self.own_prompts.remove(i);
             if !was_queued {

@@ -69,7 +69,7 @@ pub const COMMANDS: &[SlashCommand] = &[
     cmd(
         "/abort",
         "",
-        "abort the running run (also Ctrl-C)",
+        "abort the running run (also Esc or Ctrl-C)",
         Some(method::SessionAbort::NAME),
     ),
     cmd(
@@ -302,7 +302,7 @@ impl Repl<'_> {
             "/NAME [words]"
         ));
         out.push_str(&s.dim(
-            "  Enter sends; end a line with \\ (or press Alt-Enter) to go on on the next one.\n  Ctrl-C aborts a run (twice within a second leaves); Ctrl-D leaves. Runs go on after you leave.\n",
+            "  Enter sends; end a line with \\ (or press Alt-Enter) to go on on the next one.\n  Esc or Ctrl-C aborts a run (Ctrl-C twice within a second leaves); Ctrl-D leaves. Runs go on after you leave.\n",
         ));
         self.print(&out);
     }

@@ -14,17 +14,23 @@ use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{
-    Cmd, CompletionType, Config, Context, Editor, EventHandler, ExternalPrinter, Helper, KeyCode,
-    KeyEvent, Modifiers,
+    Cmd, CompletionType, ConditionalEventHandler, Config, Context, Editor, Event, EventContext,
+    EventHandler, ExternalPrinter, Helper, KeyCode, KeyEvent, Modifiers, RepeatCount,
 };
 use tokio::sync::mpsc;
 
 /// What the person did at the prompt.
 #[derive(Debug)]
 pub enum Input {
-    Line(String),
-    /// Ctrl-C.
-    Interrupted,
+    /// A line entered: its text (continued lines joined), and as the editor showed it.
+    Line {
+        text: String,
+        raw: String,
+    },
+    /// Ctrl-C, with what the line held (it stays on screen as typed).
+    Interrupted {
+        raw: String,
+    },
     /// Ctrl-D on an empty line.
     Eof,
     Failed(String),
@@ -33,6 +39,8 @@ pub enum Input {
 /// The line editor's thread, seen from the async side.
 pub struct LineEditor {
     pub lines: mpsc::UnboundedReceiver<Input>,
+    /// Esc pressed while a line is being read (the line stays as it is).
+    pub escapes: mpsc::UnboundedReceiver<()>,
     /// Requests for the next line (None: end the editor).
     next: std::sync::mpsc::Sender<Option<Request>>,
     /// The printer thread's queue.
@@ -98,6 +106,7 @@ impl LineEditor {
         root: PathBuf,
     ) -> anyhow::Result<LineEditor> {
         let (lines_tx, lines) = mpsc::unbounded_channel();
+        let (escapes_tx, escapes) = mpsc::unbounded_channel();
         let (next, next_rx) = std::sync::mpsc::channel::<Option<Request>>();
         let (printer_tx, printer_rx) = std::sync::mpsc::channel();
         let printed = Arc::new(Printed::default());
@@ -105,7 +114,12 @@ impl LineEditor {
         std::thread::Builder::new()
             .name("totem-readline".into())
             .spawn(move || {
-                let mut editor = match new_editor(&history, ReplHelper { commands, root }) {
+                let typed = Arc::new(Mutex::new(String::new()));
+                let keys = Keys {
+                    escapes: escapes_tx,
+                    typed: typed.clone(),
+                };
+                let mut editor = match new_editor(&history, ReplHelper { commands, root }, keys) {
                     Ok(editor) => editor,
                     Err(e) => {
                         let _ = printer_tx.send(None);
@@ -125,9 +139,14 @@ impl LineEditor {
                                 // Saved line by line: a REPL may end any way, history stays.
                                 let _ = editor.append_history(&history);
                             }
-                            Input::Line(join_continued(&line))
+                            Input::Line {
+                                text: join_continued(&line),
+                                raw: line,
+                            }
                         }
-                        Err(ReadlineError::Interrupted) => Input::Interrupted,
+                        Err(ReadlineError::Interrupted) => Input::Interrupted {
+                            raw: typed.lock().map(|t| t.clone()).unwrap_or_default(),
+                        },
                         Err(ReadlineError::Eof) => Input::Eof,
                         Err(e) => Input::Failed(e.to_string()),
                     };
@@ -141,6 +160,7 @@ impl LineEditor {
         let jobs = start_printer(printer, printed.clone())?;
         Ok(LineEditor {
             lines,
+            escapes,
             next,
             printer: has_printer.then(|| {
                 Box::new(Queued {
@@ -231,17 +251,62 @@ impl ExternalPrinter for Queued {
     }
 }
 
+/// How long after Esc the editor waits for the rest of a key's escape sequence. Without a limit
+/// rustyline waits for the next key and reads Esc and it as one Alt key (the key is lost);
+/// terminals send a sequence in one write, so a few tens of milliseconds tell them apart.
+const ESC_WAIT_MS: u16 = 40;
+
+/// The keys the editor thread tells the async side about.
+struct Keys {
+    escapes: mpsc::UnboundedSender<()>,
+    /// The line as it was when Ctrl-C was pressed.
+    typed: Arc<Mutex<String>>,
+}
+
+/// Esc: told to the async side (which aborts a run going on, as Claude Code and OpenCode do);
+/// the line being typed is left as it is.
+struct Escape(mpsc::UnboundedSender<()>);
+
+impl ConditionalEventHandler for Escape {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext) -> Option<Cmd> {
+        let _ = self.0.send(());
+        Some(Cmd::Noop)
+    }
+}
+
+/// Ctrl-C: notes the line (the REPL erases it with what it covers), then interrupts as usual.
+struct Interrupt(Arc<Mutex<String>>);
+
+impl ConditionalEventHandler for Interrupt {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        if let Ok(mut typed) = self.0.lock() {
+            *typed = ctx.line().to_string();
+        }
+        None
+    }
+}
+
 fn new_editor(
     history: &PathBuf,
     helper: ReplHelper,
+    keys: Keys,
 ) -> rustyline::Result<Editor<ReplHelper, FileHistory>> {
     let config = Config::builder()
         .auto_add_history(false)
         .max_history_size(2000)?
         .completion_type(CompletionType::List)
+        .keyseq_timeout(Some(ESC_WAIT_MS))
         .build();
     let mut editor = Editor::with_config(config)?;
     editor.set_helper(Some(helper));
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Esc, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(Escape(keys.escapes))),
+    );
+    editor.bind_sequence(
+        KeyEvent::ctrl('C'),
+        EventHandler::Conditional(Box::new(Interrupt(keys.typed))),
+    );
     // Alt-Enter starts a new line inside the input, as a trailing backslash does.
     editor.bind_sequence(
         KeyEvent(KeyCode::Enter, Modifiers::ALT),

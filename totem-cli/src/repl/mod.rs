@@ -133,8 +133,13 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
         asking_label: false,
         question_gone: false,
         live: String::new(),
+        aborting: None,
+        queued: Vec::new(),
         live_rows: 0,
         live_is_spinner: false,
+        reading_prompt: PROMPT.to_string(),
+        echo: None,
+        unsettled: false,
         renderer_live: false,
         models: None,
         context: None,
@@ -155,13 +160,13 @@ pub async fn attach(endpoint: &Endpoint, args: AttachArgs) -> anyhow::Result<Exi
     // lost in the printer's queue when the process ends right after; what is queued goes first.
     repl.editor.flush();
     repl.editor.printer = None;
-    let rows = std::mem::take(&mut repl.live_rows);
-    if rows > 0 {
-        // Left during a run: the editor has moved below its prompt line, under the live line
-        // (the spinner's, or the answer's unfinished one). Up over both and clear to the end, so
-        // no frozen "waiting for the model" stays behind.
-        repl.print(&format!("\x1b[{}A\r\x1b[J", rows + 1));
-    }
+    // Left during a run: the live lines (the spinner's, the answer's unfinished one, the queued
+    // prompts) and the line left on are erased as the farewell is printed (`print` goes up over
+    // them and clears to the end), so no frozen "waiting for the model" stays behind.
+    repl.live.clear();
+    repl.aborting = None;
+    repl.queued.clear();
+    repl.echo = None;
     repl.print(&format!(
         "Left session {}; a running run goes on. Reattach with:\n  {}\n",
         repl.session.id,
@@ -218,12 +223,26 @@ struct Repl<'a> {
     /// The live line above the prompt: the spinner's frame, or the unfinished line being
     /// streamed (empty: none); it is drawn again under whatever is printed.
     live: String,
-    /// The rows it takes on screen now (0: not drawn).
+    /// "Aborting the run…", under the live line until the run's end is shown.
+    aborting: Option<String>,
+    /// Prompts sent here or elsewhere that wait for the run before them, drawn under the live
+    /// line until their run starts (then the prompt is printed in its place in the conversation).
+    queued: Vec<String>,
+    /// The rows the live lines take on screen now, with the line just entered below them when
+    /// it is to be erased (0: nothing to erase).
     live_rows: usize,
     /// The live line is the spinner's frame.
     live_is_spinner: bool,
     /// The renderer draws unfinished lines live (a terminal that moves its cursor).
     renderer_live: bool,
+    /// The label of the line being read.
+    reading_prompt: String,
+    /// A line entered during a run, erased with the live lines, to print again above them (as
+    /// the record of a command or an answer) at the next print; None for a prompt, which shows
+    /// as queued and then in its place.
+    echo: Option<String>,
+    /// The live lines and the line just entered are to be erased and drawn again.
+    unsettled: bool,
     /// `model.list`, asked at start and again when needed.
     models: Option<totem_protocol::ModelList>,
     /// Context use of the newest model request: tokens used, window.
@@ -288,7 +307,11 @@ impl Repl<'_> {
                 }
                 input = self.editor.lines.recv() => {
                     let Some(input) = input else { return Ok(Exit::Success) };
-                    match self.on_input(input).await {
+                    let flow = self.on_input(input).await;
+                    if self.unsettled {
+                        self.redraw_live();
+                    }
+                    match flow {
                         Flow::Continue => {
                             let prompt = self.prompt();
                             let asking = self.questions.iter().any(|q| !q.answered_here);
@@ -303,10 +326,12 @@ impl Repl<'_> {
                             };
                             self.draft.clone_from(&initial);
                             self.editor.read_with(&prompt, initial);
+                            self.reading_prompt = prompt;
                         }
                         Flow::Leave => return Ok(Exit::Success),
                     }
                 }
+                Some(()) = self.editor.escapes.recv() => self.on_escape().await,
                 event = next_event(&mut self.stream) => self.on_event(event).await,
                 _ = spinner_due(&self.spinner) => self.spin(),
                 Some(done) = self.shell_done.recv() => self.on_shell_done(done),
@@ -340,12 +365,13 @@ impl Repl<'_> {
     /// is shown, which is drawn again under them.
     fn print(&mut self, text: &str) {
         let mut out = spinner::erase(std::mem::take(&mut self.live_rows));
-        out.push_str(text);
-        if self.editor.printer.is_some() && !self.live.is_empty() {
-            out.push_str(&self.live);
+        self.unsettled = false;
+        if let Some(echo) = self.echo.take() {
+            out.push_str(&echo);
             out.push('\n');
-            self.live_rows = crate::render::rows(&self.live, LiveArea::of_terminal().cols);
         }
+        out.push_str(text);
+        self.push_live(&mut out);
         let text = out.as_str();
         match &mut self.editor.printer {
             // Keep the newline: while a line is being read rustyline adds none to text that has
@@ -390,21 +416,59 @@ impl Repl<'_> {
     fn draw_live(&mut self, line: String) {
         self.live = line;
         self.live_is_spinner = false;
-        let Some(printer) = &mut self.editor.printer else {
+        self.redraw_live();
+    }
+
+    /// The live lines: the live line (spinner or unfinished answer line), then the queued
+    /// prompts.
+    fn live_lines(&self) -> Vec<&str> {
+        let live = (!self.live.is_empty()).then_some(self.live.as_str());
+        live.into_iter()
+            .chain(self.aborting.as_deref())
+            .chain(self.queued.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// Appends the live lines to `out`, each ending in a newline, and notes the rows they take.
+    fn push_live(&mut self, out: &mut String) {
+        if self.editor.printer.is_none() {
             return;
-        };
+        }
+        let cols = LiveArea::of_terminal().cols;
+        let mut rows = 0;
+        for line in self.live_lines() {
+            out.push_str(line);
+            out.push('\n');
+            rows += crate::render::rows(line, cols);
+        }
+        self.live_rows = rows;
+    }
+
+    /// Erases what the live lines (and a line just entered) take, and draws them again.
+    fn redraw_live(&mut self) {
+        if self.editor.printer.is_none() {
+            return;
+        }
+        self.unsettled = false;
         let rows = std::mem::take(&mut self.live_rows);
-        let out = match self.live.is_empty() {
-            true if rows == 0 => return,
-            // Up onto the live line, clear it, go up one more: the newline the printer adds
-            // brings the cursor back to the cleared line, where the prompt is drawn again.
-            true => format!("{}\x1b[1A", spinner::erase(rows)),
-            false => {
-                self.live_rows = crate::render::rows(&self.live, LiveArea::of_terminal().cols);
-                format!("{}{}\n", spinner::erase(rows), self.live)
-            }
-        };
-        let _ = printer.print(out);
+        let mut out = spinner::erase(rows);
+        if let Some(echo) = self.echo.take() {
+            out.push_str(&echo);
+            out.push('\n');
+        }
+        self.push_live(&mut out);
+        if out.is_empty() {
+            return;
+        }
+        if !out.ends_with('\n') {
+            // Only erased: up one more, and the newline brings the cursor back to the cleared
+            // line, where the prompt is drawn again (a text that ends in one is printed as it
+            // is, whether the editor reads a line or not).
+            out.push_str("\x1b[1A\n");
+        }
+        if let Some(printer) = &mut self.editor.printer {
+            let _ = printer.print(out);
+        }
     }
 
     /// Starts the spinner for a run this terminal waits on.
@@ -422,13 +486,28 @@ impl Repl<'_> {
     }
 
     async fn on_input(&mut self, input: Input) -> Flow {
-        // The line just entered now sits between the spinner and the prompt. (On leaving, the
-        // spinner is erased on the way out: see `attach`.)
-        if !matches!(input, Input::Eof) {
-            self.live_rows = 0;
+        // The line just entered now sits under the live lines (the spinner, the answer's
+        // unfinished line, queued prompts). During a run it is erased with them: the answer goes
+        // on below what came before it, a prompt shows as queued (then in its place when its run
+        // starts), and a command or an answer is printed again above the live lines.
+        let during = self.running.is_some() || self.live_rows > 0;
+        if during && self.editor.printer.is_some() {
+            let cols = LiveArea::of_terminal().cols;
+            let entered = match &input {
+                Input::Line { raw, .. } | Input::Interrupted { raw } => {
+                    echo_rows(&self.reading_prompt, raw, cols)
+                }
+                Input::Eof => 1,
+                Input::Failed(_) => 0,
+            };
+            self.live_rows += entered;
+            self.unsettled = true;
+            if let Input::Line { raw, .. } = &input {
+                self.echo = Some(format!("{}{raw}", self.reading_prompt));
+            }
         }
         match input {
-            Input::Line(line) => {
+            Input::Line { text: line, .. } => {
                 self.last_interrupt = None;
                 // A slash command typed after a restored draft (an undone prompt) runs as a
                 // command, and the draft comes back: `/undo` twice undoes two runs, it does not
@@ -478,14 +557,17 @@ impl Repl<'_> {
                     self.shell(command.trim());
                     return Flow::Continue;
                 }
+                // Entered during a run, the line was erased: the prompt shows as queued, then in
+                // its place when its run starts (echoed by the renderer, not printed here).
+                let own = self.echo.take().is_none();
                 let (text, attachments) = self.compose(line.trim_end());
-                if !self.send_prompt(text, attachments).await {
+                if !self.send_prompt(text, attachments, own).await {
                     // Refused: the prompt goes back in the line, to send again once fixed.
                     self.refill = Some(line.trim_end().to_string());
                 }
                 Flow::Continue
             }
-            Input::Interrupted => self.on_interrupt().await,
+            Input::Interrupted { .. } => self.on_interrupt().await,
             Input::Eof => Flow::Leave,
             Input::Failed(e) => {
                 self.error(&format!("the line editor failed: {e}"));
@@ -494,9 +576,12 @@ impl Repl<'_> {
         }
     }
 
-    /// Sends a prompt; false when totemd did not take it.
-    async fn send_prompt(&mut self, text: String, attachments: Vec<String>) -> bool {
-        self.renderer.sent_prompt(&text);
+    /// Sends a prompt; false when totemd did not take it. `own`: it shows on screen as typed,
+    /// not to be echoed again.
+    async fn send_prompt(&mut self, text: String, attachments: Vec<String>, own: bool) -> bool {
+        if own {
+            self.renderer.sent_prompt(&text);
+        }
         let sent = text.clone();
         let params = SessionPromptParams {
             session_id: self.session.id.clone(),
@@ -529,8 +614,9 @@ impl Repl<'_> {
             .await
         {
             Ok(accepted) => {
-                self.start_spinner();
+                // Queued behind a run going on, it gets its spinner when its run starts.
                 if self.running.is_none() {
+                    self.start_spinner();
                     self.running = Some(Running {
                         id: Some(accepted.run_id),
                         since: Instant::now(),
@@ -550,7 +636,9 @@ impl Repl<'_> {
                 "totemd did not take the prompt: {e}. It is back in the line: try again, or check `totem daemon status`"
             )),
         }
-        self.renderer.forget_prompt(&sent);
+        if own {
+            self.renderer.forget_prompt(&sent);
+        }
         false
     }
 
@@ -623,9 +711,24 @@ impl Repl<'_> {
             self.note("(Ctrl-C again within a second, or Ctrl-D, leaves)");
             return Flow::Continue;
         }
+        self.abort_run("Ctrl-C again within a second leaves").await;
+        Flow::Continue
+    }
+
+    /// Esc: aborts the run going on; else does nothing (the line being typed stays).
+    async fn on_escape(&mut self) {
+        if self.running.is_some() {
+            self.abort_run("Ctrl-C twice within a second leaves").await;
+        }
+    }
+
+    /// Aborts the session's run; `leaving` says how to leave.
+    async fn abort_run(&mut self, leaving: &str) {
         if !self.connection.has(method::SessionAbort::NAME) {
-            self.note("This daemon cannot abort runs yet (no session.abort); the run goes on. Ctrl-C again within a second leaves.");
-            return Flow::Continue;
+            self.note(&format!(
+                "This daemon cannot abort runs yet (no session.abort); the run goes on. {leaving}."
+            ));
+            return;
         }
         let params = SessionRef {
             session_id: self.session.id.clone(),
@@ -643,11 +746,18 @@ impl Repl<'_> {
                     self.question_gone |= !question.answered_here;
                     question.answered_here = true;
                 }
-                self.note("Aborting the run… (Ctrl-C again within a second leaves)")
+                // Under the answer's unfinished line, not above it; the run's end replaces it.
+                let line = format!("Aborting the run… ({leaving})");
+                match self.editor.printer.is_some() {
+                    true => {
+                        self.aborting = Some(self.style().dim(&line));
+                        self.redraw_live();
+                    }
+                    false => self.note(&line),
+                }
             }
             Err(e) => self.error(&format!("cannot abort the run: {e}")),
         }
-        Flow::Continue
     }
 
     async fn on_event(&mut self, received: Option<Received>) {
@@ -670,7 +780,7 @@ impl Repl<'_> {
         let Some(kind) = received.kind() else {
             // A kind newer than this build: its name is shown, it steers nothing.
             let chunks = self.renderer.event(&received);
-            self.print_chunks(chunks, "");
+            self.print_chunks(chunks, "", false);
             return;
         };
         if let EventKind::Lagged {} = kind {
@@ -730,6 +840,12 @@ impl Repl<'_> {
             self.renderer.set_live(Some(LiveArea::of_terminal()));
         }
         let chunks = self.renderer.event(&received);
+        let queued = self.renderer.queued_lines();
+        let mut requeued = queued != self.queued;
+        if ended.is_some() {
+            requeued |= self.aborting.take().is_some();
+        }
+        self.queued = queued;
         // The first delta of any kind, a question or the run's end stops the spinner; a notice
         // or another terminal's prompt is printed above it and it goes on.
         let first_output = matches!(
@@ -744,7 +860,7 @@ impl Repl<'_> {
         if matches!(kind, EventKind::RunStarted { .. }) && live {
             self.start_spinner();
         }
-        self.print_chunks(chunks, &alert);
+        self.print_chunks(chunks, &alert, requeued);
         if first_output || ended.is_some() || deleted {
             self.stop_spinner();
         }
@@ -776,8 +892,8 @@ impl Repl<'_> {
     }
 
     /// Prints what the renderer drew, `alert` riding on its last line; the live line it gave
-    /// last is drawn under it.
-    fn print_chunks(&mut self, chunks: Vec<Chunk>, alert: &str) {
+    /// last is drawn under it (and the live lines again when `redraw`: the queued ones changed).
+    fn print_chunks(&mut self, chunks: Vec<Chunk>, alert: &str, redraw: bool) {
         let mut live = None;
         let mut lines = Vec::with_capacity(chunks.len());
         for chunk in chunks {
@@ -792,6 +908,9 @@ impl Repl<'_> {
             }
             self.live = line;
             self.live_is_spinner = false;
+        }
+        if lines.is_empty() && redraw {
+            return self.redraw_live();
         }
         let last = lines.len().saturating_sub(1);
         for (i, text) in lines.into_iter().enumerate() {
@@ -825,6 +944,8 @@ impl Repl<'_> {
         }
         self.renderer = Renderer::new(self.options);
         self.stop_spinner();
+        self.queued.clear();
+        self.aborting = None;
         self.draw_live(String::new());
         let (after, earlier) = self.replay_from(&session).await;
         self.stream = Some(self.connection.client.subscribe(&session.id, after).await?);
@@ -941,6 +1062,17 @@ impl Repl<'_> {
             )),
         }
     }
+}
+
+/// The rows a line entered at `prompt` takes on screen (continued lines have no label).
+fn echo_rows(prompt: &str, raw: &str, cols: usize) -> usize {
+    raw.split('\n')
+        .enumerate()
+        .map(|(i, line)| match i {
+            0 => crate::render::rows(&format!("{prompt}{line}"), cols),
+            _ => crate::render::rows(line, cols),
+        })
+        .sum()
 }
 
 /// `TOTEM_NOTIFY`: how notices reach the person (default `osc9`).

@@ -47,7 +47,7 @@ impl Spinner {
             0 => String::new(),
             s => format!(" {s}s"),
         };
-        let text = format!("{glyph} waiting for the model…{elapsed} (Ctrl-C aborts)");
+        let text = format!("{glyph} waiting for the model…{elapsed} (Esc aborts)");
         match self.color {
             true => format!("\x1b[2m{text}\x1b[0m"),
             false => text,
