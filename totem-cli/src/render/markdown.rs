@@ -2,7 +2,7 @@
 //! ANSI styles. A whole text (a replay) is drawn by [`render`]; the model's text as it streams, by
 //! [`Lines`], one finished line at a time, so each line is drawn once and never redrawn.
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::Style;
 
@@ -82,10 +82,109 @@ impl Lines {
         }
     }
 
-    /// Inside an open code fence: an unfinished line is shown as code.
-    pub fn in_code(&self) -> bool {
-        self.fence.is_some()
+    /// The unfinished line being streamed (without a newline), drawn as it will be once done:
+    /// emphasis, inline code and headings styled and their markup hidden, a span still open
+    /// drawn as if it closed here. Code and table rows are shown as written.
+    pub fn live(&self, line: &str, style: Style) -> String {
+        if self.fence.is_some() {
+            return format!("    {line}");
+        }
+        let body = line.trim_start();
+        if !style.color || body.is_empty() || body.starts_with('|') || fence(line).is_some() {
+            return line.to_string();
+        }
+        let indent = &line[..line.len() - body.len()];
+        let closers = closers(body);
+        let closed = render(&format!("{body}{closers}"), style);
+        let drawn = match closers.is_empty() || !plain(&closed).trim_end().ends_with(&closers) {
+            true => closed,
+            // The closing markup did not close anything: the text as it renders alone.
+            false => render(body, style),
+        };
+        let drawn = drawn.trim_end_matches('\n');
+        match drawn.contains('\n') || plain(drawn).trim().is_empty() {
+            true => line.to_string(),
+            false => format!("{indent}{drawn}"),
+        }
     }
+}
+
+/// The markup that closes the inline spans left open at the end of `text`, innermost first:
+/// `**wh` needs `**`, `` `GET / `` a backtick.
+fn closers(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut open: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            i += 2;
+            continue;
+        }
+        if !matches!(c, '`' | '*' | '_' | '~') {
+            i += 1;
+            continue;
+        }
+        let run = chars[i..].iter().take_while(|&&d| d == c).count();
+        let before = i.checked_sub(1).map(|j| chars[j]);
+        let after = chars.get(i + run).copied();
+        i += run;
+        let delimiter: String = std::iter::repeat_n(c, run).collect();
+        if c == '`' {
+            // Inside a code span only its own closing run counts.
+            match open.last() {
+                Some(top) if *top == delimiter => {
+                    open.pop();
+                }
+                Some(top) if top.starts_with('`') => {}
+                _ => open.push(delimiter),
+            }
+            continue;
+        }
+        if open.last().is_some_and(|top| top.starts_with('`')) {
+            continue;
+        }
+        if c == '~' && run != 2 {
+            continue;
+        }
+        if let Some(k) = open.iter().rposition(|d| *d == delimiter) {
+            // A closing run: it closes this span (and any opened inside it).
+            if before.is_some_and(|b| !b.is_whitespace()) {
+                open.truncate(k);
+                continue;
+            }
+        }
+        // An opening run: followed by a word, and (for `_`) not inside one.
+        let opens = after.is_some_and(|a| !a.is_whitespace())
+            && !(c == '_' && before.is_some_and(char::is_alphanumeric));
+        if opens && run <= 3 {
+            open.push(delimiter);
+        }
+    }
+    open.iter().rev().map(String::as_str).collect()
+}
+
+/// The columns `text` takes on a terminal (ANSI escapes left out).
+fn width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(plain(text).as_str())
+}
+
+/// `text` without its ANSI escapes.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A fence line: its character, its length and what follows it (the info string).
@@ -145,8 +244,20 @@ struct Terminal {
     code_lang: String,
     code: String,
     at_line_start: bool,
-    table_cell: usize,
+    /// The table being read: drawn when it ends, its columns padded to line up.
+    table: Option<Table>,
     link_url: Vec<String>,
+}
+
+/// A table's cells as drawn (styles and all), row by row.
+#[derive(Default)]
+struct Table {
+    aligns: Vec<Alignment>,
+    rows: Vec<Vec<String>>,
+    /// Rows of the head.
+    head: usize,
+    /// Where the open cell's text starts in the output.
+    cell_start: usize,
 }
 
 impl Terminal {
@@ -238,13 +349,23 @@ impl Terminal {
                 self.link_url.push(dest_url.to_string());
             }
             Tag::Image { dest_url, .. } => self.text(&format!("[image {dest_url}] ")),
-            Tag::Table(_) => self.block_gap(),
-            Tag::TableHead | Tag::TableRow => self.table_cell = 0,
-            Tag::TableCell => {
-                if self.table_cell > 0 {
-                    self.text(" │ ");
+            Tag::Table(aligns) => {
+                self.block_gap();
+                self.table = Some(Table {
+                    aligns,
+                    ..Table::default()
+                });
+            }
+            Tag::TableHead | Tag::TableRow => {
+                if let Some(table) = &mut self.table {
+                    table.rows.push(Vec::new());
                 }
-                self.table_cell += 1;
+            }
+            Tag::TableCell => {
+                if let Some(table) = &mut self.table {
+                    table.cell_start = self.out.len();
+                    self.at_line_start = false;
+                }
             }
             _ => {}
         }
@@ -274,15 +395,65 @@ impl Terminal {
                     self.reapply();
                 }
             }
+            TagEnd::TableCell => {
+                if let Some(table) = &mut self.table {
+                    let cell = self.out.split_off(table.cell_start.min(self.out.len()));
+                    if let Some(row) = table.rows.last_mut() {
+                        row.push(cell);
+                    }
+                }
+            }
             TagEnd::TableHead => {
-                self.newline();
+                if let Some(table) = &mut self.table {
+                    table.head = table.rows.len();
+                }
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    self.draw_table(table);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Draws a table, each column as wide as its widest cell, a rule under the head.
+    fn draw_table(&mut self, table: Table) {
+        let columns = table.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut widths = vec![0; columns];
+        for row in &table.rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(width(cell));
+            }
+        }
+        for (r, row) in table.rows.iter().enumerate() {
+            self.at_line_start = false;
+            self.write_prefix();
+            for (i, wide) in widths.iter().enumerate() {
+                let cell = row.get(i).map_or("", String::as_str);
+                let pad = wide.saturating_sub(width(cell));
+                let (left, right) = match table.aligns.get(i) {
+                    Some(Alignment::Right) => (pad, 0),
+                    Some(Alignment::Center) => (pad / 2, pad - pad / 2),
+                    _ => (0, pad),
+                };
+                if i > 0 {
+                    self.out.push_str(&format!("{DIM} │ {RESET}"));
+                }
+                self.out.push_str(&" ".repeat(left));
+                self.out.push_str(cell);
+                if i + 1 < columns {
+                    self.out.push_str(&" ".repeat(right));
+                }
+            }
+            self.newline();
+            if r + 1 == table.head {
                 self.write_prefix();
+                let rules: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
                 self.out
-                    .push_str(&format!("{DIM}{}{RESET}", "─".repeat(24)));
+                    .push_str(&format!("{DIM}{}{RESET}", rules.join("─┼─")));
                 self.newline();
             }
-            TagEnd::TableRow => self.newline(),
-            _ => {}
         }
     }
 
@@ -434,9 +605,9 @@ mod tests {
         let code = lines2.line("let x = 1;", color);
         assert!(code.contains("\x1b[38;2;"), "{code:?}");
         assert_eq!(strip_ansi(&code), "    let x = 1;\n");
-        assert!(lines2.in_code());
+        assert!(lines2.fence.is_some());
         assert_eq!(lines2.line("```", color), "");
-        assert!(!lines2.in_code());
+        assert!(lines2.fence.is_none());
         assert_eq!(lines2.line("| a | b |", color), "");
         assert_eq!(lines2.line("|---|---|", color), "");
         let table = strip_ansi(&lines2.line("after", color));
@@ -444,6 +615,27 @@ mod tests {
             table.contains("a │ b") && table.ends_with("after\n"),
             "{table:?}"
         );
+    }
+
+    #[test]
+    fn an_unfinished_line_is_drawn_styled_its_open_spans_closed() {
+        let color = Style { color: true };
+        let lines = Lines::default();
+        let live = |text: &str| lines.live(text, color);
+        assert_eq!(live("The **wh"), format!("The {BOLD}wh{RESET}"));
+        assert_eq!(live("uses `GET /"), format!("uses {CODE}GET /{RESET}"));
+        assert!(live("## Ro").starts_with(HEADING) && strip_ansi(&live("## Ro")) == "Ro");
+        assert_eq!(strip_ansi(&live("a *b **c")), "a b c");
+        assert_eq!(
+            strip_ansi(&live("closed **x** and `y` z")),
+            "closed x and y z"
+        );
+        // Markup that opens nothing stays as written; snake_case is no emphasis.
+        assert_eq!(strip_ansi(&live("2 * 3 = 6")), "2 * 3 = 6");
+        assert_eq!(strip_ansi(&live("call snake_case")), "call snake_case");
+        assert_eq!(strip_ansi(&live("  - item *it")), "  • item it");
+        assert_eq!(live("| a | b"), "| a | b");
+        assert_eq!(lines.live("**x", Style { color: false }), "**x");
     }
 
     #[test]
@@ -477,6 +669,18 @@ mod tests {
         );
         let plain = render("```rust\nlet x = 1;\n```\n", Style { color: false });
         assert!(!plain.contains('\x1b'), "{plain:?}");
+    }
+
+    #[test]
+    fn table_columns_line_up() {
+        let out = strip_ansi(&render(
+            "| name | n |\n|---|--:|\n| a long name | 1 |\n| **b** | 22 |\n",
+            Style { color: true },
+        ));
+        assert_eq!(
+            out, "name        │  n\n────────────┼───\na long name │  1\nb           │ 22\n",
+            "{out}"
+        );
     }
 
     #[test]

@@ -561,9 +561,9 @@ impl Renderer {
             PartType::Text => {
                 let mut chunks = streamed_lines(part, mode, style, Some(area));
                 let pending = &part.text[part.drawn..];
-                let line = match part.lines.in_code() && mode == TextMode::Markdown {
-                    true => format!("    {pending}"),
-                    false => pending.to_string(),
+                let line = match mode {
+                    TextMode::Markdown => part.lines.live(pending, style),
+                    _ => pending.to_string(),
                 };
                 self.live_shown = !line.is_empty();
                 chunks.push(Chunk::Live(line));
