@@ -116,6 +116,40 @@ async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown(
     assert!(second.contains("Result of read"), "{second}");
 }
 
+/// What bench-tasks saw Qwen2.5-Coder 0.5B do: list `/` (refused as outside the project), then
+/// answer "The path is outside the project" and end the task. `/` is the project root now, and a
+/// constrained step offers no final answer until a call of the run worked (or three failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constrained_run_answers_only_after_a_call_worked() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "missing.txt"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "list", "arguments": {"path": "/"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "notes.txt is there."}"#)]);
+    let events = env
+        .run_done("what is in this project?", json!({}), Answer::None)
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert!(ran[0].2, "missing.txt fails: {ran:?}");
+    assert!(
+        !ran[1].2 && ran[1].1.contains("notes.txt"),
+        "/ lists the project: {ran:?}"
+    );
+    let requests = env.sim.chat_requests();
+    let offers: Vec<bool> = requests
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).1)
+        .collect();
+    assert_eq!(offers, [false, false, true], "answer offered per step");
+    assert_eq!(parts_text(&events), "notes.txt is there.");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_refuses_the_schema_gets_text_tools_and_it_is_remembered() {
     let env = Env::start().await;

@@ -21,7 +21,7 @@ const MAX_LINKS: usize = 40;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BoundaryError {
     /// The path resolves (through `..`, `~`, an absolute path or a symlink) outside the project.
-    #[error("path is outside the project: {0}")]
+    #[error("path is outside the project: {0} (paths are relative to the project root)")]
     Outside(String),
     /// The path text itself is not acceptable (NUL byte, invisible or look-alike character).
     #[error("invalid path {path:?}: {reason}")]
@@ -92,9 +92,25 @@ impl Boundary {
             path: input.to_string(),
             reason,
         })?;
-        self.relative(&real)
-            .map(|rel| Resolved { abs: real, rel })
-            .ok_or_else(|| BoundaryError::Outside(input.to_string()))
+        if let Some(rel) = self.relative(&real) {
+            return Ok(Resolved { abs: real, rel });
+        }
+        // Small models write project paths with a leading slash (`/`, `/controllers/a.js`). When
+        // the path's first folder does not exist on the machine, the project's is meant: it is
+        // resolved again under the root, through the same checks.
+        if expanded.is_none()
+            && let Some(rest) = project_meant(trimmed)
+        {
+            let real =
+                physical(&self.root.join(rest)).map_err(|reason| BoundaryError::Unresolvable {
+                    path: input.to_string(),
+                    reason,
+                })?;
+            if let Some(rel) = self.relative(&real) {
+                return Ok(Resolved { abs: real, rel });
+            }
+        }
+        Err(BoundaryError::Outside(input.to_string()))
     }
 
     /// The root-relative form of an absolute path that is already real (no symlinks), or `None`
@@ -115,6 +131,24 @@ impl Boundary {
     /// walkers to decide whether a symlink met during a walk may be followed or reported.
     pub fn contains(&self, path: &Path) -> bool {
         physical(path).is_ok_and(|real| real.starts_with(&self.root))
+    }
+}
+
+/// The project-relative path an absolute `path` stands for when its first component names nothing
+/// on the machine (`/api/x` where there is no `/api`), or the root for `/` itself. `None` when the
+/// path is not absolute or its first folder exists (`/etc/hosts` stays outside).
+fn project_meant(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix('/')?.trim_start_matches('/');
+    if rest.is_empty() {
+        return Some("");
+    }
+    let first = rest.split('/').next().unwrap_or(rest);
+    if matches!(first, "." | "..") {
+        return None;
+    }
+    match std::fs::symlink_metadata(Path::new("/").join(first)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(rest),
+        _ => None,
     }
 }
 

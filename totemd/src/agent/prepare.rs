@@ -53,6 +53,10 @@ pub(super) struct Sampling {
     pub(super) repeat_penalty: Option<f32>,
 }
 
+/// Failed calls after which a constrained step may answer all the same (so a model that cannot
+/// make a call work can still say so, instead of going round until the step cap).
+const CALLS_BEFORE_ANSWER: usize = 3;
+
 impl Sampling {
     /// The model's settings, then the provider's temperature; a local server that is given
     /// neither gets [`super::settings::LOCAL_TEMPERATURE`].
@@ -297,19 +301,37 @@ impl Runner {
         system
     }
 
+    /// Whether a constrained step may be the final answer: once a call of this run succeeded, or
+    /// after [`CALLS_BEFORE_ANSWER`] calls that all failed. Before that a small model answers
+    /// without having seen the project (Qwen2.5-Coder 0.5B answered "What you did", or "The path
+    /// is outside the project" after one refused `list /`).
+    fn may_answer(&self) -> bool {
+        let results = self.turns.current.iter().filter_map(|m| match m {
+            ModelMessage::ToolResult(r) => Some(r.is_error),
+            _ => None,
+        });
+        let (mut ok, mut failed) = (0usize, 0usize);
+        for is_error in results {
+            if is_error {
+                failed += 1;
+            } else {
+                ok += 1;
+            }
+        }
+        ok > 0 || failed >= CALLS_BEFORE_ANSWER
+    }
+
     /// The request for the next step.
     pub(super) fn request(&self) -> ChatRequest {
         let tools = if self.setup.tool_offer.mode != ToolMode::Native {
             if self.setup.tool_offer.constrained {
                 let definitions = self.tools.registry.definitions(self.setup.read_only);
-                // The first step is a call: before it the model has seen nothing of the project.
-                let first_step = self.turns.current.len() <= 1;
                 let schema = totem_tools::recover::answer_schema(
                     definitions
                         .iter()
                         .filter(|d| self.setup.tool_offer.offers(&d.name))
                         .map(|d| (d.name.as_str(), &d.parameters)),
-                    !first_step,
+                    self.may_answer(),
                 );
                 let mut request = self
                     .setup
