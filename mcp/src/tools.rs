@@ -280,9 +280,21 @@ fn portable(schema: &mut Value, side: Side) {
             }
             _ => {
                 object.remove("type");
+                // Keywords for one type go into that type's branch: beside an `anyOf` with no
+                // `type`, strict validators (ajv's strictTypes) refuse them.
                 let mut branches: Vec<Value> = others
                     .into_iter()
-                    .map(|t| serde_json::json!({ "type": t }))
+                    .map(|t| {
+                        let mut branch = JsonObject::new();
+                        let kind = t.as_str().unwrap_or_default();
+                        for keyword in keywords_of(kind) {
+                            if let Some(value) = object.remove(*keyword) {
+                                branch.insert((*keyword).to_string(), value);
+                            }
+                        }
+                        branch.insert("type".into(), t);
+                        Value::Object(branch)
+                    })
                     .collect();
                 if nullable {
                     branches.push(serde_json::json!({"type": "null"}));
@@ -303,6 +315,51 @@ fn portable(schema: &mut Value, side: Side) {
         {
             list.iter_mut().for_each(|s| portable(s, side));
         }
+    }
+}
+
+/// The keywords that apply to values of one JSON type only.
+fn keywords_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "number" | "integer" => &[
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+        ],
+        "string" => &[
+            "minLength",
+            "maxLength",
+            "pattern",
+            "format",
+            "contentEncoding",
+            "contentMediaType",
+        ],
+        "array" => &[
+            "items",
+            "prefixItems",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "unevaluatedItems",
+        ],
+        "object" => &[
+            "properties",
+            "required",
+            "additionalProperties",
+            "patternProperties",
+            "propertyNames",
+            "minProperties",
+            "maxProperties",
+            "dependentRequired",
+            "dependentSchemas",
+            "unevaluatedProperties",
+        ],
+        _ => &[],
     }
 }
 
@@ -379,6 +436,17 @@ mod tests {
                     }
                     if side == 1 {
                         assert!(s.get("description").is_none(), "{path} has a description");
+                    }
+                    // Strict validators want a keyword for one type beside that `type`.
+                    if s.get("type").is_none() {
+                        for kind in ["number", "string", "array", "object"] {
+                            for keyword in keywords_of(kind) {
+                                assert!(
+                                    s.get(*keyword).is_none(),
+                                    "{path}: {keyword} without type"
+                                );
+                            }
+                        }
                     }
                 }
                 // Each definition is referred to (none left over from inlining).

@@ -303,10 +303,10 @@ fn totem_run_exits_0_when_only_servers_were_left_unstarted() {
 /// The MCP Inspector's CLI from npm (its `--strict` mode checks tool-schema portability).
 const INSPECTOR: &str = "@modelcontextprotocol/inspector@2.12.0";
 
-#[test]
-fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
+/// The tool list of `totem mcp` in `cli`'s project as the Inspector in strict mode gets it; its
+/// stderr must hold nothing to report.
+fn strict_inspector_tool_list(cli: &Cli) -> Value {
     let dir = totem_tests::external::npm_install("mcp-inspector", &[INSPECTOR]);
-    let cli = Cli::new();
     let project = std::fs::canonicalize(cli.project.path()).expect("project");
     let output = Command::new(dir.join("node_modules/.bin/mcp-inspector"))
         .arg("--cli")
@@ -327,7 +327,45 @@ fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
         !err.contains("Warning") && !err.contains("Error"),
         "nothing to report: {err}"
     );
-    let listed: Value = serde_json::from_str(&out).expect("the tool list");
+    serde_json::from_str(&out).expect("the tool list")
+}
+
+/// Issue 35 item 4: every tool's input and output schema compiles under ajv's draft 2020-12
+/// validator in strict mode (it refused `minimum` beside an integer-or-null `anyOf` without
+/// `type`).
+#[test]
+fn every_tool_schema_compiles_under_ajv_strict() {
+    let cli = Cli::new();
+    let listed = strict_inspector_tool_list(&cli);
+    let ajv = totem_tests::external::npm_install("ajv", &["ajv@8.20.0", "ajv-formats@3.0.1"]);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/ajv_strict.mjs");
+    let mut child = Command::new("node")
+        .arg(script)
+        .env("AJV_DIR", ajv.join("node_modules"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("its stdin");
+        stdin
+            .write_all(listed.to_string().as_bytes())
+            .expect("send the tool list");
+    }
+    let output = child.wait_with_output().expect("node ends");
+    let report = totem_tests::external::script_report("ajv_strict.mjs", &output);
+    let tools = listed["tools"].as_array().map_or(0, Vec::len);
+    assert!(tools > 10, "{listed}");
+    assert_eq!(report["problems"], json!([]), "{report}");
+    assert_eq!(report["checked"], json!(tools * 2), "{report}");
+}
+
+#[test]
+fn the_strict_inspector_finds_nothing_to_report_in_the_tool_list() {
+    let cli = Cli::new();
+    let listed = strict_inspector_tool_list(&cli);
     let tools = listed["tools"].as_array().expect("tools");
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"model_list"), "{names:?}");
