@@ -3,7 +3,9 @@
 //! the test tools cache) and run by `node --test` (`editors/vscode/test/client.test.mjs`) against the real totemd, which the
 //! client starts itself, and the Ollama simulator: connect, list, prompt, stream, answer a
 //! question, files changed, undo, the daemon stopping and the client following on after it; the
-//! sessions list, its badge and the chat's blocks built from the same events.
+//! sessions list, its badge and the chat's blocks built from the same events. Then the `.vsix` in a
+//! real VS Code (code-server in chromium, `editors/vscode/test/e2e.mjs`), which also takes the
+//! README's screenshots of both themes (set `TOTEM_E2E_SHOTS` to keep them).
 
 mod cli_common;
 
@@ -28,16 +30,21 @@ fn run(command: &mut Command, what: &str) {
     );
 }
 
-/// The extension's build tools (its package.json's devDependencies), installed once.
+/// The extension's build tools and the chat page's libraries (its package.json's
+/// devDependencies), installed once.
 fn build_tools() -> PathBuf {
     totem_tests::external::npm_install(
-        "vscode-ext",
+        "vscode-ext-2",
         &[
             "esbuild@0.28.2",
             "typescript@5.9.3",
-            "@types/node@20",
+            "@types/node@20.19.25",
             "@types/vscode@1.96.0",
             "@vscode/vsce@3.9.2",
+            "markdown-it@14.1.0",
+            "@types/markdown-it@14.1.2",
+            "highlight.js@11.11.1",
+            "@vscode/codicons@0.0.45",
         ],
     )
 }
@@ -48,13 +55,14 @@ fn checkout(dir: &Path, tools: &Path) {
     for name in [
         "package.json",
         "tsconfig.json",
+        "build.mjs",
         "README.md",
         "LICENSE",
         ".vscodeignore",
     ] {
         std::fs::copy(vscode_dir().join(name), dir.join(name)).expect(name);
     }
-    for folder in ["src", "media"] {
+    for folder in ["src", "media", "webview"] {
         std::fs::create_dir_all(dir.join(folder)).expect(folder);
         for entry in std::fs::read_dir(vscode_dir().join(folder)).expect(folder) {
             let entry = entry.expect("entry");
@@ -106,6 +114,10 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
     for want in [
         "extension/package.json",
         "extension/out/extension.js",
+        "extension/out/chat.js",
+        "extension/out/chat.css",
+        "extension/out/codicon.css",
+        "extension/out/codicon.ttf",
         "extension/media/totem.svg",
         "extension/readme.md",
         "extension.vsixmanifest",
@@ -159,7 +171,7 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
                 SimEvent::text("Last words."),
             ])
         }));
-        sim.push(Reply::stream([SimEvent::text("a is one.")]));
+        sim.push(Reply::stream([SimEvent::text(RICH_ANSWER)]));
         sim.push(Reply::stream([SimEvent::tool_call(
             "c2",
             "edit",
@@ -167,15 +179,47 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         )]));
         sim.push(Reply::stream([SimEvent::text("Done again.")]));
         sim.push(Reply::stream([SimEvent::text("Back again.")]));
+        // Denied in the chat with a note; the model answers the denial.
+        sim.push(Reply::stream([SimEvent::tool_call(
+            "c3",
+            "edit",
+            json!({"path": "math.js", "oldString": "const b = 4;", "newString": "const b = 5;"}),
+        )]));
+        sim.push(Reply::stream([SimEvent::text("Understood, b stays four.")]));
+        // The model cannot be reached; Retry beside the error sends the prompt again.
+        sim.push(Reply::Error {
+            status: 404,
+            message: "model \"llama3.2:latest\" not found, try pulling it first".into(),
+            code: None,
+            retry_after: None,
+        });
+        sim.push(Reply::stream([SimEvent::text("Retried and answered.")]));
     }
     let vscode = tempfile::tempdir().expect("code-server's folders");
     let user = vscode.path().join("user");
     let extensions = vscode.path().join("extensions");
     std::fs::create_dir_all(user.join("User")).expect("user folder");
+    // `totem.command` as the e2e sets it later: a script that says it was used, then runs totem.
+    let wrapper = vscode.path().join("totem-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nexec '{}' \"$@\"\n",
+            vscode.path().join("wrapper-used").display(),
+            cli_common::binary("totem").display()
+        ),
+    )
+    .expect("totem-wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("chmod totem-wrapper");
     std::fs::write(
         user.join("User/settings.json"),
         json!({
             "totem.command": cli_common::binary("totem"),
+            "totem.defaultMode": "build",
             "security.workspace.trust.enabled": false,
             "workbench.startupEditor": "none",
             "workbench.tips.enabled": false,
@@ -247,6 +291,8 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         .env("TOTEM_BIN", cli_common::binary("totem"))
         .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
         .env("TOTEM_E2E_SIGNALS", vscode.path())
+        .env("TOTEM_E2E_SETTINGS", user.join("User/settings.json"))
+        .env("TOTEM_E2E_WRAPPER", &wrapper)
         .stdout(std::fs::File::create(&log).expect("e2e.log"))
         .stderr(std::process::Stdio::from(
             std::fs::File::options()
@@ -270,6 +316,15 @@ fn the_extension_packages_into_a_vsix_and_works_in_code_server() {
         panic!("the REPL on the extension's session: {e}");
     }
 }
+
+/// The answer to the selection: Markdown as models write it, to see it rendered (a table, a quote,
+/// links, highlighted code with its Copy button, a word too long for the view).
+const RICH_ANSWER: &str = "a is one. It is **declared** in [math.js](math.js) with `const`:\n\n\
+| name | value |\n|---|---|\n| a | 1 |\n| b | 2 |\n\n\
+> Constants cannot be assigned again.\n\n\
+```js\nconst a = 1; // the first\nfunction twice(x) { return 2 * x; }\n```\n\n\
+See <https://developer.mozilla.org/docs/Web/JavaScript/Reference/Statements/const>. \
+averyveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryveryverylongidentifier_in_one_word.";
 
 /// `totem attach` in a pty on the project's session once the extension has started one; answers
 /// the question of VS Code's second prompt with `o` once the e2e saw it in the chat (`asked` in

@@ -40,8 +40,9 @@ export class TotemError extends Error {
 export interface ClientOptions {
   /** totemd's socket; default: [socketPath]. */
   socket?: string;
-  /** The `totem` command, run as `totem daemon start` when no daemon answers. */
-  totem?: string;
+  /** The `totem` command, run as `totem daemon start` when no daemon answers; a function is asked
+   * each time the daemon is started (a changed setting is used without a reload). */
+  totem?: string | (() => string);
   /** Start the daemon when none answers (default true). */
   startDaemon?: boolean;
   client?: { name: string; version: string };
@@ -85,6 +86,8 @@ export class Subscription<E> {
 }
 
 const DISCONNECTED = -1;
+/** The daemon could not be started (the `totem` command is missing or failed). */
+export const CANNOT_START = -2;
 
 export class TotemClient {
   private socket: net.Socket | undefined;
@@ -100,6 +103,8 @@ export class TotemClient {
   /** The answer to `initialize` on the current connection. */
   server: { protocolVersion: number; server: { name: string; version: string }; capabilities: { methods: string[] }; notices?: string[] } | undefined;
   state: ConnectionState = "closed";
+  /** Why the last reconnection gave up. */
+  lastError: string | undefined;
 
   private constructor(private readonly options: ClientOptions) {}
 
@@ -261,16 +266,17 @@ export class TotemClient {
   }
 
   private startDaemon(): Promise<void> {
-    const totem = this.options.totem ?? "totem";
+    const option = this.options.totem ?? "totem";
+    const totem = typeof option === "function" ? option() : option;
     return new Promise((resolve, reject) => {
       const child = spawn(totem, ["daemon", "start"], { stdio: ["ignore", "ignore", "pipe"] });
       let stderr = "";
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-      child.on("error", (e) => reject(new TotemError(DISCONNECTED, `cannot run ${totem}: ${e.message}`)));
+      child.on("error", (e) => reject(new TotemError(CANNOT_START, `cannot run ${totem}: ${e.message}`)));
       child.on("exit", (code) =>
         code === 0
           ? resolve()
-          : reject(new TotemError(DISCONNECTED, `${totem} daemon start failed: ${stderr.trim()}`)),
+          : reject(new TotemError(CANNOT_START, `${totem} daemon start failed: ${stderr.trim()}`)),
       );
     });
   }
@@ -358,7 +364,9 @@ export class TotemClient {
       } catch (e) {
         this.socket?.destroy();
         this.socket = undefined;
-        if (Date.now() > deadline) {
+        // A daemon that cannot be started will not come by waiting: say so at once.
+        if (Date.now() > deadline || (e instanceof TotemError && e.code === CANNOT_START)) {
+          this.lastError = e instanceof Error ? e.message : String(e);
           this.options.log?.(`gave up connecting again: ${String(e)}`);
           this.setState("closed");
           return;

@@ -8,11 +8,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as vscode from "vscode";
 
-import { ChatView, type ChatState } from "./chat.js";
+import { ChatView, type ChatState, type DaemonState } from "./chat.js";
 import { type DaemonEvent, type SessionEvent, type Subscription, TotemClient, TotemError } from "./client.js";
 import { displayable } from "./display.js";
 import { applyBackward, applyForward } from "./patch.js";
-import { type Session, type SessionItem, SessionsState, Transcript, attachmentLabel } from "./state.js";
+import { type Session, type SessionItem, SessionsState, Transcript, attachmentLabel, questionSentence } from "./state.js";
 
 const VERSION = "0.1.0";
 const CONFLICT = -32009;
@@ -46,12 +46,10 @@ interface ChangedFile {
 
 type Reply = { type: "once" | "alwaysSession" | "alwaysProject" } | { type: "deny"; note?: string };
 
-const ANSWERS: [string, Reply["type"]][] = [
-  ["Allow once", "once"],
-  ["Always for this session", "alwaysSession"],
-  ["Always for project", "alwaysProject"],
-  ["Deny", "deny"],
-];
+interface ModelInfo {
+  name: string;
+  capabilities?: { thinking?: boolean };
+}
 
 let totem: Totem | undefined;
 
@@ -94,7 +92,8 @@ class SessionsTree implements vscode.TreeDataProvider<SessionItem> {
   }
 
   getChildren(): SessionItem[] {
-    return this.totem.sessions?.sorted() ?? [];
+    // Empty while the daemon is away, so that the view's welcome says so and offers to start it.
+    return this.totem.daemon === "up" || this.totem.daemon === "reconnecting" ? (this.totem.sessions?.sorted() ?? []) : [];
   }
 
   getTreeItem(s: SessionItem): vscode.TreeItem {
@@ -156,9 +155,12 @@ export class Totem {
   sessions: SessionsState | undefined;
   current: { id: string; title: string; transcript: Transcript; sub?: Subscription<SessionEvent> } | undefined;
   private questions = new Map<string, Question>();
-  private asking = new Set<string>();
+  /** The notification of each question, withdrawn by calling it (answered here or elsewhere). */
+  private notices = new Map<string, () => void>();
   private pending: Attachment[] = [];
-  private models: string[] = [];
+  private models: ModelInfo[] = [];
+  daemon: DaemonState = "starting";
+  private daemonError: string | undefined;
   private defaultModel: string | undefined;
   private lastModel: string | undefined;
   private undonePrompt: string | undefined;
@@ -197,6 +199,8 @@ export class Totem {
         }),
       );
     command("totem.openChat", () => this.openChat());
+    command("totem.startDaemon", () => this.startDaemon());
+    command("totem.reply", (id: string, action: string) => this.reply(id, action));
     command("totem.newSession", () => this.newSession());
     command("totem.openSession", (id: string) => this.openSession(id));
     command("totem.renameSession", (item?: SessionItem) => this.rename(item));
@@ -213,10 +217,26 @@ export class Totem {
     command("totem.showChange", (file: ChangedFile) => this.showChange(file));
     command("totem.refreshChanges", () => this.changesTree.refresh());
     command("totem.showLog", () => this.log.show());
+    d.push(
+      vscode.workspace.onDidChangeConfiguration(async (e) => {
+        // A changed default wins over what was picked before it.
+        if (e.affectsConfiguration("totem.defaultMode")) {
+          await this.context.workspaceState.update("pickedMode", undefined);
+        }
+        if (e.affectsConfiguration("totem.defaultModel")) {
+          await this.context.workspaceState.update("pickedModel", undefined);
+        }
+        if (e.affectsConfiguration("totem")) {
+          this.drawStatus();
+          this.draw();
+        }
+      }),
+    );
     this.status.command = "totem.openChat";
     this.status.name = "Totem";
     this.status.show();
     this.drawStatus();
+    this.setDaemon("starting");
   }
 
   dispose(): void {
@@ -230,12 +250,35 @@ export class Totem {
     return vscode.workspace.getConfiguration("totem");
   }
 
+  // A mode or model picked in the chat holds until its setting changes: each pick remembers the
+  // setting it was made under, and a changed setting wins again.
+
   get mode(): string {
-    return this.context.workspaceState.get<string>("mode") ?? (this.config.get<string>("defaultMode") || "build");
+    const setting = this.config.get<string>("defaultMode") || "build";
+    const picked = this.context.workspaceState.get<{ value: string; setting: string }>("pickedMode");
+    return picked && picked.setting === setting ? picked.value : setting;
   }
 
   get model(): string | undefined {
-    return this.context.workspaceState.get<string>("model") ?? (this.config.get<string>("defaultModel") || undefined);
+    const setting = this.config.get<string>("defaultModel") || "";
+    const picked = this.context.workspaceState.get<{ value: string; setting: string }>("pickedModel");
+    return (picked && picked.setting === setting ? picked.value : setting) || undefined;
+  }
+
+  private async pick(what: "mode" | "model", value: string): Promise<void> {
+    const setting = this.config.get<string>(what === "mode" ? "defaultMode" : "defaultModel") || (what === "mode" ? "build" : "");
+    const key = what === "mode" ? "pickedMode" : "pickedModel";
+    await this.context.workspaceState.update(key, value === setting ? undefined : { value, setting });
+  }
+
+  /** The model the next prompt goes to, as far as known. */
+  private get nextModel(): string | undefined {
+    return this.model ?? this.defaultModel;
+  }
+
+  /** Whether `model` can think (unknown models are taken to). */
+  private thinks(model: string | undefined): boolean {
+    return this.models.find((m) => m.name === model)?.capabilities?.thinking ?? true;
   }
 
   get reasoning(): string | undefined {
@@ -264,6 +307,24 @@ export class Totem {
     return this.connecting;
   }
 
+  /** The daemon's state as the views show it (the `totem.daemon` context key picks the welcome). */
+  private setDaemon(state: DaemonState, error?: string): void {
+    this.daemon = state;
+    this.daemonError = state === "down" ? error : undefined;
+    void vscode.commands.executeCommand("setContext", "totem.daemon", state);
+    this.sessionsTree.refresh();
+    void this.changesTree.refresh();
+    this.drawStatus();
+    this.draw();
+  }
+
+  /** "Start Totem" in the views: connects, starting the daemon with the current `totem.command`. */
+  private async startDaemon(): Promise<void> {
+    if (!(await this.connect())) {
+      void showError(`Totem: the daemon could not be started. ${this.daemonError ?? ""}`);
+    }
+  }
+
   private async dial(): Promise<TotemClient | undefined> {
     const root = this.root();
     if (!root) {
@@ -271,19 +332,19 @@ export class Totem {
       return undefined;
     }
     let client: TotemClient;
+    this.setDaemon("starting");
     try {
       client = await TotemClient.connect({
         socket: this.config.get<string>("socketPath") || undefined,
-        totem: this.config.get<string>("command") || "totem",
+        // Read each time the daemon is started: a changed setting needs no reload.
+        totem: () => this.config.get<string>("command") || "totem",
         client: { name: "totem-vscode", version: VERSION },
         log: (line) => this.log.debug(line),
         reconnectMs: 60_000,
       });
     } catch (e) {
-      this.drawStatus("Totem: not connected");
-      void showError(
-        `Totem cannot reach totemd: ${message(e)}. Check the "totem.command" setting, or run \`totem daemon start\` in a terminal.`,
-      );
+      this.log.warn(`cannot reach totemd: ${message(e)}`);
+      this.setDaemon("down", `${sentence(message(e))} Check the Totem: Command setting (totem.command).`);
       return undefined;
     }
     this.client = client;
@@ -293,11 +354,18 @@ export class Totem {
     }
     client.onState((state) => {
       this.log.info(`connection ${state}`);
-      if (state === "closed") {
-        void showError("Totem lost totemd and could not reach it again; run Totem: Open Chat to try again.");
+      if (this.client !== client) {
+        return;
       }
-      this.drawStatus();
-      this.draw();
+      if (state === "closed") {
+        for (const id of [...this.notices.keys()]) {
+          this.withdraw(id);
+        }
+        const why = client.lastError ? ` ${sentence(client.lastError)}` : "";
+        this.setDaemon("down", `It stopped and could not be started again.${why}`);
+      } else {
+        this.setDaemon(state === "connected" ? "up" : "reconnecting");
+      }
     });
     client.onReconnected(() => {
       void showInfo("Totem: reconnected to totemd");
@@ -305,6 +373,14 @@ export class Totem {
     });
     await this.afterConnect(client, false);
     await client.subscribeDaemon((event) => this.onDaemon(event));
+    this.setDaemon("up");
+    // A new connection (the daemon started again from the views): the open session is followed
+    // again, from its start, by a new transcript.
+    const open = this.current?.id;
+    this.current = undefined;
+    if (open && this.sessions?.get(open)) {
+      await this.openSession(open);
+    }
     await this.openLatest();
     return client;
   }
@@ -316,12 +392,15 @@ export class Totem {
     this.sessions ??= new SessionsState(this.project.id);
     if (again) {
       this.questions.clear();
+      for (const id of [...this.notices.keys()]) {
+        this.withdraw(id);
+      }
     }
     this.sessions.load(page.items);
     const models = await client
-      .request<{ models: { name: string }[]; defaultModel?: string }>("model.list", {})
+      .request<{ models: ModelInfo[]; defaultModel?: string }>("model.list", {})
       .catch(() => ({ models: [], defaultModel: undefined }));
-    this.models = models.models.map((m) => m.name);
+    this.models = models.models;
     this.defaultModel = models.defaultModel;
     this.redraw();
     void this.changesTree.refresh();
@@ -349,12 +428,14 @@ export class Totem {
         const q = event.question as Question;
         if (this.sessions?.get(q.sessionId) && !this.questions.has(q.id)) {
           this.questions.set(q.id, q);
-          void this.ask(q);
+          this.notify(q);
         }
         break;
       }
       case "permission.resolved":
+        // Answered here, in another client, or withdrawn: its notification goes too.
         this.questions.delete(event.questionId as string);
+        this.withdraw(event.questionId as string);
         break;
       case "session.deleted":
         if (this.current?.id === event.sessionId) {
@@ -465,18 +546,29 @@ export class Totem {
 
   private chatState(): ChatState {
     const item = this.current ? this.sessions?.get(this.current.id) : undefined;
+    const blocks = this.current?.transcript.blocks ?? [];
+    const lastEnd = [...blocks].reverse().find((b) => b.kind === "end");
+    const next = this.nextModel;
+    const thinks = this.thinks(next);
+    const reasoning = this.reasoning ?? "";
+    const setting = this.config.get<string>("defaultMode") || "build";
     return {
-      connection: this.client?.state ?? "closed",
+      daemon: this.daemon,
+      daemonError: this.daemonError,
       session: this.current ? { id: this.current.id, title: item?.title ?? this.current.title } : undefined,
       activity: item?.activity ?? "idle",
-      blocks: this.current?.transcript.blocks ?? [],
+      blocks,
       open: [...this.questions.values()].filter((q) => q.sessionId === this.current?.id).map((q) => q.id),
       attachments: this.pending.map((a) => attachmentLabel(a)),
       mode: this.mode,
+      modes: [...new Set(["build", "plan", setting, this.mode])],
       model: this.model ?? "",
-      reasoning: this.reasoning ?? "",
-      models: this.models,
+      reasoning,
+      models: this.models.map((m) => m.name),
       defaultModel: this.defaultModel ?? "",
+      hint: reasoning && !thinks ? `Reasoning has no effect: ${next ?? "this model"} does not think.` : "",
+      thinks,
+      retry: lastEnd?.kind === "end" && lastEnd.status === "failed" && item?.activity === "idle" ? lastEnd.runId : undefined,
     };
   }
 
@@ -487,7 +579,16 @@ export class Totem {
           this.draw();
           return;
         case "send":
-          return await this.send(m.text as string, this.takePending());
+          return await this.send(m.text as string, this.takePending(), true);
+        case "retry":
+          return await this.retry(m.runId as string);
+        case "startDaemon":
+          return await this.startDaemon();
+        case "open":
+          return await this.openLink(String(m.href));
+        case "copy":
+          await vscode.env.clipboard.writeText(String(m.text));
+          return;
         case "answer":
           return await this.answer(m.id as string, m.reply as Reply);
         case "showDiff": {
@@ -495,10 +596,10 @@ export class Totem {
           return q ? await this.showProposed(q) : undefined;
         }
         case "mode":
-          await this.context.workspaceState.update("mode", m.value || undefined);
+          await this.pick("mode", String(m.value || ""));
           break;
         case "model":
-          await this.context.workspaceState.update("model", m.value || undefined);
+          await this.pick("model", String(m.value || ""));
           break;
         case "reasoning":
           await this.context.workspaceState.update("reasoning", m.value || undefined);
@@ -535,17 +636,19 @@ export class Totem {
     await vscode.commands.executeCommand("totem.chat.focus");
   }
 
-  /** Sends a prompt to the open session (a new one when none is open). */
-  async send(text: string, attachments: Attachment[]): Promise<void> {
+  /** Sends a prompt to the open session (a new one when none is open). The chat's box is emptied
+   * once it is taken; while the daemon cannot be reached the prompt stays there. */
+  async send(text: string, attachments: Attachment[], fromChat = false): Promise<void> {
     const client = await this.connect();
-    if (!client) {
-      return;
-    }
-    if (!this.current) {
-      await this.newSession();
-    }
-    const current = this.current;
-    if (!current) {
+    const current = client ? (this.current ?? (await this.newSession(), this.current)) : undefined;
+    if (!client || !current) {
+      // Kept for later: the chat's banner says the daemon is not running and offers to start it.
+      this.pending = [...attachments, ...this.pending];
+      this.chat.restorePrompt(text);
+      this.draw();
+      if (!fromChat) {
+        void showWarning("Totem's daemon is not running: your prompt waits in the chat's box.");
+      }
       return;
     }
     try {
@@ -562,6 +665,44 @@ export class Totem {
       this.chat.restorePrompt(text);
       throw e;
     }
+    this.chat.sent(text);
+  }
+
+  /** Retry beside a failed run: its prompt (and attachments) sent again. */
+  private async retry(runId: string): Promise<void> {
+    const prompt = this.current?.transcript.blocks.find((b) => b.kind === "user" && b.runId === runId);
+    if (prompt?.kind !== "user") {
+      void showInfo("Totem: that run's prompt is no longer in the chat.");
+      return;
+    }
+    await this.send(prompt.text, prompt.sent ?? [], true);
+  }
+
+  /** A link of an answer: web pages open in the browser, a path opens the project's file (at its
+   * `#L12` line). Anything else (`command:`, `file:` outside the project) is not opened. */
+  private async openLink(href: string): Promise<void> {
+    if (/^(https?|mailto):/i.test(href)) {
+      await vscode.env.openExternal(vscode.Uri.parse(href));
+      return;
+    }
+    if (/^[a-z][a-z0-9+.-]*:/i.test(href) || !this.project) {
+      return;
+    }
+    const [rel, fragment] = href.split("#");
+    let name = rel;
+    try {
+      name = decodeURIComponent(rel);
+    } catch {
+      // shown as written
+    }
+    const file = path.resolve(this.project.path, name);
+    if (!file.startsWith(this.project.path + path.sep) || !fs.existsSync(file)) {
+      void showInfo(`Totem: ${name} is not a file of this project.`);
+      return;
+    }
+    const line = Number(/^L(\d+)/.exec(fragment ?? "")?.[1] ?? 0);
+    const pos = new vscode.Position(Math.max(line - 1, 0), 0);
+    await vscode.window.showTextDocument(vscode.Uri.file(file), { selection: new vscode.Range(pos, pos), preview: true });
   }
 
   private async rename(item?: SessionItem): Promise<void> {
@@ -662,47 +803,67 @@ export class Totem {
 
   // Questions --------------------------------------------------------------------------------
 
-  /** A question as a notification; "Show diff" opens the proposed change and asks again. */
-  private async ask(q: Question): Promise<void> {
-    if (this.asking.has(q.id)) {
+  /** A question as a notification: one sentence and four short actions (Allow, Always…, Deny,
+   * Diff). It is a progress notification, the one kind an extension can take back: it goes as
+   * soon as the question is answered, here, in the chat or in another client. */
+  private notify(q: Question): void {
+    if (this.notices.has(q.id)) {
       return;
     }
-    this.asking.add(q.id);
-    try {
-      const verb = q.kind === "execute" ? "run" : q.kind;
-      const title = this.sessions?.get(q.sessionId)?.title;
-      const explanation = q.explanation ? ` — ${q.explanation}` : "";
-      // One line: a notification must not hide a line of the command (escapes show CR, ESC, newlines).
-      const text = displayable(`Totem${title ? ` (${title})` : ""}: ${q.tool} wants to ${verb} ${q.target}${explanation}`, true);
-      const buttons = ANSWERS.map(([label]) => label);
-      if (q.diff) {
-        buttons.push("Show diff");
-      }
-      for (;;) {
-        const choice = await showWarning(text, ...buttons);
-        if (!this.questions.has(q.id)) {
-          return; // answered elsewhere meanwhile
-        }
-        if (choice === "Show diff") {
-          await this.showProposed(q);
-          continue;
-        }
-        const answer = ANSWERS.find(([label]) => label === choice)?.[1];
-        if (!answer) {
-          return; // put aside: the status bar and the chat still show it
-        }
-        if (answer === "deny") {
-          const note = await vscode.window.showInputBox({ prompt: "Deny. A note for the model (optional)" });
-          if (note === undefined) {
-            continue;
-          }
-          return await this.answer(q.id, note.trim() ? { type: "deny", note: note.trim() } : { type: "deny" });
-        }
-        return await this.answer(q.id, { type: answer } as Reply);
-      }
-    } finally {
-      this.asking.delete(q.id);
+    const title = this.sessions?.get(q.sessionId)?.title;
+    const action = (label: string, what: string) =>
+      `[${label}](command:totem.reply?${encodeURIComponent(JSON.stringify([q.id, what]))})`;
+    const actions = [action("Allow", "once"), action("Always…", "always"), action("Deny", "deny")];
+    if (q.diff) {
+      actions.push(action("Diff", "diff"));
     }
+    // Project and model text cannot make a link of its own ("](" is what starts one).
+    const other = q.sessionId !== this.current?.id && title ? `In "${title}": ` : "";
+    const said = `${other}${questionSentence(q)}`.replace(/\]\(/g, "] (");
+    const text = `${displayable(said, true)} ${actions.join(" · ")}`;
+    let withdraw: () => void = () => undefined;
+    const gone = new Promise<void>((resolve) => (withdraw = resolve));
+    this.notices.set(q.id, withdraw);
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: text }, () => gone);
+  }
+
+  private withdraw(id: string): void {
+    this.notices.get(id)?.();
+    this.notices.delete(id);
+  }
+
+  /** An action of a question's notification: "once", "always" (asks for how far), "deny" (asks
+   * for a note) or "diff" (opens the proposed change; the notification stays). */
+  private async reply(id: string, action: string): Promise<void> {
+    const q = this.questions.get(id);
+    if (!q) {
+      this.withdraw(id);
+      void showInfo("Totem: that question was already answered.");
+      return;
+    }
+    if (action === "diff") {
+      return await this.showProposed(q);
+    }
+    if (action === "always") {
+      const choice = await vscode.window.showQuickPick(
+        [
+          { label: "For this session", value: "alwaysSession" as const },
+          { label: "For this project", value: "alwaysProject" as const, description: "remembered in the project's settings" },
+        ],
+        { placeHolder: `Always allow: ${questionSentence(q)}` },
+      );
+      return choice ? await this.answer(id, { type: choice.value }) : undefined;
+    }
+    if (action === "deny") {
+      const note = await vscode.window.showInputBox({
+        prompt: "Deny. A note for the model (optional): what to do instead",
+      });
+      if (note === undefined) {
+        return;
+      }
+      return await this.answer(id, note.trim() ? { type: "deny", note: note.trim() } : { type: "deny" });
+    }
+    return await this.answer(id, { type: "once" });
   }
 
   private async answer(id: string, reply: Reply): Promise<void> {
@@ -722,9 +883,11 @@ export class Totem {
       }
     }
     this.questions.delete(id);
+    this.withdraw(id);
     this.redraw();
   }
 
+  /** The status bar's "waiting for you": the chat, at the question. */
   private async showQuestion(): Promise<void> {
     const q = [...this.questions.values()][0];
     if (!q) {
@@ -734,7 +897,8 @@ export class Totem {
     if (this.sessions?.get(q.sessionId) && this.current?.id !== q.sessionId) {
       await this.openSession(q.sessionId);
     }
-    await this.ask(q);
+    await vscode.commands.executeCommand("totem.chat.focus");
+    this.notify(q);
   }
 
   /** VS Code's diff editor: the file as it is, and as the question proposes it. */
@@ -836,12 +1000,15 @@ export class Totem {
 
   private async pickModel(): Promise<void> {
     await this.connect();
-    const items = [{ label: "Default", description: this.defaultModel ?? "", value: "" }].concat(
-      this.models.map((m) => ({ label: m, description: "", value: m })),
+    // A model that cannot think says that the reasoning picked has no effect on it.
+    const note = (name: string | undefined) =>
+      this.reasoning && !this.thinks(name) ? `does not think: reasoning ${this.reasoning} has no effect` : "";
+    const items = [{ label: "Default", description: [this.defaultModel ?? "", note(this.defaultModel)].filter(Boolean).join(" · "), value: "" }].concat(
+      this.models.map((m) => ({ label: m.name, description: note(m.name), value: m.name })),
     );
     const choice = await vscode.window.showQuickPick(items, { placeHolder: `Model (now ${this.model ?? "the default"})` });
     if (choice) {
-      await this.context.workspaceState.update("model", choice.value || undefined);
+      await this.pick("model", choice.value);
       this.drawStatus();
       this.draw();
     }
@@ -856,17 +1023,20 @@ export class Totem {
       { placeHolder: `Mode (now ${this.mode}); an agent of settings.json can be typed in the chat` },
     );
     if (choice) {
-      await this.context.workspaceState.update("mode", choice.label);
+      await this.pick("mode", choice.label);
       this.draw();
     }
   }
 
   private async pickReasoning(): Promise<void> {
-    const choice = await vscode.window.showQuickPick(["default", "off", "low", "medium", "high"], {
-      placeHolder: `Reasoning (now ${this.reasoning ?? "default"})`,
-    });
+    const model = this.nextModel;
+    const none = this.thinks(model) ? "" : `no effect: ${model} does not think`;
+    const choice = await vscode.window.showQuickPick(
+      ["default", "off", "low", "medium", "high"].map((label) => ({ label, description: label === "default" ? "" : none })),
+      { placeHolder: `Reasoning (now ${this.reasoning ?? "default"})` },
+    );
     if (choice) {
-      await this.context.workspaceState.update("reasoning", choice === "default" ? undefined : choice);
+      await this.context.workspaceState.update("reasoning", choice.label === "default" ? undefined : choice.label);
       this.draw();
     }
   }
@@ -882,9 +1052,13 @@ export class Totem {
     if (override) {
       s.text = `$(circle-slash) ${override}`;
       s.tooltip = "Totem: not connected to totemd";
+    } else if (this.daemon === "starting") {
+      s.text = "$(sync~spin) Totem: starting…";
+      s.tooltip = "Totem: starting the daemon";
     } else if (!this.client || this.client.state === "closed") {
-      s.text = "$(circle-slash) Totem";
-      s.tooltip = "Totem: not connected; click to connect";
+      s.text = "$(circle-slash) Totem: not running";
+      s.tooltip = "Totem's daemon is not running; click to start it";
+      s.command = "totem.startDaemon";
     } else if (this.client.state === "reconnecting") {
       s.text = "$(sync~spin) Totem: reconnecting…";
       s.tooltip = "Totem: totemd went away; connecting again";
@@ -913,6 +1087,12 @@ function showWarning(text: string, ...rest: unknown[]): Thenable<string | undefi
 }
 function showInfo(text: string, ...rest: unknown[]): Thenable<string | undefined> {
   return (vscode.window.showInformationMessage as Show)(displayable(text), ...rest);
+}
+
+/** A message as a sentence: capital first, full stop last. */
+function sentence(text: string): string {
+  const t = text.trim();
+  return t.charAt(0).toUpperCase() + t.slice(1) + (/[.!?]$/.test(t) ? "" : ".");
 }
 
 function message(e: unknown): string {

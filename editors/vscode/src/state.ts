@@ -116,7 +116,7 @@ export class SessionsState {
 export type Block = BlockBody & { runId?: string; undone?: boolean };
 
 type BlockBody =
-  | { kind: "user"; text: string; attachments: string[] }
+  | { kind: "user"; text: string; attachments: string[]; sent?: { path: string; range?: { startLine: number; endLine: number } }[] }
   | { kind: "text"; text: string; streaming: boolean }
   | { kind: "reasoning"; text: string; streaming: boolean; folded: boolean }
   | { kind: "tool"; callId: string; line: string; result?: string; error?: boolean }
@@ -141,6 +141,25 @@ export function toolLine(tool: string, input: Record<string, unknown>): string {
     }
   }
   return tool;
+}
+
+/** A permission question as one plain sentence (no rule trace, no markup): what Totem wants to do. */
+export function questionSentence(q: { tool: string; kind: string; target: string; diff?: string }): string {
+  const target = q.target.split("\n")[0] + (q.target.includes("\n") ? " …" : "");
+  switch (q.kind) {
+    case "read":
+      return `Totem wants to read ${target}.`;
+    case "write":
+      return q.diff && /^--- \/dev\/null/m.test(q.diff) ? `Totem wants to create ${target}.` : `Totem wants to change ${target}.`;
+    case "execute":
+      return `Totem wants to run ${target}`;
+    case "mcp":
+      return `Totem wants to use the MCP tool ${q.tool} (${target}).`;
+    case "mcpServer":
+      return `Totem wants to start the MCP server ${target}.`;
+    default:
+      return `Totem wants to use ${q.tool} on ${target}.`;
+  }
 }
 
 /** How an attachment is named under its prompt. */
@@ -185,7 +204,8 @@ export class Transcript {
         }
         const text = message.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])).join("\n");
         const attachments = message.parts.flatMap((p) => (p.type === "attachment" ? [attachmentLabel(p)] : []));
-        this.blocks.push({ kind: "user", text, attachments, runId: message.runId });
+        const sent = message.parts.flatMap((p) => (p.type === "attachment" ? [{ path: p.path, ...(p.range ? { range: p.range } : {}) }] : []));
+        this.blocks.push({ kind: "user", text, attachments, sent, runId: message.runId });
         return;
       }
       case "part.started": {
@@ -218,7 +238,7 @@ export class Transcript {
         this.blocks.push({
           kind: "question",
           id: q.id,
-          line: `${q.tool} wants to ${q.kind} ${q.target}`,
+          line: questionSentence(q),
           diff: q.diff,
           truncated: q.truncated,
           runId: q.runId,

@@ -104,7 +104,7 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   assert.match(run1, /^run_/);
   assert.ok(chat.blocks.every((b) => b.runId === run1), "every block knows its run");
   assert.deepEqual(plain(chat.blocks), [
-    { kind: "user", text: "hi", attachments: [] },
+    { kind: "user", text: "hi", attachments: [], sent: [] },
     { kind: "text", text: "Hello from the sim.", streaming: false },
     { kind: "end", status: "done", error: undefined },
   ]);
@@ -127,7 +127,7 @@ test("connect, prompt, stream, answer, files changed, undo, daemon restart", asy
   assert.equal(sessions.badge(), 0);
   await until("idle again", () => sessions.get(session.id).activity === "idle");
   const asked2 = chat.blocks.find((b) => b.kind === "question");
-  assert.equal(asked2.line, "edit wants to write math.js");
+  assert.equal(asked2.line, "Totem wants to change math.js.");
   assert.equal(asked2.answer, "once");
   assert.match(asked2.diff, /-const b = 2;/);
   const tool = chat.blocks.find((b) => b.kind === "tool");
