@@ -31,6 +31,8 @@ export interface ChatState {
   hint: string;
   /** Whether the model of the next prompt can think (the reasoning levels say "no effect" if not). */
   thinks: boolean;
+  /** The models that cannot think (with a reasoning level picked, the model picker says so). */
+  cannotThink: string[];
   /** The run a Retry is offered for: the session's last run, when it failed. */
   retry?: string;
 }

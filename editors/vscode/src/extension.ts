@@ -568,6 +568,7 @@ export class Totem {
       defaultModel: this.defaultModel ?? "",
       hint: reasoning && !thinks ? `Reasoning has no effect: ${next ?? "this model"} does not think.` : "",
       thinks,
+      cannotThink: this.models.filter((m) => m.capabilities?.thinking === false).map((m) => m.name),
       retry: lastEnd?.kind === "end" && lastEnd.status === "failed" && item?.activity === "idle" ? lastEnd.runId : undefined,
     };
   }

@@ -120,6 +120,7 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
     await until("the no-effect hint", async () => (await chat.locator("#hint").innerText().catch(() => "")).includes("has no effect"));
     assert.match(await chat.locator("#hint").innerText(), /Reasoning has no effect: .*llama3\.2:latest does not think\./);
     assert.ok((await chat.locator("#reasoning option[value=high]").innerText()).includes("(no effect)"));
+    assert.match(await chat.locator("#model option").first().innerText(), /llama3\.2:latest\) \(does not think\)$/);
     await chat.locator("#reasoning").selectOption("");
     await until("the hint gone", async () => !(await chat.locator("#hint").isVisible()));
     // A mode picked in the chat holds until totem.defaultMode changes; then the setting wins.

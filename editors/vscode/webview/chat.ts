@@ -38,6 +38,7 @@ interface State {
   hint: string;
   /** Reasoning levels say "no effect" when the model of the next prompt cannot think. */
   thinks: boolean;
+  cannotThink: string[];
   /** The run whose failure can be retried (the last run, when it failed). */
   retry?: string;
 }
@@ -313,9 +314,13 @@ function draw(): void {
     }),
   );
   options($("mode"), s.modes.map((m) => [m, `Mode: ${m}`]), s.mode);
+  // With a reasoning level picked, a model that cannot think says that the level does nothing.
+  const noThink = (m: string) => (s.reasoning && s.cannotThink.includes(m) ? " (does not think)" : "");
   options(
     $("model"),
-    [["", `Model: default (${s.defaultModel || "none"})`] as [string, string]].concat(s.models.map((m) => [m, `Model: ${m}`])),
+    [["", `Model: default (${s.defaultModel || "none"})${noThink(s.defaultModel)}`] as [string, string]].concat(
+      s.models.map((m) => [m, `Model: ${m}${noThink(m)}`]),
+    ),
     s.model,
   );
   const none = s.thinks ? "" : " (no effect)";
