@@ -27,7 +27,8 @@ impl Env {
         let mut command = self.cli.command(["attach", "--new"]);
         command.env("TERM", "xterm");
         if color {
-            command.env_remove("NO_COLOR");
+            // A terminal that says it takes 24-bit colours (cli_repl_screen checks the others).
+            command.env_remove("NO_COLOR").env("COLORTERM", "truecolor");
         }
         let mut session = Session::spawn(command).expect("spawn totem in a pty");
         session.set_expect_timeout(Some(Duration::from_secs(30)));
