@@ -414,7 +414,9 @@ impl Repl<'_> {
 
     async fn model(&mut self, arg: &str) -> anyhow::Result<()> {
         if !arg.is_empty() {
-            let resolved = match self.models().await {
+            // Asked again each time: a provider may have been added or removed since (another
+            // client, a changed settings.json).
+            let resolved = match self.fresh_models().await {
                 Some(list) if !list.models.is_empty() => super::status::resolve_model(list, arg),
                 // Nothing listed to check against: the daemon says at the prompt.
                 _ => Ok(arg.to_string()),

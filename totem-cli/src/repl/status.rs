@@ -138,6 +138,15 @@ impl Repl<'_> {
         self.note(&format!("◆ {line}"));
     }
 
+    /// The models as the daemon lists them now; the last list when it does not answer in time.
+    pub(super) async fn fresh_models(&mut self) -> Option<&ModelList> {
+        let client = self.connection.client.clone();
+        if let Some(list) = fetch_models(client, Duration::from_secs(5)).await {
+            self.models = Some(list);
+        }
+        self.models.as_ref()
+    }
+
     /// The models, asked again when none are known yet.
     pub(super) async fn models(&mut self) -> Option<&ModelList> {
         if self.models.as_ref().is_none_or(|l| l.models.is_empty()) {
