@@ -1,7 +1,9 @@
 //! What the REPL leaves on screen, checked on the frames a terminal would show (every byte the
 //! REPL wrote, fed to a `vt100` terminal of the pty's size), against the Ollama simulator
 //! streaming slowly: the conversation's order kept while prompts are typed during a run, no
-//! frozen spinner, a partial answer shown once after Ctrl-C, Esc that aborts and eats no key.
+//! frozen spinner, a partial answer shown once after Ctrl-C, Esc that aborts and eats no key;
+//! Markdown rendered while its line streams, tables that line up, 256 colours unless the terminal
+//! says it takes 24-bit ones, `/model` that sees providers change, and the words around them.
 
 mod cli_common;
 
@@ -25,7 +27,12 @@ struct Screen {
 impl Screen {
     /// `totem attach --new` on the simulator's model; `env` sets more variables.
     fn start(cli: &SimCli, env: &[(&str, Option<&str>)]) -> Screen {
-        let mut command = cli.cli.command(["attach", "--new"]);
+        Screen::attach(cli, &["attach", "--new"], env)
+    }
+
+    /// `totem ARGS` on the simulator's model.
+    fn attach(cli: &SimCli, args: &[&str], env: &[(&str, Option<&str>)]) -> Screen {
+        let mut command = cli.cli.command(args);
         command.env("TERM", "xterm").env_remove("COLORTERM");
         for (name, value) in env {
             match value {
@@ -217,4 +224,138 @@ fn ctrl_c_shows_the_partial_answer_once_and_esc_aborts_without_eating_a_key() {
         "Esc without a run ate nothing:\n{shown}"
     );
     screen.leave();
+}
+
+/// The column of `mark` in the screen's line holding `text`.
+fn column(screen: &str, text: &str, mark: char) -> usize {
+    let line = &screen.lines().collect::<Vec<_>>()[row(screen, text)];
+    line.chars()
+        .position(|c| c == mark)
+        .unwrap_or_else(|| panic!("no {mark:?} in {line:?}:\n{screen}"))
+}
+
+#[test]
+fn the_line_being_streamed_shows_rendered_and_tables_line_up_in_256_colours() {
+    let env = SimCli::start();
+    let chunks = [
+        "## Ro",
+        "ute\n\nThe **wh",
+        "ole** thing uses `GET /",
+        "api` here.\n\n| name | n |\n|---|---|\n| a long name | 1 |\n| b | 22 |\n\n",
+        "```rust\nfn main() { let x = 1; }\n```\n\nEnd.\n",
+    ];
+    push(&env, chunks.map(SimEvent::text).to_vec(), 0, 600);
+    let mut screen = Screen::start(&env, &[("NO_COLOR", None), ("COLORTERM", None)]);
+    screen.send("render\r");
+    // Each unfinished line is on screen as it will be once done, its markup hidden.
+    for (needle, shown, raw) in [
+        ("Ro", "Ro", "## Ro"),
+        ("wh", "The wh", "**wh"),
+        ("GET /", "uses GET /", "`GET /"),
+    ] {
+        screen.wait(needle, "the line being streamed");
+        let now = screen.shown();
+        assert!(
+            now.contains(shown) && !now.contains(raw),
+            "{shown:?} shown, not {raw:?}:\n{now}"
+        );
+    }
+    screen.wait("End.", "the answer's end");
+    let end = screen.shown();
+    assert!(end.contains("The whole thing uses GET /api here."), "{end}");
+    let bar = column(&end, "name", '│');
+    for row_text in ["a long name", "b ", "─┼─"] {
+        let mark = if row_text == "─┼─" {
+            '┼'
+        } else {
+            '│'
+        };
+        assert_eq!(
+            column(&end, row_text, mark),
+            bar,
+            "the columns line up ({row_text:?}):\n{end}"
+        );
+    }
+    let bytes = String::from_utf8_lossy(&screen.bytes);
+    assert!(
+        bytes.contains("\x1b[38;5;") && !bytes.contains("\x1b[38;2;"),
+        "256 colours when COLORTERM does not say truecolor: {bytes:?}"
+    );
+    screen.leave();
+}
+
+#[test]
+fn model_sees_providers_added_and_removed_elsewhere() {
+    let env = SimCli::start();
+    let mut screen = Screen::start(&env, &[]);
+    let provider = |call: &str, params: serde_json::Value| {
+        env.runtime.block_on(async {
+            env.client()
+                .await
+                .call_raw(call, params)
+                .await
+                .unwrap_or_else(|e| panic!("{call}: {e}"))
+        });
+    };
+    provider(
+        "provider.add",
+        serde_json::json!({"name": "other", "kind": "ollama", "url": env.sim.url(),
+                           "defaultModel": "llama3.2:latest", "maxRetries": 0}),
+    );
+    screen.send("/model other/llama3.2:latest\r");
+    screen.wait(
+        "The next prompts use other/llama3.2:latest.",
+        "a provider added by another client is seen",
+    );
+    provider("provider.remove", serde_json::json!({"name": "other"}));
+    screen.send("/model other/llama3.2:latest\r");
+    screen.wait(
+        "no model other/llama3.2:latest",
+        "a provider removed by another client is gone",
+    );
+    screen.leave();
+}
+
+#[test]
+fn a_deny_note_is_its_own_sentence_and_a_replay_does_not_say_answered_elsewhere() {
+    let env = SimCli::start();
+    push(
+        &env,
+        vec![SimEvent::tool_call(
+            "c1",
+            "write",
+            serde_json::json!({"path": "a.txt", "content": "a\n"}),
+        )],
+        0,
+        0,
+    );
+    push(&env, vec![SimEvent::text("Understood.\n")], 0, 0);
+    let mut screen = Screen::start(&env, &[]);
+    screen.send("write a.txt\r");
+    screen.wait("Answer: o = once", "the question");
+    screen.send("d use tabs\r");
+    screen.wait("Understood.", "the answer after the denial");
+    screen.wait("✓ done", "the run's end");
+    let shown = screen.shown();
+    let said = "The user says: use tabs. Do not retry the same call.";
+    assert!(shown.contains(said), "{said:?}:\n{shown}");
+    let sent = {
+        let _guard = env.runtime.enter();
+        env.sim.chat_requests()[1].body.to_string()
+    };
+    assert!(sent.contains(said), "the model is told {said:?}: {sent}");
+    assert!(!shown.contains("another terminal"), "{shown}");
+    screen.leave();
+
+    // Attached again, the replay shows the question and its answer, and does not claim another
+    // terminal answered it.
+    let session = cli_common::session_ids(&env.cli)[0].clone();
+    let again = Screen::attach(&env, &["attach", "--session", &session], &[]);
+    let replayed = again.shown();
+    assert!(
+        replayed.contains("wants to write a.txt") && replayed.contains("Understood."),
+        "{replayed}"
+    );
+    assert!(!replayed.contains("another terminal"), "{replayed}");
+    again.leave();
 }

@@ -23,10 +23,17 @@ const DIFF_LINES: usize = 30;
 
 /// `⚙ bash  cargo test`.
 pub fn call_line(tool: &str, input: &Value, s: Style) -> String {
-    let detail = TELLING_FIELDS
-        .iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str))
-        .map(str::to_string)
+    let terminal = match tool {
+        "terminal" => terminal_detail(input),
+        _ => None,
+    };
+    let detail = terminal
+        .or_else(|| {
+            TELLING_FIELDS
+                .iter()
+                .find_map(|k| input.get(*k).and_then(Value::as_str))
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| match input {
             Value::Object(map) if map.is_empty() => String::new(),
             other => other.to_string(),
@@ -35,7 +42,7 @@ pub fn call_line(tool: &str, input: &Value, s: Style) -> String {
     let lines = detail.lines().filter(|l| !l.trim().is_empty()).count();
     let more = match lines {
         0 | 1 => String::new(),
-        n => s.dim(&format!(" (+{} lines)", n - 1)),
+        n => s.dim(&format!(" (+{} more lines in the command)", n - 1)),
     };
     format!(
         "{} {}{more}",
@@ -44,7 +51,39 @@ pub fn call_line(tool: &str, input: &Value, s: Style) -> String {
     )
 }
 
-/// `  ↳ first line (+12 lines)`, red for an error, or the diff it returned.
+/// What a `terminal` call does: what it types and into which terminal (`send to t1: npm init`,
+/// keys after), what it starts, what it waits for. None for an input of another shape.
+fn terminal_detail(input: &Value) -> Option<String> {
+    let field = |k: &str| input.get(k).and_then(Value::as_str);
+    let id = field("id").unwrap_or("?");
+    let until = field("pattern").map(|p| format!(" until /{p}/"));
+    let detail = match field("action")? {
+        "send" => {
+            let keys: Vec<&str> = input
+                .get("keys")
+                .and_then(Value::as_array)
+                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut typed = field("text").unwrap_or("").to_string();
+            if input.get("enter").and_then(Value::as_bool) != Some(false) && !typed.is_empty() {
+                typed.push_str(" ⏎");
+            }
+            if !keys.is_empty() {
+                if !typed.is_empty() {
+                    typed.push(' ');
+                }
+                typed.push_str(&format!("[{}]", keys.join(" ")));
+            }
+            format!("send to {id}: {typed}")
+        }
+        "start" => format!("start {}", field("command").unwrap_or("")),
+        "wait" => format!("wait on {id}{}", until.unwrap_or_default()),
+        other => format!("{other} {id}"),
+    };
+    Some(detail)
+}
+
+/// `  ↳ first line (+12 more lines of output)`, red for an error, or the diff it returned.
 pub fn result_lines(output: &str, is_error: bool, s: Style) -> String {
     if !is_error && looks_like_diff(output) {
         return diff_lines(output, s, DIFF_LINES, "");
@@ -53,7 +92,7 @@ pub fn result_lines(output: &str, is_error: bool, s: Style) -> String {
     let first = one_line(output, 100);
     let more = match total {
         0 | 1 => String::new(),
-        n => format!(" (+{} lines)", n - 1),
+        n => format!(" (+{} more lines of output)", n - 1),
     };
     let line = format!(
         "  ↳ {}{more}",
@@ -124,9 +163,33 @@ mod tests {
     fn a_result_is_one_line_with_a_count() {
         assert_eq!(
             result_lines("ok\nline 2\nline 3", false, PLAIN),
-            "  ↳ ok (+2 lines)\n"
+            "  ↳ ok (+2 more lines of output)\n"
         );
         assert_eq!(result_lines("", false, PLAIN), "  ↳ (no output)\n");
+    }
+
+    #[test]
+    fn a_terminal_call_shows_what_it_types_not_what_it_waits_for() {
+        let send = json!({"action": "send", "id": "t1", "text": "npm init", "pattern": "name:"});
+        assert_eq!(
+            call_line("terminal", &send, PLAIN),
+            "⚙ terminal send to t1: npm init ⏎"
+        );
+        let keys = json!({"action": "send", "id": "t2", "keys": ["down", "enter"]});
+        assert_eq!(
+            call_line("terminal", &keys, PLAIN),
+            "⚙ terminal send to t2: [down enter]"
+        );
+        let wait = json!({"action": "wait", "id": "t1", "pattern": "ready"});
+        assert_eq!(
+            call_line("terminal", &wait, PLAIN),
+            "⚙ terminal wait on t1 until /ready/"
+        );
+        let script = json!({"command": "cd x\nmake\nmake test"});
+        assert_eq!(
+            call_line("bash", &script, PLAIN),
+            "⚙ bash cd x (+2 more lines in the command)"
+        );
     }
 
     #[test]

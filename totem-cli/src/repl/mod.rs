@@ -817,7 +817,8 @@ impl Repl<'_> {
             } => {
                 if let Some(i) = self.questions.iter().position(|q| q.id == *question_id) {
                     let question = self.questions.remove(i);
-                    if !question.answered_here && reply.is_some() {
+                    // Only live: a replay does not know where its questions were answered.
+                    if live && !question.answered_here && reply.is_some() {
                         self.note("(answered in another terminal)");
                     }
                 }

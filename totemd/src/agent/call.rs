@@ -332,7 +332,13 @@ impl Runner {
                             access.tool, access.target
                         );
                         if let Some(note) = a.note.filter(|n| !n.trim().is_empty()) {
-                            text.push_str(&format!(" The user says: {}", note.trim()));
+                            // A sentence of its own: "Do not retry" is not part of the note.
+                            let note = note.trim();
+                            let stop = match note.ends_with(['.', '!', '?']) {
+                                true => "",
+                                false => ".",
+                            };
+                            text.push_str(&format!(" The user says: {note}{stop}"));
                         }
                         text.push_str(" Do not retry the same call.");
                         Err(text)
