@@ -270,6 +270,58 @@ pub(crate) fn suggestions(boundary: &Boundary, missing: &Path) -> Vec<String> {
     scored.into_iter().take(3).map(|(_, rel)| rel).collect()
 }
 
+/// Files a small project holds at most for a not-found error to list them all.
+const LIST_ALL_UP_TO: usize = 25;
+/// Entries a not-found hint walks at most (it must stay cheap in a large tree).
+const HINT_WALK_CAP: usize = 2_000;
+
+/// What a tool says after "not found" so the next call names a real path: names close to the one
+/// asked for in its folder, else the project's files when it has few (a small model asked for
+/// `/api/ping/`, a URL, five times over), else the files whose names look most like it.
+pub(crate) fn not_found_hint(ctx: &crate::ToolContext, missing: &Path) -> String {
+    let boundary = ctx.boundary();
+    let close = suggestions(boundary, missing);
+    if !close.is_empty() {
+        return format!(" Did you mean: {}?", close.join(", "));
+    }
+    let wanted = missing
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let mut files: Vec<String> = Vec::new();
+    for entry in shallow_walker(boundary.root(), Some(4))
+        .filter_map(Result::ok)
+        .take(HINT_WALK_CAP)
+    {
+        if entry.file_type().is_some_and(|t| t.is_file())
+            && let Some(rel) = boundary.relative(entry.path())
+            && !ctx.is_secret(&rel)
+        {
+            files.push(rel);
+        }
+    }
+    if files.is_empty() {
+        return " The project has no files yet.".to_string();
+    }
+    if files.len() <= LIST_ALL_UP_TO {
+        return format!(" The project's files: {}.", files.join(", "));
+    }
+    let mut scored: Vec<(f32, String)> = files
+        .into_iter()
+        .map(|rel| {
+            let name = rel.rsplit('/').next().unwrap_or(&rel).to_lowercase();
+            let ratio = similar::TextDiff::from_chars(wanted.as_str(), name.as_str()).ratio();
+            (ratio, rel)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let names: Vec<String> = scored.into_iter().take(5).map(|(_, rel)| rel).collect();
+    format!(
+        " Files with similar names: {}; list shows the others.",
+        names.join(", ")
+    )
+}
+
 /// Runs blocking file work off the async threads.
 pub(crate) async fn blocking<F>(work: F) -> crate::tool::ToolOutput
 where

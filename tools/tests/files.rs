@@ -119,6 +119,43 @@ async fn read_detects_images_and_keeps_them_as_a_blob() {
     assert!(out.meta.blob.is_some());
 }
 
+/// Qwen2.5-Coder 0.5B read `/api/ping/` (a URL) five times over in bench-tasks: "file not found"
+/// with no names gave it nothing to change. A small project's files are listed; a large one's
+/// closest names are.
+#[tokio::test]
+async fn a_missing_path_with_no_close_name_lists_the_projects_files() {
+    let p = Project::new();
+    p.put("controllers/default.js", "x\n");
+    p.put("views/index.html", "x\n");
+    let out = p.call("read", json!({"path": "/api/ping/"})).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.text,
+        "file not found: api/ping. The project's files: controllers/default.js, views/index.html."
+    );
+    let out = p
+        .call("list", json!({"path": "/app/controllers/definition"}))
+        .await;
+    assert!(out.is_error);
+    assert!(
+        out.text.starts_with(
+            "app/controllers/definition does not exist. The project's files: controllers/default.js"
+        ),
+        "{}",
+        out.text
+    );
+    for i in 0..40 {
+        p.put(&format!("lib/mod{i}.js"), "x\n");
+    }
+    p.put("lib/ping.js", "x\n");
+    let out = p.call("read", json!({"path": "api/ping.js"})).await;
+    assert!(
+        out.text.contains("Files with similar names: lib/ping.js,"),
+        "{}",
+        out.text
+    );
+}
+
 #[tokio::test]
 async fn read_missing_file_suggests_close_names() {
     let p = Project::new();

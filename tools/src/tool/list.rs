@@ -48,12 +48,11 @@ fn list(input: &ListInput, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(e.to_string()),
     };
     if !resolved.abs.is_dir() {
-        let what = if resolved.abs.exists() {
-            "is not a directory; use read"
-        } else {
-            "does not exist"
-        };
-        return ToolOutput::error(format!("{} {what}", resolved.rel));
+        if resolved.abs.exists() {
+            return ToolOutput::error(format!("{} is not a directory; use read", resolved.rel));
+        }
+        let hint = fsutil::not_found_hint(ctx, &resolved.abs);
+        return ToolOutput::error(format!("{} does not exist.{hint}", resolved.rel));
     }
     let mut out = String::new();
     let mut shown = 0usize;

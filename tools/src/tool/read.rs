@@ -65,12 +65,7 @@ fn read(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
     let meta = match std::fs::metadata(&resolved.abs) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let hints = fsutil::suggestions(ctx.boundary(), &resolved.abs);
-            let hint = if hints.is_empty() {
-                String::new()
-            } else {
-                format!(" Did you mean: {}?", hints.join(", "))
-            };
+            let hint = fsutil::not_found_hint(ctx, &resolved.abs);
             return ToolOutput::error(format!("file not found: {rel}.{hint}"));
         }
         Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
