@@ -282,6 +282,21 @@ pub struct SessionMessages {
     /// Pass as `afterSeq` for the next page; absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after_seq: Option<u64>,
+    /// The summary in force, when the session was compacted: what the model is sent in place of
+    /// the messages marked `compacted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionSummary>,
+}
+
+/// A session's compaction summary (`session.messages`, `session.import`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionSummary {
+    /// The summary the model wrote, sent in place of the compacted messages.
+    pub summary: String,
+    /// When it was made, Unix milliseconds; default (import): the time of the import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// `session.subscribe`: stream a session's events as `session.event` notifications.

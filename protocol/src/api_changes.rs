@@ -124,6 +124,10 @@ pub struct SessionImportParams {
     pub title: Option<String>,
     /// Oldest first.
     pub messages: Vec<ImportedMessage>,
+    /// The summary that stands in for the messages marked `compacted` (`session.messages` gives
+    /// it); needed when any message is marked so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<crate::api::CompactionSummary>,
 }
 
 /// One message of an imported session: what `session.messages` returns, without the ids and
@@ -138,4 +142,12 @@ pub struct ImportedMessage {
     pub created_at: Option<u64>,
     /// Its content, in order.
     pub parts: Vec<crate::types::Part>,
+    /// Undone where it was exported: stored and shown as undone, never sent to the model, and
+    /// not redoable here (its run's file changes stayed behind).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undone: bool,
+    /// Covered by the compaction summary where it was exported: the summary (`compaction`) is
+    /// sent in its place.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
 }

@@ -108,6 +108,11 @@ pub struct Message {
     /// a redo; show it as undone (dimmed). Set in `session.messages` answers.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undone: bool,
+    /// A compaction's summary stands in for it in the model's requests (`/compact`, or a request
+    /// that passed the window's threshold): it is kept but the model no longer sees it as itself.
+    /// Set in `session.messages` answers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
 }
 
 /// One finished piece of a message.

@@ -169,6 +169,7 @@ fn every_event_kind_round_trips() {
         run_id: Some("run_1".into()),
         created_at: 1,
         undone: false,
+        compacted: false,
         parts: vec![Part::Text { text: "hi".into() }],
     };
     // Each event, and a piece of its JSON: the closed-set fields keep their wire strings.
@@ -340,6 +341,7 @@ fn every_event_kind_round_trips() {
                     run_id: None,
                     created_at: 1,
                     undone: false,
+                    compacted: false,
                     parts: vec![
                         Part::Text { text: "see".into() },
                         Part::Attachment {

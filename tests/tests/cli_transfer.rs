@@ -262,3 +262,184 @@ fn sessions_search_matches_titles_and_message_text() {
         stdout(&out)
     );
 }
+
+#[test]
+fn export_keeps_undone_and_compacted_turns_and_import_gives_the_model_the_same_conversation() {
+    let cli = Cli::new();
+    let (runtime, sim) = sim_settings(&cli);
+    let run = |args: &[&str]| assert_exit(&cli.run(args), 0);
+
+    // Two turns, compacted; a third kept; a fourth undone.
+    reply(&sim, &runtime, vec![SimEvent::text("alpha answer")]);
+    run(&["run", "--title", "Marks", "first ALPHA-TURN"]);
+    let original = sessions(&cli, &[])[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    reply(&sim, &runtime, vec![SimEvent::text("bravo answer")]);
+    run(&["run", "--session", &original, "second BRAVO-TURN"]);
+    let client = runtime.block_on(async {
+        let (client, _) = totem_client::Client::connect(
+            &cli.socket(),
+            "cli-transfer-test",
+            totem_protocol::ClientCapabilities::default(),
+        )
+        .await
+        .expect("connect");
+        client
+    });
+    reply(
+        &sim,
+        &runtime,
+        vec![SimEvent::text("SUMMARY-OF-ALPHA-AND-BRAVO")],
+    );
+    let compacted = runtime
+        .block_on(client.call_raw(
+            "session.command",
+            json!({"sessionId": original, "command": "/compact"}),
+        ))
+        .expect("/compact");
+    assert!(
+        compacted["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Compacted"),
+        "{compacted}"
+    );
+    reply(&sim, &runtime, vec![SimEvent::text("charlie answer")]);
+    run(&["run", "--session", &original, "third CHARLIE-TURN"]);
+    reply(&sim, &runtime, vec![SimEvent::text("delta answer")]);
+    run(&["run", "--session", &original, "fourth DELTA-TURN"]);
+    let undone = runtime
+        .block_on(client.call_raw("session.undo", json!({"sessionId": original})))
+        .expect("undo");
+    assert_eq!(undone["prompt"], "fourth DELTA-TURN", "{undone}");
+
+    // The export carries the marks and the summary.
+    let file = cli.home().join("marked.json");
+    let path = file.to_str().expect("utf-8");
+    run(&["export", &original, "--format", "json", "-o", path]);
+    let exported: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("JSON");
+    assert_eq!(exported["version"], 2);
+    assert_eq!(
+        exported["compaction"]["summary"], "SUMMARY-OF-ALPHA-AND-BRAVO",
+        "{exported}"
+    );
+    // (text, undone, compacted) of each message.
+    let marks = |messages: &Value| -> Vec<(String, bool, bool)> {
+        messages
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                (
+                    m["parts"].to_string(),
+                    m["undone"].as_bool().unwrap_or(false),
+                    m["compacted"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(&str, bool, bool)> = vec![
+        ("ALPHA-TURN", false, true),
+        ("alpha answer", false, true),
+        ("BRAVO-TURN", false, true),
+        ("bravo answer", false, true),
+        ("CHARLIE-TURN", false, false),
+        ("charlie answer", false, false),
+        ("DELTA-TURN", true, false),
+        ("delta answer", true, false),
+    ];
+    let check = |what: &str, found: Vec<(String, bool, bool)>| {
+        assert_eq!(found.len(), expected.len(), "{what}: {found:?}");
+        for ((text, undone, compacted), (word, want_undone, want_compacted)) in
+            found.iter().zip(&expected)
+        {
+            assert!(
+                text.contains(word) && *undone == *want_undone && *compacted == *want_compacted,
+                "{what}: {word} should be undone={want_undone} compacted={want_compacted}: {found:?}"
+            );
+        }
+    };
+    check("export", marks(&exported["messages"]));
+    let out = cli.run(["export", original.as_str()]);
+    let md = stdout(&out);
+    assert!(
+        md.contains("· undone") && md.contains("· summarised") && md.contains("SUMMARY-OF-ALPHA"),
+        "{md}"
+    );
+
+    // Imported elsewhere, then both sessions go on with the same prompt.
+    let other = tempfile::tempdir().expect("second project");
+    run(&["import", path, other.path().to_str().expect("utf-8")]);
+    let imported = sessions(&cli, &[])
+        .into_iter()
+        .find(|s| s["id"] != original.as_str())
+        .expect("the imported session")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let page = runtime
+        .block_on(client.call_raw("session.messages", json!({"sessionId": imported})))
+        .expect("messages");
+    check("session.messages", marks(&page["messages"]));
+    assert_eq!(page["compaction"]["summary"], "SUMMARY-OF-ALPHA-AND-BRAVO");
+    let replayed = runtime.block_on(async {
+        let mut events = client.subscribe(&imported, 0).await.expect("subscribe");
+        let mut messages = Vec::new();
+        while messages.len() < expected.len() {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+                .await
+                .expect("replay in time")
+                .expect("an event")
+                .expect("an event");
+            if let totem_protocol::EventKind::MessageCreated { message } = event.kind {
+                messages.push(serde_json::to_value(message).expect("JSON"));
+            }
+        }
+        Value::Array(messages)
+    });
+    check("replay", marks(&replayed));
+
+    // What the model is sent next: the summary, the kept turn, none of the rest — the same in
+    // both sessions.
+    let next_request = |session: &str| -> Value {
+        reply(&sim, &runtime, vec![SimEvent::text("echo answer")]);
+        run(&["run", "--session", session, "fifth ECHO-TURN"]);
+        sim.chat_requests().pop().expect("a request").body
+    };
+    let conversation = |body: &Value| -> Vec<Value> {
+        body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .cloned()
+            .collect()
+    };
+    let from_original = next_request(&original);
+    let from_imported = next_request(&imported);
+    for body in [&from_original, &from_imported] {
+        let all = body.to_string();
+        assert!(
+            all.contains("SUMMARY-OF-ALPHA-AND-BRAVO")
+                && all.contains("CHARLIE-TURN")
+                && all.contains("ECHO-TURN"),
+            "{all}"
+        );
+        for gone in ["ALPHA-TURN", "BRAVO-TURN", "DELTA-TURN", "delta answer"] {
+            assert!(!all.contains(gone), "{gone} is not sent: {all}");
+        }
+    }
+    assert_eq!(conversation(&from_original), conversation(&from_imported));
+
+    // Marked compacted without a summary: refused, since the model would lose those turns.
+    let mut bad = exported.clone();
+    bad.as_object_mut().expect("object").remove("compaction");
+    let bad_file = cli.home().join("no-summary.json");
+    std::fs::write(&bad_file, bad.to_string()).expect("w");
+    let out = cli.run(["import", bad_file.to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no summary"), "{}", stderr(&out));
+}

@@ -1,17 +1,21 @@
 //! `totem export` and `totem import`: a session written out as Markdown (to read or share) or as
 //! JSON (to keep, move to another machine, and read back as a new session).
 //!
-//! The JSON form is `{format: "totem-session", version: 1, session, messages}`, where `session`
-//! and `messages` are what `session.get` and `session.messages` return; `totem import` sends the
-//! messages' roles, times and parts to `session.import` and leaves the ids to the daemon.
+//! The JSON form is `{format: "totem-session", version: 2, session, messages, compaction?}`,
+//! where `session`, `messages` and `compaction` are what `session.get` and `session.messages`
+//! return: messages keep their marks (`undone`, `compacted`) and `compaction` is the summary the
+//! model is sent in place of the compacted ones. `totem import` sends the messages' roles, times,
+//! parts and marks with the summary to `session.import` and leaves the ids to the daemon, so the
+//! new session's model sees the conversation the old one's did. Version 1 (before the marks) is
+//! still read.
 
 use std::path::Path;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use totem_protocol::{
-    ImportedMessage, Message, Part, Role, Session, SessionImportParams, SessionMessagesParams,
-    method,
+    CompactionSummary, ImportedMessage, Message, Part, Role, Session, SessionImportParams,
+    SessionMessagesParams, method,
 };
 
 use crate::cli::{ExportArgs, ExportFormat, ImportArgs};
@@ -21,7 +25,7 @@ use crate::project::HomeFolder;
 
 /// The `format` field of the JSON form, so that another file is refused with a clear sentence.
 const FORMAT: &str = "totem-session";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Exported {
@@ -29,13 +33,15 @@ struct Exported {
     version: u32,
     session: serde_json::Value,
     messages: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compaction: Option<CompactionSummary>,
 }
 
 /// `totem export SESSION`.
 pub async fn export(endpoint: &Endpoint, args: &ExportArgs) -> anyhow::Result<Exit> {
     let connection = daemon::connect_or_start(endpoint).await?;
     let session = crate::project::get_session(&connection, &args.session).await?;
-    let messages = all_messages(&connection, &session.id).await?;
+    let (messages, compaction) = all_messages(&connection, &session.id).await?;
     let text = match args.format {
         ExportFormat::Json => {
             let exported = Exported {
@@ -46,10 +52,11 @@ pub async fn export(endpoint: &Endpoint, args: &ExportArgs) -> anyhow::Result<Ex
                     .iter()
                     .map(serde_json::to_value)
                     .collect::<Result<_, _>>()?,
+                compaction,
             };
             serde_json::to_string_pretty(&exported)? + "\n"
         }
-        ExportFormat::Md => markdown(&session, &messages),
+        ExportFormat::Md => markdown(&session, &messages, compaction.as_ref()),
     };
     match &args.output {
         Some(path) => {
@@ -100,6 +107,7 @@ pub async fn import(endpoint: &Endpoint, args: &ImportArgs) -> anyhow::Result<Ex
             project_id: project.id.clone(),
             title,
             messages,
+            compaction: exported.compaction,
         })
         .await?;
     println!(
@@ -141,9 +149,13 @@ fn read_export(file: &Path) -> anyhow::Result<Exported> {
     Ok(exported)
 }
 
-/// Every stored message of a session, oldest first.
-async fn all_messages(connection: &Connection, session_id: &str) -> anyhow::Result<Vec<Message>> {
+/// Every stored message of a session, oldest first, with the compaction summary in force.
+async fn all_messages(
+    connection: &Connection,
+    session_id: &str,
+) -> anyhow::Result<(Vec<Message>, Option<CompactionSummary>)> {
     let mut out = Vec::new();
+    let mut compaction = None;
     let mut after_seq = 0;
     loop {
         let page = connection
@@ -156,16 +168,22 @@ async fn all_messages(connection: &Connection, session_id: &str) -> anyhow::Resu
             })
             .await?;
         out.extend(page.messages);
+        compaction = compaction.or(page.compaction);
         match page.next_after_seq {
             Some(next) => after_seq = next,
-            None => return Ok(out),
+            None => return Ok((out, compaction)),
         }
     }
 }
 
-/// The session as a Markdown document: a heading per message, tool calls and results in fenced
-/// blocks, reasoning quoted.
-fn markdown(session: &Session, messages: &[Message]) -> String {
+/// The session as a Markdown document: a heading per message (saying when it is undone or
+/// summarised), tool calls and results in fenced blocks, reasoning quoted, and the compaction
+/// summary before the first message it does not cover.
+fn markdown(
+    session: &Session,
+    messages: &[Message],
+    compaction: Option<&CompactionSummary>,
+) -> String {
     let mut out = format!(
         "# {}\n\nSession `{}`, {} messages, started {}.\n",
         session.title,
@@ -173,12 +191,26 @@ fn markdown(session: &Session, messages: &[Message]) -> String {
         messages.len(),
         date_time(session.created_at)
     );
+    let mut summary = compaction;
     for message in messages {
+        if !message.compacted
+            && let Some(compaction) = summary.take()
+        {
+            out.push_str(&summary_section(compaction));
+        }
         let who = match message.role {
             Role::User => "User",
             Role::Assistant => "Assistant",
         };
-        out.push_str(&format!("\n## {who} · {}\n", date_time(message.created_at)));
+        let mark = match (message.undone, message.compacted) {
+            (true, _) => " · undone",
+            (false, true) => " · summarised",
+            (false, false) => "",
+        };
+        out.push_str(&format!(
+            "\n## {who} · {}{mark}\n",
+            date_time(message.created_at)
+        ));
         for part in &message.parts {
             out.push('\n');
             match part {
@@ -220,7 +252,17 @@ fn markdown(session: &Session, messages: &[Message]) -> String {
             out.push('\n');
         }
     }
+    if let Some(compaction) = summary {
+        out.push_str(&summary_section(compaction));
+    }
     out
+}
+
+fn summary_section(compaction: &CompactionSummary) -> String {
+    format!(
+        "\n## Summary of the earlier conversation\n\nThe model is sent this in place of the messages marked summarised.\n\n{}\n",
+        compaction.summary.trim_end()
+    )
 }
 
 /// `text` in a fenced block whose fence is longer than any backtick run inside it.

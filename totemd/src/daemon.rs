@@ -523,6 +523,7 @@ mod tests {
                     run_id: Some(run.id.clone()),
                     created_at: 1,
                     undone: false,
+                    compacted: false,
                     parts: vec![totem_protocol::Part::Text {
                         text: format!("prompt {i}"),
                     }],

@@ -70,6 +70,7 @@ fn fill(home: &Path, sessions: usize, prompts: usize) {
                 run_id: Some(run.id.clone()),
                 created_at: 2,
                 undone: false,
+                compacted: false,
                 parts: vec![Part::Text {
                     text: format!("queued prompt {i}"),
                 }],

@@ -68,6 +68,7 @@ fn append_parts(store: &Store, session_id: &str, parts: u32) -> f64 {
         run_id: None,
         created_at: 1,
         undone: false,
+        compacted: false,
         parts: Vec::new(),
     };
     store
@@ -125,6 +126,7 @@ fn big_session(store: &Store, project_id: &str) -> String {
             run_id: Some(format!("run_{}", i / 2)),
             created_at: 1_000 + i,
             undone: false,
+            compacted: false,
             parts: Vec::new(),
         };
         store

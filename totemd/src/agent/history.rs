@@ -211,6 +211,7 @@ mod tests {
             run_id: None,
             created_at: 0,
             undone: false,
+            compacted: false,
             parts,
         }
     }

@@ -333,6 +333,7 @@ pub fn queue_run(
         run_id: Some(run.id.clone()),
         created_at: now_ms(),
         undone: false,
+        compacted: false,
         parts: std::iter::once(Part::Text {
             text: request.text.clone(),
         })

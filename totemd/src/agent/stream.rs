@@ -231,6 +231,7 @@ impl Runner {
                 run_id: Some(self.run_id.clone()),
                 created_at: now_ms(),
                 undone: false,
+                compacted: false,
                 parts: Vec::new(),
             };
             Ok(EventKind::MessageCreated { message })

@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use totem_protocol::{
-    EventKind, ImportedMessage, Message, Part, Session, SessionForkParams, SessionImportParams,
+    CompactionSummary, EventKind, ImportedMessage, Message, Part, Session, SessionForkParams,
+    SessionImportParams,
 };
 
 use super::{DaemonError, Result};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
-use crate::store::Store;
+use crate::store::{Compaction, Store};
 use crate::util::{new_id, now_ms};
 
 /// Messages read per store page while looking for the fork point.
@@ -27,8 +28,17 @@ pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
     let store = daemon.store();
     let undo = store.undo_state(&p.session_id)?;
     let mut history = history_until(daemon, &p)?;
-    // The fork continues the conversation as the model sees it: undone runs stay behind.
+    // The fork continues the conversation as the model sees it: undone runs stay behind, and
+    // what the parent's summary stands in for stays summarised.
     history.retain(|m| undo.keeps(m));
+    let compaction = store.compaction(&p.session_id)?;
+    Compaction::mark(compaction.as_ref(), &mut history);
+    let summary = compaction
+        .filter(|_| history.iter().any(|m| m.compacted))
+        .map(|c| CompactionSummary {
+            summary: c.summary,
+            at: Some(c.at),
+        });
 
     let created = daemon.sessions.create(
         &parent.project_id,
@@ -40,8 +50,10 @@ pub fn fork(daemon: &Arc<Daemon>, p: SessionForkParams) -> Result<Session> {
         role: m.role,
         created_at: Some(m.created_at),
         parts: m.parts,
+        undone: false,
+        compacted: m.compacted,
     });
-    append(&live, store, copies)
+    append(&live, store, copies, summary)
 }
 
 /// Messages at most in one import.
@@ -57,6 +69,13 @@ pub fn import(daemon: &Arc<Daemon>, p: SessionImportParams) -> Result<Session> {
         )));
     }
     check_importable(&p.messages)?;
+    if p.compaction.is_none() && p.messages.iter().any(|m| m.compacted) {
+        return Err(DaemonError::Invalid(
+            "messages are marked compacted but the file holds no summary for them; export the \
+             session again with `totem export SESSION --format json`"
+                .into(),
+        ));
+    }
     let title = p
         .title
         .map(|t| t.trim().to_string())
@@ -64,7 +83,7 @@ pub fn import(daemon: &Arc<Daemon>, p: SessionImportParams) -> Result<Session> {
         .unwrap_or_else(|| "Imported session".to_string());
     let created = daemon.sessions.create(&p.project_id, Some(title))?;
     let live = daemon.sessions.get(&created.id)?;
-    append(&live, store, p.messages.into_iter())
+    append(&live, store, p.messages.into_iter(), p.compaction)
 }
 
 /// Refuses what would give the model a history it cannot read: no messages, too many, or a
@@ -104,29 +123,61 @@ fn check_importable(messages: &[ImportedMessage]) -> Result<()> {
 }
 
 /// Appends copies of `messages` to a new session, each announced as its own `message.created`
-/// event, and sets the session's message count.
+/// event (with its marks: an undone message stays undone, without a run to redo), stores the
+/// compaction that stands in for the ones marked `compacted`, and sets the session's message
+/// count.
 fn append(
     live: &LiveSession,
     store: &Store,
     messages: impl Iterator<Item = ImportedMessage>,
+    summary: Option<CompactionSummary>,
 ) -> Result<Session> {
     let mut count = 0;
+    // (seq, id, compacted) of every copy, for the compaction record.
+    let mut stored = Vec::new();
     for original in messages {
-        live.emit_with(store, |seq| {
-            let message = Message {
-                id: new_id("msg"),
-                session_id: live.id().to_string(),
-                seq,
-                role: original.role,
-                // Runs stay where they ran: the new session has none of its own yet.
-                run_id: None,
-                created_at: original.created_at.unwrap_or_else(now_ms),
-                undone: false,
-                parts: original.parts,
-            };
-            Ok(EventKind::MessageCreated { message })
-        })?;
+        let id = new_id("msg");
+        let seq = live
+            .emit_with(store, |seq| {
+                let message = Message {
+                    id: id.clone(),
+                    session_id: live.id().to_string(),
+                    seq,
+                    role: original.role,
+                    // Runs stay where they ran: the new session has none of its own yet.
+                    run_id: None,
+                    created_at: original.created_at.unwrap_or_else(now_ms),
+                    undone: original.undone,
+                    compacted: original.compacted,
+                    parts: original.parts,
+                };
+                Ok(EventKind::MessageCreated { message })
+            })?
+            .seq;
+        stored.push((seq, id, original.compacted));
         count += 1;
+    }
+    if let Some(summary) = summary {
+        let upto_seq = stored
+            .iter()
+            .filter(|(_, _, compacted)| *compacted)
+            .map(|(seq, _, _)| *seq)
+            .max()
+            .unwrap_or(0);
+        let keep = stored
+            .iter()
+            .filter(|(seq, _, compacted)| *seq <= upto_seq && !compacted)
+            .map(|(_, id, _)| id.clone())
+            .collect();
+        store.put_compaction(
+            live.id(),
+            &Compaction {
+                upto_seq,
+                summary: summary.summary,
+                at: summary.at.unwrap_or_else(now_ms),
+                keep,
+            },
+        )?;
     }
     Ok(live.update(store, |s| s.message_count = count)?)
 }

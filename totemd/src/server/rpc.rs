@@ -359,6 +359,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             };
             let mut messages = messages;
             d.store().undo_state(&p.session_id)?.mark(&mut messages);
+            let compaction = d.store().compaction(&p.session_id)?;
+            crate::store::Compaction::mark(compaction.as_ref(), &mut messages);
             let next_after_seq = if more {
                 messages.last().map(|m| m.seq)
             } else {
@@ -367,6 +369,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             Ok(SessionMessages {
                 messages,
                 next_after_seq,
+                compaction: compaction.map(|c| totem_protocol::CompactionSummary {
+                    summary: c.summary,
+                    at: Some(c.at),
+                }),
             })
         },
     );

@@ -27,6 +27,13 @@ impl Compaction {
     pub fn keeps(&self, message: &totem_protocol::Message) -> bool {
         message.seq > self.upto_seq || self.keep.contains(&message.id)
     }
+
+    /// Marks the messages the summary stands in for (`compacted`).
+    pub fn mark(compaction: Option<&Self>, messages: &mut [totem_protocol::Message]) {
+        for message in messages {
+            message.compacted = compaction.is_some_and(|c| !c.keeps(message));
+        }
+    }
 }
 
 pub(super) fn key(session_id: &str) -> Vec<u8> {

@@ -130,6 +130,9 @@ struct MessageRecord {
     #[serde(default)]
     run_id: Option<String>,
     created_at: u64,
+    /// Stored undone: a message imported so, which has no run to redo (see `UndoState::keeps`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    undone: bool,
 }
 
 /// The daemon's database. Cheap to clone (handles are reference counted).
@@ -531,6 +534,7 @@ impl Store {
             role: message.role,
             run_id: message.run_id.clone(),
             created_at: message.created_at,
+            undone: message.undone && message.run_id.is_none(),
         };
         self.messages.batch_insert(
             batch,
@@ -599,7 +603,8 @@ impl Store {
             role: record.role,
             run_id: record.run_id,
             created_at: record.created_at,
-            undone: false,
+            undone: record.undone,
+            compacted: false,
             parts,
         })
     }

@@ -100,6 +100,7 @@ fn delete_removes_messages_parts_and_events() {
         run_id: None,
         created_at: 1,
         undone: false,
+        compacted: false,
         parts: vec![Part::Text { text: "hi".into() }],
     };
     store
@@ -174,6 +175,7 @@ fn an_event_stores_the_message_and_part_it_announces() {
         run_id: Some("r".into()),
         created_at: 1,
         undone: false,
+        compacted: false,
         parts: Vec::new(),
     };
     let event = |seq, kind| SessionEvent {

@@ -34,12 +34,14 @@ pub struct Redo {
 }
 
 impl UndoState {
-    /// Whether `message` is part of the conversation: its run is not undone.
+    /// Whether `message` is part of the conversation: its run is not undone. A message without a
+    /// run stored as undone (imported so, `session.import`) stays undone: there is nothing here
+    /// to redo.
     pub fn keeps(&self, message: &totem_protocol::Message) -> bool {
-        message
-            .run_id
-            .as_ref()
-            .is_none_or(|run| !self.undone.contains(run))
+        match &message.run_id {
+            Some(run) => !self.undone.contains(run),
+            None => !message.undone,
+        }
     }
 
     /// Marks the messages whose run is undone.
