@@ -331,6 +331,48 @@ async fn replay_survives_a_restart() {
     assert!(next[0].seq > after.last().unwrap().seq);
 }
 
+/// A replay from 0 carries the stored events only: no `part.delta` of a finished answer while
+/// the daemon that streamed it is up, none after a restart, so both replays read the same. A
+/// client that follows a part and catches up mid-stream still gets the deltas it missed (the
+/// load tests check that).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_from_0_is_the_stored_events_before_and_after_a_restart() {
+    use totem_tests::reliability::{self, Echo};
+    let home = tempfile::tempdir().unwrap();
+    let project_dir = reliability::plain_project();
+    let echo = Echo::start(6, 5).await;
+    let mut daemon = TestDaemon::start_in(home.path());
+    let client = daemon.client().await;
+    reliability::add_echo_provider(&client, &echo).await;
+    let pid = project(&client, project_dir.path()).await;
+    let sid = new_session(&client, &pid).await;
+    let mut live = client.subscribe(&sid, 0).await.unwrap();
+    let (run, _) = reliability::prompt(&client, &sid, "streamed").await;
+    let streamed = reliability::follow(&mut live, &run, 30).await;
+    assert!(
+        streamed
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::PartDelta { .. })),
+        "the answer streamed in deltas: {streamed:#?}"
+    );
+    let stored: Vec<_> = streamed
+        .into_iter()
+        .filter(|e| !e.kind.is_transient())
+        .collect();
+
+    let mut replay = client.subscribe(&sid, 0).await.unwrap();
+    let before = reliability::follow(&mut replay, &run, 10).await;
+    assert_eq!(before, stored, "the replay while up holds no delta");
+    drop(client);
+    assert!(daemon.terminate(), "clean exit on SIGTERM");
+
+    let daemon = TestDaemon::start_in(home.path());
+    let client = daemon.client().await;
+    let mut replay = client.subscribe(&sid, 0).await.unwrap();
+    let after = reliability::follow(&mut replay, &run, 10).await;
+    assert_eq!(after, before, "the same replay after a restart");
+}
+
 #[tokio::test]
 async fn fifty_concurrent_connections_make_mixed_calls_without_error() {
     let daemon = TestDaemon::start();

@@ -203,6 +203,115 @@ async fn a_full_disk_fails_clearly_keeps_reads_and_writes_again_once_there_is_ro
     assert!(messages.contains(&echo_answer("three", 1)), "{messages}");
 }
 
+/// A run streaming when the disk fills ends when its next write fails: `run.wait` and
+/// `runningRuns` say so at once, its followers get the end; once there is room its end is stored
+/// (a backup restored elsewhere replays it and `run.get` reads it), without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_flight_when_the_disk_fills_ends_and_its_end_is_stored_once_there_is_room() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("home");
+    let socket = dir.path().join("totemd.sock");
+    let wrapper = on_tmpfs("size=24m", &home);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let daemon = TestDaemon::start_wrapped(&home, &socket, &wrapper);
+    let inside = PathBuf::from(format!("/proc/{}/root", daemon.pid()))
+        .join(home.strip_prefix("/").expect("absolute"));
+    let (echo, client, _project, session) = echo_session(&daemon).await;
+    run(&client, &session, "before").await;
+
+    // A slow answer (about 3 s); the disk fills while it streams.
+    echo.set(60, 50);
+    let mut events = client.subscribe(&session, 0).await.expect("subscribe");
+    let (run_id, _) = prompt(&client, &session, "caught").await;
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("the run streams")
+            .expect("open")
+            .expect("decodes");
+        if matches!(event.kind, EventKind::PartDelta { .. }) {
+            break;
+        }
+    }
+    let filler = fill(&inside);
+    let ended = follow(&mut events, &run_id, 30).await;
+    let end = ended.last().map(|e| e.kind.clone());
+    assert!(
+        matches!(&end, Some(EventKind::RunFailed { run }) if run.error.as_deref().unwrap_or("").contains("is full")),
+        "the run ends, saying the disk is full: {end:?}"
+    );
+    // Everyone sees it ended, at once.
+    let waited = client
+        .call_raw("run.wait", json!({"runId": run_id, "timeoutMs": 2000}))
+        .await
+        .expect("run.wait");
+    assert_eq!(waited["run"]["status"], "failed", "{waited}");
+    let full = status(&client).await;
+    assert_eq!(full["store"]["state"], "full", "{full}");
+    assert_eq!(full["counts"]["runningRuns"], 0, "{full}");
+
+    // Room again: the end is stored without a restart.
+    std::fs::remove_file(&filler).expect("free the space");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&client).await["store"]["state"] != "ok" {
+        assert!(Instant::now() < deadline, "the store did not write again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The store's own copy, read by another daemon: a backup restored in another home.
+    let backup = dir.path().join("after-full.backup");
+    let totem = |home: &Path, socket: &Path, args: &[&str]| {
+        Command::new(binary("totem"))
+            .arg("--socket")
+            .arg(socket)
+            .args(args)
+            .env("TOTEM_HOME", home)
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run totem")
+    };
+    // The watcher stores the held ends within a second of the store writing again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = totem(
+        &home,
+        &socket,
+        &["store", "backup", backup.to_str().expect("utf-8")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("other home");
+    let out = totem(
+        &other,
+        &other.join("totemd.sock"),
+        &["store", "restore", backup.to_str().expect("utf-8")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let restored = TestDaemon::start_in(&other);
+    let reader = restored.client().await;
+    let stored = reader
+        .call_raw("run.get", json!({"runId": run_id}))
+        .await
+        .expect("run.get");
+    assert_eq!(stored["run"]["status"], "failed", "{stored}");
+    let mut replay = reader.subscribe(&session, 0).await.expect("subscribe");
+    let replayed = follow(&mut replay, &run_id, 10).await;
+    let ends = replayed
+        .iter()
+        .filter(|e| totem_tests::reliability::ended_run(&e.kind) == Some(run_id.as_str()))
+        .count();
+    assert_eq!(ends, 1, "one end, stored: {replayed:#?}");
+}
+
 // ---- 2. a damaged journal ----
 
 /// A home with one session of three answered prompts, stopped cleanly; returns the session id.

@@ -204,6 +204,10 @@ impl Daemon {
                     return;
                 };
                 if daemon.store.health() == crate::store::Health::Ok {
+                    // Run ends announced while the disk was full are stored now.
+                    let hub = daemon.clone();
+                    let _ =
+                        tokio::task::spawn_blocking(move || hub.sessions.store_unstored()).await;
                     continue;
                 }
                 let store = daemon.store.clone();
@@ -301,12 +305,20 @@ impl Daemon {
                     }));
                 }
                 // A prompt still queued joins the conversation as the prompt of a run that was
-                // interrupted: nothing acknowledged is lost.
+                // interrupted: nothing acknowledged is lost. Its run goes the one way every run
+                // goes once its prompt joins: `run.started`, then its end.
                 if let Some(prompt) = self.store.queued_prompt(&run.id)? {
                     joined += 1;
                     makes.push(Box::new(move |seq| EventKind::MessageCreated {
                         message: totem_protocol::Message { seq, ..prompt },
                     }));
+                    let started = totem_protocol::Run {
+                        status: RunStatus::Running,
+                        ended_at: None,
+                        error: None,
+                        ..run.clone()
+                    };
+                    makes.push(Box::new(move |_| EventKind::RunStarted { run: started }));
                 }
                 makes.push(Box::new(move |_| EventKind::RunInterrupted { run }));
             }
@@ -545,7 +557,8 @@ mod tests {
         let daemon = Daemon::open(home.path(), &socket).unwrap();
         for session in [&queued[0].0, &queued[3].0] {
             let events = daemon.store.events_after(session, 0).unwrap();
-            // After the three run.queued: each prompt, then its run's end, in order.
+            // After the three run.queued: each prompt, its run's start, then its end, in order:
+            // no run ends without having started.
             let after: Vec<_> = events[3..]
                 .iter()
                 .map(|e| match &e.kind {
@@ -553,6 +566,7 @@ mod tests {
                         assert_eq!(message.seq, e.seq, "a message's seq is its event's");
                         format!("prompt of {}", message.run_id.clone().unwrap())
                     }
+                    EventKind::RunStarted { run } => format!("start of {}", run.id),
                     EventKind::RunInterrupted { run } => format!("end of {}", run.id),
                     other => panic!("unexpected {other:?}"),
                 })
@@ -560,7 +574,13 @@ mod tests {
             let runs: Vec<_> = queued.iter().filter(|(s, _)| s == session).collect();
             let expected: Vec<_> = runs
                 .iter()
-                .flat_map(|(_, r)| [format!("prompt of {r}"), format!("end of {r}")])
+                .flat_map(|(_, r)| {
+                    [
+                        format!("prompt of {r}"),
+                        format!("start of {r}"),
+                        format!("end of {r}"),
+                    ]
+                })
                 .collect();
             assert_eq!(after, expected);
             let snapshot = daemon.sessions.snapshot(session).unwrap();
@@ -582,7 +602,10 @@ mod tests {
         drop(daemon);
         // Once: a second start adds nothing.
         let daemon = Daemon::open(home.path(), &socket).unwrap();
-        assert_eq!(daemon.store.events_after(&queued[0].0, 0).unwrap().len(), 9);
+        assert_eq!(
+            daemon.store.events_after(&queued[0].0, 0).unwrap().len(),
+            12
+        );
     }
 
     #[test]

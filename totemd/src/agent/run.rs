@@ -241,13 +241,19 @@ pub(super) async fn execute(
     // client reacting to the end finds the session free. The run's new status is stored with
     // its end event, in one write.
     lock(&agent.queue).current = None;
-    if agent.queue_is_empty()
-        && let Ok(session) = live.update(store, |s| s.status = SessionStatus::Idle)
-    {
-        let _ = live.emit(store, EventKind::SessionUpdated { session });
+    if agent.queue_is_empty() {
+        match live.update(store, |s| s.status = SessionStatus::Idle) {
+            Ok(session) => {
+                let _ = live.emit(store, EventKind::SessionUpdated { session });
+            }
+            // A full disk: the session is idle all the same (stored with the run's end later).
+            Err(_) => live.set_status_unstored(SessionStatus::Idle),
+        }
     }
     if let Err(e) = live.emit(store, kind.clone()) {
-        tracing::warn!(run = %run.id, error = %e, "cannot store the end of the run; announcing it anyway");
+        // The run ends now for everyone (`run.wait`, `runningRuns`, the clients following it);
+        // its end is stored, with the same number, once the store writes again.
+        tracing::warn!(run = %run.id, error = %e, "cannot store the end of the run; announcing it and storing it once the disk has room");
         live.announce_unstored(kind);
     }
     if run.status == RunStatus::Done {

@@ -87,12 +87,19 @@ pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
 }
 
 fn find_run(d: &Daemon, run_id: &str) -> RpcResult<Run> {
-    d.store().get_run(run_id)?.ok_or_else(|| {
+    let run = d.store().get_run(run_id)?.ok_or_else(|| {
         err(
             ErrorCode::NOT_FOUND,
             format!("no run {run_id}; a run id comes from session.ask or session.prompt"),
         )
-    })
+    })?;
+    // A run that ended while the disk was full: its end is not stored yet, but it ended.
+    if run.status == RunStatus::Running
+        && let Some(ended) = d.sessions.unstored_end(&run.session_id, run_id)
+    {
+        return Ok(ended);
+    }
+    Ok(run)
 }
 
 /// Follows the session's events until run `run_id` ends, stops on a permission question, or the

@@ -49,6 +49,8 @@ pub struct SessionHub {
     live: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// The daemon's own stream (`daemon.subscribe`): what happens across sessions.
     daemon_events: broadcast::Sender<Arc<DaemonEvent>>,
+    /// Some session holds run ends the store could not write (a full disk).
+    unstored: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One session in memory.
@@ -57,6 +59,7 @@ pub struct LiveSession {
     state: Mutex<State>,
     events: broadcast::Sender<Arc<SessionEvent>>,
     daemon_events: broadcast::Sender<Arc<DaemonEvent>>,
+    unstored_flag: Arc<std::sync::atomic::AtomicBool>,
 }
 
 struct State {
@@ -71,6 +74,9 @@ struct State {
     asking: Vec<PermissionQuestion>,
     /// What the daemon stream last said the session was doing.
     activity: SessionActivity,
+    /// Run ends announced while the store could not write, kept to be stored (same numbers)
+    /// once it can; `record` then differs from the store in status too.
+    unstored: Vec<Arc<SessionEvent>>,
 }
 
 impl State {
@@ -133,6 +139,7 @@ impl SessionHub {
             store,
             live: Mutex::new(HashMap::new()),
             daemon_events,
+            unstored: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 
@@ -221,9 +228,11 @@ impl SessionHub {
                 deleted: false,
                 asking: Vec::new(),
                 activity: SessionActivity::Idle,
+                unstored: Vec::new(),
             }),
             events,
             daemon_events: self.daemon_events.clone(),
+            unstored_flag: self.unstored.clone(),
         });
         live.insert(id.to_string(), session.clone());
         Ok(session)
@@ -343,6 +352,34 @@ impl SessionHub {
                 session_id: id.to_string(),
             }));
         Ok(())
+    }
+
+    /// Stores the run ends that were announced while the store could not write (a full disk),
+    /// now that it can. Cheap when there are none.
+    pub fn store_unstored(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.unstored.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.live).values().cloned().collect();
+        for session in sessions {
+            if let Err(e) = session.store_unstored(&self.store) {
+                tracing::warn!(session = %session.id, error = %e, "cannot store the end of a run yet");
+                self.unstored.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// The end of run `run_id` of session `session_id` when it was announced but not stored yet.
+    pub fn unstored_end(&self, session_id: &str, run_id: &str) -> Option<totem_protocol::Run> {
+        let session = lock(&self.live).get(session_id).cloned()?;
+        let state = lock(&session.state);
+        state
+            .unstored
+            .iter()
+            .filter_map(|e| e.kind.ended_run())
+            .find(|run| run.id == run_id)
+            .cloned()
     }
 
     /// Number of sessions with a run going.
@@ -545,11 +582,53 @@ impl LiveSession {
             at: now_ms(),
             kind,
         });
+        if !event.kind.is_transient() {
+            state.unstored.push(event.clone());
+            self.unstored_flag
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         self.publish(&mut state, event);
     }
 
-    /// Every event after `after_seq` (stored ones from the store, recent ones from memory, deltas
-    /// included while they are recent) and a receiver for what follows.
+    /// Sets the session's status in memory when the store cannot write it (a run ended on a full
+    /// disk): it is stored with the run's end once the store writes again.
+    pub fn set_status_unstored(&self, status: SessionStatus) {
+        let mut state = lock(&self.state);
+        if state.deleted {
+            return;
+        }
+        state.record.session.status = status;
+        self.announce_activity(&mut state);
+    }
+
+    /// Stores, in one write and with their own numbers, the events announced while the store
+    /// could not write, with the session's record as memory holds it.
+    fn store_unstored(&self, store: &Store) -> Result<()> {
+        let mut state = lock(&self.state);
+        if state.deleted || state.unstored.is_empty() {
+            state.unstored.clear();
+            return Ok(());
+        }
+        let mut batch = store.begin()?;
+        for event in &state.unstored {
+            store.batch_event(&mut batch, event)?;
+        }
+        let mut record = state.record.clone();
+        let newest = state.unstored.iter().map(|e| e.seq).max().unwrap_or(0);
+        if newest > record.seq_reserved {
+            record.seq_reserved = newest + SEQ_RESERVATION;
+        }
+        store.batch_session(&mut batch, &record, Some(&state.record))?;
+        store.commit_durably(batch)?;
+        tracing::info!(session = %self.id, events = state.unstored.len(), "stored the run ends announced while the disk was full");
+        state.record = record;
+        state.unstored.clear();
+        Ok(())
+    }
+
+    /// Every stored event after `after_seq` (older ones from the store, recent ones from memory,
+    /// plus the deltas a client catching up on a streaming part missed) and a receiver for what
+    /// follows.
     pub fn subscribe(&self, store: &Store, after_seq: u64) -> Result<Subscription> {
         let state = lock(&self.state);
         if state.deleted {
@@ -567,6 +646,36 @@ impl LiveSession {
             );
         }
         replay.extend(state.recent.iter().filter(|e| e.seq > after_seq).cloned());
+        // Only stored events are replayed, so a replay from 0 reads the same before and after a
+        // restart. Deltas are kept only for a client catching up on a part it was already
+        // following (its `part.started` is not in the replay) or on a part still streaming (no
+        // `part.done` yet): they are exactly what it missed.
+        let mut started = std::collections::HashSet::new();
+        let mut finished = std::collections::HashSet::new();
+        for event in &replay {
+            match &event.kind {
+                EventKind::PartStarted {
+                    message_id, index, ..
+                } => {
+                    started.insert((message_id.clone(), *index));
+                }
+                EventKind::PartDone {
+                    message_id, index, ..
+                } => {
+                    finished.insert((message_id.clone(), *index));
+                }
+                _ => {}
+            }
+        }
+        replay.retain(|e| match &e.kind {
+            EventKind::PartDelta {
+                message_id, index, ..
+            } => {
+                let part = (message_id.clone(), *index);
+                !(started.contains(&part) && finished.contains(&part))
+            }
+            kind => !kind.is_transient(),
+        });
         Ok(Subscription {
             replay,
             live: self.events.subscribe(),
