@@ -82,6 +82,11 @@ export class ChatView implements vscode.WebviewViewProvider {
     void this.view?.webview.postMessage({ type: "unrestore", text });
   }
 
+  /** Scrolls the chat to the question that waits. */
+  revealQuestion(): void {
+    void this.view?.webview.postMessage({ type: "reveal" });
+  }
+
   /** The prompt `text` was taken: the box is emptied if it still holds it. */
   sent(text: string): void {
     void this.view?.webview.postMessage({ type: "sent", text });

@@ -899,6 +899,8 @@ export class Totem {
       await this.openSession(q.sessionId);
     }
     await vscode.commands.executeCommand("totem.chat.focus");
+    this.draw();
+    setTimeout(() => this.chat.revealQuestion(), 100);
     this.notify(q);
   }
 

@@ -288,19 +288,31 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
     // A question answered in the REPL attached to the same session (editors_vscode.rs types `o`
     // there): its notification goes, the chat drops its buttons, the status bar stops waiting.
     // Sending scrolls to the end, and the question is brought into view.
-    await inChat(() => (document.querySelector("#log").scrollTop = 0));
-    await prompt.fill("make b four");
-    await prompt.press("Enter");
-    await until("the second question in the chat", async () => (await chat.locator(".question button").count()) > 0);
-    const toast2 = page.locator(".notification-toast", { hasText: "Totem wants to change math.js." });
-    await toast2.waitFor();
     const inView = () =>
       inChat(() => {
         const log = document.querySelector("#log").getBoundingClientRect();
         const q = [...document.querySelectorAll(".question.open .buttons")].pop()?.getBoundingClientRect();
         return !!q && q.top >= log.top - 1 && q.bottom <= log.bottom + 1;
       });
+    await inChat(() => (document.querySelector("#log").scrollTop = 0));
+    await prompt.fill("make b four");
+    await prompt.press("Enter");
+    // It comes while the Sessions view is shown; the status bar's "waiting for you" brings the
+    // chat back at the question.
+    await until("the prompt sent", async () => (await chat.locator(".user", { hasText: "make b four" }).count()) === 1);
+    await until("the end in view", () =>
+      inChat(() => {
+        const log = document.querySelector("#log");
+        return log.scrollHeight - log.scrollTop - log.clientHeight < 20;
+      }),
+    5000);
+    await sessionsIcon.click();
+    const toast2 = page.locator(".notification-toast", { hasText: "Totem wants to change math.js." });
+    await toast2.waitFor();
+    await inChat(() => (document.querySelector("#log").scrollTop = 0));
+    await status.locator(".statusbar-item", { hasText: "Totem: waiting for you" }).click();
     await until("the question in view", inView, 5000);
+    await until("the second question in the chat", async () => (await chat.locator(".question button").count()) > 0);
     writeFileSync(join(signals, "asked"), "");
     await until("the REPL's answer", async () => (await chat.locator(".question button").count()) === 0, 60000);
     await until("the notification withdrawn", async () => (await toast2.count()) === 0);

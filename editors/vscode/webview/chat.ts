@@ -226,7 +226,6 @@ function drawLog(s: State): void {
     log.replaceChildren();
   }
   const follow = Date.now() < followUntil || log.scrollHeight - log.scrollTop - log.clientHeight < 40;
-  let reveal: HTMLElement | undefined;
   const empty = log.querySelector(":scope > .empty");
   if (s.blocks.length === 0) {
     if (!empty && s.daemon === "up") {
@@ -250,19 +249,24 @@ function drawLog(s: State): void {
     if (old && old.el !== e) old.el.replaceWith(e);
     else if (!old) log.append(e);
     drawn[i] = { key, el: e };
-    if (open && b.kind === "question" && !shown.has(b.id)) {
-      shown.add(b.id);
-      reveal = e;
-    }
   });
   for (const gone of drawn.splice(s.blocks.length)) gone.el.remove();
-  if (reveal) {
-    // A new question is always brought into view, its buttons first.
-    reveal.scrollIntoView({ block: "end" });
-    if (reveal.getBoundingClientRect().top < log.getBoundingClientRect().top) reveal.scrollIntoView({ block: "start" });
+  // A new question is always brought into view, once the view is on screen (one that came while
+  // the chat was hidden is shown when it comes back).
+  const fresh = [...log.querySelectorAll<HTMLElement>(".question.open")].find((q) => !shown.has(q.dataset.question ?? ""));
+  if (fresh && log.clientHeight > 0 && document.visibilityState === "visible") {
+    shown.add(fresh.dataset.question ?? "");
+    reveal(fresh);
   } else if (follow) {
     log.scrollTop = log.scrollHeight;
   }
+}
+
+/** Scrolls a question into view, its buttons first. */
+function reveal(q: HTMLElement): void {
+  if (q === log.lastElementChild) log.scrollTop = log.scrollHeight;
+  else q.scrollIntoView({ block: "end" });
+  if (q.getBoundingClientRect().top < log.getBoundingClientRect().top) q.scrollIntoView({ block: "start" });
 }
 
 function drawBanner(s: State): void {
@@ -357,6 +361,15 @@ window.addEventListener("message", (e: MessageEvent) => {
   }
   if (m.type === "restore" && !prompt.value) prompt.value = m.text ?? "";
   if ((m.type === "unrestore" || m.type === "sent") && prompt.value.trim() === m.text) prompt.value = "";
+  if (m.type === "reveal") {
+    const q = [...log.querySelectorAll<HTMLElement>(".question.open")].pop();
+    if (q) reveal(q);
+  }
+});
+// Back on screen: a question that came meanwhile is brought into view.
+document.addEventListener("visibilitychange", draw);
+window.addEventListener("resize", () => {
+  if (state && log.clientHeight > 0) drawLog(state);
 });
 prompt.addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
