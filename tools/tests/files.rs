@@ -131,7 +131,7 @@ async fn a_missing_path_with_no_close_name_lists_the_projects_files() {
     assert!(out.is_error);
     assert_eq!(
         out.text,
-        "file not found: api/ping. The project's files: controllers/default.js, views/index.html."
+        "file not found: api/ping. The project's files: controllers/default.js, views/index.html. To create it, use write."
     );
     let out = p
         .call("list", json!({"path": "/app/controllers/definition"}))

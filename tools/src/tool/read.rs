@@ -66,7 +66,9 @@ fn read(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let hint = fsutil::not_found_hint(ctx, &resolved.abs);
-            return ToolOutput::error(format!("file not found: {rel}.{hint}"));
+            return ToolOutput::error(format!(
+                "file not found: {rel}.{hint} To create it, use write."
+            ));
         }
         Err(e) => return ToolOutput::error(format!("cannot read {rel}: {e}")),
     };
