@@ -3,15 +3,18 @@
 //! always for the session, or deny, with the diff or the command in the message (as Codex's MCP
 //! server does). The daemon keeps the first answer from any client: when another one (`totem
 //! attach`) answers first, the elicitation is withdrawn with `notifications/cancelled`, and an
-//! answer that still comes meets `conflict` and is dropped.
+//! answer that still comes meets `conflict` and is dropped. When the call that asked ends first
+//! (its `timeoutMs` passed, or the host gave up on it), the form is withdrawn too, and an answer
+//! the host still sends is passed on while the question waits.
 
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ServerRequest,
+    ServerNotification, ServerRequest,
 };
 use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use totem_client::{Client, EventStream};
 use totem_protocol::display::displayable;
 use totem_protocol::{
@@ -37,13 +40,54 @@ pub enum Asked {
     Dismissed,
 }
 
-/// Asks the person at the host `question` and passes the answer on to the daemon.
-pub async fn ask(client: &Client, question: &PermissionQuestion, peer: &Peer<RoleServer>) -> Asked {
+/// A form on the host's screen: its question is put to the person on a task of its own, so that
+/// the call that opened it can end (its `timeoutMs` passed, the host gave up on it) while the
+/// form's answer still reaches the daemon.
+pub struct Form {
+    outcome: tokio::sync::oneshot::Receiver<Asked>,
+    withdraw: CancellationToken,
+}
+
+impl Form {
+    /// Puts `question` to the person at the host and passes the answer on to the daemon.
+    pub fn open(client: Client, question: PermissionQuestion, peer: Peer<RoleServer>) -> Form {
+        let (tx, outcome) = tokio::sync::oneshot::channel();
+        let withdraw = CancellationToken::new();
+        let withdrawn = withdraw.clone();
+        tokio::spawn(async move {
+            let asked = ask(&client, &question, &peer, withdrawn).await;
+            tracing::debug!(question = %question.id, ?asked, "asked the MCP client's person");
+            let _ = tx.send(asked);
+        });
+        Form { outcome, withdraw }
+    }
+
+    /// How the question ended for this client.
+    pub async fn answered(&mut self) -> Asked {
+        (&mut self.outcome).await.unwrap_or(Asked::Dismissed)
+    }
+
+    /// Takes the form back from the host's screen when the guard goes (the call that opened it
+    /// ended); an answer the host still sends is passed on all the same.
+    pub fn withdraw_on_drop(&self) -> tokio_util::sync::DropGuard {
+        self.withdraw.clone().drop_guard()
+    }
+}
+
+/// Asks the person at the host `question` and passes the answer on to the daemon; once
+/// `withdraw` fires, the form is taken back (`notifications/cancelled`), and an answer that comes
+/// anyway is passed on while the question still waits.
+async fn ask(
+    client: &Client,
+    question: &PermissionQuestion,
+    peer: &Peer<RoleServer>,
+    withdraw: CancellationToken,
+) -> Asked {
     // Subscribed before looking, so an answer from elsewhere after the look cannot slip past.
     let Some(mut events) = subscribe(client, &question.session_id).await else {
         return Asked::Dismissed;
     };
-    let asked = ask_while_waiting(client, question, peer, &mut events).await;
+    let asked = ask_while_waiting(client, question, peer, &mut events, withdraw).await;
     let _ = client.unsubscribe(&events.subscription).await;
     asked
 }
@@ -53,6 +97,7 @@ async fn ask_while_waiting(
     question: &PermissionQuestion,
     peer: &Peer<RoleServer>,
     events: &mut EventStream,
+    withdraw: CancellationToken,
 ) -> Asked {
     let session = SessionRef {
         session_id: question.session_id.clone(),
@@ -61,6 +106,9 @@ async fn ask_while_waiting(
         Ok(list) if list.questions.iter().any(|q| q.id == question.id) => {}
         Ok(_) => return Asked::AnsweredElsewhere,
         Err(_) => return Asked::Dismissed,
+    }
+    if withdraw.is_cancelled() {
+        return Asked::Dismissed;
     }
     let Some(form) = form(question) else {
         return Asked::Dismissed;
@@ -77,15 +125,26 @@ async fn ask_while_waiting(
         }
     };
     let mut following = true;
+    let mut withdrawn = false;
     let response = loop {
         tokio::select! {
             response = &mut handle.rx => break response,
+            _ = withdraw.cancelled(), if !withdrawn => {
+                withdrawn = true;
+                take_back(peer, &handle.id).await;
+            }
             event = events.next(), if following => match event {
                 Some(Ok(event)) => {
-                    if let EventKind::PermissionResolved { question_id, .. } = &event.kind
-                        && *question_id == question.id
-                    {
-                        let _ = handle.cancel(Some("answered in another client".into())).await;
+                    let settled = match &event.kind {
+                        EventKind::PermissionResolved { question_id, .. } => {
+                            *question_id == question.id
+                        }
+                        kind => kind.ended_run().is_some_and(|run| run.id == question.run_id),
+                    };
+                    if settled {
+                        if !withdrawn {
+                            let _ = handle.cancel(Some("answered in another client".into())).await;
+                        }
                         return Asked::AnsweredElsewhere;
                     }
                 }
@@ -104,6 +163,9 @@ async fn ask_while_waiting(
     let Some(reply) = reply else {
         return Asked::Dismissed;
     };
+    if withdrawn {
+        tracing::info!(question = %question.id, "an answer came from a form already taken back; passing it on");
+    }
     let params = PermissionReplyParams {
         session_id: question.session_id.clone(),
         question_id: question.id.clone(),
@@ -117,6 +179,24 @@ async fn ask_while_waiting(
             tracing::warn!(error = %e, "the answer from the MCP client was not taken");
             Asked::Dismissed
         }
+    }
+}
+
+/// Tells the host to take the form `id` back (`notifications/cancelled`). Sent as the plain
+/// notification rather than through rmcp's own cancel, which would also forget the request, so
+/// that an answer the host sends anyway (the person clicked as the form went) still arrives.
+async fn take_back(peer: &Peer<RoleServer>, id: &rmcp::model::RequestId) {
+    let params = json!({
+        "requestId": id,
+        "reason": "The call that asked ended; the question waits in `totem attach`.",
+    });
+    let notification =
+        rmcp::model::CustomNotification::new("notifications/cancelled", Some(params));
+    if let Err(e) = peer
+        .send_notification(ServerNotification::CustomNotification(notification))
+        .await
+    {
+        tracing::debug!(error = %e, "the form could not be taken back");
     }
 }
 

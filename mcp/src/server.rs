@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -16,7 +17,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use totem_client::{Client, ClientError, EventStream};
-use totem_protocol::{EventKind, Method, Part, RunOutcome, RunStatus, method};
+use totem_protocol::{
+    DEFAULT_WAIT_MS, EventKind, MAX_WAIT_MS, Method, Part, RunOutcome, RunStatus, method,
+};
 
 use crate::{elicit, tools};
 
@@ -146,7 +149,7 @@ impl TotemMcp {
 
     /// `session.ask` or `run.wait`; when the client can ask its person, the questions of a run
     /// it started are put to them and the wait goes on after each answer, until the run ends,
-    /// the wait is over, or a question stays unanswered.
+    /// `timeoutMs` passes (an open form is then taken back), or a question stays unanswered.
     async fn follow_run(
         &self,
         method: &'static str,
@@ -157,7 +160,13 @@ impl TotemMcp {
             .get("sessionId")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let timeout_ms = arguments.get("timeoutMs").cloned();
+        // The whole call, forms included, ends by `timeoutMs` (the daemon's default and cap).
+        let wait_ms = arguments
+            .get("timeoutMs")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_WAIT_MS)
+            .min(MAX_WAIT_MS);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut outcome = self
             .wait(method, arguments, session_id.as_deref(), context)
             .await?;
@@ -189,13 +198,27 @@ impl TotemMcp {
                 .await
                 .map_err(|e| format!("cannot reach totemd: {e:#}"))?;
             for question in fresh {
-                let how = elicit::ask(&client, question, &context.peer).await;
-                tracing::debug!(question = %question.id, ?how, "asked the MCP client's person");
+                let mut form =
+                    elicit::Form::open(client.clone(), question.clone(), context.peer.clone());
+                // However this call ends (the host may give up on it), the form goes with it.
+                let _withdraw = form.withdraw_on_drop();
+                if tokio::time::timeout_at(deadline, form.answered())
+                    .await
+                    .is_err()
+                {
+                    // `timeoutMs` passed with the form open: it is taken back, and the call
+                    // answers with the run as it is now, its question waiting.
+                    return self
+                        .connector
+                        .call(method::RunGet::NAME, json!({ "runId": now.run.id }))
+                        .await;
+                }
             }
-            let mut wait = json!({ "runId": now.run.id });
-            if let Some(timeout_ms) = &timeout_ms {
-                wait["timeoutMs"] = timeout_ms.clone();
-            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let wait = json!({
+                "runId": now.run.id,
+                "timeoutMs": u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+            });
             outcome = self
                 .wait(
                     method::RunWait::NAME,

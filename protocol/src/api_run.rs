@@ -15,6 +15,11 @@ pub struct RunRef {
     pub run_id: String,
 }
 
+/// How long `run.wait` and `session.ask` wait when `timeoutMs` is not given, milliseconds.
+pub const DEFAULT_WAIT_MS: u64 = 45_000;
+/// The longest `timeoutMs` `run.wait` and `session.ask` take, milliseconds.
+pub const MAX_WAIT_MS: u64 = 600_000;
+
 /// `run.wait`: wait until a run ends, or for at most `timeoutMs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -351,3 +351,189 @@ async fn only_the_user_pre_approves_what_mcp_runs_may_do() {
     };
     assert_eq!(asked.target, "b.txt");
 }
+
+/// A host speaking MCP's JSON-RPC lines to `totem mcp` itself, so that it can do what the SDKs
+/// do not let a test do: answer a form after the server took it back.
+struct RawHost {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawHost {
+    /// `totem mcp` for `env`'s project, initialized with form elicitation.
+    async fn start(env: &Env) -> RawHost {
+        let mut child = tokio::process::Command::new(binary("totem"))
+            .args(["--socket", &env.daemon.socket.display().to_string()])
+            .args(["mcp", "--project", &env.root().display().to_string()])
+            .env("TOTEM_HOME", &env.daemon.home)
+            .env("OLLAMA_HOST", totem_tests::harness::closed_ollama_host())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start totem mcp");
+        let stdin = child.stdin.take().expect("its stdin");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut host = RawHost {
+            child,
+            stdin,
+            stdout: tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout)),
+        };
+        host.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"elicitation": {"form": {}}},
+                "clientInfo": {"name": "raw-host", "version": "1"}
+            }}),
+        )
+        .await;
+        let answer = host.next().await;
+        assert_eq!(answer["id"], 1, "{answer}");
+        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        host
+    }
+
+    async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .expect("write to totem mcp");
+    }
+
+    /// The next message from the server.
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.stdout.next_line())
+            .await
+            .expect("a message in time")
+            .expect("read")
+            .expect("totem mcp still talks");
+        serde_json::from_str(&line).expect("a JSON-RPC message")
+    }
+
+    /// Calls `tool` with `arguments` as request `id`.
+    async fn call(&mut self, id: u64, tool: &str, arguments: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": arguments}}))
+            .await;
+    }
+}
+
+impl Drop for RawHost {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Issue 35 item 2: `session_ask` honours `timeoutMs` while a form is open: the call answers
+/// then with the run still waiting on its question, the form is taken back
+/// (`notifications/cancelled`), and an answer the host sends after that is applied. A host that
+/// gives up on the call itself gets the form taken back too, and its answer still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_open_at_timeout_ms_is_taken_back_and_a_late_answer_still_counts() {
+    let env = Env::start().await;
+    write_then(&env, "Wrote a.txt.");
+    let mut host = RawHost::start(&env).await;
+    let asked_at = std::time::Instant::now();
+    host.call(
+        2,
+        "session_ask",
+        json!({"sessionId": env.session, "text": "write a.txt", "model": MODEL, "timeoutMs": 3000}),
+    )
+    .await;
+    let mut form = None;
+    let mut withdrawn = false;
+    let mut result = None;
+    while result.is_none() || !withdrawn {
+        let message = host.next().await;
+        match message["method"].as_str() {
+            Some("elicitation/create") => form = Some(message["id"].clone()),
+            Some("notifications/cancelled") => {
+                assert_eq!(
+                    Some(&message["params"]["requestId"]),
+                    form.as_ref(),
+                    "{message}"
+                );
+                withdrawn = true;
+            }
+            _ if message["id"] == 2 => result = Some(message["result"].clone()),
+            _ => {}
+        }
+    }
+    let took = asked_at.elapsed();
+    let result = result.unwrap_or_default();
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(20),
+        "answered at timeoutMs: {took:?}"
+    );
+    let ask = &result["structuredContent"];
+    assert_eq!(ask["run"]["status"], "running", "{result}");
+    assert_eq!(ask["questions"][0]["target"], "a.txt", "{result}");
+    // The person clicked "Allow once" as the form went: the answer is applied.
+    host.send(
+        json!({"jsonrpc": "2.0", "id": form.clone().unwrap_or_default(),
+                     "result": {"action": "accept", "content": {"answer": "once"}}}),
+    )
+    .await;
+    host.call(
+        3,
+        "run_wait",
+        json!({"runId": ask["run"]["id"], "timeoutMs": 30000}),
+    )
+    .await;
+    let done = loop {
+        let message = host.next().await;
+        if message["id"] == 3 {
+            break message["result"]["structuredContent"].clone();
+        }
+    };
+    assert_eq!(done["run"]["status"], "done", "{done}");
+    assert_eq!(env.file("a.txt"), "hello\n");
+
+    // The host gives up on the call itself (its own timeout): the form goes with it.
+    env.push(vec![tool(
+        "w2",
+        "write",
+        json!({"path": "b.txt", "content": "bye\n"}),
+    )]);
+    env.push(vec![text("Wrote b.txt.")]);
+    host.call(
+        4,
+        "session_ask",
+        json!({"sessionId": env.session, "text": "write b.txt", "model": MODEL}),
+    )
+    .await;
+    let form = loop {
+        let message = host.next().await;
+        if message["method"] == "elicitation/create" {
+            break message["id"].clone();
+        }
+    };
+    host.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 4, "reason": "the host's timeout"}}),
+    )
+    .await;
+    loop {
+        let message = host.next().await;
+        if message["method"] == "notifications/cancelled" {
+            assert_eq!(message["params"]["requestId"], form, "{message}");
+            break;
+        }
+    }
+    host.send(json!({"jsonrpc": "2.0", "id": form,
+                     "result": {"action": "accept", "content": {"answer": "once"}}}))
+        .await;
+    // The run takes the answer and writes b.txt.
+    for _ in 0..300 {
+        if env.file("b.txt") == "bye\n" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(env.file("b.txt"), "bye\n", "the late answer was applied");
+}

@@ -18,9 +18,7 @@ use crate::session::Subscription;
 
 type RpcResult<T> = Result<T, ErrorObjectOwned>;
 
-/// How long `run.wait` and `session.ask` wait when not told, and at most.
-const DEFAULT_WAIT_MS: u64 = 45_000;
-const MAX_WAIT_MS: u64 = 600_000;
+use totem_protocol::{DEFAULT_WAIT_MS, MAX_WAIT_MS};
 
 pub(super) fn register_all(m: &mut RpcModule<Daemon>) {
     register::<method::RunGet, _, _>(m, |p: RunRef, d, _| async move {
