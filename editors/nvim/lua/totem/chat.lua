@@ -219,7 +219,7 @@ local function render(event)
     elseif part.type == "toolResult" then
       local output = part.output or ""
       local n = #split_lines(vim.trim(output))
-      local more = n > 1 and (" (+%d lines)"):format(n - 1) or ""
+      local more = n > 1 and (" (+%d more lines of output)"):format(n - 1) or ""
       local mark = part.isError and "✗" or "↳"
       append({ ("  %s %s%s"):format(mark, one_line(output, 100), more) })
     end
