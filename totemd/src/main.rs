@@ -99,7 +99,12 @@ fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    // One async worker per core, up to 4: the daemon mostly waits on sockets, providers and the
+    // store. Each worker is a stack and, with glibc, an allocator arena that keeps what it once
+    // held, so a 32-core machine does not get 32 of them.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(MAX_WORKERS));
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -220,6 +225,12 @@ fn spawn_signal_watch(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Async worker threads at most, whatever the number of cores.
+const MAX_WORKERS: usize = 4;
+
+/// Log lines that may wait for the log's writer thread.
+const LOG_LINES_QUEUED: usize = 4096;
+
 fn init_logging(
     home: &std::path::Path,
     filter: Option<String>,
@@ -233,7 +244,12 @@ fn init_logging(
         .max_log_files(7)
         .build(&logs)
         .with_context(|| format!("cannot write logs in {}", logs.display()))?;
-    let (writer, guard) = tracing_appender::non_blocking(appender);
+    // The log's queue holds its lines in one buffer allocated whole: the crate's default of
+    // 128,000 lines is 4 MiB resident from the start, for a daemon that logs a few lines a run.
+    // Past 4,096 waiting lines (128 KiB), new ones are dropped rather than slowing the daemon.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_LINES_QUEUED)
+        .finish(appender);
     let (text, source) = log_filter(home, filter);
     let filter = tracing_subscriber::EnvFilter::try_new(&text)
         .with_context(|| format!("bad log filter `{text}` (from {source})"))?;
