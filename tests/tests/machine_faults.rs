@@ -674,6 +674,68 @@ async fn a_damaged_table_file_is_rebuilt_from_what_can_be_read_and_the_user_is_t
     }
 }
 
+/// A journal cut at a batch boundary, or zeroed from one on, reads as whole (a power cut, a disk
+/// that loses writes): the marks of what was stored, kept outside the journal, find the sessions
+/// that lost their last events, and the user is told once, at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_cut_or_zeroed_at_a_batch_boundary_is_reported_at_start() {
+    for zeroed in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        let session = home_with_history(&home).await;
+        let file = journal(&home);
+        let mut data = std::fs::read(&file).expect("journal");
+        // Alpha's and bravo's batches stay whole; charlie's prompt and answer go.
+        let charlie = data
+            .windows(11)
+            .position(|w| w == b"[[charlie]]")
+            .expect("charlie's prompt in the journal");
+        let cut = batch_ends(&data)
+            .into_iter()
+            .rev()
+            .find(|&end| end <= charlie)
+            .expect("a batch before charlie's");
+        if zeroed {
+            data[cut..].fill(0);
+        } else {
+            data.truncate(cut);
+        }
+        std::fs::write(&file, &data).expect("damage the journal");
+
+        let daemon = TestDaemon::start_in(&home);
+        let (first, init) = Client::connect(&daemon.socket, "first", ClientCapabilities::default())
+            .await
+            .expect("the store opens");
+        let notice = init.notices.join("\n");
+        assert!(
+            notice.contains("lost the end") && notice.contains(&session),
+            "zeroed={zeroed}: the first client is told which session lost its end: {notice}"
+        );
+        let (_second, again) =
+            Client::connect(&daemon.socket, "second", ClientCapabilities::default())
+                .await
+                .expect("second client");
+        assert!(again.notices.is_empty(), "told once: {:?}", again.notices);
+        assert!(
+            status(&first).await["store"]["repaired"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&session),
+            "daemon.status says it too"
+        );
+        let report = doctor(&home, &daemon.socket);
+        assert!(
+            report
+                .lines()
+                .any(|l| l.contains("lost the end") && l.contains(&session)),
+            "doctor tells it: {report}"
+        );
+        let messages = texts(&all_messages(&first, &session).await.expect("messages"));
+        assert!(messages.contains(&echo_answer("bravo", 1)), "{messages}");
+        assert!(!messages.contains(&echo_answer("charlie", 1)), "{messages}");
+    }
+}
+
 // ---- 3. out of file descriptors ----
 
 /// Connects to a daemon that cannot take the client: it must be told why at once, in one line.

@@ -97,6 +97,10 @@ pub struct Daemon {
     pub web: crate::server::web::Web,
     shutdown: watch::Sender<bool>,
     failed: std::sync::atomic::AtomicBool,
+    /// The newest stored event of each session as last written to `store/acked`.
+    acked: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// What the start found lost at the journal's end, for `daemon.status`.
+    lost_tail: std::sync::Mutex<Option<String>>,
 }
 
 impl Daemon {
@@ -127,6 +131,8 @@ impl Daemon {
             web: crate::server::web::Web::default(),
             shutdown,
             failed: std::sync::atomic::AtomicBool::new(false),
+            acked: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            lost_tail: std::sync::Mutex::new(None),
         };
         // Temp folders of commands and writes a previous daemon left behind.
         let tmp = daemon.tmp_dir();
@@ -138,6 +144,7 @@ impl Daemon {
             tracing::warn!(ended, "ended MCP servers a previous totemd left running");
         }
         tracing::info!(sandbox = %daemon.sandbox.describe(), "commands run without asking");
+        daemon.check_acked();
         daemon.mark_interrupted_runs()?;
         daemon.repair_run_ends()?;
         if let Some(repair) = daemon.store.repair() {
@@ -148,6 +155,51 @@ impl Daemon {
             crate::util::lock(&daemon.notices).push(text);
         }
         Ok(daemon)
+    }
+
+    /// Compares what the store holds with the marks of what it had stored (`store/acked`): a
+    /// session whose events now end below its mark lost the journal's tail. The user is told
+    /// (the log, the first client's notices, `daemon.status` and `totem doctor`), once.
+    fn check_acked(&self) {
+        use crate::store::acked;
+        let path = self.store.path();
+        let mut marks = acked::read(path);
+        let lost = acked::check(&self.store, &marks);
+        if !lost.is_empty() {
+            let text = acked::describe(&lost);
+            tracing::warn!(notice = %text, "the store lost the end of its journal");
+            crate::util::lock(&self.notices).push(text.clone());
+            // For `totem doctor`, as a repair leaves its note.
+            let note = self.home.join(format!("store.damaged-{}", now_ms() / 1000));
+            if crate::util::create_private_dir(&note).is_ok() {
+                let _ = std::fs::write(note.join("NOTE.txt"), format!("{text}\n"));
+            }
+            *crate::util::lock(&self.lost_tail) = Some(text);
+            // Told once: the marks now start from what is left.
+            for l in &lost {
+                marks.insert(l.session_id.clone(), l.found);
+            }
+            if let Err(e) = acked::write(path, &marks) {
+                tracing::warn!(error = %e, "cannot write the marks of what is stored");
+            }
+        }
+        *crate::util::lock(&self.acked) = marks;
+    }
+
+    /// Brings `store/acked` up to date with what the sessions stored since it was written.
+    pub fn write_acked(&self) {
+        let mut marks = crate::util::lock(&self.acked);
+        let mut changed = false;
+        for (id, seq) in self.sessions.stored_marks() {
+            let mark = marks.entry(id).or_insert(0);
+            if seq > *mark {
+                *mark = seq;
+                changed = true;
+            }
+        }
+        if changed && let Err(e) = crate::store::acked::write(self.store.path(), &marks) {
+            tracing::warn!(error = %e, "cannot write the marks of what is stored");
+        }
     }
 
     /// `$TOTEM_HOME/tmp`: temp folders of confined commands and half-written files; emptied
@@ -187,7 +239,8 @@ impl Daemon {
             message,
             repaired: store
                 .repair()
-                .map(|r| crate::store::repair_notice::describe(store, r)),
+                .map(|r| crate::store::repair_notice::describe(store, r))
+                .or_else(|| crate::util::lock(&self.lost_tail).clone()),
         }
     }
 
@@ -204,10 +257,14 @@ impl Daemon {
                     return;
                 };
                 if daemon.store.health() == crate::store::Health::Ok {
-                    // Run ends announced while the disk was full are stored now.
+                    // Run ends announced while the disk was full are stored now, and the marks
+                    // of what is stored are brought up to date.
                     let hub = daemon.clone();
-                    let _ =
-                        tokio::task::spawn_blocking(move || hub.sessions.store_unstored()).await;
+                    let _ = tokio::task::spawn_blocking(move || {
+                        hub.sessions.store_unstored();
+                        hub.write_acked();
+                    })
+                    .await;
                     continue;
                 }
                 let store = daemon.store.clone();

@@ -148,6 +148,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         }
         daemon.sessions.give_back_reserved();
         daemon.store().persist()?;
+        daemon.write_acked();
         // systemd's socket stays in place: it starts us again on the next connection.
         if !activated {
             let _ = std::fs::remove_file(&socket);

@@ -77,6 +77,8 @@ struct State {
     /// Run ends announced while the store could not write, kept to be stored (same numbers)
     /// once it can; `record` then differs from the store in status too.
     unstored: Vec<Arc<SessionEvent>>,
+    /// The newest event this daemon stored for the session (0: none yet), for `store/acked`.
+    stored_upto: u64,
 }
 
 impl State {
@@ -229,6 +231,7 @@ impl SessionHub {
                 asking: Vec::new(),
                 activity: SessionActivity::Idle,
                 unstored: Vec::new(),
+                stored_upto: 0,
             }),
             events,
             daemon_events: self.daemon_events.clone(),
@@ -370,6 +373,18 @@ impl SessionHub {
         }
     }
 
+    /// The newest event stored by this daemon of each session in memory that stored any.
+    pub fn stored_marks(&self) -> Vec<(String, u64)> {
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.live).values().cloned().collect();
+        sessions
+            .iter()
+            .filter_map(|s| {
+                let state = lock(&s.state);
+                (state.stored_upto > 0 && !state.deleted).then(|| (s.id.clone(), state.stored_upto))
+            })
+            .collect()
+    }
+
     /// The end of run `run_id` of session `session_id` when it was announced but not stored yet.
     pub fn unstored_end(&self, session_id: &str, run_id: &str) -> Option<totem_protocol::Run> {
         let session = lock(&self.live).get(session_id).cloned()?;
@@ -500,6 +515,7 @@ impl LiveSession {
         }
         if !event.kind.is_transient() {
             store.append_event(&event)?;
+            state.stored_upto = state.stored_upto.max(event.seq);
         }
         self.publish(&mut state, event.clone());
         Ok(event)
@@ -563,6 +579,15 @@ impl LiveSession {
     pub fn publish_staged(&self, staged: Staged) {
         let mut state = lock(&self.state);
         state.record = staged.record;
+        if let Some(newest) = staged
+            .events
+            .iter()
+            .filter(|e| !e.kind.is_transient())
+            .map(|e| e.seq)
+            .max()
+        {
+            state.stored_upto = state.stored_upto.max(newest);
+        }
         for event in staged.events {
             self.publish(&mut state, event);
         }
@@ -622,6 +647,7 @@ impl LiveSession {
         store.commit_durably(batch)?;
         tracing::info!(session = %self.id, events = state.unstored.len(), "stored the run ends announced while the disk was full");
         state.record = record;
+        state.stored_upto = state.stored_upto.max(newest);
         state.unstored.clear();
         Ok(())
     }

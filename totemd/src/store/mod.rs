@@ -16,6 +16,7 @@
 //! - `queued`: run id → the prompt (a Message) of a run that has not started, written with its
 //!   `run.queued` event and removed with the prompt's `message.created` or the run's end.
 
+pub mod acked;
 mod backup;
 mod compaction;
 mod handle;
