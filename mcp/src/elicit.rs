@@ -261,11 +261,22 @@ fn form(question: &PermissionQuestion) -> Option<ElicitRequestParams> {
     })
 }
 
-/// The question in words; the model's and the project's text in it (the explanation names paths,
-/// the diff and the command are theirs) made displayable: control and bidi characters shown as
-/// escapes, so the host shows the command that runs.
+/// The question as a sentence ("Totem wants to change a.txt:"), then the diff or the command;
+/// the model's and the project's text in it (paths, the diff, the command are theirs) made
+/// displayable: control and bidi characters shown as escapes, so the host shows the command that
+/// runs. The rule that asked is not said: the person decides, not the rule.
 fn message(question: &PermissionQuestion) -> String {
-    let mut text = format!("Totem's agent asks: {}", displayable(&question.explanation));
+    let target = displayable(&question.target);
+    let mut text = match question.kind {
+        QuestionKind::Write if question.diff.is_some() => {
+            format!("Totem wants to change {target}:")
+        }
+        QuestionKind::Write => format!("Totem wants to change {target}."),
+        QuestionKind::Execute => "Totem wants to run this command:".to_string(),
+        QuestionKind::Read => format!("Totem wants to read {target}."),
+        QuestionKind::Mcp => format!("Totem wants to use the MCP tool {target}."),
+        QuestionKind::McpServer => displayable(&question.explanation).into_owned(),
+    };
     if let Some(diff) = &question.diff {
         text.push_str("\n\n");
         text.push_str(&displayable(diff.trim_end()));
@@ -273,7 +284,7 @@ fn message(question: &PermissionQuestion) -> String {
             text.push_str("\n(the diff is cut here; `totem attach` shows it whole)");
         }
     } else if question.kind == QuestionKind::Execute {
-        text.push_str(&format!("\n\n$ {}", displayable(&question.target)));
+        text.push_str(&format!("\n\n$ {target}"));
         if let Some(sub) = question
             .subcommand
             .as_deref()
@@ -323,7 +334,7 @@ mod tests {
             panic!("a form");
         };
         assert!(
-            message.contains("change a.txt") && message.contains("+hi"),
+            message.starts_with("Totem wants to change a.txt:\n\n") && message.contains("+hi"),
             "{message}"
         );
         let schema = serde_json::to_value(&requested_schema).expect("encode");
@@ -350,7 +361,7 @@ mod tests {
             "touch PWN '\r\x1b[2K  asks for: echo hello'",
             None,
         );
-        run.explanation = "runs \u{202e}txt.exe\x1b]0;T\x07".into();
+        run.subcommand = Some("\u{202e}txt.exe\x1b]0;T\x07".into());
         let write = question(
             QuestionKind::Write,
             "a.txt",
@@ -358,7 +369,7 @@ mod tests {
         );
         for (q, shown) in [
             (&run, "$ touch PWN '\\r\\x1b[2K  asks for: echo hello'"),
-            (&run, "runs <U+202E>txt.exe\\x1b]0;T\\x07"),
+            (&run, "(asks for: <U+202E>txt.exe\\x1b]0;T\\x07)"),
             (&write, "+ok\\r\\x1b[2K\\x1b]52;c;aGk=\\x07"),
         ] {
             let ElicitRequestParams::FormElicitationParams { message, .. } =

@@ -142,7 +142,18 @@ impl TotemMcp {
             _ = context.ct.cancelled() => Err("cancelled".to_string()),
         };
         match answer {
-            Ok(value) => CallToolResult::structured(value),
+            Ok(value) => {
+                let said = match method {
+                    method::SessionAsk::NAME | method::RunWait::NAME => run_words(&value),
+                    _ => None,
+                };
+                let mut result = CallToolResult::structured(value);
+                if let Some((sentence, failed)) = said {
+                    result.content.insert(0, ContentBlock::text(sentence));
+                    result.is_error = Some(failed);
+                }
+                result
+            }
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         }
     }
@@ -321,6 +332,42 @@ impl TotemMcp {
         let after = session.get("lastSeq")?.as_u64()?;
         let events = client.subscribe(session_id, after).await.ok()?;
         Some((client, events))
+    }
+}
+
+/// A sentence for the host's model about a run outcome that needs one, and whether the call
+/// failed: a run that failed (an unknown model, say) is an error; a run waiting on questions
+/// waits for a person, whom only `totem attach` or the web page can reach once no form is open.
+fn run_words(value: &Value) -> Option<(String, bool)> {
+    let outcome = serde_json::from_value::<RunOutcome>(value.clone()).ok()?;
+    match outcome.run.status {
+        RunStatus::Failed => Some((
+            format!(
+                "The run failed: {}",
+                outcome
+                    .run
+                    .error
+                    .as_deref()
+                    .unwrap_or("no reason was given")
+            ),
+            true,
+        )),
+        RunStatus::Running if !outcome.questions.is_empty() => {
+            let n = outcome.questions.len();
+            Some((
+                format!(
+                    "The run is waiting for a person to answer {} in `totem attach` (or Totem's web page, `totem web`): you cannot answer {}. Tell the user, then follow the run with run_wait.",
+                    if n == 1 {
+                        "a permission question".to_string()
+                    } else {
+                        format!("{n} permission questions")
+                    },
+                    if n == 1 { "it" } else { "them" },
+                ),
+                false,
+            ))
+        }
+        _ => None,
     }
 }
 

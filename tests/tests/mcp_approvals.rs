@@ -110,9 +110,10 @@ fn check_form(report: &Value) {
     assert_eq!(forms.len(), 1, "one question, one form: {report}");
     let message = forms[0]["message"].as_str().unwrap_or("");
     assert!(
-        message.contains("a.txt") && message.contains("+hello"),
-        "the diff is in the message: {message}"
+        message.starts_with("Totem wants to change a.txt:\n\n") && message.contains("+hello"),
+        "a sentence, then the diff: {message}"
     );
+    assert!(!message.contains("built-in"), "no rule trace: {message}");
     let choices: Vec<&str> = forms[0]["schema"]["properties"]["answer"]["oneOf"]
         .as_array()
         .expect("choices")
@@ -307,6 +308,15 @@ async fn only_the_user_pre_approves_what_mcp_runs_may_do() {
     assert_eq!(report["ask"]["run"]["status"], "running", "{report}");
     assert_eq!(report["ask"]["questions"][0]["target"], "a.txt", "{report}");
     assert!(!env.root().join("a.txt").exists(), "written without a yes");
+    // Its model is told in words that a person answers in `totem attach` (issue 35 item 6).
+    let said = report["text"].as_str().unwrap_or("");
+    assert!(
+        said.starts_with(
+            "The run is waiting for a person to answer a permission question in `totem attach`"
+        ),
+        "{report}"
+    );
+    assert_eq!(report["isError"], false, "{report}");
     env.client
         .call_raw("session.abort", json!({"sessionId": env.session}))
         .await
@@ -536,4 +546,27 @@ async fn a_form_open_at_timeout_ms_is_taken_back_and_a_late_answer_still_counts(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(env.file("b.txt"), "bye\n", "the late answer was applied");
+}
+
+/// Issue 35 item 6: a run that fails (here for a model no provider has) is an error for the host,
+/// with the reason in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_fails_is_an_error_for_the_host() {
+    let env = Env::start().await;
+    let report = ask(
+        &env,
+        &Transport::Stdio,
+        "none",
+        json!({"model": "sim/no-such-model"}),
+    )
+    .await;
+    assert_eq!(report["ask"]["run"]["status"], "failed", "{report}");
+    assert_eq!(report["isError"], true, "{report}");
+    assert!(
+        report["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("The run failed: "),
+        "{report}"
+    );
 }

@@ -169,6 +169,12 @@ async fn the_disk_and_the_home_folder_are_projects_only_when_named() {
         Path::new("/"),
     );
     assert_eq!(report["projects"], json!([]), "{report}");
+    // The host's model hears why, not only the host's log (issue 35 item 6).
+    let instructions = report["instructions"].as_str().unwrap_or("");
+    assert!(
+        instructions.contains("No project is open: ") && instructions.contains("whole disk"),
+        "{report}"
+    );
     // Named with --project, the home folder is opened.
     let out = totem(&["sessions", "--project", "."], &env, &home_path);
     assert_exit(&out, 0);

@@ -147,6 +147,14 @@ pub async fn connect_or_start_interactive(endpoint: &Endpoint) -> anyhow::Result
     })
 }
 
+/// [`connect_or_start_interactive`], and whether it had to start totemd (none answered).
+pub async fn connect_or_start_noting(endpoint: &Endpoint) -> anyhow::Result<(Connection, bool)> {
+    if let Some(connection) = connect_as(endpoint, true).await? {
+        return Ok((connection, false));
+    }
+    Ok((connect_or_start_interactive(endpoint).await?, true))
+}
+
 /// Where `totemd` is: beside this executable, else on PATH.
 pub fn find_totemd() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().ok();

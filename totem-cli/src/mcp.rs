@@ -124,14 +124,26 @@ pub async fn command(endpoint: &Endpoint, args: McpArgs) -> anyhow::Result<Exit>
 
 async fn serve(endpoint: &Endpoint, project: Option<PathBuf>) -> anyhow::Result<Exit> {
     // Declares that it answers permission questions: it passes on its host's person's answers.
-    let connection = daemon::connect_or_start_interactive(endpoint).await?;
-    let note = match open_project(&connection.client, project).await {
+    let (connection, started) = daemon::connect_or_start_noting(endpoint).await?;
+    let mut note = match open_project(&connection.client, project).await {
         Ok(note) => note,
         Err(e) => {
             eprintln!("totem mcp: {e:#}");
-            String::new()
+            // The host's model hears it too: it is the one to pick a project or tell the user.
+            format!(
+                "No project is open: {}. Use project_list for the open ones, or ask the user to add `--project DIR` to this server's arguments in the host's settings.",
+                totem_mcp::tools::in_tool_words(&format!("{e:#}")).trim_end_matches('.')
+            )
         }
     };
+    // A host that trims the environment drops TOTEM_HOME: then this started an empty totemd of
+    // its own beside the user's. Say so where the host's model reads it.
+    if started && std::env::var_os("TOTEM_HOME").is_none() {
+        note.push_str(&format!(
+            " This server started a new totemd with its data in {}. If Totem keeps your sessions elsewhere (TOTEM_HOME), the host did not pass that variable on: set TOTEM_HOME in this server's `env` in the host's settings.",
+            endpoint.home.display()
+        ));
+    }
     let reconnect = endpoint.clone();
     let connect: Connect = Arc::new(move || {
         let endpoint = reconnect.clone();
