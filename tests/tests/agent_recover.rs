@@ -76,7 +76,20 @@ async fn the_same_call_three_times_in_a_row_is_stopped() {
     env.push(vec![text("ok")]);
     let events = env.run("loop", json!({}), Answer::None).await;
     let results = results(&events);
-    assert!(!results[1].2);
+    // The first read is plain; the second has its result and a push to act on it.
+    assert!(
+        !results[0].2 && !results[0].1.contains("same call"),
+        "{results:?}"
+    );
+    assert!(
+        !results[1].2
+            && results[1].1.contains("x")
+            && results[1]
+                .1
+                .contains("You made this same call in the step before"),
+        "{:?}",
+        results[1]
+    );
     assert!(
         results[2].2 && results[2].1.contains("3 times"),
         "{:?}",

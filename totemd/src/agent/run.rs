@@ -71,6 +71,9 @@ pub(super) enum StepError {
     },
 }
 
+/// Added to the second identical read-only call in a row.
+const REPEATED_LOOK: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: act on it (edit or write a file, run a command) or answer.";
+
 impl From<DaemonError> for StepError {
     fn from(e: DaemonError) -> Self {
         // The session was deleted or the store failed: nothing more can be recorded.
@@ -537,7 +540,15 @@ impl Runner {
                 }) {
                     return step_failed(e);
                 }
-                let (output, is_error) = self.call(&call, changes).await;
+                let (mut output, is_error) = self.call(&call, changes).await;
+                // A look repeated at once gets its result and a push onwards: small models read
+                // the same file over and over until the repeat guard ends the run (bench-tasks).
+                if !is_error
+                    && self.tools.repeats.count() == 2
+                    && matches!(call.name.as_str(), "read" | "list" | "grep" | "glob")
+                {
+                    output.push_str(REPEATED_LOOK);
+                }
                 let unknown = is_error && output.starts_with("unknown tool");
                 all_unknown &= unknown;
                 if unknown {
