@@ -309,6 +309,15 @@ fn an_expired_access_token_is_refreshed_and_the_new_tokens_are_stored() {
         assert_eq!(stats["refreshed"], refreshes, "{stats}");
         assert_eq!(stats["authorized"], 1, "{stats}");
     }
+    // The server goes down: the test blames the refused connection, not the OAuth metadata
+    // (issue 35 item 5).
+    drop(server);
+    let out = cli.run(["mcp", "test", "remote"]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("refused the connection") && !said.contains("metadata"),
+        "{said}"
+    );
 }
 
 #[test]

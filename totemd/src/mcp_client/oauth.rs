@@ -109,10 +109,43 @@ pub async fn client(url: &str, tokens: TokenStore) -> Result<AuthClient<reqwest:
     match manager.initialize_from_store().await {
         Ok(true) => Ok(AuthClient::new(reqwest::Client::default(), manager)),
         Ok(false) => Err(login_hint(&server, "its login is no longer valid")),
-        Err(e) => Err(format!(
-            "its OAuth metadata could not be read ({}); `totem mcp test {server}` tries again",
-            plain(&e)
-        )),
+        Err(e) => Err(match unreachable(url).await {
+            // The server itself is down: that, not its metadata, is what to fix.
+            Some(why) => {
+                format!("{url} did not accept the connection ({why}); is the server running?")
+            }
+            None => format!(
+                "its OAuth metadata could not be read ({}); `totem mcp test {server}` tries again",
+                plain(&e)
+            ),
+        }),
+    }
+}
+
+/// Why nothing answers at `url` (the connection was refused, the name does not resolve); `None`
+/// when something does.
+async fn unreachable(url: &str) -> Option<String> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .ok()?;
+    match client.get(url).send().await {
+        Err(e) if e.is_connect() || e.is_timeout() => {
+            let mut causes = Vec::new();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                causes.push(c.to_string().to_lowercase());
+                cause = c.source();
+            }
+            Some(if causes.iter().any(|c| c.contains("refused")) {
+                "it refused the connection".to_string()
+            } else if e.is_timeout() {
+                "it did not answer in time".to_string()
+            } else {
+                "it could not be reached".to_string()
+            })
+        }
+        _ => None,
     }
 }
 
