@@ -314,9 +314,13 @@ const INSPECTOR: &str = "@modelcontextprotocol/inspector@2.12.0";
 fn strict_inspector_tool_list(cli: &Cli) -> Value {
     let dir = totem_tests::external::npm_install("mcp-inspector", &[INSPECTOR]);
     let project = std::fs::canonicalize(cli.project.path()).expect("project");
+    // The Inspector passes its server only the variables named with -e (as SDK hosts do):
+    // without TOTEM_HOME there, `totem mcp` would start a daemon in the user's home.
     let output = Command::new(dir.join("node_modules/.bin/mcp-inspector"))
         .arg("--cli")
         .arg("--strict")
+        .arg("-e")
+        .arg(format!("TOTEM_HOME={}", cli.home().display()))
         .arg(binary("totem"))
         .args(["mcp", "--project"])
         .arg(&project)
