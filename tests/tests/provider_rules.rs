@@ -518,12 +518,17 @@ async fn vllm_without_auto_tool_choice_falls_back_to_text_tools() {
     // The tool ran: its result went back.
     let second = requests[2].body["messages"].to_string();
     assert!(second.contains("alpha"), "{second}");
-    // The next run starts in text: no refused request first.
+    // The next run starts in text: no refused request first. (A constrained run's first step
+    // is a call, so it looks before it answers.)
+    vllm.push(Reply::stream([text(
+        r#"{"name": "read", "arguments": {"path": "a.txt"}}"#,
+    )]));
     vllm.push(Reply::stream([text(r#"{"answer": "Yes."}"#)]));
     assert_done(&run_to_end(&env, "Sure?", model).await);
     let requests = vllm.chat_requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 5);
     assert!(requests[3].body.get("tools").is_none());
+    assert!(requests[4].body.get("tools").is_none());
 }
 
 /// Arguments a model wrote wrong and Totem repaired are stored repaired: the next request, to

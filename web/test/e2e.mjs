@@ -74,7 +74,7 @@ test("stream, hostile text, questions, another client, undo and redo, phone", as
   const question = page.locator(".block.question").filter({ has: page.locator(".answers") });
   await question.first().waitFor({ timeout: 20000 });
   const q1 = question.first();
-  assert.equal(await q1.locator(".qline").innerText(), `write wants to write ${HOSTILE}`);
+  assert.equal(await q1.locator(".qline").innerText(), `Totem wants to change ${HOSTILE}.`);
   assert.ok((await q1.locator(".diff-table td.add").count()) > 0, "the diff side by side");
   assert.match(await q1.locator(".diff-table").innerText(), /<script>window.__xss=4<\/script>/);
   // "Always" says in words what it would store, the rule and the exact file.
