@@ -572,28 +572,11 @@ impl Terminal {
 mod tests {
     use super::*;
 
-    fn strip_ansi(s: &str) -> String {
-        let mut out = String::new();
-        let mut chars = s.chars();
-        while let Some(c) = chars.next() {
-            if c == '\x1b' {
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    }
-
     #[test]
     fn streamed_lines_are_drawn_one_by_one_code_highlighted_as_it_comes() {
         let color = Style { color: true };
         let mut lines = Lines::default();
-        let mut draw = |line: &str| strip_ansi(&lines.line(line, color));
+        let mut draw = |line: &str| plain(&lines.line(line, color));
         assert_eq!(draw("# Title"), "Title\n");
         assert_eq!(draw(""), "\n");
         assert_eq!(draw(""), "");
@@ -604,13 +587,13 @@ mod tests {
         lines2.line("```rust", color);
         let code = lines2.line("let x = 1;", color);
         assert!(code.contains("\x1b[38;"), "{code:?}");
-        assert_eq!(strip_ansi(&code), "    let x = 1;\n");
+        assert_eq!(plain(&code), "    let x = 1;\n");
         assert!(lines2.fence.is_some());
         assert_eq!(lines2.line("```", color), "");
         assert!(lines2.fence.is_none());
         assert_eq!(lines2.line("| a | b |", color), "");
         assert_eq!(lines2.line("|---|---|", color), "");
-        let table = strip_ansi(&lines2.line("after", color));
+        let table = plain(&lines2.line("after", color));
         assert!(
             table.contains("a │ b") && table.ends_with("after\n"),
             "{table:?}"
@@ -624,16 +607,13 @@ mod tests {
         let live = |text: &str| lines.live(text, color);
         assert_eq!(live("The **wh"), format!("The {BOLD}wh{RESET}"));
         assert_eq!(live("uses `GET /"), format!("uses {CODE}GET /{RESET}"));
-        assert!(live("## Ro").starts_with(HEADING) && strip_ansi(&live("## Ro")) == "Ro");
-        assert_eq!(strip_ansi(&live("a *b **c")), "a b c");
-        assert_eq!(
-            strip_ansi(&live("closed **x** and `y` z")),
-            "closed x and y z"
-        );
+        assert!(live("## Ro").starts_with(HEADING) && plain(&live("## Ro")) == "Ro");
+        assert_eq!(plain(&live("a *b **c")), "a b c");
+        assert_eq!(plain(&live("closed **x** and `y` z")), "closed x and y z");
         // Markup that opens nothing stays as written; snake_case is no emphasis.
-        assert_eq!(strip_ansi(&live("2 * 3 = 6")), "2 * 3 = 6");
-        assert_eq!(strip_ansi(&live("call snake_case")), "call snake_case");
-        assert_eq!(strip_ansi(&live("  - item *it")), "  • item it");
+        assert_eq!(plain(&live("2 * 3 = 6")), "2 * 3 = 6");
+        assert_eq!(plain(&live("call snake_case")), "call snake_case");
+        assert_eq!(plain(&live("  - item *it")), "  • item it");
         assert_eq!(live("| a | b"), "| a | b");
         assert_eq!(lines.live("**x", Style { color: false }), "**x");
     }
@@ -645,7 +625,7 @@ mod tests {
             "# Title\n\nSome *emphasis* and `code`.\n\n- one\n- two\n\n```rust\nfn main() {}\n```\n",
             color,
         );
-        let plain = strip_ansi(&out);
+        let plain = plain(&out);
         assert!(plain.contains("Title\n"), "{plain:?}");
         assert!(plain.contains("Some emphasis and code."), "{plain:?}");
         assert!(plain.contains("• one\n• two\n"), "{plain:?}");
@@ -658,10 +638,7 @@ mod tests {
         let color = Style { color: true };
         let rust = render("```rust\nlet x = \"hi\";\n```\n", color);
         assert!(rust.contains("\x1b[38;"), "{rust:?}");
-        assert!(
-            strip_ansi(&rust).contains("    let x = \"hi\";\n"),
-            "{rust:?}"
-        );
+        assert!(plain(&rust).contains("    let x = \"hi\";\n"), "{rust:?}");
         let unknown = render("```nosuchlang\nplain\n```\n", color);
         assert!(
             unknown.contains(&format!("{CODE_BLOCK}plain{RESET}")),
@@ -673,7 +650,7 @@ mod tests {
 
     #[test]
     fn table_columns_line_up() {
-        let out = strip_ansi(&render(
+        let out = plain(&render(
             "| name | n |\n|---|--:|\n| a long name | 1 |\n| **b** | 22 |\n",
             Style { color: true },
         ));
@@ -685,7 +662,7 @@ mod tests {
 
     #[test]
     fn ordered_lists_keep_their_numbers() {
-        let out = strip_ansi(&render("3. three\n4. four\n", Style { color: true }));
+        let out = plain(&render("3. three\n4. four\n", Style { color: true }));
         assert_eq!(out, "3. three\n4. four\n");
     }
 
