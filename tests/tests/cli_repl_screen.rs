@@ -350,7 +350,12 @@ fn a_deny_note_is_its_own_sentence_and_a_replay_does_not_say_answered_elsewhere(
     // Attached again, the replay shows the question and its answer, and does not claim another
     // terminal answered it.
     let session = cli_common::session_ids(&env.cli)[0].clone();
-    let again = Screen::attach(&env, &["attach", "--session", &session], &[]);
+    let mut again = Screen::attach(&env, &["attach", "--session", &session], &[]);
+    // The replay may be drawn after the greeting and the model's choice; its last line is the
+    // answer.
+    if !again.shown().contains("Understood.") {
+        again.wait("Understood.", "the replayed answer");
+    }
     let replayed = again.shown();
     assert!(
         replayed.contains("wants to write a.txt") && replayed.contains("Understood."),
