@@ -211,6 +211,13 @@ pub fn chromium() -> PathBuf {
     bin
 }
 
+/// Debian's Firefox ESR (the web client's second engine), installed once.
+pub fn firefox() -> PathBuf {
+    let bin = PathBuf::from("/usr/lib/firefox-esr/firefox-esr");
+    apt_install(&bin, &["firefox-esr"]);
+    bin
+}
+
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new(program).args(args).current_dir(dir).status()?;
     anyhow::ensure!(

@@ -173,6 +173,21 @@ async fn the_door_needs_the_one_time_token_or_its_cookie() {
     assert!(html.contains(r#"<script src="/app.js" defer></script>"#));
     assert_eq!(html.matches("<script").count(), 1, "no inline script");
     assert!(!html.contains("style="), "no inline style");
+    // The one `<style>` source besides the stylesheet: elements bearing this answer's nonce
+    // (xterm.js makes its own), named in the page for the script to set.
+    let nonce = policy
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("a style nonce in the policy");
+    assert!(nonce.len() >= 32, "{policy}");
+    assert!(
+        html.contains(&format!(
+            r#"<meta name="totem-style-nonce" content="{nonce}">"#
+        )),
+        "{html}"
+    );
+    assert!(!policy.contains("script-src 'self' 'nonce"), "{policy}");
 
     // 5: the same token again.
     let again = get(&format!("/?token={token}"), &[]).await.expect("GET");
@@ -525,6 +540,14 @@ async fn the_page_in_chromium() {
         json!({"path": "second.txt", "content": "two\n"}),
     )]);
     env.push(vec![text("Both written.")]);
+    // 3: a shell on the model's terminal (the page answers its question while hidden, then
+    // takes the terminal over).
+    env.push(vec![agent_common::tool(
+        "c3",
+        "terminal",
+        json!({"action": "start", "command": "bash --norc --noprofile -i"}),
+    )]);
+    env.push(vec![text("A shell is running.")]);
 
     let mut watcher = env.subscribe().await;
     let opened = env
@@ -593,5 +616,84 @@ async fn the_page_in_chromium() {
             replies.push(value["reply"]["type"].clone());
         }
     }
-    assert_eq!(replies, vec![json!("once"), json!("once")]);
+    assert_eq!(replies, vec![json!("once"), json!("once"), json!("once")]);
+    // What the page typed reached the shell: the daemon's own screen of it shows the answer.
+    let list = env
+        .client
+        .call_raw("terminal.list", json!({"sessionId": env.session}))
+        .await
+        .expect("terminal.list");
+    let id = list["terminals"][0]["id"].as_str().expect("a terminal");
+    let screen = env
+        .client
+        .call_raw("terminal.screen", json!({"id": id}))
+        .await
+        .expect("terminal.screen");
+    let text = screen["text"].as_str().expect("text");
+    assert!(text.contains("echo taken-$((6*7))\ntaken-42"), "{text}");
+}
+
+/// The page in Firefox (Debian's ESR over WebDriver BiDi, `web/test/e2e-firefox.mjs`): what
+/// differs between engines — the policy's styles, Markdown, a question, xterm.js taken over, the
+/// timeline's SVG, the phone layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_firefox() {
+    use totem_tests::sim::{Reply, Script};
+    let firefox = totem_tests::external::firefox();
+    let tools = totem_tests::external::npm_install("playwright-bidi", &["playwright-core@1.54.2"]);
+    let (_home, env) = web_env(false, "127.0.0.1").await;
+    let chunks = [
+        "First words, ",
+        "then code:\n\n```rust\nfn main() {}\n```\n\n",
+        "<img src=x onerror=window.__xss=1>Last words.",
+    ];
+    env.sim.push(Reply::Stream(Script {
+        delay_ms: 300,
+        ..Script::new(chunks.iter().map(|c| text(c)))
+    }));
+    env.push(vec![agent_common::tool(
+        "c1",
+        "terminal",
+        json!({"action": "start", "command": "bash --norc --noprofile -i"}),
+    )]);
+    env.push(vec![text("A shell is running.")]);
+    let opened = env
+        .client
+        .call_raw("web.open", json!({}))
+        .await
+        .expect("web.open");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/test/e2e-firefox.mjs");
+    let status = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node")
+            .arg("--test")
+            .arg("--test-reporter=spec")
+            .arg(&script)
+            .env("TOTEM_E2E_URL", opened["url"].as_str().expect("url"))
+            .env("TOTEM_E2E_TOOLS", &tools)
+            .env("TOTEM_E2E_FIREFOX", &firefox)
+            .kill_on_drop(true)
+            .status(),
+    )
+    .await
+    .expect("the Firefox test took too long")
+    .expect("node");
+    assert!(
+        status.success(),
+        "the Firefox test failed (its output is above)"
+    );
+    let list = env
+        .client
+        .call_raw("terminal.list", json!({"sessionId": env.session}))
+        .await
+        .expect("terminal.list");
+    let id = list["terminals"][0]["id"].as_str().expect("a terminal");
+    let screen = env
+        .client
+        .call_raw("terminal.screen", json!({"id": id}))
+        .await
+        .expect("terminal.screen");
+    let text = screen["text"].as_str().expect("text");
+    assert!(text.contains("firefox-42"), "{text}");
 }

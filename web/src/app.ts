@@ -12,6 +12,10 @@ import "./app.css";
 import { SessionsState, Transcript, type Block, type Session } from "../../editors/vscode/src/state";
 import { el, markdown, sideBySide } from "./render";
 import { type Event, Rpc, RpcError } from "./rpc";
+import { type Run, Timeline } from "./runs";
+import { Terminals, admitXtermStyles } from "./terminals";
+
+admitXtermStyles();
 
 // ---- the page's skeleton ----
 
@@ -43,10 +47,16 @@ const deleteButton = el("button", undefined, "Delete");
 const undoButton = el("button", "undo", "Undo");
 const redoButton = el("button", "redo", "Redo");
 const changesButton = el("button", "changes-toggle", "Changes");
-toolbar.append(undoButton, redoButton, changesButton, renameButton, forkButton, deleteButton);
+const terminalsButton = el("button", "terminals-toggle", "Terminals");
+const runsButton = el("button", "runs-toggle", "Runs");
+toolbar.append(undoButton, redoButton, changesButton, terminalsButton, runsButton, renameButton, forkButton, deleteButton);
 const log = el("div", "log");
 log.setAttribute("role", "log");
 const changesPanel = el("section", "changes hidden");
+const terminals = new Terminals(() => rpc);
+terminals.onCount = (n) => (terminalsButton.textContent = n > 0 ? `Terminals (${n})` : "Terminals");
+terminals.onError = (e) => failed(e);
+const timeline = new Timeline(() => rpc);
 const composer = el("form", "composer");
 const prompt = el("textarea", "prompt");
 prompt.placeholder = "Ask Totem… (Enter sends, Shift+Enter for a new line)";
@@ -73,7 +83,7 @@ pickers.append(modeSelect, modelSelect, reasoningSelect, stopButton, sendButton)
 composer.append(prompt, pickers);
 const toast = el("div", "toast hidden");
 toast.setAttribute("role", "status");
-main.append(toolbar, log, changesPanel, composer);
+main.append(toolbar, log, changesPanel, terminals.panel, timeline.panel, composer);
 root.append(header, side, main, toast);
 
 // ---- state ----
@@ -94,6 +104,8 @@ interface Open {
   questions: Map<string, any>;
   tools: Map<string, { tool: string; input: unknown; output?: string }>;
   rendered: { el: HTMLElement; sig: string }[];
+  /** The session's runs, oldest first (from the messages, then from run events). */
+  runIds: string[];
   /** The first block drawn: a long session draws its last blocks, and earlier ones as the
    * reader scrolls up to them. */
   from: number;
@@ -295,6 +307,7 @@ async function openSession(id: string): Promise<void> {
     questions: new Map(),
     tools: new Map(),
     rendered: [],
+    runIds: [],
     from: 0,
     activity: session.status === "running" ? "running" : "idle",
   };
@@ -341,6 +354,8 @@ async function openSession(id: string): Promise<void> {
   showUsage(session.usage);
   log.replaceChildren();
   changesPanel.classList.add("hidden");
+  terminals.reset(id);
+  timeline.reset(id, state.runIds);
   draw(true);
   drawSessions();
   let lastSeq = session.lastSeq;
@@ -364,6 +379,7 @@ async function openSession(id: string): Promise<void> {
 
 function ingestMessage(state: Open, message: any): void {
   state.seenMessages.add(message.id);
+  noteRun(state, message.runId);
   const base = { at: message.createdAt, sessionId: message.sessionId, seq: message.seq };
   state.transcript.apply({ ...base, type: "message.created", message } as any);
   if (message.role !== "assistant") {
@@ -374,6 +390,19 @@ function ingestMessage(state: Open, message: any): void {
     noteTool(state, part);
     state.transcript.apply({ ...base, type: "part.done", messageId: message.id, runId: message.runId, index, part } as any);
   });
+}
+
+function noteRun(state: Open, runId: unknown): void {
+  if (typeof runId === "string" && state.runIds[state.runIds.length - 1] !== runId && !state.runIds.includes(runId)) {
+    state.runIds.push(runId);
+  }
+}
+
+/** A `terminal` tool call may have started a terminal: list them again (once per burst). */
+let terminalsTimer = 0;
+function terminalsChanged(): void {
+  window.clearTimeout(terminalsTimer);
+  terminalsTimer = window.setTimeout(() => void terminals.refresh().catch(() => undefined), 300);
 }
 
 function noteTool(state: Open, part: any): void {
@@ -396,6 +425,7 @@ function apply(state: Open, e: Event): void {
         return;
       }
       state.seenMessages.add(id);
+      noteRun(state, (e.message as { runId?: string }).runId);
       break;
     }
     case "part.started":
@@ -406,8 +436,27 @@ function apply(state: Open, e: Event): void {
       }
       if (e.type === "part.done") {
         noteTool(state, e.part);
+        const part = e.part as { type?: string; tool?: string };
+        if (open === state && (part.type === "toolResult" || part.type === "toolCall") && state.tools.get((e.part as any).callId)?.tool === "terminal") {
+          terminalsChanged();
+        }
       }
       break;
+    case "run.started":
+    case "run.done":
+    case "run.failed":
+    case "run.aborted":
+    case "run.interrupted": {
+      const run = e.run as Run;
+      noteRun(state, run.id);
+      if (open === state) {
+        timeline.update(run);
+        if (e.type !== "run.started") {
+          terminalsChanged();
+        }
+      }
+      break;
+    }
     case "permission.asked": {
       const q = e.question as { id: string };
       if (state.seenQuestions.has(q.id)) {
@@ -701,6 +750,8 @@ async function showChanges(): Promise<void> {
     changesPanel.classList.add("hidden");
     return;
   }
+  terminals.hide();
+  timeline.hide();
   const diff = await rpc.call<{ files: { path: string; status: string; diff?: string; binary?: boolean }[] }>("session.diff", {
     sessionId: open.id,
   });
@@ -791,6 +842,30 @@ stopButton.onclick = () => open && void rpc.call("session.abort", { sessionId: o
 undoButton.onclick = () => void undoRedo("session.undo").catch(failed);
 redoButton.onclick = () => void undoRedo("session.redo").catch(failed);
 changesButton.onclick = () => void showChanges().catch(failed);
+terminalsButton.onclick = () => {
+  if (!open) {
+    return;
+  }
+  if (terminals.shown) {
+    terminals.hide();
+    return;
+  }
+  changesPanel.classList.add("hidden");
+  timeline.hide();
+  void terminals.show().catch(failed);
+};
+runsButton.onclick = () => {
+  if (!open) {
+    return;
+  }
+  if (timeline.shown) {
+    timeline.hide();
+    return;
+  }
+  changesPanel.classList.add("hidden");
+  terminals.hide();
+  void timeline.show().catch(failed);
+};
 menuButton.onclick = () => side.classList.toggle("shown");
 newButton.onclick = () => {
   const pid = projectId();
@@ -839,6 +914,8 @@ deleteButton.onclick = () => {
       open = undefined;
       log.replaceChildren();
       titleLine.textContent = "Totem";
+      terminals.reset(undefined);
+      timeline.reset(undefined, []);
       await loadSessions();
     })
     .catch(failed);
@@ -852,6 +929,8 @@ projectSelect.onchange = () => {
   localStorage.setItem("totem.project", projectSelect.value);
   open = undefined;
   log.replaceChildren();
+  terminals.reset(undefined);
+  timeline.reset(undefined, []);
   void loadSessions().catch(failed);
 };
 

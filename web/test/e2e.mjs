@@ -3,7 +3,9 @@
 // watches the session from a socket client). What a person does: open the link `totem web`
 // printed, send a prompt and watch the answer stream, see hostile Markdown shown harmlessly,
 // answer a question after reading its side-by-side diff, see a question another client answered
-// leave, undo and redo, and use it all on a phone-sized screen.
+// leave, undo and redo, be told by a browser notification while the tab is hidden, watch the
+// model's terminal and take it over, read the run timeline, and use it all on a phone-sized
+// screen.
 // Environment: TOTEM_E2E_URL (the one-time link), TOTEM_E2E_TOOLS (the folder whose node_modules
 // holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT, TOTEM_E2E_SIGNALS (this test
 // writes `asked2` when the page shows the second question; web.rs answers it from the socket),
@@ -35,10 +37,31 @@ async function until(what, done, ms = 20000) {
   }
 }
 
-test("stream, hostile text, questions, another client, undo and redo, phone", async (t) => {
+test("stream, hostile text, questions, another client, undo and redo, notifications, terminal, runs, phone", async (t) => {
   const browser = await chromium.launch({ executablePath: env.TOTEM_E2E_CHROMIUM, args: ["--no-sandbox"] });
   t.after(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await context.grantPermissions(["notifications"], { origin: new URL(env.TOTEM_E2E_URL).origin });
+  // Notifications shown are recorded; `window.__hidden` makes the tab hidden, as when another
+  // tab is in front.
+  await context.addInitScript(() => {
+    window.__notes = [];
+    window.__hidden = false;
+    const Real = window.Notification;
+    window.Notification = class extends Real {
+      constructor(title, options) {
+        window.__notes.push({ title, body: options?.body ?? "" });
+        super(title, options);
+      }
+    };
+    const hidden = Object.getOwnPropertyDescriptor(Document.prototype, "hidden");
+    Object.defineProperty(Document.prototype, "hidden", {
+      configurable: true,
+      get() {
+        return window.__hidden || hidden.get.call(this);
+      },
+    });
+  });
   const page = await context.newPage();
   const errors = [];
   page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
@@ -111,7 +134,45 @@ test("stream, hostile text, questions, another client, undo and redo, phone", as
   await until("the run no longer dimmed", async () => (await page.locator(".block.undone").count()) === 0);
   assert.deepEqual(errors, []);
 
-  // 4. A phone: nothing wider than the screen, the session list behind the menu button.
+  // 4. The tab hidden: a question, then the run's end, each a browser notification (none came
+  // while it was in front).
+  assert.deepEqual(await page.evaluate(() => window.__notes), []);
+  await page.evaluate(() => (window.__hidden = true));
+  await page.locator(".prompt").fill("open a shell");
+  await page.locator(".prompt").press("Enter");
+  await until("the question's notification", async () => (await page.evaluate(() => window.__notes)).length === 1);
+  const asked = (await page.evaluate(() => window.__notes))[0];
+  assert.equal(asked.title, "Totem asks");
+  const q3 = page.locator(".block.question").filter({ has: page.locator(".answers") }).first();
+  await q3.locator("button.once").click();
+  await until("the end's notification", async () => (await page.evaluate(() => window.__notes)).length === 2);
+  assert.deepEqual((await page.evaluate(() => window.__notes))[1], { title: "Totem", body: "The run finished." });
+  await page.evaluate(() => (window.__hidden = false));
+
+  // 5. The model's terminal, live in xterm.js: watched, then taken over.
+  await page.locator(".terminals-toggle").click();
+  const rows = page.locator(".terminals .xterm-rows");
+  await until("the shell's prompt", async () => /bash-[\d.]+[$#]/.test(await rows.innerText().catch(() => "")));
+  assert.equal(await page.locator(".take-over").innerText(), "Take over");
+  await page.locator(".take-over").click();
+  assert.equal(await page.locator(".take-over").innerText(), "Give back");
+  await page.keyboard.type("echo taken-$((6*7))");
+  await page.keyboard.press("Enter");
+  await until("the shell's answer", async () => (await rows.innerText()).includes("taken-42"));
+  await shot("web-terminal");
+  await page.locator(".take-over").click();
+  assert.equal(await page.locator(".take-over").innerText(), "Take over");
+
+  // 6. The run timeline: a column and a row per run, with its tokens.
+  await page.locator(".runs-toggle").click();
+  await until("the timeline", async () => (await page.locator(".timeline .run").count()) === 3);
+  assert.equal(await page.locator(".run-table .run-row").count(), 3);
+  assert.match(await page.locator(".run-summary").innerText(), /^3 runs: \S+ tokens/);
+  await shot("web-runs");
+  assert.deepEqual(errors, []);
+
+  // 7. A phone: nothing wider than the screen, every control within it, the session list behind
+  // the menu button, the terminal scrolling inside its own box.
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, storageState: await context.storageState() });
   const small = await phone.newPage();
   await small.goto(new URL("/", env.TOTEM_E2E_URL).href);
@@ -122,7 +183,18 @@ test("stream, hostile text, questions, another client, undo and redo, phone", as
   assert.ok(await small.locator(".menu").isVisible());
   assert.ok(!(await small.locator(".side").isVisible()) || (await small.locator(".side").boundingBox()).x < -100, "the list is tucked away");
   assert.ok(await small.locator(".prompt").isVisible());
+  for (const control of [".toolbar button", ".pickers select", ".pickers button.send", ".menu", ".project"]) {
+    for (const box of await small.locator(control).evaluateAll((es) => es.map((e) => e.getBoundingClientRect().toJSON()))) {
+      assert.ok(box.x >= 0 && box.x + box.width <= 390 && box.y >= 0 && box.y + box.height <= 844, `${control} off the screen: ${JSON.stringify(box)}`);
+    }
+  }
   await small.screenshot({ path: join(shots, "web-phone.png") });
+  await small.locator(".terminals-toggle").click();
+  await small.locator(".terminals .xterm-rows").waitFor();
+  await until("the terminal drawn", async () => (await small.locator(".terminals .xterm-rows").innerText()).includes("taken-42"));
+  const wide = await small.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(wide <= 390, `with the terminal open the page is ${wide} px wide`);
+  await small.locator(".terminals-toggle").click();
   await small.locator(".menu").click();
   await until("the list to slide in", async () => (await small.locator(".side").boundingBox())?.x >= 0);
   await small.locator(".session").first().waitFor();

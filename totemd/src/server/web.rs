@@ -187,7 +187,7 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 
 /// The door: Host, Origin, then the one-time token or the cookie. Adds the security headers to
 /// every answer.
-async fn guard(State(door): State<Door>, request: Request, next: Next) -> Response {
+async fn guard(State(door): State<Door>, mut request: Request, next: Next) -> Response {
     let host = match request
         .headers()
         .get(header::HOST)
@@ -241,6 +241,10 @@ async fn guard(State(door): State<Door>, request: Request, next: Next) -> Respon
             "open the address `totem web` prints (this browser has no valid Totem cookie)",
         ));
     }
+    // xterm.js (the terminals) writes `<style>` elements of its own: the policy admits a
+    // `<style>` only with this answer's nonce, which the page reads from its `<meta>`.
+    let nonce = StyleNonce(random_token()[..32].to_string());
+    request.extensions_mut().insert(nonce.clone());
     let mut response = next.run(request).await;
     if let Some(cookie) = new_cookie
         && let Ok(value) = HeaderValue::from_str(&format!(
@@ -250,9 +254,10 @@ async fn guard(State(door): State<Door>, request: Request, next: Next) -> Respon
         response.headers_mut().append(header::SET_COOKIE, value);
     }
     let csp = format!(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+        "default-src 'none'; script-src 'self'; style-src 'self' 'nonce-{}'; img-src 'self' data:; \
          font-src 'self'; connect-src 'self' ws://{host}; base-uri 'none'; form-action 'none'; \
-         frame-ancestors 'none'"
+         frame-ancestors 'none'",
+        nonce.0
     );
     if let Ok(value) = HeaderValue::from_str(&csp) {
         response
@@ -331,8 +336,24 @@ fn asset(content_type: &'static str, body: &'static str, cache: &'static str) ->
         .into_response()
 }
 
-async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML, "no-store")
+/// The nonce a `<style>` element needs in this answer's page (fresh for every answer).
+#[derive(Clone)]
+struct StyleNonce(String);
+
+async fn index(axum::Extension(nonce): axum::Extension<StyleNonce>) -> Response {
+    let page = INDEX_HTML.replacen(
+        r#"<meta name="totem-style-nonce" content="">"#,
+        &format!(r#"<meta name="totem-style-nonce" content="{}">"#, nonce.0),
+        1,
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        page,
+    )
+        .into_response()
 }
 
 async fn app_js() -> Response {
