@@ -150,6 +150,136 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
     assert_eq!(parts_text(&events), "notes.txt is there.");
 }
 
+/// What bench-tasks saw Qwen2.5-Coder 1.5B do: asked to add a route, it read the controller and
+/// answered "Added a route…" with nothing changed. A prompt that asks for a change is offered the
+/// answer once a change worked; a question is offered it after any call that worked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
+    let events = env
+        .run_done(
+            "Change alpha to beta in notes.txt.",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let offers: Vec<bool> = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).1)
+        .collect();
+    assert_eq!(
+        offers,
+        [false, false, true],
+        "no answer after the read, one after the edit"
+    );
+    assert_eq!(parts_text(&events), "notes.txt says beta now.");
+    let notes = std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default();
+    assert_eq!(notes, "beta\n");
+
+    // A question is answered after its first look.
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "It says beta."}"#)]);
+    env.run_done("What does notes.txt say?", json!({}), Answer::None)
+        .await;
+    let offers: Vec<bool> = env.sim.chat_requests()[3..]
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).1)
+        .collect();
+    assert_eq!(
+        offers,
+        [false, true],
+        "a question: the answer after the read"
+    );
+}
+
+/// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
+/// its own. A constrained step's `write` over an existing file works once the run has read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "app.js", "keep me\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let overwrite = r#"{"name": "write", "arguments": {"path": "./app.js", "content": "new\n"}}"#;
+    env.push(vec![text(overwrite)]);
+    env.push(vec![text(
+        r#"{"name": "write", "arguments": {"path": "fresh.js", "content": "made\n"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "app.js"}}"#,
+    )]);
+    env.push(vec![text(overwrite)]);
+    env.push(vec![text(r#"{"answer": "Rewrote app.js."}"#)]);
+    let events = env
+        .run_done("Rewrite app.js to say new.", json!({}), Answer::Once)
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 4, "{ran:?}");
+    assert!(
+        ran[0].2
+            && ran[0].1.starts_with("app.js already exists")
+            && ran[0].1.contains("Read app.js first"),
+        "the unread overwrite is refused: {ran:?}"
+    );
+    assert!(!ran[1].2, "a new file is written: {ran:?}");
+    assert!(!ran[3].2, "after the read, the overwrite works: {ran:?}");
+    let read =
+        |name: &str| std::fs::read_to_string(env.project.path().join(name)).unwrap_or_default();
+    assert_eq!(read("app.js"), "new\n");
+    assert_eq!(read("fresh.js"), "made\n");
+}
+
+/// At a low temperature a small model given the same conversation writes the same call again
+/// (bench-tasks: the 1.5B read a missing file four times in a row). The step after a repeated call
+/// is sampled at 0.8, and the one after that is back at the model's temperature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_step_after_a_repeated_call_is_sampled_hotter() {
+    let env = Env::start().await;
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let missing = r#"{"name": "read", "arguments": {"path": "contact.js"}}"#;
+    env.push(vec![text(missing)]);
+    env.push(vec![text(missing)]);
+    env.push(vec![text(
+        r#"{"name": "write", "arguments": {"path": "contact.js", "content": "x\n"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "Wrote contact.js."}"#)]);
+    env.run_done("Create contact.js.", json!({}), Answer::Once)
+        .await;
+    let temperatures: Vec<f64> = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| {
+            r.body["options"]["temperature"]
+                .as_f64()
+                .unwrap_or_default()
+        })
+        .collect();
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-3;
+    assert_eq!(temperatures.len(), 4, "{temperatures:?}");
+    assert!(
+        near(temperatures[0], 0.2) && near(temperatures[1], 0.2),
+        "{temperatures:?}"
+    );
+    assert!(
+        near(temperatures[2], 0.8),
+        "hotter after the repeat: {temperatures:?}"
+    );
+    assert!(near(temperatures[3], 0.2), "and back: {temperatures:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_refuses_the_schema_gets_text_tools_and_it_is_remembered() {
     let env = Env::start().await;

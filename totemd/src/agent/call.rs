@@ -37,6 +37,8 @@ pub(super) struct ToolState {
     pub(super) repeats: RepeatGuard,
     /// The same few calls with the same results over and over end the run.
     pub(super) cycles: super::repeat::CycleGuard,
+    /// The files this run read or changed (a constrained step may overwrite only those).
+    pub(super) seen: super::guide::SeenFiles,
     /// Nested instruction files already added to a result in this run.
     pub(super) seen_instructions: HashSet<PathBuf>,
     /// Formatter and check commands from AGENTS.md (the settings' ones are read from there).
@@ -97,6 +99,17 @@ impl Runner {
             }
             Err(e) => return (e.to_string(), true),
         };
+        if self.setup.tool_offer.constrained && call.name == "write" {
+            for file in &prepared.plan.writes {
+                if let Some(refusal) = self
+                    .tools
+                    .seen
+                    .unseen_overwrite(&file.rel, file.abs.is_file())
+                {
+                    return (refusal, true);
+                }
+            }
+        }
 
         // A command only the built-in rules allowed runs confined (see `super::confine`).
         let mut confined = false;
@@ -214,13 +227,18 @@ impl Runner {
                 );
             }
         }
-        for target in touched {
+        for target in &touched {
             for (rel, instructions) in nested_instructions(
                 self.tools.ctx.root(),
-                &target,
+                target,
                 &mut self.tools.seen_instructions,
             ) {
                 text.push_str(&format!("\n\nInstructions from {rel}:\n{instructions}"));
+            }
+        }
+        if !output.is_error {
+            for target in &touched {
+                self.tools.seen.record(&call.name, target);
             }
         }
         (text, output.is_error)

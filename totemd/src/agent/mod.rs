@@ -29,6 +29,7 @@ pub mod command;
 mod compact;
 pub(crate) mod confine;
 mod constrained;
+mod guide;
 mod history;
 mod mcp;
 mod prepare;

@@ -16,6 +16,7 @@ use totem_tools::{BlobSink, EventSink, ToolContext, ToolEvent};
 
 use super::call::ToolState;
 use super::compact::Conversation;
+use super::guide;
 use super::history::to_model_messages;
 use super::run::Runner;
 use super::settings::{ToolOffer, provider_for};
@@ -246,6 +247,7 @@ impl Runner {
                 ctx,
                 repeats: RepeatGuard::default(),
                 cycles: super::repeat::CycleGuard::default(),
+                seen: super::guide::SeenFiles::default(),
                 seen_instructions: HashSet::new(),
                 format_commands,
                 check_commands,
@@ -305,18 +307,34 @@ impl Runner {
     /// after [`CALLS_BEFORE_ANSWER`] calls that all failed. Before that a small model answers
     /// without having seen the project (Qwen2.5-Coder 0.5B answered "What you did", or "The path
     /// is outside the project" after one refused `list /`).
+    ///
+    /// A prompt that asks for a change (see [`guide::asks_for_change`]) is answered once a change
+    /// worked, or after [`guide::CALLS_BEFORE_UNCHANGED_ANSWER`] calls: Qwen2.5-Coder 1.5B read
+    /// the file and answered "Added a route…" with nothing changed.
     fn may_answer(&self) -> bool {
         let results = self.turns.current.iter().filter_map(|m| match m {
-            ModelMessage::ToolResult(r) => Some(r.is_error),
+            ModelMessage::ToolResult(r) => Some(r),
             _ => None,
         });
-        let (mut ok, mut failed) = (0usize, 0usize);
-        for is_error in results {
-            if is_error {
+        let (mut ok, mut failed, mut changed) = (0usize, 0usize, false);
+        for result in results {
+            if result.is_error {
                 failed += 1;
             } else {
                 ok += 1;
+                changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
             }
+        }
+        let prompt = self.turns.current.iter().find_map(|m| match m {
+            ModelMessage::User { text, .. } => Some(text.as_str()),
+            _ => None,
+        });
+        if !self.setup.read_only
+            && !changed
+            && ok + failed < guide::CALLS_BEFORE_UNCHANGED_ANSWER
+            && prompt.is_some_and(guide::asks_for_change)
+        {
+            return false;
         }
         ok > 0 || failed >= CALLS_BEFORE_ANSWER
     }

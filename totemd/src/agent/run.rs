@@ -330,6 +330,8 @@ impl Runner {
         // A word to the model for a step asked again after a malformed call (Gemini).
         let mut hint: Option<&str> = None;
         let mut hinted = false;
+        // The next step is sampled hotter: the model repeated its last call.
+        let mut heat = false;
         for step in 0..MAX_STEPS {
             if self.cancel.is_cancelled() {
                 return Outcome::Aborted;
@@ -350,6 +352,14 @@ impl Runner {
             }
             if let Some(hint) = hint.take() {
                 request.messages.push(ModelMessage::user(hint));
+            }
+            if std::mem::take(&mut heat) {
+                let hot = request
+                    .temperature
+                    .map_or(super::guide::HOT_TEMPERATURE, |t| {
+                        t.max(super::guide::HOT_TEMPERATURE)
+                    });
+                request.temperature = Some(hot);
             }
             let context = u64::from(estimate_tokens(&request));
             let asked = std::time::Instant::now();
@@ -596,6 +606,9 @@ impl Runner {
                         is_error,
                     }));
             }
+            // A small model given the same conversation at a low temperature writes the same
+            // call again; the step after a repeat is sampled hotter (bench-tasks).
+            heat = self.setup.tool_offer.in_text() && self.tools.repeats.count() >= 2;
             if all_unknown {
                 unusable += 1;
                 if unusable >= MAX_UNUSABLE_CALLS {
