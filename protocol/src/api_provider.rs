@@ -551,9 +551,18 @@ pub struct McpServerInfo {
     pub tools: Option<Vec<String>>,
     /// Sessions start it and get its tools; `false` when settings.json turns it off.
     pub enabled: bool,
-    /// OAuth tokens of it are stored (`totem mcp login`).
+    /// OAuth tokens of it are stored (`totem mcp login`) and its authorization server has not
+    /// refused to renew them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub logged_in: bool,
+    /// Its login expired: why, in a sentence (its authorization server refused to renew the
+    /// tokens); `totem mcp login` again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_refused: Option<String>,
+    /// The loopback redirect URI of Totem's client registration with its authorization server:
+    /// `totem mcp login` listens there again so that the registration is reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_redirect_uri: Option<String>,
 }
 
 /// What `mcpServer.list` returns.

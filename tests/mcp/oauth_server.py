@@ -13,7 +13,8 @@ Its one tool, `secret_word`, works only with a valid access token (the SDK answe
 otherwise). Test hooks, outside MCP and without a token:
 
     POST /test/expire   every access token stops working (the client still thinks it valid)
-    POST /test/revoke   every access and refresh token stops working
+    POST /test/revoke   every access and refresh token stops working (a refresh gets invalid_grant)
+    POST /test/forget-clients   every registered client is forgotten (as if deleted at the server)
     GET  /test/stats    {"registered": N, "authorized": N, "refreshed": N}
     GET  /test/tokens   {"access": [...], "refresh": [...]}: the tokens it issued that still count
 """
@@ -173,6 +174,14 @@ async def revoke(request: Request):
     provider.access.clear()
     provider.refresh.clear()
     return JSONResponse({"revoked": True})
+
+
+@server.custom_route("/test/forget-clients", methods=["POST"])
+async def forget_clients(request: Request):
+    forgotten = [c for c in provider.clients if c != "totem-by-hand"]
+    for client_id in forgotten:
+        del provider.clients[client_id]
+    return JSONResponse({"forgotten": len(forgotten)})
 
 
 @server.custom_route("/test/tokens", methods=["GET"])

@@ -285,7 +285,15 @@ fn login_then_runs_use_the_tool_refresh_a_refused_token_and_say_to_log_in_when_r
     assert_exit(&out, 0);
     assert!(stdout(&out).contains("Logged out"), "{}", stdout(&out));
     assert_eq!(list(&cli)["servers"][0].get("loggedIn"), None);
-    assert!(!home_text(cli.home()).contains("mcp/remote/oauth"));
+    let at_rest = home_text(cli.home());
+    assert!(
+        !at_rest.contains("\"mcp/remote/oauth\""),
+        "the tokens are gone"
+    );
+    assert!(
+        at_rest.contains("\"mcp/remote/oauth-client\""),
+        "the registration stays for the next login"
+    );
 }
 
 #[test]
@@ -346,4 +354,113 @@ fn a_server_that_registers_no_clients_takes_a_client_id() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_refused_refresh_says_the_login_expired_until_the_next_login() {
+    let cli = Cli::new();
+    let (runtime, sim) = cli_common::sim_settings(&cli);
+    let server = OAuthServer::start(&[]);
+    assert_exit(
+        &cli.run(["mcp", "add", "remote", "--url", &server.url()]),
+        0,
+    );
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+
+    // The authorization server takes back every token: the access token gets 401, the refresh
+    // that follows gets 400 invalid_grant.
+    server.hook("POST", "revoke");
+    let out = cli.run(["mcp", "test", "remote"]);
+    assert_exit(&out, 1);
+    let said = stderr(&out);
+    assert!(
+        said.contains("login expired") && said.contains("`totem mcp login remote`"),
+        "{said}"
+    );
+
+    // The stored state says so: the list no longer says logged in, and says what to do.
+    let out = cli.run(["mcp", "list"]);
+    assert_exit(&out, 0);
+    let listed = stdout(&out);
+    assert!(!listed.contains("logged in"), "{listed}");
+    assert!(
+        listed.contains("login expired (the authorization server refused to renew it): run `totem mcp login remote` again"),
+        "{listed}"
+    );
+    let entry = &list(&cli)["servers"][0];
+    assert_eq!(entry.get("loggedIn"), None, "{entry}");
+    assert!(entry["loginRefused"].is_string(), "{entry}");
+
+    // A run says it too.
+    script_tool_call(&runtime, &sim);
+    let out = headless(&cli);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("login expired") && said.contains("`totem mcp login remote`"),
+        "{said}"
+    );
+
+    // Logging in again ends it.
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+    let entry = &list(&cli)["servers"][0];
+    assert_eq!(entry["loggedIn"], true, "{entry}");
+    assert_eq!(entry.get("loginRefused"), None, "{entry}");
+    run_uses_the_tool(&cli, &runtime, &sim);
+}
+
+#[test]
+fn a_second_login_reuses_the_registration_and_registers_again_when_the_server_forgot_it() {
+    let cli = Cli::new();
+    let server = OAuthServer::start(&[]);
+    assert_exit(
+        &cli.run(["mcp", "add", "remote", "--url", &server.url()]),
+        0,
+    );
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+    let redirect = list(&cli)["servers"][0]["loginRedirectUri"].clone();
+    assert!(redirect.is_string(), "{redirect}");
+
+    // Logged out and in again: the registration of the first login serves (a logout keeps it).
+    assert_exit(&cli.run(["mcp", "logout", "remote"]), 0);
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+    let stats = server.hook("GET", "stats");
+    assert_eq!(
+        stats["registered"], 1,
+        "one registration for two logins: {stats}"
+    );
+    assert_eq!(stats["authorized"], 2, "{stats}");
+    assert_eq!(list(&cli)["servers"][0]["loginRedirectUri"], redirect);
+    assert_exit(&cli.run(["mcp", "test", "remote"]), 0);
+
+    // The authorization server forgets its clients: the next refresh is refused (401
+    // invalid_client), the list says the login expired, and the next login registers again.
+    server.hook("POST", "forget-clients");
+    server.hook("POST", "expire");
+    let out = cli.run(["mcp", "test", "remote"]);
+    let said = stderr(&out);
+    assert!(
+        said.contains("login expired") && said.contains("`totem mcp login remote`"),
+        "{said}"
+    );
+    let entry = &list(&cli)["servers"][0];
+    assert!(entry["loginRefused"].is_string(), "{entry}");
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+    let stats = server.hook("GET", "stats");
+    assert_eq!(stats["registered"], 2, "{stats}");
+    assert_exit(&cli.run(["mcp", "test", "remote"]), 0);
+
+    // It forgets them again, this time before a login: the stored registration is refused at
+    // the authorization page, so Totem registers again rather than send the browser there.
+    server.hook("POST", "forget-clients");
+    assert_exit(&cli.run(["mcp", "logout", "remote"]), 0);
+    let (login, _) = log_in(&cli, &server, "remote", &[]);
+    assert_eq!(login.code, Some(0), "{} {}", login.stdout, login.stderr);
+    let stats = server.hook("GET", "stats");
+    assert_eq!(stats["registered"], 3, "{stats}");
+    assert_exit(&cli.run(["mcp", "test", "remote"]), 0);
 }

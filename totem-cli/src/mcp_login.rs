@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use totem_protocol::{McpServerLoginFinishParams, McpServerLoginParams, ProviderRef, method};
+use totem_protocol::{
+    McpServerLoginFinishParams, McpServerLoginParams, NoParams, ProviderRef, method,
+};
 
 use crate::daemon::{self, Endpoint};
 use crate::exit::Exit;
@@ -22,9 +24,34 @@ const CALLBACK: &str = "/callback";
 /// `totem mcp login NAME`.
 pub async fn login(endpoint: &Endpoint, args: McpLoginArgs) -> anyhow::Result<Exit> {
     let name = args.name;
-    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-    let port = listener.local_addr()?.port();
     let connection = daemon::connect_or_start(endpoint).await?;
+    // Back at the address of Totem's last registration with this server's authorization server,
+    // so that it is reused (a redirect URI is part of a registration); a free port when that one
+    // is taken or there is none.
+    let registered_port = match &args.client_id {
+        Some(_) => None,
+        None => connection
+            .client
+            .call::<method::McpServerList>(NoParams {})
+            .await?
+            .servers
+            .into_iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.login_redirect_uri)
+            .and_then(|uri| {
+                let rest = uri.strip_prefix("http://127.0.0.1:")?;
+                let port = rest.strip_suffix(CALLBACK)?;
+                port.parse::<u16>().ok()
+            }),
+    };
+    let listener = match registered_port {
+        Some(port) => match TcpListener::bind(("127.0.0.1", port)).await {
+            Ok(listener) => listener,
+            Err(_) => TcpListener::bind(("127.0.0.1", 0)).await?,
+        },
+        None => TcpListener::bind(("127.0.0.1", 0)).await?,
+    };
+    let port = listener.local_addr()?.port();
     let started = connection
         .client
         .call::<method::McpServerLogin>(McpServerLoginParams {

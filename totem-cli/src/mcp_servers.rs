@@ -94,6 +94,12 @@ pub async fn list(endpoint: &Endpoint, json: bool) -> anyhow::Result<Exit> {
         };
         let off = if server.enabled { "" } else { " (off)" };
         println!("{}{off}  {what}", server.name);
+        if let Some(why) = &server.login_refused {
+            println!(
+                "  login expired ({why}): run `totem mcp login {}` again",
+                server.name
+            );
+        }
         if server.logged_in {
             println!(
                 "  logged in (OAuth tokens stored encrypted; `totem mcp logout {}` forgets them)",

@@ -79,9 +79,14 @@ impl Settings {
             servers: settings
                 .mcp_servers
                 .iter()
-                .map(|(name, entry)| McpServerInfo {
-                    logged_in: self.is_logged_in(name),
-                    ..mcp_info(name, entry)
+                .map(|(name, entry)| {
+                    let login_refused = oauth::refused(&self.secrets, name);
+                    McpServerInfo {
+                        logged_in: self.is_logged_in(name) && login_refused.is_none(),
+                        login_refused,
+                        login_redirect_uri: oauth::registered_redirect(&self.secrets, name),
+                        ..mcp_info(name, entry)
+                    }
                 })
                 .collect(),
         }
@@ -92,12 +97,13 @@ impl Settings {
         self.secrets.has(&oauth::secret_key(name)).unwrap_or(false)
     }
 
-    /// Forgets the OAuth tokens of server `name`; returns whether there were any.
+    /// Forgets the OAuth tokens of server `name` (and the note that they were refused); its
+    /// client registration stays, for the next login. Returns whether there were tokens.
     pub fn log_out_of_mcp_server(&self, name: &str) -> Result<bool, ConfigError> {
         if !self.current().mcp_servers.contains_key(name) {
             return Err(ConfigError::NoMcpServer(name.to_string()));
         }
-        let had = self.secrets.remove(&oauth::secret_key(name))?;
+        let had = oauth::log_out(&self.secrets, name)?;
         tracing::info!(server = %name, had, "MCP server logged out");
         Ok(had)
     }
@@ -198,5 +204,7 @@ fn mcp_info(name: &str, entry: &McpServerSettings) -> McpServerInfo {
         tools: entry.tools.clone(),
         enabled: entry.enabled,
         logged_in: false,
+        login_refused: None,
+        login_redirect_uri: None,
     }
 }

@@ -443,14 +443,12 @@ impl Connection {
                 // Anything but an MCP error means the connection is unusable.
                 tracing::warn!(server = %self.name(), error = %e, "MCP server connection failed");
                 self.stopped.store(true, Ordering::Relaxed);
-                let detail =
-                    match self.config.settings.oauth.is_some() && is_refusal(&e.to_string()) {
-                        true => format!(
-                            " ({})",
-                            super::oauth::login_hint(self.name(), "its login is no longer valid")
-                        ),
-                        false => self.why_stopped(),
-                    };
+                let detail = match &self.config.settings.oauth {
+                    Some(tokens) if is_refusal(&e.to_string()) => {
+                        format!(" ({})", super::oauth::relogin_hint(tokens, &e.to_string()))
+                    }
+                    _ => self.why_stopped(),
+                };
                 Err(CallError::Stopped {
                     server: self.name().to_string(),
                     detail,
@@ -570,11 +568,8 @@ async fn refusal_hint(config: &ServerConfig, url: &str, error: &str) -> String {
         return String::new();
     }
     let name = &config.name;
-    if config.settings.oauth.is_some() {
-        return format!(
-            "; {}",
-            super::oauth::login_hint(name, "its login is no longer valid")
-        );
+    if let Some(tokens) = &config.settings.oauth {
+        return format!("; {}", super::oauth::relogin_hint(tokens, error));
     }
     if super::oauth::offers_login(url, &config.settings).await {
         return format!(

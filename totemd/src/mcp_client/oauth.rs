@@ -8,6 +8,12 @@
 //! URL with its redirect URI ([`Logins::start`]), then hands the URL the browser came back with
 //! ([`Logins::finish`]). The tokens are sealed in secrets.json under `mcp/NAME/oauth` like provider
 //! keys, and read and written there again by every refresh ([`TokenStore`]).
+//!
+//! Two more sealed entries per server: the client registration (`mcp/NAME/oauth-client`: client
+//! id and secret, the redirect URI and the authorization server it was made with), reused by the
+//! next login instead of registering again, and kept by a logout; and the note that the
+//! authorization server refused to renew the login (`mcp/NAME/oauth-refused`), so that
+//! `totem mcp list`, `totem mcp test` and runs say the login expired until the next login.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +35,86 @@ pub fn secret_key(server: &str) -> String {
     format!("mcp/{server}/oauth")
 }
 
+/// Where the note that the authorization server refused to renew the login is kept.
+fn refused_key(server: &str) -> String {
+    format!("mcp/{server}/oauth-refused")
+}
+
+/// Where the client registration of server `server` is sealed.
+fn client_key(server: &str) -> String {
+    format!("mcp/{server}/oauth-client")
+}
+
+/// What the authorization server said when it refused to renew a login, for the note.
+const REFUSED: &str = "the authorization server refused to renew it";
+
+/// Why the stored login of server `server` no longer works (the authorization server refused
+/// to renew it), until the next login; `None` when it was not refused.
+pub fn refused(secrets: &Secrets, server: &str) -> Option<String> {
+    match secrets.get(&refused_key(server)) {
+        Ok(Some(why)) => Some(why.into_inner()),
+        _ => None,
+    }
+}
+
+/// Forgets the tokens of server `server` and the note of a refusal; the client registration
+/// stays for the next login. Returns whether there were tokens.
+pub fn log_out(secrets: &Secrets, server: &str) -> Result<bool, ConfigError> {
+    let had = secrets.remove(&secret_key(server))?;
+    secrets.remove(&refused_key(server))?;
+    Ok(had)
+}
+
+/// A client registration with an authorization server (RFC 7591), kept for the next login.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Registration {
+    client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_secret: Option<String>,
+    /// The redirect URI it was registered with: the next login must come back there.
+    redirect_uri: String,
+    /// The authorization server's issuer (its authorization endpoint when it names none).
+    authorization_server: String,
+}
+
+impl Registration {
+    fn load(secrets: &Secrets, server: &str) -> Option<Registration> {
+        let sealed = secrets.get(&client_key(server)).ok()??;
+        serde_json::from_str(sealed.expose()).ok()
+    }
+
+    fn save(&self, secrets: &Secrets, server: &str) -> Result<(), ConfigError> {
+        let text = serde_json::to_string(self)
+            .map_err(|e| ConfigError::BadRequest(format!("the registration: {e}")))?;
+        secrets.set(&client_key(server), &ApiKey::document(text))
+    }
+
+    /// Whether it can serve a login to `authorization_server` coming back to `redirect_uri`.
+    fn fits(&self, authorization_server: &str, redirect_uri: &str) -> bool {
+        self.authorization_server == authorization_server && self.redirect_uri == redirect_uri
+    }
+}
+
+/// Forgets the client registration of server `server` when it is the one with `client_id`
+/// (the authorization server no longer accepts it: the next login registers again).
+fn forget_registration(secrets: &Secrets, server: &str, client_id: &str) {
+    if Registration::load(secrets, server).is_some_and(|r| r.client_id == client_id) {
+        let _ = secrets.remove(&client_key(server));
+        tracing::info!(server = %server, "MCP server OAuth client registration refused; forgotten");
+    }
+}
+
+/// The redirect URI the stored client registration of server `server` was made with: where
+/// `totem mcp login` listens again so that the registration is reused.
+pub fn registered_redirect(secrets: &Secrets, server: &str) -> Option<String> {
+    Registration::load(secrets, server).map(|r| r.redirect_uri)
+}
+
+/// Whether an OAuth error code says the authorization server no longer knows the client.
+fn client_refused(text: &str) -> bool {
+    text.contains("invalid_client") || text.contains("unauthorized_client")
+}
+
 /// The sealed OAuth tokens of one server: what rmcp loads before a request and saves after a
 /// login or a refresh. Equal when they belong to the same server (the tokens are not compared:
 /// a refresh does not make a running server's configuration another one).
@@ -45,6 +131,54 @@ impl TokenStore {
             secrets,
             server: server.to_string(),
         }
+    }
+}
+
+impl TokenStore {
+    /// Why the login no longer works, when the authorization server refused to renew it.
+    pub fn refused(&self) -> Option<String> {
+        refused(&self.secrets, &self.server)
+    }
+
+    /// Notes that the authorization server refused to renew the login.
+    fn refuse(&self, why: &str) {
+        let noted = self.secrets.set(
+            &refused_key(&self.server),
+            &ApiKey::document(why.to_string()),
+        );
+        match noted {
+            Ok(()) => tracing::warn!(server = %self.server, why, "MCP server login refused"),
+            Err(e) => {
+                tracing::warn!(server = %self.server, error = %e, "the refusal was not noted")
+            }
+        }
+    }
+}
+
+/// What to tell the user when server `tokens` refused a connection or a call for want of a valid
+/// login; `error` is rmcp's. A refresh the authorization server refused (an error answer from
+/// its token endpoint, not a network failure) is noted first, so that `totem mcp list` says so
+/// too; `invalid_grant` was noted already by [`TokenStore::on_refresh_token_rejected`].
+pub fn relogin_hint(tokens: &TokenStore, error: &str) -> String {
+    const ANSWER: &str = "token refresh failed: Server returned error response: ";
+    if let Some((_, answer)) = error.split_once(ANSWER) {
+        let code = answer.split([':', ' ', ',']).next().unwrap_or_default();
+        tokens.refuse(REFUSED);
+        if client_refused(code)
+            && let Ok(Some(current)) = tokens.secrets.get(&secret_key(&tokens.server))
+            && let Ok(current) = serde_json::from_str::<StoredCredentials>(current.expose())
+        {
+            forget_registration(&tokens.secrets, &tokens.server, &current.client_id);
+        }
+    }
+    match tokens.refused() {
+        Some(why) => login_hint(&tokens.server, &format!("its login expired ({why})")),
+        // No answer from the token endpoint: nothing was refused, so nothing to log in again for.
+        None if error.contains("token refresh failed") => format!(
+            "its login could not be renewed: its authorization server did not answer; `totem mcp test {}` tries again",
+            tokens.server
+        ),
+        None => login_hint(&tokens.server, "its login is no longer valid"),
     }
 }
 
@@ -86,7 +220,30 @@ impl CredentialStore for TokenStore {
         self.secrets
             .set(&secret_key(&self.server), &ApiKey::document(text))
             .map_err(store_error)?;
+        if credentials.token_response.is_some() {
+            // Tokens the authorization server just gave: whatever it refused before is over.
+            self.secrets
+                .remove(&refused_key(&self.server))
+                .map_err(store_error)?;
+        }
         tracing::info!(server = %self.server, "MCP server OAuth tokens stored");
+        Ok(())
+    }
+
+    /// The authorization server answered `invalid_grant` to the refresh: the login is over
+    /// until the next `totem mcp login` (unless another refresh replaced the tokens meanwhile).
+    async fn on_refresh_token_rejected(
+        &self,
+        credentials: &StoredCredentials,
+    ) -> Result<(), AuthError> {
+        let current = self.load().await?;
+        let same = current.is_some_and(|c| {
+            c.client_id == credentials.client_id
+                && c.token_received_at == credentials.token_received_at
+        });
+        if same {
+            self.refuse(REFUSED);
+        }
         Ok(())
     }
 
@@ -102,6 +259,9 @@ impl CredentialStore for TokenStore {
 /// it expired or the server answers 401, and stores the new tokens.
 pub async fn client(url: &str, tokens: TokenStore) -> Result<AuthClient<reqwest::Client>, String> {
     let server = tokens.server.clone();
+    if let Some(why) = tokens.refused() {
+        return Err(login_hint(&server, &format!("its login expired ({why})")));
+    }
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| format!("{url} is not a URL Totem can log in to: {e}"))?;
@@ -185,12 +345,38 @@ fn plain(e: &AuthError) -> String {
 /// Logins under way: the authorization session of each server whose browser step is pending.
 #[derive(Default)]
 pub struct Logins {
-    pending: Mutex<HashMap<String, (AuthorizationSession, Instant)>>,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// A login waiting for the browser.
+struct Pending {
+    session: AuthorizationSession,
+    started: Instant,
+    /// The client id of Totem's registration it uses (`None` for a client registered by hand).
+    registered: Option<String>,
+    secrets: Secrets,
+}
+
+/// Whether the authorization server takes the client of the authorization page `url`: it
+/// answers an unknown client with an error page (RFC 6749 section 4.1.2.1) instead of its login
+/// page or a redirect. Anything else, including no answer, lets the browser find out.
+async fn takes_client(url: &str) -> bool {
+    let Ok(client) = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+    else {
+        return true;
+    };
+    match client.get(url).send().await {
+        Ok(answer) => !answer.status().is_client_error(),
+        Err(_) => true,
+    }
 }
 
 impl Logins {
     /// Starts the login to server `name`: finds its authorization server, registers Totem there
-    /// (unless `client_id` is given) and returns the URL to open in the browser, which comes back
+    /// (unless `client_id` is given or the last registration serves) and returns the URL to open in the browser, which comes back
     /// to `redirect_uri` (the CLI's loopback address).
     pub async fn start(
         &self,
@@ -219,26 +405,110 @@ impl Logins {
             )));
         }
         let registers = resolution.metadata.registration_endpoint.is_some();
+        let authorization_server = resolution
+            .metadata
+            .issuer
+            .clone()
+            .unwrap_or_else(|| resolution.metadata.authorization_endpoint.clone());
         manager.set_metadata(resolution.metadata);
-        manager.set_credential_store(TokenStore::new(settings.secrets().clone(), name));
-        let mut request = AuthorizationRequest::new(redirect_uri)
-            .with_client_name("Totem")
-            .with_initial_scope_selection();
-        if let Some(id) = client_id {
-            request = request.with_preregistered_client(id);
-        } else if !registers {
-            return Err(bad(format!(
-                "its authorization server does not register clients by itself; register Totem there (redirect URI {redirect_uri}, any port of 127.0.0.1) and run `totem mcp login {name} --client-id ID`"
-            )));
-        }
-        let session = AuthorizationSession::new(manager, request)
-            .await
-            .map_err(|(_, e)| bad(format!("the login could not start: {}", plain(&e))))?;
+        let secrets = settings.secrets();
+        manager.set_credential_store(TokenStore::new(secrets.clone(), name));
+        let scopes = manager.select_initial_scopes(&[]).await;
+        let request = |id: &str, secret: Option<&str>| {
+            let mut request = AuthorizationRequest::new(redirect_uri)
+                .with_client_name("Totem")
+                .with_scopes(scopes.clone())
+                .with_initial_scope_selection()
+                .with_preregistered_client(id);
+            if let Some(secret) = secret {
+                request = request.with_client_secret(secret);
+            }
+            request
+        };
+        let could_not_start =
+            |e: AuthError| bad(format!("the login could not start: {}", plain(&e)));
+        // A client registered by hand; else the registration of the last login when it was made
+        // with this authorization server for this redirect URI and the server still takes it;
+        // else a new registration, kept for the next login.
+        let (session, registered) = match client_id {
+            Some(id) => {
+                let session = AuthorizationSession::new(manager, request(id, None))
+                    .await
+                    .map_err(|(_, e)| could_not_start(e))?;
+                (session, None)
+            }
+            None => {
+                let stored = Registration::load(secrets, name)
+                    .filter(|r| r.fits(&authorization_server, redirect_uri));
+                // The session of the stored registration, or the manager back to register anew.
+                let reused = match stored {
+                    Some(r) => {
+                        let session = AuthorizationSession::new(
+                            manager,
+                            request(&r.client_id, r.client_secret.as_deref()),
+                        )
+                        .await
+                        .map_err(|(_, e)| could_not_start(e))?;
+                        match takes_client(session.get_authorization_url()).await {
+                            true => Ok((session, r.client_id)),
+                            false => {
+                                forget_registration(secrets, name, &r.client_id);
+                                Err(session.auth_manager)
+                            }
+                        }
+                    }
+                    None => Err(manager),
+                };
+                match reused {
+                    Ok((session, id)) => {
+                        tracing::info!(server = %name, "MCP server login reuses its client registration");
+                        (session, Some(id))
+                    }
+                    Err(mut manager) => {
+                        if !registers {
+                            return Err(bad(format!(
+                                "its authorization server does not register clients by itself; register Totem there (redirect URI {redirect_uri}, any port of 127.0.0.1) and run `totem mcp login {name} --client-id ID`"
+                            )));
+                        }
+                        let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+                        let config = manager
+                            .register_client("Totem", redirect_uri, &scope_refs)
+                            .await
+                            .map_err(|e| {
+                                bad(format!("Totem could not register there: {}", plain(&e)))
+                            })?;
+                        Registration {
+                            client_id: config.client_id.clone(),
+                            client_secret: config.client_secret.clone(),
+                            redirect_uri: redirect_uri.to_string(),
+                            authorization_server,
+                        }
+                        .save(secrets, name)?;
+                        tracing::info!(server = %name, "MCP server OAuth client registered");
+                        let session = AuthorizationSession::new(
+                            manager,
+                            request(&config.client_id, config.client_secret.as_deref()),
+                        )
+                        .await
+                        .map_err(|(_, e)| could_not_start(e))?;
+                        (session, Some(config.client_id))
+                    }
+                }
+            }
+        };
         let url = session.get_authorization_url().to_string();
         let mut pending = lock(&self.pending);
-        pending.retain(|_, (_, started)| started.elapsed() < LOGIN_WAIT);
-        pending.insert(name.to_string(), (session, Instant::now()));
-        tracing::info!(server = %name, registered = client_id.is_none(), "MCP server login started");
+        pending.retain(|_, login| login.started.elapsed() < LOGIN_WAIT);
+        pending.insert(
+            name.to_string(),
+            Pending {
+                session,
+                started: Instant::now(),
+                registered,
+                secrets: secrets.clone(),
+            },
+        );
+        tracing::info!(server = %name, by_hand = client_id.is_some(), "MCP server login started");
         Ok(url)
     }
 
@@ -246,7 +516,13 @@ impl Logins {
     /// `state`, trades the code for tokens (with the PKCE verifier) and seals them.
     pub async fn finish(&self, name: &str, callback_url: &str) -> Result<(), ConfigError> {
         let again = format!("start again with `totem mcp login {name}`");
-        let Some((session, _)) = lock(&self.pending).remove(name) else {
+        let Some(Pending {
+            session,
+            registered,
+            secrets,
+            ..
+        }) = lock(&self.pending).remove(name)
+        else {
             return Err(ConfigError::BadRequest(format!(
                 "no login to MCP server `{name}` is under way; {again}"
             )));
@@ -254,7 +530,15 @@ impl Logins {
         let query: HashMap<String, String> = reqwest::Url::parse(callback_url)
             .map(|u| u.query_pairs().into_owned().collect())
             .unwrap_or_default();
+        // The authorization server does not know Totem's registration any more: the next login
+        // registers again.
+        let refused_client = |text: &str| {
+            if let Some(id) = registered.as_deref().filter(|_| client_refused(text)) {
+                forget_registration(&secrets, name, id);
+            }
+        };
         if let Some(error) = query.get("error") {
+            refused_client(error);
             let detail = query
                 .get("error_description")
                 .map(|d| format!(" ({d})"))
@@ -267,6 +551,7 @@ impl Logins {
             .handle_callback_url(callback_url)
             .await
             .map_err(|e| {
+                refused_client(&e.to_string());
                 let why = match &e {
                     AuthError::InternalError(m) if m.contains("state not found") => {
                         "the answer's state is not this login's".to_string()
@@ -319,4 +604,31 @@ async fn challenge(url: &str, entry: &McpServerSettings) -> Result<Option<String
         .get(reqwest::header::WWW_AUTHENTICATE)
         .and_then(|v| v.to_str().ok())
         .map(String::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registration_serves_only_its_authorization_server_and_redirect_uri() {
+        let registration = Registration {
+            client_id: "c1".into(),
+            client_secret: None,
+            redirect_uri: "http://127.0.0.1:4000/callback".into(),
+            authorization_server: "https://auth.example".into(),
+        };
+        assert!(registration.fits("https://auth.example", "http://127.0.0.1:4000/callback"));
+        // Another authorization server, or another port: register again.
+        assert!(!registration.fits("https://other.example", "http://127.0.0.1:4000/callback"));
+        assert!(!registration.fits("https://auth.example", "http://127.0.0.1:4001/callback"));
+    }
+
+    #[test]
+    fn only_a_refusal_of_the_client_forgets_the_registration() {
+        assert!(client_refused("invalid_client"));
+        assert!(client_refused("unauthorized_client"));
+        assert!(!client_refused("invalid_grant"));
+        assert!(!client_refused("access_denied"));
+    }
 }

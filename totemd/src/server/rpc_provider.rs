@@ -91,6 +91,8 @@ pub fn register_all(m: &mut RpcModule<Daemon>) {
         m,
         |p: McpServerLoginFinishParams, d, _| async move {
             d.mcp_logins.finish(&p.name, &p.callback_url).await?;
+            // A start that failed for want of a valid login is not remembered past a new one.
+            d.agents.mcp_pool.forget_failures(&p.name);
             let listed = d.settings.list_mcp_servers();
             listed
                 .servers
