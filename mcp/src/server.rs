@@ -89,6 +89,9 @@ pub struct TotemMcp {
     instructions: String,
     /// The runs this client's `session_ask` started: their questions are its to put to its person.
     started: Arc<Mutex<HashSet<String>>>,
+    /// Said with every tool error and every empty list when this server had to start a new,
+    /// empty totemd (the host may have dropped TOTEM_HOME): where its data is and what to do.
+    fresh_daemon: Option<Arc<str>>,
 }
 
 const INSTRUCTIONS: &str = "Totem is a coding agent. Find a project with project_list, open a \
@@ -105,6 +108,7 @@ impl TotemMcp {
             connector,
             instructions: INSTRUCTIONS.to_string(),
             started: Arc::default(),
+            fresh_daemon: None,
         }
     }
 
@@ -120,6 +124,15 @@ impl TotemMcp {
     pub fn with_note(mut self, note: &str) -> TotemMcp {
         self.instructions.push(' ');
         self.instructions.push_str(note);
+        self
+    }
+
+    /// Says `note` (about the new totemd this server started) in the instructions, in every tool
+    /// error and before every empty `session_list` or `project_list`, where a host's model looking
+    /// for the user's sessions reads it.
+    pub fn with_fresh_daemon_note(mut self, note: &str) -> TotemMcp {
+        self = self.with_note(note);
+        self.fresh_daemon = Some(note.into());
         self
     }
 
@@ -147,14 +160,30 @@ impl TotemMcp {
                     method::SessionAsk::NAME | method::RunWait::NAME => run_words(&value),
                     _ => None,
                 };
+                let empty_list = matches!(
+                    method,
+                    method::SessionList::NAME | method::ProjectList::NAME
+                ) && value
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty);
                 let mut result = CallToolResult::structured(value);
                 if let Some((sentence, failed)) = said {
                     result.content.insert(0, ContentBlock::text(sentence));
                     result.is_error = Some(failed);
                 }
+                if let Some(note) = self.fresh_daemon.as_deref().filter(|_| empty_list) {
+                    result.content.insert(0, ContentBlock::text(note));
+                }
                 result
             }
-            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Err(message) => {
+                let mut content = vec![ContentBlock::text(message)];
+                if let Some(note) = self.fresh_daemon.as_deref() {
+                    content.push(ContentBlock::text(note));
+                }
+                CallToolResult::error(content)
+            }
         }
     }
 

@@ -51,6 +51,38 @@ fn totem(args: &[&str], env: &[(&str, &Path)], cwd: &Path) -> std::process::Outp
     command.output().expect("run totem")
 }
 
+/// Stops the daemon of the environment `env` when dropped, so that a failed test leaves none
+/// running (`totem daemon start` detaches it).
+struct StopDaemon<'a> {
+    env: &'a [(&'a str, &'a Path)],
+    cwd: &'a Path,
+}
+
+impl Drop for StopDaemon<'_> {
+    fn drop(&mut self) {
+        let _ = totem(&["daemon", "stop"], self.env, self.cwd);
+    }
+}
+
+/// Whether process `pid` runs (an exited one nobody reaped yet, a zombie, does not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        !matches!(state, Some(Some('Z' | 'X')))
+    })
+}
+
+/// The pid in a home's lock file.
+fn daemon_pid(home: &Path) -> Option<i32> {
+    let note = std::fs::read_to_string(home.join("totemd.lock")).ok()?;
+    note.strip_prefix("pid ")?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totem_mcp_finds_the_users_daemon_from_an_sdk_hosts_environment() {
     let home = tempfile::tempdir().expect("home");
@@ -60,6 +92,10 @@ async fn totem_mcp_finds_the_users_daemon_from_an_sdk_hosts_environment() {
     // The user's daemon, started from a login shell: XDG_RUNTIME_DIR is set there.
     let login: [(&str, &Path); 2] = [("HOME", home.path()), ("XDG_RUNTIME_DIR", runtime.path())];
     let started = totem(&["daemon", "start"], &login, project.path());
+    let _stop = StopDaemon {
+        env: &login,
+        cwd: project.path(),
+    };
     assert_exit(&started, 0);
     let socket = runtime.path().join("totem/totemd.sock");
     assert!(socket.exists(), "the daemon listens in the runtime folder");
@@ -105,6 +141,106 @@ async fn totem_mcp_finds_the_users_daemon_from_an_sdk_hosts_environment() {
 
     let stopped = totem(&["daemon", "stop"], &login, project.path());
     assert_exit(&stopped, 0);
+}
+
+/// Issue 35 item 6: a host that drops a non-default TOTEM_HOME makes `totem mcp` start a new,
+/// empty totemd. The host's model hears so (in the instructions, beside the empty session list
+/// and in a tool error): where the new one keeps its data and where the user's runs keep theirs.
+/// And the new totemd stops once unused instead of outliving the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_drops_totem_home_hears_of_the_new_daemon_which_stops_once_unused() {
+    let home = tempfile::tempdir().expect("home");
+    let home_path = std::fs::canonicalize(home.path()).expect("canonical");
+    let project = tempfile::tempdir().expect("project");
+    let project_path = std::fs::canonicalize(project.path()).expect("canonical");
+    // The user's daemon keeps its data outside ~/.totem and holds a session.
+    let users_home = home_path.join("elsewhere/totem");
+    let users: [(&str, &Path); 2] = [("HOME", &home_path), ("TOTEM_HOME", &users_home)];
+    let started = totem(&["daemon", "start"], &users, &project_path);
+    let _stop = StopDaemon {
+        env: &users,
+        cwd: &project_path,
+    };
+    assert_exit(&started, 0);
+    let (client, _) = totem_client::Client::connect(
+        &users_home.join("run/totemd.sock"),
+        "totem-tests",
+        ClientCapabilities { permissions: true },
+    )
+    .await
+    .expect("connect");
+    let opened = client
+        .call_raw("project.open", json!({"path": project_path}))
+        .await
+        .expect("open");
+    let session = client
+        .call_raw("session.create", json!({"projectId": opened["id"]}))
+        .await
+        .expect("session");
+    let session_id = session["id"].as_str().expect("id").to_string();
+
+    // The host passes HOME but not TOTEM_HOME; the host's model asks for the user's session.
+    let idle = r#"{"TOTEM_MCP_DAEMON_IDLE_SECS": "2"}"#;
+    let report = field_client(
+        &[
+            "sessions",
+            &project_path.display().to_string(),
+            "--",
+            &binary("totem").display().to_string(),
+            "mcp",
+        ],
+        &[
+            ("HOME", &home_path),
+            ("FIELD_EXTRA_ENV", Path::new(idle)),
+            ("FIELD_ASK_SESSION", Path::new(&session_id)),
+        ],
+        &project_path,
+    );
+    let fresh_home = home_path.join(".totem");
+    assert_eq!(
+        report["sessions"],
+        json!([]),
+        "a new daemon answered: {report}"
+    );
+    let new_one = format!(
+        "started a new totemd with its data in {}",
+        fresh_home.display()
+    );
+    let users_one = users_home.display().to_string();
+    let says_so = |text: &str| {
+        text.contains(&new_one) && text.contains(&users_one) && text.contains("TOTEM_HOME")
+    };
+    assert!(
+        says_so(report["instructions"].as_str().unwrap_or("")),
+        "{report}"
+    );
+    assert!(
+        says_so(report["sessionListTexts"][0].as_str().unwrap_or("")),
+        "beside the empty list: {report}"
+    );
+    assert_eq!(report["askIsError"], true, "{report}");
+    let error = report["askTexts"].to_string();
+    assert!(says_so(&error), "in the tool error: {report}");
+
+    // The host is gone: the daemon `totem mcp` started stops once unused (here after 2 s);
+    // the user's daemon goes on.
+    let pid = daemon_pid(&fresh_home).expect("the new daemon's lock file");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while running(pid) {
+        if Instant::now() > deadline {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("the daemon totem mcp started still runs 30 s after its host left");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed = client
+        .call_raw("session.list", json!({}))
+        .await
+        .expect("the user's daemon still answers");
+    assert!(listed.to_string().contains(&session_id), "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

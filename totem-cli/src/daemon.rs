@@ -147,12 +147,30 @@ pub async fn connect_or_start_interactive(endpoint: &Endpoint) -> anyhow::Result
     })
 }
 
-/// [`connect_or_start_interactive`], and whether it had to start totemd (none answered).
+/// How long a totemd that `totem mcp` started stays without clients, runs or terminals before
+/// it stops (`TOTEM_MCP_DAEMON_IDLE_SECS`; 0 keeps it running).
+const HOST_DAEMON_IDLE: Duration = Duration::from_secs(300);
+
+/// [`connect_or_start_interactive`] for `totem mcp`, and whether it had to start totemd (none
+/// answered). A totemd it starts stops once unused for a while, so that it does not outlive the
+/// host that started `totem mcp` (totemd `--exit-when-idle`).
 pub async fn connect_or_start_noting(endpoint: &Endpoint) -> anyhow::Result<(Connection, bool)> {
     if let Some(connection) = connect_as(endpoint, true).await? {
         return Ok((connection, false));
     }
-    Ok((connect_or_start_interactive(endpoint).await?, true))
+    let idle = std::env::var("TOTEM_MCP_DAEMON_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or(HOST_DAEMON_IDLE, Duration::from_secs);
+    start_with(endpoint, Some(idle).filter(|d| !d.is_zero())).await?;
+    let connection = connect_as(endpoint, true).await?.ok_or_else(|| {
+        Unreachable(format!(
+            "totemd started but stopped answering on {}. Look at its log in {}",
+            endpoint.socket.display(),
+            endpoint.logs().display()
+        ))
+    })?;
+    Ok((connection, true))
 }
 
 /// Where `totemd` is: beside this executable, else on PATH.
@@ -193,6 +211,14 @@ fn is_executable(path: &Path) -> bool {
 /// Starts `totemd` detached (own session, stdio away from the terminal) and waits until it
 /// answers `initialize`.
 pub async fn start(endpoint: &Endpoint) -> anyhow::Result<Connection> {
+    start_with(endpoint, None).await
+}
+
+/// [`start`], with totemd stopping once unused for `exit_when_idle`.
+async fn start_with(
+    endpoint: &Endpoint,
+    exit_when_idle: Option<Duration>,
+) -> anyhow::Result<Connection> {
     if let Some(connection) = connect(endpoint).await? {
         return Ok(connection);
     }
@@ -206,6 +232,11 @@ pub async fn start(endpoint: &Endpoint) -> anyhow::Result<Connection> {
     let mut command = std::process::Command::new(&totemd);
     if endpoint.socket_flag {
         command.arg("--socket").arg(&endpoint.socket);
+    }
+    if let Some(idle) = exit_when_idle {
+        command
+            .arg("--exit-when-idle")
+            .arg(idle.as_secs().max(1).to_string());
     }
     command
         .stdin(Stdio::null())

@@ -125,7 +125,7 @@ pub async fn command(endpoint: &Endpoint, args: McpArgs) -> anyhow::Result<Exit>
 async fn serve(endpoint: &Endpoint, project: Option<PathBuf>) -> anyhow::Result<Exit> {
     // Declares that it answers permission questions: it passes on its host's person's answers.
     let (connection, started) = daemon::connect_or_start_noting(endpoint).await?;
-    let mut note = match open_project(&connection.client, project).await {
+    let note = match open_project(&connection.client, project).await {
         Ok(note) => note,
         Err(e) => {
             eprintln!("totem mcp: {e:#}");
@@ -138,24 +138,114 @@ async fn serve(endpoint: &Endpoint, project: Option<PathBuf>) -> anyhow::Result<
     };
     // A host that trims the environment drops TOTEM_HOME: then this started an empty totemd of
     // its own beside the user's. Say so where the host's model reads it.
-    if started && std::env::var_os("TOTEM_HOME").is_none() {
-        note.push_str(&format!(
-            " This server started a new totemd with its data in {}. If Totem keeps your sessions elsewhere (TOTEM_HOME), the host did not pass that variable on: set TOTEM_HOME in this server's `env` in the host's settings.",
-            endpoint.home.display()
-        ));
-    }
+    let fresh = match started && std::env::var_os("TOTEM_HOME").is_none() {
+        true => Some(fresh_daemon_note(&endpoint.home)),
+        false => None,
+    };
     let reconnect = endpoint.clone();
     let connect: Connect = Arc::new(move || {
         let endpoint = reconnect.clone();
-        Box::pin(async move {
-            Ok(daemon::connect_or_start_interactive(&endpoint)
-                .await?
-                .client)
-        })
+        Box::pin(async move { Ok(daemon::connect_or_start_noting(&endpoint).await?.0.client) })
     });
-    let server = TotemMcp::new(Connector::with_client(connect, connection.client)).with_note(&note);
+    let mut server =
+        TotemMcp::new(Connector::with_client(connect, connection.client)).with_note(&note);
+    if let Some(fresh) = &fresh {
+        server = server.with_fresh_daemon_note(fresh);
+    }
     totem_mcp::serve_stdio(server).await?;
     Ok(Exit::Success)
+}
+
+/// What the host's model hears when this server started a new totemd with no TOTEM_HOME (a host
+/// that trims the environment drops it): where that totemd keeps its data, that it stops once
+/// unused, and where the user's sessions may be instead.
+fn fresh_daemon_note(home: &std::path::Path) -> String {
+    let mut note = format!(
+        "This server started a new totemd with its data in {} (it stops once unused for a while).",
+        home.display()
+    );
+    let others = other_daemon_homes(home);
+    match others.first() {
+        Some(first) => note.push_str(&format!(
+            " Other totemd processes of this user keep their data in {}: if the user's sessions are there, the host did not pass TOTEM_HOME on; set TOTEM_HOME (e.g. to {}) in this server's `env` in the host's settings.",
+            others
+                .iter()
+                .take(3)
+                .map(|h| h.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            first.display()
+        )),
+        None => note.push_str(
+            " If Totem keeps the user's sessions elsewhere (TOTEM_HOME), the host did not pass that variable on: set TOTEM_HOME in this server's `env` in the host's settings.",
+        ),
+    }
+    note
+}
+
+/// The homes of the other totemd processes of this user (from their `--home` argument or
+/// `TOTEM_HOME`), besides `mine`: where the user's sessions may be when the host dropped
+/// TOTEM_HOME. Linux only (it reads /proc); empty elsewhere.
+fn other_daemon_homes(mine: &std::path::Path) -> Vec<PathBuf> {
+    let mut homes = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return homes;
+    };
+    for entry in entries.flatten() {
+        let proc_dir = entry.path();
+        let is_totemd = std::fs::read_link(proc_dir.join("exe")).is_ok_and(|exe| {
+            exe.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n == "totemd" || n.starts_with("totemd "))
+        });
+        if !is_totemd {
+            continue;
+        }
+        let words = |file: &str| -> Vec<String> {
+            std::fs::read(proc_dir.join(file))
+                .map(|bytes| {
+                    bytes
+                        .split(|b| *b == 0)
+                        .map(|w| String::from_utf8_lossy(w).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let args = words("cmdline");
+        if args.get(1).is_some_and(|a| a.starts_with("__")) {
+            continue;
+        }
+        let by_flag = args
+            .iter()
+            .position(|a| a == "--home")
+            .and_then(|i| args.get(i + 1).cloned())
+            .or_else(|| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix("--home=").map(String::from))
+            });
+        let home = by_flag.or_else(|| {
+            words("environ")
+                .into_iter()
+                .find_map(|v| v.strip_prefix("TOTEM_HOME=").map(String::from))
+        });
+        let Some(home) = home.filter(|h| !h.is_empty()).map(PathBuf::from) else {
+            continue;
+        };
+        let home = match home.is_absolute() {
+            true => home,
+            false => std::fs::read_link(proc_dir.join("cwd"))
+                .map(|cwd| cwd.join(&home))
+                .unwrap_or(home),
+        };
+        if home != mine && !homes.contains(&home) {
+            homes.push(home);
+        }
+    }
+    // Those under the user's home folder first: the likelier place for the user's own.
+    if let Some(user_home) = std::env::var_os("HOME").map(PathBuf::from) {
+        homes.sort_by_key(|h| !h.starts_with(&user_home));
+    }
+    homes
 }
 
 /// Registers the folder as a project, so the client finds it with `project_list`.

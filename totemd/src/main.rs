@@ -30,6 +30,11 @@ struct Args {
     /// of serving. The daemon must not be running; the current store is kept beside it.
     #[arg(long, value_name = "FILE")]
     restore: Option<PathBuf>,
+    /// Stop once no client has been connected, no run going and no terminal running for this
+    /// many seconds (`totem mcp` starts totemd so, so that it does not outlive its host); the
+    /// sessions stay in the store and the next client starts totemd again.
+    #[arg(long, value_name = "SECS")]
+    exit_when_idle: Option<u64>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -129,6 +134,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         };
         tracing::info!(socket = %socket.display(), home = %home.display(), pid = std::process::id(), activated, "totemd ready");
         spawn_signal_watch(daemon.clone())?;
+        if let Some(secs) = args.exit_when_idle {
+            spawn_idle_watch(daemon.clone(), std::time::Duration::from_secs(secs));
+        }
         // Ready once SIGTERM is handled too: systemd may stop us right after.
         if let Err(e) = listener::notify_ready() {
             tracing::warn!(error = %e, "cannot tell systemd we are ready (NOTIFY_SOCKET)");
@@ -224,6 +232,35 @@ fn spawn_signal_watch(daemon: Arc<Daemon>) -> anyhow::Result<()> {
         daemon.request_shutdown();
     });
     Ok(())
+}
+
+/// Stops the daemon once it has been unused for `idle`: no client connected, no run going, no
+/// terminal running.
+fn spawn_idle_watch(daemon: Arc<Daemon>, idle: std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    tokio::spawn(async move {
+        let tick = (idle / 4).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(5),
+        );
+        let mut unused_since = std::time::Instant::now();
+        loop {
+            tokio::time::sleep(tick).await;
+            let used = daemon.connections.load(Ordering::Relaxed) > 0
+                || daemon.sessions.running() > 0
+                || daemon.terminals.list(None).iter().any(|t| t.is_running());
+            if used {
+                unused_since = std::time::Instant::now();
+            } else if unused_since.elapsed() >= idle {
+                tracing::info!(
+                    secs = idle.as_secs(),
+                    "no client, run or terminal for a while: stopping (--exit-when-idle)"
+                );
+                daemon.request_shutdown();
+                return;
+            }
+        }
+    });
 }
 
 /// Async worker threads at most, whatever the number of cores.
