@@ -106,6 +106,8 @@ interface Open {
   rendered: { el: HTMLElement; sig: string }[];
   /** The session's runs, oldest first (from the messages, then from run events). */
   runIds: string[];
+  /** Live events while the older messages load (replayed on the rebuilt chat model). */
+  live?: Event[];
   /** The first block drawn: a long session draws its last blocks, and earlier ones as the
    * reader scrolls up to them. */
   from: number;
@@ -290,12 +292,17 @@ function notify(title: string, body: string, sessionId?: string): void {
 
 // ---- the open session ----
 
+/** Messages fetched when a session opens: the newest, drawn at once; the older ones follow in the
+ * background and the chat is rebuilt with them (the reader scrolls up into them). */
+const FIRST_PAGE = 300;
+
 async function openSession(id: string): Promise<void> {
   const token = ++openToken;
   if (open?.sub) {
     void rpc.unsubscribe("session.unsubscribe", open.sub);
   }
   side.classList.remove("shown");
+  delete document.body.dataset.history;
   const session = await rpc.call<Session & { lastSeq: number; usage?: any; status: string }>("session.get", { sessionId: id });
   const state: Open = {
     id,
@@ -311,41 +318,20 @@ async function openSession(id: string): Promise<void> {
     from: 0,
     activity: session.status === "running" ? "running" : "idle",
   };
-  // History from the stored messages (one page call per 1,000), then live events from the
-  // session's newest seq; anything in both is skipped.
-  const undoneRuns = new Set<string>();
-  let afterSeq = 0;
-  for (;;) {
-    const page = await rpc.call<{ messages: any[]; nextAfterSeq?: number }>("session.messages", {
-      sessionId: id,
-      afterSeq,
-      limit: 1000,
-    });
-    if (token !== openToken) {
-      return;
-    }
-    for (const message of page.messages) {
-      ingestMessage(state, message);
-      if (message.undone && message.runId) {
-        undoneRuns.add(message.runId);
-      }
-    }
-    if (page.nextAfterSeq === undefined || page.messages.length === 0) {
-      break;
-    }
-    afterSeq = page.nextAfterSeq;
-  }
-  for (const block of state.transcript.blocks) {
-    if (block.runId && undoneRuns.has(block.runId)) {
-      block.undone = true;
-    }
-  }
-  const waiting = await rpc.call<{ questions: any[] }>("permission.list", { sessionId: id });
-  for (const question of waiting.questions) {
-    apply(state, { type: "permission.asked", at: Date.now(), sessionId: id, question });
-  }
+  // The newest messages (read after session.get, so nothing between them and the live events
+  // from its lastSeq is missed; anything in both is skipped) and the open questions, together.
+  const [page, waiting] = await Promise.all([
+    rpc.call<{ messages: any[] }>("session.messages", { sessionId: id, newest: true, limit: FIRST_PAGE }),
+    rpc.call<{ questions: any[] }>("permission.list", { sessionId: id }),
+  ]);
   if (token !== openToken) {
     return;
+  }
+  const newest = page.messages;
+  const firstSeq = newest.length === FIRST_PAGE ? newest[0]?.seq : undefined;
+  build(state, [], newest, waiting.questions);
+  if (firstSeq !== undefined) {
+    state.live = [];
   }
   open = state;
   location.hash = `session=${encodeURIComponent(id)}`;
@@ -371,10 +357,83 @@ async function openSession(id: string): Promise<void> {
     if (typeof e.seq === "number") {
       lastSeq = Math.max(lastSeq, e.seq);
     }
+    state.live?.push(e);
     apply(state, e);
     schedule();
   };
   state.sub = await rpc.subscribe("session.subscribe", { sessionId: id, afterSeq: session.lastSeq }, handler);
+  if (firstSeq === undefined) {
+    document.body.dataset.history = "complete";
+  } else {
+    void loadOlder(state, firstSeq, newest, waiting.questions).catch(failed);
+  }
+}
+
+/** The chat model from stored messages (older, then newest) and the open questions. */
+function build(state: Open, older: any[], newest: any[], questions: any[]): void {
+  const undoneRuns = new Set<string>();
+  for (const list of [older, newest]) {
+    for (const message of list) {
+      ingestMessage(state, message);
+      if (message.undone && message.runId) {
+        undoneRuns.add(message.runId);
+      }
+    }
+  }
+  for (const block of state.transcript.blocks) {
+    if (block.runId && undoneRuns.has(block.runId)) {
+      block.undone = true;
+    }
+  }
+  for (const question of questions) {
+    apply(state, { type: "permission.asked", at: Date.now(), sessionId: state.id, question });
+  }
+}
+
+/** The messages before the first page, in pages of 1,000 from the oldest; then the chat is
+ * rebuilt from all of them, with the live events that came meanwhile, and drawn again where the
+ * reader is. */
+async function loadOlder(state: Open, firstSeq: number, newest: any[], questions: any[]): Promise<void> {
+  const older: any[] = [];
+  let afterSeq = 0;
+  for (;;) {
+    const page = await rpc.call<{ messages: any[]; nextAfterSeq?: number }>("session.messages", {
+      sessionId: state.id,
+      afterSeq,
+      limit: 1000,
+    });
+    if (open !== state) {
+      return;
+    }
+    const before = page.messages.filter((m) => m.seq < firstSeq);
+    older.push(...before);
+    if (before.length < page.messages.length || page.nextAfterSeq === undefined || page.messages.length === 0) {
+      break;
+    }
+    afterSeq = page.nextAfterSeq;
+  }
+  const live = state.live ?? [];
+  state.live = undefined;
+  state.transcript = new Transcript();
+  state.seenParts = new Set();
+  state.seenMessages = new Set();
+  state.seenQuestions = new Set();
+  state.questions = new Map();
+  state.tools = new Map();
+  state.runIds = [];
+  build(state, older, newest, questions);
+  for (const e of live) {
+    apply(state, e);
+  }
+  timeline.setIds(state.runIds);
+  const fromBottom = log.scrollHeight - log.scrollTop;
+  const atBottom = fromBottom - log.clientHeight < 80;
+  state.rendered = [];
+  draw(true);
+  if (!atBottom) {
+    log.scrollTop = log.scrollHeight - fromBottom;
+  }
+  document.body.dataset.history = "complete";
 }
 
 function ingestMessage(state: Open, message: any): void {

@@ -79,6 +79,15 @@ export class Timeline {
     this.hide();
   }
 
+  /** The session's run ids once its whole history is in. */
+  setIds(ids: string[]): void {
+    const known = new Set(ids);
+    this.ids = [...known, ...this.ids.filter((id) => !known.has(id))];
+    if (this.shown) {
+      void this.show();
+    }
+  }
+
   hide(): void {
     this.panel.classList.add("hidden");
     window.clearInterval(this.timer);
