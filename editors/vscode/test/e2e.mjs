@@ -233,13 +233,29 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
     // Rename is in the session's context menu, not a button over its status.
     await sessionsIcon.click();
     assert.equal(await sessionRow.locator(".actions .action-label").count(), 0, "an inline action on the session");
-    // The entry is in the session's context menu. Renaming through it is not driven here: in
-    // main at ec4395f the entry's command opened no input box in code-server (seen in CI, not
-    // yet explained); the title change itself is covered by session.rename's own tests.
+    // Renamed through it: the new title in the Sessions view, the chat, and the daemon's list
+    // (`totem sessions`, another client).
+    // VS Code's menu listens for a click on its entries only once a 100 ms timer of its own has
+    // fired (vs/base/browser/ui/menu/menu.ts, so that the right button's release does not pick an
+    // entry). On a loaded machine chromium runs a queued click before that overdue timer, and the
+    // click is lost: the menu stays open with the entry highlighted and no input box (CI, three
+    // times). A timer of the page set after the menu is drawn fires after the menu's own.
     await sessionRow.click({ button: "right" });
-    await page.locator(".monaco-menu .action-label", { hasText: "Rename…" }).waitFor();
-    await page.keyboard.press("Escape");
+    const entry = page.locator(".monaco-menu .action-label", { hasText: "Rename…" });
+    await entry.waitFor();
+    await page.evaluate(() => new Promise((r) => setTimeout(r, 150)));
+    await entry.click();
     const input = page.locator(".quick-input-widget input.input");
+    await input.waitFor({ timeout: 10000 });
+    assert.equal(await input.inputValue(), "make b three", "the input box offers the session's title");
+    await input.fill("b and friends");
+    await page.keyboard.press("Enter");
+    await page.locator(".monaco-list-row", { hasText: "b and friends" }).waitFor();
+    const listed = spawnSync(process.env.TOTEM_BIN, ["sessions", "--json"], { cwd: project, encoding: "utf8" });
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.deepEqual(JSON.parse(listed.stdout).items.map((s) => s.title), ["b and friends"]);
+    await chatIcon.click();
+    await until("the new title in the chat", async () => (await chat.locator("#title").innerText()) === "b and friends");
 
     // "Ask Totem about Selection" from the command palette: the selected line goes with the prompt.
     await palette("View: Close All Editors");
@@ -339,11 +355,17 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
 
     // The daemon stops and cannot be started (totem.command names nothing): the views say so
     // and offer to start it; a prompt typed meanwhile stays in the box.
+    // The extension host hears of a saved setting a moment after the file is written: a daemon
+    // stopped before that is started again with the old command (seen once in five runs), and
+    // is stopped again here until the new one is in use.
     await settings({ "totem.command": "/nonexistent/totem" });
-    stop();
-    await until("the chat to say the daemon is not running", async () =>
-      (await chat.locator("#banner").innerText().catch(() => "")).includes("Totem's daemon is not running."),
-    );
+    const down = async () => (await chat.locator("#banner").innerText().catch(() => "")).includes("Totem's daemon is not running.");
+    for (let tries = 0; tries < 5 && !(await down()); tries++) {
+      spawnSync(process.env.TOTEM_BIN, ["daemon", "stop"], { encoding: "utf8" });
+      await until("the daemon stopped or started again", async () => (await down()) || (await status.innerText()).includes("Totem: llama3.2:latest"), 30000);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    await until("the chat to say the daemon is not running", down);
     await prompt.fill("still there?");
     await prompt.press("Enter");
     // Sending tries to start it again (the command still names nothing): the prompt stays.
@@ -360,8 +382,13 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
     await chatIcon.click();
     // A changed totem.command is used at the next start, without a reload.
     await settings({ "totem.command": process.env.TOTEM_E2E_WRAPPER });
-    await chat.locator("#banner button", { hasText: "Start Totem" }).click();
-    await until("the daemon started by the new command", () => existsSync(join(signals, "wrapper-used")));
+    // Clicked again if the extension host had not heard of the new setting yet (see above).
+    const used = () => existsSync(join(signals, "wrapper-used"));
+    for (let tries = 0; tries < 5 && !used(); tries++) {
+      await chat.locator("#banner button", { hasText: "Start Totem" }).click().catch(() => undefined);
+      await until("the new command used", used, 5000).catch(() => undefined);
+    }
+    await until("the daemon started by the new command", used);
     await until("the banner gone", async () => !(await chat.locator("#banner").isVisible()));
     assert.equal(await prompt.inputValue(), "still there?");
     await prompt.press("Enter");
