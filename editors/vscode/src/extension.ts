@@ -806,7 +806,11 @@ export class Totem {
 
   /** A question as a notification: one sentence and four short actions (Allow, Always…, Deny,
    * Diff). It is a progress notification, the one kind an extension can take back: it goes as
-   * soon as the question is answered, here, in the chat or in another client. */
+   * soon as the question is answered, here, in the chat or in another client. Its actions are
+   * links, as a progress notification takes no buttons from an extension; a message with buttons
+   * (showInformationMessage) cannot be taken back, hides itself after some seconds while the
+   * question still waits, and would leave buttons for answered questions in the notification
+   * centre (see the README, "Questions as notifications"). */
   private notify(q: Question): void {
     if (this.notices.has(q.id)) {
       return;
@@ -825,7 +829,11 @@ export class Totem {
     let withdraw: () => void = () => undefined;
     const gone = new Promise<void>((resolve) => (withdraw = resolve));
     this.notices.set(q.id, withdraw);
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: text }, () => gone);
+    // Reported at 0 % so that it shows no running bar: it waits for the person, nothing is working.
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: text }, (progress) => {
+      progress.report({ increment: 0 });
+      return gone;
+    });
   }
 
   private withdraw(id: string): void {

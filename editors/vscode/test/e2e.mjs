@@ -145,6 +145,9 @@ test("chat, questions, changes, selection, another client, daemon away, retry, b
       const outer = await toast.boundingBox();
       assert.ok(box && box.x + box.width <= outer.x + outer.width, `"${action}" does not fit in the notification`);
     }
+    // A question waits for the person: no running bar under it as under work in progress.
+    await until("no running bar under the question", async () => (await toast.locator(".monaco-progress-container.infinite").count()) === 0, 5000);
+    assert.equal(await toast.locator(".monaco-progress-container").count(), 1, "the toast is not a progress notification (it could not be withdrawn)");
     await until("the status bar to wait", async () => (await status.innerText()).includes("Totem: waiting for you"));
     // The chat shows it too, with its diff, after the reasoning (folded) and the tool call's line.
     await chat.locator(".question", { hasText: "+const b = 3;" }).waitFor();
