@@ -3,7 +3,8 @@
 //! the WebSocket being the socket's (same methods, events and errors, a question answered there
 //! withdrawn for a client on the socket), then the page itself in Debian's chromium driven by
 //! playwright-core (`web/test/e2e.mjs`): streaming, a question answered while `totem attach`
-//! watches, undo and redo, hostile text shown as text, the phone layout.
+//! watches, undo and redo, hostile text shown as text, a notification, a terminal taken over, the
+//! run timeline, the phone layout; and a shorter walk in Firefox ESR (`web/test/e2e-firefox.mjs`).
 
 mod agent_common;
 
@@ -514,7 +515,7 @@ async fn the_page_in_chromium() {
     use totem_tests::sim::{Reply, Script};
     let chromium = totem_tests::external::chromium();
     let tools = totem_tests::external::npm_install("playwright", &["playwright-core@1.65.1"]);
-    let (_home, env) = web_env(false, "127.0.0.1").await;
+    let (home, env) = web_env(false, "127.0.0.1").await;
     // 1: an answer in slow chunks, with code and hostile HTML.
     let chunks = [
         "First words, ",
@@ -537,7 +538,7 @@ async fn the_page_in_chromium() {
     env.push(vec![agent_common::tool(
         "c2",
         "write",
-        json!({"path": "second.txt", "content": "two\n"}),
+        json!({"path": "docs/second.txt", "content": "two\n"}),
     )]);
     env.push(vec![text("Both written.")]);
     // 3: a shell on the model's terminal (the page answers its question while hidden, then
@@ -550,6 +551,29 @@ async fn the_page_in_chromium() {
     env.push(vec![text("A shell is running.")]);
 
     let mut watcher = env.subscribe().await;
+    // `totem attach` watches the session in a terminal of its own: it shows the first question,
+    // then sees it answered (by the page).
+    let attach = {
+        let mut command = std::process::Command::new(totem_tests::harness::binary("totem"));
+        command
+            .args(["attach", "--session", &env.session])
+            .current_dir(env.root())
+            .env("TOTEM_HOME", home.path())
+            .env("NO_COLOR", "1")
+            .env("TERM", "xterm")
+            .env_remove("TOTEM_LOG");
+        std::thread::spawn(move || -> Result<(), String> {
+            use expectrl::Expect;
+            let mut repl = expectrl::Session::spawn(command).map_err(|e| e.to_string())?;
+            repl.set_expect_timeout(Some(Duration::from_secs(90)));
+            repl.expect("? write wants to")
+                .map_err(|e| format!("no question in `totem attach`: {e}"))?;
+            repl.expect("· permission granted")
+                .map_err(|e| format!("`totem attach` never saw the question answered: {e}"))?;
+            let _ = repl.send(expectrl::ControlCode::EndOfTransmission);
+            Ok(())
+        })
+    };
     let opened = env
         .client
         .call_raw("web.open", json!({}))
@@ -591,7 +615,7 @@ async fn the_page_in_chromium() {
                 .await
                 .expect("permission.list");
             let question = &open["questions"][0];
-            assert_eq!(question["target"], "second.txt", "{open}");
+            assert_eq!(question["target"], "docs/second.txt", "{open}");
             env.reply(
                 question["id"].as_str().expect("id"),
                 json!({"type": "once"}),
@@ -617,6 +641,10 @@ async fn the_page_in_chromium() {
         }
     }
     assert_eq!(replies, vec![json!("once"), json!("once"), json!("once")]);
+    attach
+        .join()
+        .expect("the attach thread")
+        .expect("`totem attach` watched the question answered in the page");
     // What the page typed reached the shell: the daemon's own screen of it shows the answer.
     let list = env
         .client

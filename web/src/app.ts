@@ -819,12 +819,39 @@ async function showChanges(): Promise<void> {
   if (diff.files.length === 0) {
     tree.append(el("li", "empty", "No changes in this session."));
   }
-  for (const file of diff.files) {
+  // A tree: each folder once, above its files (a click folds it), files by their own name.
+  const files = [...diff.files].sort((x, y) => x.path.localeCompare(y.path));
+  const folders = new Map<string, HTMLElement>();
+  for (const file of files) {
+    const parts = file.path.split("/");
+    for (let depth = 1; depth < parts.length; depth++) {
+      const folder = parts.slice(0, depth).join("/");
+      if (!folders.has(folder)) {
+        const row = el("li", "folder", `${parts[depth - 1]}/`);
+        row.style.paddingLeft = `${depth - 1}em`;
+        row.dataset.folder = folder;
+        row.onclick = () => {
+          const folded = row.classList.toggle("folded");
+          for (const item of tree.querySelectorAll<HTMLElement>("li[data-path]")) {
+            if (item.dataset.path?.startsWith(`${folder}/`)) {
+              item.classList.toggle("hidden", folded || [...folders.entries()].some(([f, r]) => r !== row && r.classList.contains("folded") && item.dataset.path!.startsWith(`${f}/`)));
+            }
+          }
+        };
+        folders.set(folder, row);
+        tree.append(row);
+      }
+    }
     const item = el("li", `file ${file.status}`);
-    const depth = file.path.split("/").length - 1;
-    item.style.paddingLeft = `${depth}em`;
-    item.append(el("span", "status", file.status[0].toUpperCase()), el("span", "path", file.path));
+    item.dataset.path = file.path;
+    item.style.paddingLeft = `${parts.length - 1}em`;
+    item.title = file.path;
+    item.append(el("span", "status", file.status[0].toUpperCase()), el("span", "path", parts[parts.length - 1]));
     item.onclick = () => {
+      for (const other of tree.querySelectorAll(".file.current")) {
+        other.classList.remove("current");
+      }
+      item.classList.add("current");
       view.replaceChildren(file.binary ? el("div", "plain", "A binary file.") : sideBySide(file.diff ?? ""));
     };
     tree.append(item);

@@ -112,25 +112,30 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
   await until("the other client's answer to show", async () => (await page.locator(".block.question .answers").count()) === 0);
   assert.match(await page.locator(".block.question").nth(1).locator(".answered").innerText(), /once/);
   await until("the run to end", async () => (await page.locator(".block.end").count()) === 2);
-  assert.equal(readFileSync(join(project, "second.txt"), "utf8"), "two\n");
+  assert.equal(readFileSync(join(project, "docs", "second.txt"), "utf8"), "two\n");
   assert.equal(await page.locator("img[onerror], script:not([src])").count(), 0);
   assert.equal(await page.evaluate(() => window.__xss), undefined);
 
-  // The changes: the file tree names the hostile file as text.
+  // The changes: a file tree (a folder above its file), the hostile name as text.
   await page.locator(".changes-toggle").click();
   const file = page.locator(".tree .file .path", { hasText: "onerror" });
   await file.waitFor();
+  assert.equal(await page.locator(".tree .folder").innerText(), "docs/");
+  assert.equal(await page.locator(".tree .file[data-path='docs/second.txt'] .path").innerText(), "second.txt");
+  await page.locator(".tree .folder").click();
+  assert.ok(!(await page.locator(".tree .file[data-path='docs/second.txt']").isVisible()), "the folder folds");
+  await page.locator(".tree .folder").click();
   await file.click();
   await page.locator(".file-diff .diff-table").waitFor();
 
   // 3. Undo and redo.
   await until("undo to be enabled", async () => !(await page.locator("button.undo").isDisabled()));
   await page.locator("button.undo").click();
-  await until("the files to go", () => !existsSync(join(project, "second.txt")) && !existsSync(join(project, HOSTILE)));
+  await until("the files to go", () => !existsSync(join(project, "docs", "second.txt")) && !existsSync(join(project, HOSTILE)));
   await until("the run dimmed", async () => (await page.locator(".block.undone").count()) > 0);
   assert.equal(await page.locator(".prompt").inputValue(), "write the files", "the undone prompt offered again");
   await page.locator("button.redo").click();
-  await until("the files back", () => existsSync(join(project, "second.txt")) && existsSync(join(project, HOSTILE)));
+  await until("the files back", () => existsSync(join(project, "docs", "second.txt")) && existsSync(join(project, HOSTILE)));
   await until("the run no longer dimmed", async () => (await page.locator(".block.undone").count()) === 0);
   assert.deepEqual(errors, []);
 
