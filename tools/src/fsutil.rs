@@ -255,19 +255,34 @@ pub(crate) fn suggestions(boundary: &Boundary, missing: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut scored: Vec<(f32, String)> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let candidate = e.file_name().to_string_lossy().into_owned();
-            let lower = candidate.to_lowercase();
-            let ratio = similar::TextDiff::from_chars(wanted.as_str(), lower.as_str()).ratio();
-            let close = ratio >= 0.6 || lower.starts_with(&wanted) || wanted.starts_with(&lower);
-            let rel = boundary.relative(&dir.join(&candidate))?;
-            close.then_some((ratio, rel))
+    let close = entries.filter_map(Result::ok).filter_map(|e| {
+        let candidate = e.file_name().to_string_lossy().into_owned();
+        let lower = candidate.to_lowercase();
+        let near = lower.starts_with(&wanted) || wanted.starts_with(&lower);
+        let rel = boundary.relative(&dir.join(&candidate))?;
+        Some((rel, near))
+    });
+    closest(&wanted, close, 3, Some(0.6))
+}
+
+/// The `n` candidates whose last path segment looks most like `wanted` (lower case), best first,
+/// each given as (path, kept whatever its likeness). With `floor`, the others below that ratio
+/// are left out.
+fn closest(
+    wanted: &str,
+    candidates: impl Iterator<Item = (String, bool)>,
+    n: usize,
+    floor: Option<f32>,
+) -> Vec<String> {
+    let mut scored: Vec<(f32, String)> = candidates
+        .filter_map(|(rel, keep)| {
+            let name = rel.rsplit('/').next().unwrap_or(&rel).to_lowercase();
+            let ratio = similar::TextDiff::from_chars(wanted, name.as_str()).ratio();
+            (keep || floor.is_none_or(|f| ratio >= f)).then_some((ratio, rel))
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    scored.into_iter().take(3).map(|(_, rel)| rel).collect()
+    scored.into_iter().take(n).map(|(_, rel)| rel).collect()
 }
 
 /// Files a small project holds at most for a not-found error to list them all.
@@ -306,16 +321,7 @@ pub(crate) fn not_found_hint(ctx: &crate::ToolContext, missing: &Path) -> String
     if files.len() <= LIST_ALL_UP_TO {
         return format!(" The project's files: {}.", files.join(", "));
     }
-    let mut scored: Vec<(f32, String)> = files
-        .into_iter()
-        .map(|rel| {
-            let name = rel.rsplit('/').next().unwrap_or(&rel).to_lowercase();
-            let ratio = similar::TextDiff::from_chars(wanted.as_str(), name.as_str()).ratio();
-            (ratio, rel)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let names: Vec<String> = scored.into_iter().take(5).map(|(_, rel)| rel).collect();
+    let names = closest(&wanted, files.into_iter().map(|rel| (rel, true)), 5, None);
     format!(
         " Files with similar names: {}; list shows the others.",
         names.join(", ")
