@@ -171,20 +171,26 @@ fn width(text: &str) -> usize {
 
 /// `text` without its ANSI escapes.
 fn plain(text: &str) -> String {
-    let mut out = String::new();
+    visible_chars(text).collect()
+}
+
+/// The characters of `text` a terminal shows: its ANSI escapes (ESC up to the first letter) left
+/// out.
+pub(super) fn visible_chars(text: &str) -> impl Iterator<Item = char> + '_ {
     let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
+    std::iter::from_fn(move || {
+        while let Some(c) = chars.next() {
+            if c != '\x1b' {
+                return Some(c);
+            }
             for c in chars.by_ref() {
                 if c.is_ascii_alphabetic() {
                     break;
                 }
             }
-        } else {
-            out.push(c);
         }
-    }
-    out
+        None
+    })
 }
 
 /// A fence line: its character, its length and what follows it (the info string).

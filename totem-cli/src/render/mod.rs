@@ -154,19 +154,9 @@ impl LiveArea {
 
 /// The rows `text` (ANSI escapes left out) takes on a terminal `cols` wide; at least one.
 pub fn rows(text: &str, cols: usize) -> usize {
-    let mut width = 0;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-            continue;
-        }
-        width += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-    }
+    let width: usize = markdown::visible_chars(text)
+        .map(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+        .sum();
     width.div_ceil(cols.max(1)).max(1)
 }
 
