@@ -246,13 +246,18 @@ impl Daemon {
 
     /// Watches a store that stopped writing: reopens it once the disk has room, and stops the
     /// daemon when it cannot be reopened, so that a fresh one starts (the service manager or the
-    /// next `totem` command) instead of one that stays up unable to write.
+    /// next `totem` command) instead of one that stays up unable to write. Also lets go of the
+    /// sessions nobody uses, every 10 s.
     pub fn watch_store(self: &std::sync::Arc<Self>) {
+        /// Seconds between two sweeps of the sessions nobody uses.
+        const IDLE_SWEEP_TICKS: u64 = 10;
         let daemon = std::sync::Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            let mut ticks: u64 = 0;
             loop {
                 tick.tick().await;
+                ticks += 1;
                 let Some(daemon) = daemon.upgrade() else {
                     return;
                 };
@@ -263,6 +268,18 @@ impl Daemon {
                     let _ = tokio::task::spawn_blocking(move || {
                         hub.sessions.store_unstored();
                         hub.write_acked();
+                        // Every 10 s, once their marks are written: sessions nobody runs or
+                        // watches are let go (their recent events and broadcast buffer), not
+                        // only when another session is loaded. When nothing runs, the store's
+                        // recent writes go to a table file, and what was freed goes back to
+                        // the system (a flush started in one sweep is given back in the next).
+                        if ticks.is_multiple_of(IDLE_SWEEP_TICKS) {
+                            hub.sessions.release_unused();
+                            if hub.sessions.running() == 0 {
+                                hub.store.flush_when_idle();
+                                crate::memory::give_back();
+                            }
+                        }
                     })
                     .await;
                     continue;

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod disk;
 pub mod error;
 pub mod mcp_client;
+pub mod memory;
 pub mod redact;
 pub mod sandbox;
 pub mod server;

@@ -43,6 +43,8 @@ fn main() -> std::process::ExitCode {
     if raw.next().is_some_and(|a| a == totemd::sandbox::SUBCOMMAND) {
         return totemd::sandbox::launch(raw.collect());
     }
+    // Before any thread starts (the log writer, the runtime, the store's workers).
+    totemd::memory::limit_arenas();
     let args = Args::parse();
     match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -423,6 +423,11 @@ async fn worker(daemon: Arc<Daemon>, agent: Arc<SessionAgent>) {
     {
         tracing::warn!(session = %agent.session_id, error = %e, "cannot mark the session idle");
     }
+    // What the run freed (its conversation, the provider's buffers, the tools' output) goes back
+    // to the system once nothing runs.
+    if daemon.sessions.running() == 0 {
+        crate::memory::give_back();
+    }
 }
 
 impl SessionAgent {

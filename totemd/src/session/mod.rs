@@ -373,6 +373,14 @@ impl SessionHub {
         }
     }
 
+    /// Lets go of the sessions nobody uses now (see `release_idle`); returns how many.
+    pub fn release_unused(&self) -> usize {
+        let mut live = lock(&self.live);
+        let before = live.len();
+        Self::release_idle(&self.store, &mut live);
+        before - live.len()
+    }
+
     /// The newest event stored by this daemon of each session in memory that stored any.
     pub fn stored_marks(&self) -> Vec<(String, u64)> {
         let sessions: Vec<Arc<LiveSession>> = lock(&self.live).values().cloned().collect();

@@ -52,6 +52,33 @@ fn an_idle_unwatched_session_is_let_go_and_numbering_goes_on_without_a_gap() {
 }
 
 #[test]
+fn the_sweep_lets_go_of_unused_sessions_only() {
+    let (_dir, hub) = hub();
+    let unused = hub.create("prj_1", None).unwrap();
+    let watched = hub.create("prj_1", None).unwrap();
+    let live = hub.get(&unused.id).unwrap();
+    live.emit(hub.store(), notice("one")).unwrap();
+    drop(live);
+    let subscription = hub
+        .get(&watched.id)
+        .unwrap()
+        .subscribe(hub.store(), 0)
+        .unwrap();
+    assert_eq!(hub.loaded(), 2);
+
+    // No other session is loaded: the sweep alone lets the unused one go.
+    assert_eq!(hub.release_unused(), 1);
+    assert_eq!(hub.loaded(), 1, "the watched session stays");
+    drop(subscription);
+    assert_eq!(hub.release_unused(), 1);
+    assert_eq!(hub.loaded(), 0);
+
+    // Loaded again, it numbers on without a gap.
+    let live = hub.get(&unused.id).unwrap();
+    assert_eq!(live.emit(hub.store(), notice("two")).unwrap().seq, 2);
+}
+
+#[test]
 fn a_held_or_watched_session_stays_in_memory() {
     let (_dir, hub) = hub();
     let held = hub.create("prj_1", None).unwrap();

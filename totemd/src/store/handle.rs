@@ -18,12 +18,14 @@ use crate::disk;
 use crate::util::lock;
 
 /// Block cache. fjall's default (32 MiB) is sized for servers; a session's recent history fits in
-/// far less, and reads that miss go to the OS page cache.
-const CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// far less, and reads that miss go to the OS page cache. A long-lived daemon fills whatever it
+/// is given (8 MiB until issue 37, more than a third of the idle daemon's memory after a soak).
+const CACHE_BYTES: u64 = 1024 * 1024;
 /// Writes kept in memory before they are flushed to a table file. fjall's default (64 MiB) made
-/// the daemon's memory grow with every run until the first flush. fjall records this with the
-/// keyspace when it is created, so it applies to stores created from now on.
-const MEMTABLE_BYTES: u64 = 4 * 1024 * 1024;
+/// the daemon's memory grow with every run until the first flush; a run writes about 20 KiB, so
+/// 2 MiB is a flush every hundred runs or so. fjall records this with the keyspace when it is
+/// created, so it applies to stores created from now on (4 MiB before issue 37, 64 before that).
+const MEMTABLE_BYTES: u64 = 2 * 1024 * 1024;
 /// How long a reopen waits for the old database's last handles (in-flight reads) to let go.
 const REOPEN_WAIT: Duration = Duration::from_secs(3);
 

@@ -54,6 +54,9 @@ const RUN_ENDS_CHECKED: &str = "run_ends_checked";
 /// The layout version this build writes. Older layouts are migrated in [`Store::open`].
 pub const STORE_VERSION: u32 = 1;
 
+/// Recent writes held in memory past which an idle daemon writes them out ([`Store::flush_when_idle`]).
+const IDLE_FLUSH_BYTES: u64 = 256 * 1024;
+
 /// What went wrong inside the store, with the data it concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -253,6 +256,31 @@ impl Store {
     pub fn persist(&self) -> Result<()> {
         self.handle
             .write(|open| open.db.persist(PersistMode::SyncAll))
+    }
+
+    /// When the daemon is idle: writes the recent writes fjall holds in memory (its memtable, up
+    /// to 2 MiB) out to a table file, in fjall's background worker, so that an idle daemon does
+    /// not keep them. Only past [`IDLE_FLUSH_BYTES`], so that idle moments do not make a table
+    /// file each. Waits up to 2 s for the flush (the caller then gives the memory back); returns
+    /// whether one was started. `write_buffer_size` and `rotate_memtable` are fjall's
+    /// experimental (hidden) API, pinned by Cargo.lock; the store's tests use the same rotation.
+    pub fn flush_when_idle(&self) -> bool {
+        let Ok(open) = self.handle.current() else {
+            return false;
+        };
+        if self.health() != Health::Ok || open.db.write_buffer_size() < IDLE_FLUSH_BYTES {
+            return false;
+        }
+        if !open.ks.rotate_memtable().unwrap_or(false) {
+            return false;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while open.db.write_buffer_size() >= IDLE_FLUSH_BYTES
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        true
     }
 
     /// What the journal repair at open lost, when there was one.
