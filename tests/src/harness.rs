@@ -57,10 +57,15 @@ pub fn other_bin_dir() -> Option<PathBuf> {
 
 /// Resident memory of a process in KiB (VmRSS from /proc; 0 when it cannot be read).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// A figure in KiB from `/proc/PID/status` (`VmRSS`, `RssAnon`, `RssFile`...), 0 when unknown.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)

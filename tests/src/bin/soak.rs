@@ -8,8 +8,13 @@
 //! memory (VmRSS) at the end of each life, and exits with status 1 on the first broken promise,
 //! with the seed to replay it.
 //!
-//! `cargo run --release -p totem-tests --bin soak [-- SECONDS [CLIENTS [SEED]]]` (default 120 s,
-//! 4 clients, a seed from the clock)
+//! Then one daemon lives for LONG_SECONDS without kills: the clients connect, prompt and leave
+//! again and again (half the time in the middle of a run, subscription left open), and the
+//! daemon's idle memory (VmRSS and its anonymous part) is printed at its fresh start, after the
+//! first round and at the end: what a long life accumulates (issue 37 item 3: within 10 %).
+//!
+//! `cargo run --release -p totem-tests --bin soak [-- SECONDS [CLIENTS [SEED [LONG_SECONDS]]]]`
+//! (default 120 s, 4 clients, a seed from the clock, LONG_SECONDS = SECONDS)
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -56,6 +61,7 @@ async fn client_life(
     index: usize,
     mut known: Known,
     stop: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
 ) -> Result<Known, String> {
     let Ok((client, _)) = Client::connect(
         &socket,
@@ -102,6 +108,10 @@ async fn client_life(
                 Err(_) => return Err(format!("run {run_id} of session {session} hung for 30 s")),
             };
             known.last_seq = known.last_seq.max(event.seq);
+            if cut.load(Ordering::Relaxed) {
+                // Gone in the middle of a run, subscription and all: the run goes on without us.
+                return Ok(known);
+            }
             match &event.kind {
                 EventKind::PartDone {
                     run_id: r,
@@ -225,6 +235,78 @@ async fn check(client: &Client, sessions: &[String], known: &mut [Known]) -> Res
     Ok(())
 }
 
+/// Every session idle (the runs a disconnect left behind have ended), within 30 s.
+async fn wait_idle(client: &Client, sessions: &[String]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for session in sessions {
+        loop {
+            let status: Value = client
+                .call_raw("session.get", json!({"sessionId": session}))
+                .await
+                .map_err(|e| format!("session.get: {e}"))?;
+            if status["status"] == "idle" {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "session {session} still runs 30 s after its client left"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+/// totemd's memory when idle: VmRSS and its anonymous part (heap, stacks) in KiB, after
+/// `SETTLE` without clients (idle sessions are let go, idle blocking threads end after 10 s).
+const SETTLE: Duration = Duration::from_secs(12);
+
+async fn idle_rss(daemon: &TestDaemon) -> (u64, u64) {
+    tokio::time::sleep(SETTLE).await;
+    (
+        harness::rss_kib(daemon.pid()),
+        harness::status_kib(daemon.pid(), "RssAnon"),
+    )
+}
+
+/// One life of the clients against `daemon`: they prompt for `life`, then either stop after
+/// their current run or (`cut`) leave in the middle of it.
+async fn clients_life(
+    daemon: &TestDaemon,
+    sessions: &[String],
+    known: &mut [Known],
+    life: Duration,
+    cut: bool,
+) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let cut_flag = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..sessions.len())
+        .map(|i| {
+            tokio::spawn(client_life(
+                daemon.socket.clone(),
+                sessions[i].clone(),
+                i,
+                known[i].clone(),
+                stop.clone(),
+                cut_flag.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(life).await;
+    stop.store(true, Ordering::Relaxed);
+    cut_flag.store(cut, Ordering::Relaxed);
+    let mut failure = None;
+    for (i, task) in tasks.into_iter().enumerate() {
+        match task.await {
+            Ok(Ok(k)) => known[i] = k,
+            Ok(Err(e)) => failure = Some(e),
+            Err(e) => failure = Some(format!("client {i} panicked: {e}")),
+        }
+    }
+    failure.map_or(Ok(()), Err)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -234,8 +316,11 @@ async fn main() -> ExitCode {
         Some(seed) => Rng(seed),
         None => Rng::from_time(),
     };
+    let long_seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(seconds);
     let seed = rng.0;
-    println!("# soak: {seconds} s, {clients} clients, seed {seed}");
+    println!(
+        "# soak: {seconds} s of kills, then {long_seconds} s of one daemon's life, {clients} clients, seed {seed}"
+    );
 
     let home = tempfile::tempdir().expect("temp home");
     let project = plain_project();
@@ -257,6 +342,7 @@ async fn main() -> ExitCode {
     let mut failure = None;
     while Instant::now() < deadline && failure.is_none() {
         let stop = Arc::new(AtomicBool::new(false));
+        let never_cut = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> = (0..clients)
             .map(|i| {
                 tokio::spawn(client_life(
@@ -265,6 +351,7 @@ async fn main() -> ExitCode {
                     i,
                     known[i].clone(),
                     stop.clone(),
+                    never_cut.clone(),
                 ))
             })
             .collect();
@@ -298,7 +385,50 @@ async fn main() -> ExitCode {
             failure = Some(e);
         }
     }
-    let stopped = failure.is_none() && daemon.terminate();
+    let mut stopped = failure.is_none() && daemon.terminate();
+
+    // One long life without kills: clients come and go (half the time in the middle of a run,
+    // leaving their subscription behind) against the same daemon. Its idle memory at the end is
+    // compared with a fresh start's, and with the same daemon's after one round of runs (by then
+    // the code a run needs is paged in, so what differs later is what its life accumulated).
+    let mut memory = None;
+    if stopped && long_seconds > 0 {
+        daemon = TestDaemon::start_in(home.path());
+        let fresh = idle_rss(&daemon).await;
+        let result = async {
+            clients_life(
+                &daemon,
+                &sessions,
+                &mut known,
+                Duration::from_secs(1),
+                false,
+            )
+            .await?;
+            let client = daemon.client().await;
+            check(&client, &sessions, &mut known).await?;
+            drop(client);
+            let warm = idle_rss(&daemon).await;
+            let long_deadline = Instant::now() + Duration::from_secs(long_seconds);
+            let mut rounds = 0u64;
+            while Instant::now() < long_deadline {
+                let life = Duration::from_millis(200 + rng.below(1_800));
+                let cut = rng.below(2) == 0;
+                clients_life(&daemon, &sessions, &mut known, life, cut).await?;
+                let client = daemon.client().await;
+                wait_idle(&client, &sessions).await?;
+                check(&client, &sessions, &mut known).await?;
+                rounds += 1;
+            }
+            let end = idle_rss(&daemon).await;
+            Ok::<_, String>((warm, end, rounds))
+        }
+        .await;
+        match result {
+            Ok((warm, end, rounds)) => memory = Some((fresh, warm, end, rounds)),
+            Err(e) => failure = Some(e),
+        }
+        stopped = failure.is_none() && daemon.terminate();
+    }
 
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
@@ -315,10 +445,44 @@ async fn main() -> ExitCode {
     );
     if let (Some(first), Some(max)) = (rss_kib.first(), rss_kib.iter().max()) {
         println!(
-            "totemd RSS at the end of each life: first {:.1} MiB, last {:.1} MiB, max {:.1} MiB",
+            "totemd RSS at the end of each killed life: first {:.1} MiB, last {:.1} MiB, max {:.1} MiB",
             mib(*first),
             mib(*rss_kib.last().unwrap_or(first)),
             mib(*max)
+        );
+    }
+    if let Some(((fresh, fresh_anon), (warm, warm_anon), (end, end_anon), rounds)) = memory {
+        println!("one daemon's life: {rounds} rounds of clients connecting, prompting and leaving");
+        println!(
+            "idle RSS, fresh start        {:>6.1} MiB (anonymous {:.1})",
+            mib(fresh),
+            mib(fresh_anon)
+        );
+        println!(
+            "idle RSS, after one round    {:>6.1} MiB (anonymous {:.1})",
+            mib(warm),
+            mib(warm_anon)
+        );
+        println!(
+            "idle RSS, at the end         {:>6.1} MiB (anonymous {:.1})",
+            mib(end),
+            mib(end_anon)
+        );
+        let ratio = |a: u64, b: u64| (a as f64 / b.max(1) as f64 - 1.0) * 100.0;
+        println!(
+            "end vs after one round       {:>+6.1} %  (anonymous {:+.1} %; target within 10 %: {})",
+            ratio(end, warm),
+            ratio(end_anon, warm_anon),
+            if ratio(end, warm) <= 10.0 {
+                "met"
+            } else {
+                "missed"
+            }
+        );
+        println!(
+            "end vs fresh start           {:>+6.1} %  (anonymous {:+.1} %)",
+            ratio(end, fresh),
+            ratio(end_anon, fresh_anon)
         );
     }
     match failure {
