@@ -56,14 +56,14 @@ fn the_sweep_lets_go_of_unused_sessions_only() {
     let (_dir, hub) = hub();
     let unused = hub.create("prj_1", None).unwrap();
     let watched = hub.create("prj_1", None).unwrap();
-    let live = hub.get(&unused.id).unwrap();
-    live.emit(hub.store(), notice("one")).unwrap();
-    drop(live);
     let subscription = hub
         .get(&watched.id)
         .unwrap()
         .subscribe(hub.store(), 0)
         .unwrap();
+    let live = hub.get(&unused.id).unwrap();
+    live.emit(hub.store(), notice("one")).unwrap();
+    drop(live);
     assert_eq!(hub.loaded(), 2);
 
     // No other session is loaded: the sweep alone lets the unused one go.
