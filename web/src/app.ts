@@ -140,6 +140,9 @@ async function connect(): Promise<void> {
     }
   };
   await rpc.open();
+  // A session named in the address opens at once, beside the lists below (first paint).
+  const wantedSession = new URLSearchParams(location.hash.slice(1)).get("session");
+  const opening = wantedSession ? openSession(wantedSession) : undefined;
   const list = await rpc.call<{ items: typeof projects }>("project.list", { limit: 500 });
   projects = list.items;
   projectSelect.replaceChildren(...projects.map((p) => new Option(p.name || p.path, p.id)));
@@ -151,9 +154,8 @@ async function connect(): Promise<void> {
   void loadModels();
   daemonSub = await rpc.subscribe("daemon.subscribe", {}, onDaemon);
   await loadSessions();
-  const session = new URLSearchParams(location.hash.slice(1)).get("session");
-  if (session) {
-    await openSession(session);
+  if (opening) {
+    await opening;
   } else if (sessions && sessions.sorted()[0]) {
     await openSession(sessions.sorted()[0].id);
   }
@@ -164,7 +166,7 @@ async function reconnect(): Promise<void> {
     const current = open?.id;
     open = undefined;
     await connect();
-    if (current) {
+    if (current && current !== (open as Open | undefined)?.id) {
       await openSession(current);
     }
   } catch {
@@ -615,6 +617,17 @@ const topObserver = new IntersectionObserver(
   { root: log, rootMargin: "400px 0px" },
 );
 topObserver.observe(earlier);
+// Also on scrolling: a jump to the top (Home, a dragged scrollbar) may leave the marker in view
+// from one frame to the next, which the observer does not report again.
+log.addEventListener(
+  "scroll",
+  () => {
+    if (log.scrollTop < 400) {
+      drawEarlier();
+    }
+  },
+  { passive: true },
+);
 
 function drawEarlier(): void {
   const state = open;
