@@ -542,6 +542,34 @@ async fn write_declares_the_file_it_will_change() {
 
 // ── edit ─────────────────────────────────────────────────────────────────────────────────
 
+/// Small models repeat their last call: the same edit made again is told it is already made,
+/// not "not found", and the same text as both strings is told so too when it is there.
+#[tokio::test]
+async fn the_same_edit_made_twice_is_told_it_is_already_made() {
+    let p = Project::new();
+    p.put("index.html", "<h1>Acme Shop</h1>\n<p>Tools.</p>\n");
+    let edit = json!({"path": "index.html", "oldString": "<h1>Acme Shop</h1>",
+                      "newString": "<h1>Welcome to Acme Shop</h1>"});
+    let first = p.call("edit", edit.clone()).await;
+    assert!(!first.is_error, "{}", first.text);
+    let said = "this change is already made (do not make it again; go on with the next change, or answer if the task is done): newString is at line 1 in index.html.";
+    let out = p.call("edit", edit).await;
+    assert!(out.is_error, "{}", out.text);
+    assert_eq!(out.text, said);
+    let same = json!({"path": "index.html", "oldString": "<h1>Welcome to Acme Shop</h1>",
+                      "newString": "<h1>Welcome to Acme Shop</h1>"});
+    let out = p.call("edit", same).await;
+    assert!(out.is_error, "{}", out.text);
+    assert_eq!(
+        out.text,
+        format!("oldString and newString are the same, so {said}")
+    );
+    assert_eq!(
+        p.get("index.html"),
+        "<h1>Welcome to Acme Shop</h1>\n<p>Tools.</p>\n"
+    );
+}
+
 #[tokio::test]
 async fn edit_replaces_an_exact_match() {
     let p = Project::new();
@@ -554,7 +582,11 @@ async fn edit_replaces_an_exact_match() {
         .await;
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(p.get("a.rs"), "fn main() {\n    println!(\"bye\");\n}\n");
-    assert_eq!(out.text, "Edited a.rs: line 2");
+    assert_eq!(
+        out.text,
+        "Edited a.rs: line 2. Now:\n    1\tfn main() {\n    2\t    println!(\"bye\");\n    3\t}",
+        "the line as it is now, with a line each side"
+    );
 }
 
 #[tokio::test]

@@ -99,13 +99,29 @@ pub fn apply_edit(
     if old.is_empty() {
         return Err("oldString is empty; to replace a whole file use write".to_string());
     }
-    if old == new {
-        return Err("oldString and newString are the same; nothing to change".to_string());
-    }
     let crlf = content.contains("\r\n");
     let text = content.replace("\r\n", "\n");
     let old_lf = old.replace("\r\n", "\n");
     let new_lf = new.replace("\r\n", "\n");
+    // The same edit made twice (small models repeat their last call): the file has the new text
+    // and not the old, and the model is told so rather than "not found".
+    if !new_lf.trim().is_empty()
+        && (old == new || !text.contains(&old_lf))
+        && let Some(at) = text.find(&new_lf)
+    {
+        let line = text[..at].matches('\n').count() + 1;
+        let same = if old == new {
+            "oldString and newString are the same, so "
+        } else {
+            ""
+        };
+        return Err(format!(
+            "{same}this change is already made (do not make it again; go on with the next change, or answer if the task is done): newString is at line {line}"
+        ));
+    }
+    if old == new {
+        return Err("oldString and newString are the same; nothing to change".to_string());
+    }
     let mut applied = find_and_replace(&text, &old_lf, &new_lf, replace_all)?;
     if applied.is_none() {
         let (old_u, new_u) = (unescape(&old_lf), unescape(&new_lf));

@@ -216,7 +216,12 @@ fn work_out(changes: &[Change<'_>], ctx: &ToolContext) -> Result<Worked, String>
                     } else {
                         format!(", {} places", applied.count)
                     };
-                    format!("{}: line {}{times}{how}", state.rel, applied.line)
+                    let mut done = format!("{}: line {}{times}{how}", state.rel, applied.line);
+                    if !several && let Some(after) = &state.after {
+                        // The lines as they are now: a model sees what its edit made.
+                        done.push_str(&lines_now(after, applied.line, change.new));
+                    }
+                    done
                 }
                 Err(e) => {
                     let nothing = if several { " Nothing was changed." } else { "" };
@@ -231,6 +236,33 @@ fn work_out(changes: &[Change<'_>], ctx: &ToolContext) -> Result<Worked, String>
         files,
         summary,
     })
+}
+
+/// Lines of context shown around an edit's new text, and the most lines shown.
+const EDIT_CONTEXT: usize = 1;
+const EDIT_SHOWN: usize = 12;
+
+/// The lines an edit's `new` text took from `line` (1-based) in `content`, with a line of context
+/// each side, numbered as `read` numbers them.
+fn lines_now(content: &str, line: usize, new: &str) -> String {
+    let first = line.saturating_sub(EDIT_CONTEXT).max(1);
+    let last = line + new.lines().count().max(1) - 1 + EDIT_CONTEXT;
+    let mut shown = String::from(". Now:\n");
+    let mut cut = false;
+    for (no, text) in content.lines().enumerate().map(|(i, t)| (i + 1, t)) {
+        if no < first || no > last {
+            continue;
+        }
+        if no >= first + EDIT_SHOWN {
+            cut = true;
+            break;
+        }
+        shown.push_str(&format!("{no:>5}\t{text}\n"));
+    }
+    if cut {
+        shown.push_str("  (more lines follow)\n");
+    }
+    shown.trim_end().to_string()
 }
 
 fn write_all(
