@@ -118,7 +118,8 @@ async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown(
 
 /// What bench-tasks saw Qwen2.5-Coder 0.5B do: list `/` (refused as outside the project), then
 /// answer "The path is outside the project" and end the task. `/` is the project root now, and a
-/// constrained step offers no final answer until a call of the run worked (or three failed).
+/// constrained step offers no final answer until a call of the run that saw more than names
+/// worked (or three failed). The 1.5B listed the project and said its one route was "GET /default".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_run_answers_only_after_a_call_worked() {
     let env = Env::start().await;
@@ -130,12 +131,15 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
     env.push(vec![text(
         r#"{"name": "list", "arguments": {"path": "/"}}"#,
     )]);
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+    )]);
     env.push(vec![text(r#"{"answer": "notes.txt is there."}"#)]);
     let events = env
         .run_done("what is in this project?", json!({}), Answer::None)
         .await;
     let ran = results(&events);
-    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert_eq!(ran.len(), 3, "{ran:?}");
     assert!(ran[0].2, "missing.txt fails: {ran:?}");
     assert!(
         !ran[1].2 && ran[1].1.contains("notes.txt"),
@@ -146,7 +150,11 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
         .iter()
         .map(|r| schema_names(&r.body["format"]).1)
         .collect();
-    assert_eq!(offers, [false, false, true], "answer offered per step");
+    assert_eq!(
+        offers,
+        [false, false, false, true],
+        "answer offered per step: not after a failure, nor after names alone (a list), but after a read"
+    );
     assert_eq!(parts_text(&events), "notes.txt is there.");
 }
 
@@ -599,6 +607,8 @@ async fn first_request(env: &Env, model: &str, answers: &[&str]) -> FirstRequest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_request_stays_within_its_byte_budget() {
     let env = Env::start().await;
+    // What the small model's first step reads (the prompt lists no files, so no bytes change).
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
     env.sim.set_models(vec![
         totem_tests::sim::SimModel::new("qwen2.5-coder:1.5b", 32768),
         totem_tests::sim::SimModel::new("llama3.2:latest", 131072),
@@ -629,9 +639,9 @@ async fn the_first_request_stays_within_its_byte_budget() {
         (
             "small model (1.5B, tools in text), Build",
             "tiny/qwen2.5-coder:1.5b",
-            // A constrained first step is a tool call, then the answer.
+            // A constrained first step is a tool call that sees more than names, then the answer.
             &[
-                r#"{"name": "list", "arguments": {"path": "."}}"#,
+                r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
                 r#"{"answer": "ok"}"#,
             ],
             &[],

@@ -43,6 +43,9 @@ const COURTESY: &[&str] = &[
 /// The tools whose success is a change of the project's files.
 pub(super) const CHANGE_TOOLS: &[&str] = &["write", "edit", "patch", "multiedit"];
 
+/// The tools that show only names: a question is not answered on them alone.
+pub(super) const NAMES_ONLY: &[&str] = &["list", "glob"];
+
 /// Calls after which a run asked for a change may answer without one (the change may be there
 /// already, or impossible): a model is not held in a loop it cannot leave.
 pub(super) const CALLS_BEFORE_UNCHANGED_ANSWER: usize = 6;

@@ -303,7 +303,9 @@ impl Runner {
         system
     }
 
-    /// Whether a constrained step may be the final answer: once a call of this run succeeded, or
+    /// Whether a constrained step may be the final answer: once a call of this run that saw more
+    /// than names succeeded (a `list` alone is not enough: the 1.5B listed the project and
+    /// answered that its one route was "GET /default"), or
     /// after [`CALLS_BEFORE_ANSWER`] calls that all failed. Before that a small model answers
     /// without having seen the project (Qwen2.5-Coder 0.5B answered "What you did", or "The path
     /// is outside the project" after one refused `list /`).
@@ -316,11 +318,12 @@ impl Runner {
             ModelMessage::ToolResult(r) => Some(r),
             _ => None,
         });
-        let (mut ok, mut failed, mut changed) = (0usize, 0usize, false);
+        let (mut calls, mut ok, mut failed, mut changed) = (0usize, 0usize, 0usize, false);
         for result in results {
+            calls += 1;
             if result.is_error {
                 failed += 1;
-            } else {
+            } else if !guide::NAMES_ONLY.contains(&result.tool_name.as_str()) {
                 ok += 1;
                 changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
             }
@@ -331,12 +334,12 @@ impl Runner {
         });
         if !self.setup.read_only
             && !changed
-            && ok + failed < guide::CALLS_BEFORE_UNCHANGED_ANSWER
+            && calls < guide::CALLS_BEFORE_UNCHANGED_ANSWER
             && prompt.is_some_and(guide::asks_for_change)
         {
             return false;
         }
-        ok > 0 || failed >= CALLS_BEFORE_ANSWER
+        ok > 0 || failed >= CALLS_BEFORE_ANSWER || calls >= guide::CALLS_BEFORE_UNCHANGED_ANSWER
     }
 
     /// The request for the next step.
