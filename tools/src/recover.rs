@@ -790,6 +790,15 @@ impl RepeatGuard {
         self.count
     }
 
+    /// The tool of the last call when it was made at least twice in a row with the same
+    /// arguments.
+    pub fn repeated(&self) -> Option<&str> {
+        self.last
+            .as_ref()
+            .filter(|_| self.count >= 2)
+            .map(|(name, _)| name.as_str())
+    }
+
     /// True when the last recorded call was the third (or later) identical one in a row: stop the
     /// call and tell the model to change course.
     pub fn is_stuck(&self) -> bool {

@@ -347,10 +347,19 @@ impl Runner {
         let tools = if self.setup.tool_offer.mode != ToolMode::Native {
             if self.setup.tool_offer.constrained {
                 let definitions = self.tools.registry.definitions(self.setup.read_only);
+                let offered: Vec<_> = definitions
+                    .iter()
+                    .filter(|d| self.setup.tool_offer.offers(&d.name))
+                    .collect();
+                // A tool just called twice in a row with the same arguments is left out of the
+                // next step: the small models copied their last call five times over, also at a
+                // higher temperature and with "Do not call it again" in the result.
+                let repeated = self.tools.repeats.repeated();
+                let fresh = |name: &str| offered.len() < 2 || Some(name) != repeated;
                 let schema = totem_tools::recover::answer_schema(
-                    definitions
+                    offered
                         .iter()
-                        .filter(|d| self.setup.tool_offer.offers(&d.name))
+                        .filter(|d| fresh(&d.name))
                         .map(|d| (d.name.as_str(), &d.parameters)),
                     self.may_answer(),
                 );
