@@ -291,7 +291,11 @@ async fn the_step_after_a_repeated_call_is_sampled_hotter_without_that_tool() {
         .sim
         .chat_requests()
         .iter()
-        .map(|r| schema_names(&r.body["format"]).0.contains(&"read".to_string()))
+        .map(|r| {
+            schema_names(&r.body["format"])
+                .0
+                .contains(&"read".to_string())
+        })
         .collect();
     assert_eq!(
         reads,
