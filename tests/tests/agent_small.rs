@@ -251,8 +251,8 @@ async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
 
 /// At a low temperature a small model given the same conversation writes the same call again
 /// (bench-tasks: the 1.5B read a missing file four times in a row). The step after a repeated call
-/// is sampled at 0.8 and is not offered that tool; the one after is back to the model's
-/// temperature and every tool.
+/// is sampled at 0.8 and is not offered that tool (a look repeated: no look at all); the one
+/// after is back to the model's temperature and every tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_step_after_a_repeated_call_is_sampled_hotter_without_that_tool() {
     let env = Env::start().await;
@@ -287,20 +287,25 @@ async fn the_step_after_a_repeated_call_is_sampled_hotter_without_that_tool() {
         "hotter after the repeat: {temperatures:?}"
     );
     assert!(near(temperatures[3], 0.2), "and back: {temperatures:?}");
-    let reads: Vec<bool> = env
+    let looks: Vec<(bool, bool, bool)> = env
         .sim
         .chat_requests()
         .iter()
         .map(|r| {
-            schema_names(&r.body["format"])
-                .0
-                .contains(&"read".to_string())
+            let names = schema_names(&r.body["format"]).0;
+            let has = |n: &str| names.contains(&n.to_string());
+            (has("read"), has("list"), has("write"))
         })
         .collect();
     assert_eq!(
-        reads,
-        [true, true, false, true],
-        "read is left out of the step after it was made twice in a row"
+        looks,
+        [
+            (true, true, true),
+            (true, true, true),
+            (false, false, true),
+            (true, true, true)
+        ],
+        "a look made twice in a row leaves every look out of the next step, which must act"
     );
 }
 

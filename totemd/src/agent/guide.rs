@@ -43,6 +43,9 @@ const COURTESY: &[&str] = &[
 /// The tools whose success is a change of the project's files.
 pub(super) const CHANGE_TOOLS: &[&str] = &["write", "edit", "patch", "multiedit"];
 
+/// The tools that only look.
+pub(super) const LOOK_TOOLS: &[&str] = &["read", "list", "grep", "glob"];
+
 /// The tools that show only names: a question is not answered on them alone.
 pub(super) const NAMES_ONLY: &[&str] = &["list", "glob"];
 

@@ -354,8 +354,18 @@ impl Runner {
                 // A tool just called twice in a row with the same arguments is left out of the
                 // next step: the small models copied their last call five times over, also at a
                 // higher temperature and with "Do not call it again" in the result.
+                // A look repeated leaves out every look: the step must act, as the repeated
+                // result says (the 0.5B went from read to list of the same file and back).
                 let repeated = self.tools.repeats.repeated();
-                let fresh = |name: &str| offered.len() < 2 || Some(name) != repeated;
+                let looked = repeated.is_some_and(|r| guide::LOOK_TOOLS.contains(&r));
+                let fresh = |name: &str| {
+                    offered.len() < 2
+                        || if looked {
+                            !guide::LOOK_TOOLS.contains(&name)
+                        } else {
+                            Some(name) != repeated
+                        }
+                };
                 let schema = totem_tools::recover::answer_schema(
                     offered
                         .iter()
