@@ -103,14 +103,20 @@ interface Open {
   seenQuestions: Set<string>;
   questions: Map<string, any>;
   tools: Map<string, { tool: string; input: unknown; output?: string }>;
-  rendered: { el: HTMLElement; sig: string }[];
+  rendered: ({ el: HTMLElement; sig: string } | undefined)[];
+  /** Measured heights of drawn blocks (px, with the gap under them), by index. */
+  heights: Map<number, number>;
+  heightSum: number;
   /** The session's runs, oldest first (from the messages, then from run events). */
   runIds: string[];
   /** Live events while the older messages load (replayed on the rebuilt chat model). */
   live?: Event[];
-  /** The first block drawn: a long session draws its last blocks, and earlier ones as the
-   * reader scrolls up to them. */
+  /** The blocks drawn, [from, to): those near the screen; the others are spacers. */
   from: number;
+  to: number;
+  /** The blocks there were when the window was last fitted (the window follows new ones if it
+   * reached the end). */
+  total: number;
   activity: string;
 }
 let open: Open | undefined;
@@ -316,8 +322,12 @@ async function openSession(id: string): Promise<void> {
     questions: new Map(),
     tools: new Map(),
     rendered: [],
+    heights: new Map(),
+    heightSum: 0,
     runIds: [],
     from: 0,
+    to: 0,
+    total: 0,
     activity: session.status === "running" ? "running" : "idle",
   };
   // The newest messages (read after session.get, so nothing between them and the live events
@@ -586,68 +596,246 @@ function signature(state: Open, b: Block): string {
   }
 }
 
-/** Markdown is drawn when a block first comes near the screen (a long session opens fast). */
+/** Markdown is drawn when a block first comes near the screen (a long session opens fast). Its
+ * height changes then, so what the reader looks at is kept in place. */
 const lazy = new IntersectionObserver(
   (entries) => {
-    for (const entry of entries) {
-      if (entry.isIntersecting) {
-        const target = entry.target as HTMLElement & { pending?: string };
-        if (target.pending !== undefined) {
-          markdown(target, target.pending);
-          target.pending = undefined;
+    keepPlace(() => {
+      for (const entry of entries) {
+        if (entry.isIntersecting) {
+          const target = entry.target as HTMLElement & { pending?: string };
+          if (target.pending !== undefined) {
+            markdown(target, target.pending);
+            target.pending = undefined;
+          }
+          lazy.unobserve(target);
         }
-        lazy.unobserve(target);
       }
-    }
+    });
   },
   { root: log, rootMargin: "800px 0px" },
 );
 
-/** Blocks drawn at once when a session opens, and added each time the reader reaches the top. */
+/** Blocks drawn when a session opens (its newest). */
 const WINDOW = 150;
+/** Blocks are drawn this far (px) beyond the screen each way, and dropped beyond KEEP: the page
+ * holds a bounded window of blocks whatever the session's length. */
+const MARGIN = 1200;
+const KEEP = 2800;
+/** The space under each block (`.block` margin in app.css). */
+const GAP = 10;
 
-/** Reaching the top of the log draws the blocks before the first one drawn. */
+/** Spacers standing for the blocks not drawn, above and below the drawn ones, with their
+ * measured (or, never drawn, estimated) heights. */
 const earlier = el("div", "earlier");
-const topObserver = new IntersectionObserver(
-  (entries) => {
-    if (entries.some((e) => e.isIntersecting)) {
-      drawEarlier();
+const later = el("div", "later");
+
+function estimate(state: Open, i: number): number {
+  return state.heights.get(i) ?? (state.heights.size ? state.heightSum / state.heights.size : 60);
+}
+
+function measure(state: Open, i: number, node: HTMLElement): void {
+  noteHeight(state, i, node.offsetHeight + GAP);
+}
+
+function span(state: Open, from: number, to: number): number {
+  let sum = 0;
+  for (let i = from; i < to; i++) {
+    sum += estimate(state, i);
+  }
+  return sum;
+}
+
+function setSpacers(state: Open): void {
+  earlier.style.height = `${span(state, 0, state.from)}px`;
+  later.style.height = `${span(state, state.to, state.transcript.blocks.length)}px`;
+}
+
+/** Top of a node in the log's scrolled content. */
+function topOf(node: Element, logTop: number): number {
+  return node.getBoundingClientRect().top - logTop + log.scrollTop;
+}
+
+/** Runs a change and scrolls so that the first drawn block on screen stays where it was. */
+function keepPlace(change: () => void): void {
+  const state = open;
+  let anchor: HTMLElement | undefined;
+  let before = 0;
+  if (state) {
+    const view = log.getBoundingClientRect();
+    for (let i = state.from; i < state.to; i++) {
+      const node = state.rendered[i]?.el;
+      if (node && node.isConnected) {
+        const r = node.getBoundingClientRect();
+        if (r.bottom > view.top) {
+          anchor = node;
+          before = r.top;
+          break;
+        }
+      }
     }
-  },
-  { root: log, rootMargin: "400px 0px" },
-);
-topObserver.observe(earlier);
-// Also on scrolling: a jump to the top (Home, a dragged scrollbar) may leave the marker in view
-// from one frame to the next, which the observer does not report again.
+  }
+  change();
+  if (anchor?.isConnected) {
+    const moved = anchor.getBoundingClientRect().top - before;
+    if (moved !== 0) {
+      log.scrollTop += moved;
+    }
+  }
+}
+
+/** Takes a drawn block out of the page (its height measured before). */
+function drop(state: Open, i: number): void {
+  const known = state.rendered[i];
+  if (known) {
+    lazy.unobserve(known.el);
+    known.el.remove();
+    state.rendered[i] = undefined;
+  }
+}
+
+function noteHeight(state: Open, i: number, h: number): void {
+  if (h <= GAP) {
+    return; // not laid out (the log hidden)
+  }
+  state.heightSum += h - (state.heights.get(i) ?? 0);
+  state.heights.set(i, h);
+}
+
+function drawAt(state: Open, i: number): HTMLElement {
+  const block = state.transcript.blocks[i];
+  const node = drawBlock(state, block, false);
+  state.rendered[i] = { el: node, sig: signature(state, block) };
+  return node;
+}
+
+/** Draws the blocks near the screen and drops those far from it, keeping the reader's place.
+ * Layout is read in one pass, then the page is changed, then the new blocks are measured, so a
+ * frame forces only a few layouts whatever the number of blocks changed. */
+function fitWindow(): void {
+  const state = open;
+  if (!state) {
+    return;
+  }
+  if (log.clientHeight === 0) {
+    return;
+  }
+  const length = state.transcript.blocks.length;
+  const top = log.scrollTop;
+  const bottom = top + log.clientHeight;
+  const logTop = log.getBoundingClientRect().top;
+  const start = topOf(earlier, logTop);
+  let drawnBottom = topOf(later, logTop);
+  const firstNode = state.from < state.to ? state.rendered[state.from]?.el : undefined;
+  let drawnTop = firstNode ? topOf(firstNode, logTop) : drawnBottom;
+  if (drawnBottom < top - MARGIN || drawnTop > bottom + MARGIN || state.from === state.to) {
+    // A jump (a dragged scrollbar, Home, End): draw from the block the estimates put there.
+    for (let i = state.from; i < state.to; i++) {
+      const node = state.rendered[i]?.el;
+      if (node) {
+        noteHeight(state, i, node.offsetHeight + GAP);
+      }
+    }
+    for (let i = state.from; i < state.to; i++) {
+      drop(state, i);
+    }
+    let at = 0;
+    let y = start;
+    while (at < length - 1 && y + estimate(state, at) < top) {
+      y += estimate(state, at);
+      at++;
+    }
+    state.from = at;
+    state.to = at;
+    drawnTop = y;
+    drawnBottom = y;
+  }
+  // Blocks far above and far below the screen (read only).
+  let dropTop = 0;
+  while (state.from + dropTop < state.to - 1) {
+    const node = state.rendered[state.from + dropTop]?.el;
+    const h = node ? node.offsetHeight + GAP : 0;
+    if (!node || drawnTop + h > top - KEEP) {
+      break;
+    }
+    noteHeight(state, state.from + dropTop, h);
+    drawnTop += h;
+    dropTop++;
+  }
+  let dropBottom = 0;
+  while (state.to - dropBottom - 1 > state.from + dropTop) {
+    const node = state.rendered[state.to - dropBottom - 1]?.el;
+    const h = node ? node.offsetHeight + GAP : 0;
+    if (!node || drawnBottom - h < bottom + KEEP) {
+      break;
+    }
+    noteHeight(state, state.to - dropBottom - 1, h);
+    drawnBottom -= h;
+    dropBottom++;
+  }
+  // Blocks to draw, by their estimated heights, up to MARGIN beyond the screen.
+  let from = state.from + dropTop;
+  for (let need = drawnTop - (top - MARGIN); need > 0 && from > 0; ) {
+    from--;
+    need -= estimate(state, from);
+  }
+  let to = state.to - dropBottom;
+  for (let need = bottom + MARGIN - drawnBottom; need > 0 && to < length; ) {
+    need -= estimate(state, to);
+    to++;
+  }
+  if (dropTop === 0 && dropBottom === 0 && from === state.from && to === state.to && state.total === length) {
+    return;
+  }
+  keepPlace(() => {
+    for (let i = state.from; i < state.from + dropTop; i++) {
+      drop(state, i);
+    }
+    for (let i = state.to - dropBottom; i < state.to; i++) {
+      drop(state, i);
+    }
+    const keptFrom = state.from + dropTop;
+    const keptTo = Math.max(keptFrom, state.to - dropBottom);
+    const added: number[] = [];
+    const above = document.createDocumentFragment();
+    for (let i = from; i < keptFrom; i++) {
+      above.append(drawAt(state, i));
+      added.push(i);
+    }
+    earlier.after(above);
+    const below = document.createDocumentFragment();
+    for (let i = keptTo; i < to; i++) {
+      below.append(drawAt(state, i));
+      added.push(i);
+    }
+    later.before(below);
+    state.from = from;
+    state.to = to;
+    state.total = length;
+    for (const i of added) {
+      const node = state.rendered[i]?.el;
+      if (node) {
+        noteHeight(state, i, node.offsetHeight + GAP);
+      }
+    }
+    setSpacers(state);
+  });
+}
+
+let fitting = false;
 log.addEventListener(
   "scroll",
   () => {
-    if (log.scrollTop < 400) {
-      drawEarlier();
+    if (!fitting) {
+      fitting = true;
+      requestAnimationFrame(() => {
+        fitting = false;
+        fitWindow();
+      });
     }
   },
   { passive: true },
 );
-
-function drawEarlier(): void {
-  const state = open;
-  if (!state || state.from === 0) {
-    return;
-  }
-  const to = state.from;
-  state.from = Math.max(0, to - WINDOW);
-  const before = log.scrollHeight;
-  const fragment = document.createDocumentFragment();
-  for (let i = state.from; i < to; i++) {
-    const block = state.transcript.blocks[i];
-    const node = drawBlock(state, block, false);
-    state.rendered[i] = { el: node, sig: signature(state, block) };
-    fragment.append(node);
-  }
-  earlier.after(fragment);
-  // Keep what the reader looks at in place.
-  log.scrollTop += log.scrollHeight - before;
-}
 
 function draw(first: boolean): void {
   const state = open;
@@ -658,10 +846,18 @@ function draw(first: boolean): void {
   const blocks = state.transcript.blocks;
   if (first) {
     state.from = Math.max(0, blocks.length - WINDOW);
-    log.replaceChildren(earlier);
+    state.to = state.from;
+    state.rendered = [];
+    state.heights = new Map();
+    state.heightSum = 0;
+    log.replaceChildren(earlier, later);
   }
+  // New blocks at the end are drawn when the drawn window reaches the end (the reader follows
+  // the run); otherwise they join the spacer below.
+  const following = first || state.to >= state.total;
+  const end = following ? blocks.length : state.to;
   const fragment = document.createDocumentFragment();
-  for (let i = state.from; i < blocks.length; i++) {
+  for (let i = state.from; i < end; i++) {
     const block = blocks[i];
     const sig = signature(state, block);
     const known = state.rendered[i];
@@ -678,11 +874,33 @@ function draw(first: boolean): void {
       fragment.append(node);
     }
   }
-  log.append(fragment);
+  later.before(fragment);
+  state.to = end;
+  for (let i = Math.max(state.from, end - 40); i < end; i++) {
+    const node = state.rendered[i]?.el;
+    if (node) {
+      measure(state, i, node);
+    }
+  }
+  state.total = blocks.length;
+  setSpacers(state);
   if (stick) {
     log.scrollTop = log.scrollHeight;
   }
   followActivity(state.activity);
+  if (first) {
+    // Measure what was drawn at once, so the estimates for the rest start from real heights.
+    for (let i = state.from; i < end; i++) {
+      const node = state.rendered[i]?.el;
+      if (node) {
+        measure(state, i, node);
+      }
+    }
+    setSpacers(state);
+    if (stick) {
+      log.scrollTop = log.scrollHeight;
+    }
+  }
 }
 
 /** Undo and redo only while the session is idle. */

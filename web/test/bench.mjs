@@ -41,33 +41,71 @@ for (let i = 0; i < 5; i++) {
   whole.push(all);
 }
 
-// Scrolling from the bottom to the top in 120 steps, one per frame: the longest frame.
-const frames = await page.evaluate(async () => {
-  const log = document.querySelector(".log");
-  const step = log.scrollHeight / 120;
-  const gaps = [];
-  let last = performance.now();
-  for (let i = 0; i < 120; i++) {
-    log.scrollTop = log.scrollHeight - (i + 1) * step;
-    await new Promise((r) => requestAnimationFrame(r));
-    const now = performance.now();
-    gaps.push(now - last);
-    last = now;
-  }
-  gaps.sort((a, b) => a - b);
-  return { p50: gaps[60], max: gaps[gaps.length - 1] };
-});
+// Scrolling from the bottom to the top in 120 steps, one per frame: the median and longest
+// frame, and the most blocks in the page meanwhile.
+const scroll = () =>
+  page.evaluate(async () => {
+    const log = document.querySelector(".log");
+    const step = log.scrollHeight / 120;
+    const gaps = [];
+    let most = 0;
+    let last = performance.now();
+    for (let i = 0; i < 120; i++) {
+      log.scrollTop = log.scrollHeight - (i + 1) * step;
+      await new Promise((r) => requestAnimationFrame(r));
+      const now = performance.now();
+      gaps.push(now - last);
+      last = now;
+      most = Math.max(most, document.querySelectorAll(".block").length);
+    }
+    gaps.sort((a, b) => a - b);
+    return { p50: gaps[60], max: gaps[gaps.length - 1], most };
+  });
+const frames = await scroll();
 
 // Every block of the 5,000 messages is reachable by scrolling up (jumping to the top until the
-// first question shows).
-const blocks = await page.evaluate(async () => {
+// first question shows), and back down to the last.
+const reach = await page.evaluate(async () => {
   const log = document.querySelector(".log");
-  for (let i = 0; i < 400 && !document.querySelector(".block")?.textContent?.includes("question 0:"); i++) {
+  const settle = () => new Promise((r) => setTimeout(r, 20));
+  let first = false;
+  for (let i = 0; i < 400 && !first; i++) {
     log.scrollTop = 0;
-    await new Promise((r) => setTimeout(r, 20));
+    await settle();
+    first = [...document.querySelectorAll(".block")].some((b) => b.textContent.includes("question 0:"));
   }
+  const atTop = document.querySelectorAll(".block").length;
+  let lastSeen = false;
+  for (let i = 0; i < 400 && !lastSeen; i++) {
+    log.scrollTop = log.scrollHeight;
+    await settle();
+    lastSeen = [...document.querySelectorAll(".block")].some((b) => b.textContent.includes("answer 2499"));
+  }
+  return { first, lastSeen, atTop, atBottom: document.querySelectorAll(".block").length };
+});
+
+// The same scroll again after that trip to the top and back (before windowing, every block
+// stayed in the page by now).
+const again = await scroll();
+
+// The reader's place is kept while blocks are drawn and dropped around it: scrolling up in
+// 150-px steps, a block on screen moves by the step (the largest difference, in px).
+const drift = await page.evaluate(async () => {
+  const log = document.querySelector(".log");
   log.scrollTop = log.scrollHeight;
-  return document.querySelectorAll(".block").length;
+  const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  await frame();
+  let worst = 0;
+  for (let i = 0; i < 150; i++) {
+    const view = log.getBoundingClientRect();
+    const on = [...document.querySelectorAll(".block")].find((b) => b.getBoundingClientRect().top > view.top + view.height / 3);
+    if (!on) continue;
+    const before = on.getBoundingClientRect().top;
+    log.scrollTop -= 150;
+    await frame();
+    if (on.isConnected) worst = Math.max(worst, Math.abs(on.getBoundingClientRect().top - before - 150));
+  }
+  return worst;
 });
 
 // Idle: CPU time the page's main thread spends over 5 s with nothing happening.
@@ -85,8 +123,11 @@ const html = readFileSync(join(env.BENCH_DIST, "index.html"));
 const gz = (b) => gzipSync(b, { level: 9 }).length;
 
 console.log(`first paint, 10-message session (median of 5): ${median(small).toFixed(0)} ms`);
-console.log(`open, 5,000-message session (median of 5): ${median(large).toFixed(0)} ms to its last block drawn, ${median(whole).toFixed(0)} ms to its whole history in (${blocks} blocks drawn after scrolling to the top)`);
-console.log(`scroll through it, 120 frames: median frame ${frames.p50.toFixed(1)} ms, longest ${frames.max.toFixed(1)} ms`);
+console.log(`open, 5,000-message session (median of 5): ${median(large).toFixed(0)} ms to its last block drawn, ${median(whole).toFixed(0)} ms to its whole history in`);
+console.log(`scroll through it, 120 frames: median frame ${frames.p50.toFixed(1)} ms, longest ${frames.max.toFixed(1)} ms, at most ${frames.most} blocks in the page`);
+console.log(`reach: first block ${reach.first ? "reached" : "NOT reached"} (${reach.atTop} blocks in the page there), last block ${reach.lastSeen ? "reached" : "NOT reached"} (${reach.atBottom} blocks)`);
+console.log(`scroll again after the top and back: median frame ${again.p50.toFixed(1)} ms, longest ${again.max.toFixed(1)} ms, at most ${again.most} blocks in the page`);
+console.log(`place kept scrolling up 150 steps of 150 px: largest drift ${drift.toFixed(0)} px`);
 console.log(`idle main-thread CPU over 5 s: ${idleMs.toFixed(1)} ms`);
 console.log(`bundle: app.js ${js.length} B (${gz(js)} B gzipped), app.css ${css.length} B (${gz(css)} B gzipped), index.html ${html.length} B; total gzipped ${gz(js) + gz(css) + gz(html)} B`);
 await browser.close();
