@@ -702,9 +702,9 @@ function noteHeight(state: Open, i: number, h: number): void {
   state.heights.set(i, h);
 }
 
-function drawAt(state: Open, i: number): HTMLElement {
+function drawAt(state: Open, i: number, eager: boolean): HTMLElement {
   const block = state.transcript.blocks[i];
-  const node = drawBlock(state, block, false);
+  const node = drawBlock(state, block, eager);
   state.rendered[i] = { el: node, sig: signature(state, block) };
   return node;
 }
@@ -797,15 +797,22 @@ function fitWindow(): void {
     const keptFrom = state.from + dropTop;
     const keptTo = Math.max(keptFrom, state.to - dropBottom);
     const added: number[] = [];
+    // Markdown at once for the blocks (by the estimates) on screen, when they come near it for
+    // the others: a block drawn as plain text grows when its Markdown is drawn.
+    const onScreen = (y: number, i: number) => y < bottom && y + estimate(state, i) > top;
     const above = document.createDocumentFragment();
+    let y = drawnTop - span(state, from, keptFrom);
     for (let i = from; i < keptFrom; i++) {
-      above.append(drawAt(state, i));
+      above.append(drawAt(state, i, onScreen(y, i)));
+      y += estimate(state, i);
       added.push(i);
     }
     earlier.after(above);
     const below = document.createDocumentFragment();
+    y = drawnBottom;
     for (let i = keptTo; i < to; i++) {
-      below.append(drawAt(state, i));
+      below.append(drawAt(state, i, onScreen(y, i)));
+      y += estimate(state, i);
       added.push(i);
     }
     later.before(below);

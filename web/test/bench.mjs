@@ -94,7 +94,7 @@ const drift = await page.evaluate(async () => {
   const log = document.querySelector(".log");
   log.scrollTop = log.scrollHeight;
   const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
-  await frame();
+  await new Promise((r) => setTimeout(r, 300));
   let worst = 0;
   for (let i = 0; i < 150; i++) {
     const view = log.getBoundingClientRect();
