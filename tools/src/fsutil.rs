@@ -259,7 +259,13 @@ pub(crate) fn suggestions(boundary: &Boundary, missing: &Path) -> Vec<String> {
         let candidate = e.file_name().to_string_lossy().into_owned();
         let lower = candidate.to_lowercase();
         let near = lower.starts_with(&wanted) || wanted.starts_with(&lower);
-        let rel = boundary.relative(&dir.join(&candidate))?;
+        let path = dir.join(&candidate);
+        // A link out of the project (node_modules linked to a shared install) is not offered:
+        // the next call would be refused as outside.
+        if !boundary.contains(&path) {
+            return None;
+        }
+        let rel = boundary.relative(&path)?;
         Some((rel, near))
     });
     closest(&wanted, close, 3, Some(0.6))

@@ -156,6 +156,20 @@ async fn a_missing_path_with_no_close_name_lists_the_projects_files() {
     );
 }
 
+/// bench-tasks: "modules does not exist. Did you mean: node_modules?" where node_modules links to
+/// a shared install outside the project, so the model's next call was refused as outside.
+#[tokio::test]
+async fn a_link_out_of_the_project_is_never_suggested() {
+    let p = Project::new();
+    let shared = tempfile::tempdir().expect("temp dir");
+    std::os::unix::fs::symlink(shared.path(), p.root().join("node_modules")).expect("symlink");
+    p.put("my_modules/a.js", "x\n");
+    let out = p.call("list", json!({"path": "modules"})).await;
+    assert!(out.is_error);
+    assert!(!out.text.contains("node_modules"), "{}", out.text);
+    assert!(out.text.contains("my_modules"), "{}", out.text);
+}
+
 #[tokio::test]
 async fn read_missing_file_suggests_close_names() {
     let p = Project::new();
