@@ -72,9 +72,23 @@ where
         // A body that opens with `[` where events were expected: kept whole, read at its end.
         let mut array: Option<BytesMut> = None;
         let mut first = true;
+        // A JSON-array body's first bytes while they are only a byte-order mark (or part of one)
+        // and blanks: held until a byte decides, so the body reads the same however it was cut.
+        let mut lead = BytesMut::new();
         futures::pin_mut!(body);
         loop {
-            let ended = match body.next().await {
+            let next = match body.next().await {
+                Some(Ok(chunk)) if first && D::ARRAY_BODY && array.is_none() => {
+                    lead.extend_from_slice(&chunk);
+                    if undecided(&lead) {
+                        continue;
+                    }
+                    Some(Ok(lead.split().freeze()))
+                }
+                // Only a mark and blanks came: no event either way.
+                other => other,
+            };
+            let ended = match next {
                 Some(Ok(chunk)) if array.is_some() || (first && D::ARRAY_BODY && opens_array(&chunk)) => {
                     first = false;
                     // Kept from its `[`: the blanks before it read the same however the body
@@ -164,6 +178,18 @@ fn opens_array(chunk: &[u8]) -> bool {
     chunk.get(array_start(chunk)) == Some(&b'[')
 }
 
+/// Whether a body's first bytes are still only a byte-order mark (or its start) and blanks.
+fn undecided(lead: &[u8]) -> bool {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    if lead.len() < BOM.len() && BOM.starts_with(lead) {
+        return true;
+    }
+    lead.strip_prefix(BOM)
+        .unwrap_or(lead)
+        .iter()
+        .all(u8::is_ascii_whitespace)
+}
+
 /// Where a chunk's text starts past a byte-order mark and blanks.
 fn array_start(chunk: &[u8]) -> usize {
     let bom = if chunk.starts_with(b"\xEF\xBB\xBF") {
@@ -244,6 +270,30 @@ mod tests {
             seen.push(format!("{events:?}"));
         }
         assert_eq!(seen[0], seen[1]);
+    }
+
+    /// The fuzz test's find: a byte-order mark before a JSON-array body reads the same whether
+    /// it came whole with the `[`, alone, or cut in two.
+    #[tokio::test]
+    async fn a_bom_before_an_array_body_reads_the_same_however_cut() {
+        let mut seen = Vec::new();
+        for cut in [
+            vec![b"\xEF\xBB\xBF[".as_slice()],
+            vec![b"\xEF\xBB\xBF".as_slice(), b"[".as_slice()],
+            vec![
+                b"\xEF".as_slice(),
+                b"\xBB\xBF \n".as_slice(),
+                b"[".as_slice(),
+            ],
+        ] {
+            let body = chunks(cut.into_iter().map(Ok).collect());
+            let events: Vec<_> = parse_stream(ProviderKind::Gemini, "test", body)
+                .collect()
+                .await;
+            seen.push(format!("{events:?}"));
+        }
+        assert_eq!(seen[0], seen[1]);
+        assert_eq!(seen[0], seen[2]);
     }
 
     #[tokio::test]
