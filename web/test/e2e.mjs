@@ -6,40 +6,27 @@
 // leave, undo and redo, be told by a browser notification while the tab is hidden, watch the
 // model's terminal and take it over, read the run timeline, and use it all on a phone-sized
 // screen.
-// Environment: TOTEM_E2E_URL (the one-time link), TOTEM_E2E_TOOLS (the folder whose node_modules
-// holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT, TOTEM_E2E_SIGNALS (this test
+// Environment: TOTEM_E2E_URL (the one-time link), TOTEM_E2E_TOOLS and TOTEM_E2E_CHROMIUM (see
+// browsers.mjs; web.rs runs this walk in the installed chromium and in the version before it),
+// TOTEM_TEST_PROJECT, TOTEM_E2E_SIGNALS (this test
 // writes `asked2` when the page shows the second question; web.rs answers it from the socket),
 // TOTEM_E2E_SHOTS (where screenshots go).
 
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { test } from "node:test";
+import { launchChromium, pageErrors, until } from "./browsers.mjs";
 
 const env = process.env;
-const { chromium } = createRequire(join(env.TOTEM_E2E_TOOLS, "package.json"))("playwright-core");
 const project = env.TOTEM_TEST_PROJECT;
 const shots = env.TOTEM_E2E_SHOTS ?? "/tmp";
 const HOSTILE = "<img src=x onerror=window.__xss=3>.md";
 
-async function until(what, done, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await done();
-    if (value) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      assert.fail(`timed out waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 test("stream, hostile text, questions, another client, undo and redo, notifications, terminal, runs, phone", async (t) => {
-  const browser = await chromium.launch({ executablePath: env.TOTEM_E2E_CHROMIUM, args: ["--no-sandbox"] });
+  const browser = await launchChromium();
   t.after(() => browser.close());
+  console.log(`chromium ${browser.version()}`);
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["notifications"], { origin: new URL(env.TOTEM_E2E_URL).origin });
   // Notifications shown are recorded; `window.__hidden` makes the tab hidden, as when another
@@ -63,9 +50,7 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
     });
   });
   const page = await context.newPage();
-  const errors = [];
-  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-  page.on("pageerror", (e) => errors.push(String(e)));
+  const errors = pageErrors(page);
   const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`) });
 
   const started = Date.now();

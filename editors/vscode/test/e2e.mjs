@@ -8,8 +8,8 @@
 // REPL on the same session answer a question; rename the session; stop the daemon, see the views
 // say so, start it with a changed command; deny with a note in the chat; retry a failed run; and
 // the README's screenshots in the dark and light themes.
-// Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS (the folder
-// whose node_modules holds playwright-core), TOTEM_E2E_CHROMIUM, TOTEM_TEST_PROJECT,
+// Environment: TOTEM_E2E_URL (code-server with the project open), TOTEM_E2E_TOOLS and
+// TOTEM_E2E_CHROMIUM (see web/test/browsers.mjs, which launches the browser), TOTEM_TEST_PROJECT,
 // TOTEM_E2E_SIGNALS (a folder: this test writes `asked` when the chat shows the second question,
 // editors_vscode.rs writes `repl-done` once the REPL has answered it and left; the wrapper of
 // TOTEM_E2E_WRAPPER writes `wrapper-used` when it runs), TOTEM_E2E_SETTINGS (code-server's user
@@ -18,33 +18,20 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { test } from "node:test";
+import { launchChromium, until as untilWithin } from "../../../web/test/browsers.mjs";
 
-const { TOTEM_E2E_URL: url, TOTEM_E2E_TOOLS: tools, TOTEM_E2E_CHROMIUM: chromiumPath, TOTEM_TEST_PROJECT: project } =
-  process.env;
-const { chromium } = createRequire(join(tools, "package.json"))("playwright-core");
+const { TOTEM_E2E_URL: url, TOTEM_TEST_PROJECT: project } = process.env;
 
 const signals = process.env.TOTEM_E2E_SIGNALS;
 const file = () => readFileSync(join(project, "math.js"), "utf8");
 
-async function until(what, done, ms = 30000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await done();
-    if (value) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      assert.fail(`timed out waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+// VS Code takes longer than the web client: 30 s unless a step says otherwise.
+const until = (what, done, ms = 30000) => untilWithin(what, done, ms);
 
 test("chat, questions, changes, selection, another client, daemon away, retry, both themes", async (t) => {
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] });
+  const browser = await launchChromium();
   t.after(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(url).origin });
