@@ -643,7 +643,9 @@ async fn chromium_walk(chromium: std::path::PathBuf) {
     };
     assert!(
         status.success(),
-        "the browser test failed (its output is above)"
+        "the browser test failed (its output is above); the second question was {}answered \
+         from the socket",
+        if answered { "" } else { "not " }
     );
     assert!(answered, "the page showed the second question");
     // The socket client saw the question the page answered, answered.
