@@ -454,7 +454,9 @@ fn install_once(dir: &Path, install: impl FnOnce(&Path) -> anyhow::Result<()>) {
     }
     let parent = dir.parent().unwrap_or(dir);
     fs::create_dir_all(parent).expect("create the test tools folder");
-    let lock_path = dir.with_extension("lock");
+    // `<dir>.lock` (not `with_extension`: a folder named by a version has dots of its own).
+    let mut lock_path = dir.as_os_str().to_owned();
+    lock_path.push(".lock");
     let lock = File::create(&lock_path).expect("create the install lock");
     let _guard = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| e)

@@ -1,11 +1,10 @@
 // The web client in WebKit: WebKitGTK's MiniBrowser (the engine Safari is built on: WebCore and
 // JavaScriptCore) under Xvfb, driven over W3C WebDriver by WebKitWebDriver through
 // selenium-webdriver (browsers.mjs). The walk e2e-firefox.mjs takes, over what differs between
-// engines: the stylesheet's layout, streaming Markdown with highlighted code and hostile HTML
-// inert, a question with its diff and one with its command answered in the page, the model's
-// terminal in xterm.js taken over (its
-// `<style>` elements let in by their nonce), the run timeline's SVG, and the phone layout at
-// 390 px.
+// engines, plus the changes and undo: the stylesheet's layout, streaming Markdown with highlighted
+// code and hostile HTML inert, a question with its diff and one with its command answered in the
+// page, the changes tree, undo and redo, the model's terminal in xterm.js taken over (its
+// `<style>` elements bearing the nonce), the run timeline's SVG, and the phone layout at 390 px.
 // WebDriver has no console log: right after the page loads, listeners record in `window.__errors`
 // every uncaught error, rejected promise, console.error and blocked resource (the
 // Content-Security-Policy's `securitypolicyviolation`), and the walk expects none.
@@ -21,7 +20,7 @@ import { launchWebKit, until } from "./browsers.mjs";
 const env = process.env;
 const HOSTILE = "<img src=x onerror=window.__xss=3>.md";
 
-test("webkit: stream, question, terminal taken over, runs, phone", async (t) => {
+test("webkit: stream, questions, changes, undo and redo, terminal taken over, runs, phone", async (t) => {
   const { driver, By, Key } = await launchWebKit();
   t.after(() => driver.quit());
   const js = (fn, ...args) => driver.executeScript(fn, ...args);
@@ -87,7 +86,23 @@ test("webkit: stream, question, terminal taken over, runs, phone", async (t) => 
   await click(`${open} button.once`);
   await until("the question answered", async () => (await count(".block.question .answers")) === 0);
   await until("the run to end", async () => (await count(".block.end")) === 2);
-  await driver.findElement(By.css(".prompt")).sendKeys("open a shell", Key.ENTER);
+
+  // The changes: the hostile name as text in the tree, its diff on a click; undo and redo.
+  await click(".changes-toggle");
+  await until("the changed file", async () => (await text(".tree .file .path")) === HOSTILE);
+  await click(".tree .file");
+  await until("the file's diff", async () => (await count(".file-diff .diff-table td.add")) > 0);
+  await click(".changes-toggle");
+  await until("undo to be enabled", () => js(() => !document.querySelector("button.undo").disabled));
+  await click("button.undo");
+  await until("the run dimmed", async () => (await count(".block.undone")) > 0);
+  const prompt = await driver.findElement(By.css(".prompt"));
+  assert.equal(await prompt.getAttribute("value"), "write the file", "the undone prompt offered again");
+  await click("button.redo");
+  await until("the run no longer dimmed", async () => (await count(".block.undone")) === 0);
+  await prompt.clear();
+
+  await prompt.sendKeys("open a shell", Key.ENTER);
   await until("the shell's question", async () => (await count(`${open} button.once`)) === 1);
   assert.match(await text(`${open} .command`), /bash --norc --noprofile -i/);
   await click(`${open} button.once`);
