@@ -1157,7 +1157,9 @@ composer.onsubmit = (e) => {
   void send().catch(failed);
 };
 prompt.onkeydown = (e) => {
-  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+  // Safari ends an input method's composition before the keydown of the Enter that confirms it,
+  // so that keydown says isComposing false; its keyCode, 229, still tells it apart.
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
     e.preventDefault();
     void send().catch(failed);
   }

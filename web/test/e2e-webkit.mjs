@@ -60,8 +60,21 @@ test("webkit: stream, questions, changes, undo and redo, terminal taken over, ru
   assert.ok(Math.abs(undo.y - redo.y) < 2 && redo.x > undo.x + undo.width, "the toolbar laid out");
   assert.ok((await rect(".side")).right <= (await rect(".main")).left + 1, "the list beside the chat");
 
+  // The Enter that confirms an input method's composition does not send: Safari fires its
+  // keydown after compositionend (isComposing false, keyCode 229; WebKit bug 165004).
+  const prompt = await driver.findElement(By.css(".prompt"));
+  await prompt.sendKeys("にほん");
+  const imeEnter = await js(() => {
+    const enter = new KeyboardEvent("keydown", { key: "Enter", keyCode: 229, bubbles: true, cancelable: true });
+    document.querySelector(".prompt").dispatchEvent(enter);
+    return { keyCode: enter.keyCode, sent: enter.defaultPrevented };
+  });
+  assert.deepEqual(imeEnter, { keyCode: 229, sent: false });
+  assert.equal(await prompt.getAttribute("value"), "にほん");
+  await prompt.clear();
+
   // An answer streams: its first words show while the run still goes.
-  await driver.findElement(By.css(".prompt")).sendKeys("stream please", Key.ENTER);
+  await prompt.sendKeys("stream please", Key.ENTER);
   await until("the first words", async () => (await text(".block.text.streaming")).includes("First"));
   assert.equal(await count(".block.end"), 0, "the first words show before the answer ends");
   await until("the answer to end", async () => (await count(".block.end")) === 1);
@@ -74,7 +87,7 @@ test("webkit: stream, questions, changes, undo and redo, terminal taken over, ru
 
   // Questions answered here: a write with its diff side by side (the hostile file name and
   // content as text), then a command shown as text.
-  await driver.findElement(By.css(".prompt")).sendKeys("write the file", Key.ENTER);
+  await prompt.sendKeys("write the file", Key.ENTER);
   const open = ".block.question:has(.answers)";
   await until("the write's question", async () => (await count(`${open} button.once`)) === 1);
   assert.equal(await text(`${open} .qline`), `Totem wants to change ${HOSTILE}.`);
@@ -96,7 +109,6 @@ test("webkit: stream, questions, changes, undo and redo, terminal taken over, ru
   await until("undo to be enabled", () => js(() => !document.querySelector("button.undo").disabled));
   await click("button.undo");
   await until("the run dimmed", async () => (await count(".block.undone")) > 0);
-  const prompt = await driver.findElement(By.css(".prompt"));
   assert.equal(await prompt.getAttribute("value"), "write the file", "the undone prompt offered again");
   await click("button.redo");
   await until("the run no longer dimmed", async () => (await count(".block.undone")) === 0);
