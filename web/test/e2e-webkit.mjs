@@ -160,6 +160,11 @@ test("webkit: stream, questions, changes, undo and redo, terminal taken over, ru
       assert.ok(box.x >= 0 && box.right <= 390, `${control} wider than the phone: ${JSON.stringify(box)}`);
     }
   }
+  // Fields at 16 px or more, so that iOS Safari does not zoom into one when it is focused.
+  const small = await js(() =>
+    [...document.querySelectorAll("input, select, textarea")].filter((e) => e.getClientRects().length && parseFloat(getComputedStyle(e).fontSize) < 16).map((e) => e.className),
+  );
+  assert.deepEqual(small, [], "fields under 16 px on a phone");
   const bottom = (await rect(".composer")).bottom;
   const height = await js(() => innerHeight);
   assert.ok(Math.abs(bottom - height) <= 1, `the composer ends at ${bottom} in a ${height} px window`);
