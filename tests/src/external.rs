@@ -242,11 +242,29 @@ pub fn previous_chromium() -> PathBuf {
             .max_by_key(|(m, _)| *m)
             .map(|(_, version)| version)
     };
-    let version = older(query("apt-cache", &["madison", "chromium"])).or_else(|| {
-        let _apt = apt_lock();
-        let _ = Command::new("apt-get").args(["update", "-q"]).status();
-        older(query("apt-cache", &["madison", "chromium"]))
-    });
+    // Once the archive serves only the current major (a point release moves it into the main
+    // suite too), the older one unpacked before still serves on a machine that kept its cache.
+    let unpacked = || {
+        let listing = fs::read_dir(tools_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.path().join(".ready").exists())
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let version = name.strip_prefix("debian-chromium-")?;
+                Some(format!("chromium | {version} | unpacked\n"))
+            })
+            .collect::<String>();
+        older(listing)
+    };
+    let version = older(query("apt-cache", &["madison", "chromium"]))
+        .or_else(|| {
+            let _apt = apt_lock();
+            let _ = Command::new("apt-get").args(["update", "-q"]).status();
+            older(query("apt-cache", &["madison", "chromium"]))
+        })
+        .or_else(unpacked);
     let Some(version) = version else {
         panic!("the Debian archive serves no chromium older than the installed {installed}");
     };
