@@ -299,6 +299,8 @@ pub struct WebKit {
     pub minibrowser: PathBuf,
     driver: std::process::Child,
     xvfb: std::process::Child,
+    /// Kept open: the X server is not to meet a closed pipe if it writes again.
+    _display_pipe: Option<std::io::BufReader<std::process::ChildStdout>>,
     _config: tempfile::TempDir,
 }
 
@@ -321,8 +323,9 @@ pub fn webkit() -> WebKit {
         .spawn()
         .expect("start Xvfb");
     let mut display = String::new();
-    if let Some(out) = xvfb.stdout.take() {
-        let _ = std::io::BufReader::new(out).read_line(&mut display);
+    let mut pipe = xvfb.stdout.take().map(std::io::BufReader::new);
+    if let Some(pipe) = pipe.as_mut() {
+        let _ = pipe.read_line(&mut display);
     }
     let display = display.trim().to_string();
     assert!(!display.is_empty(), "Xvfb named no display");
@@ -355,6 +358,7 @@ pub fn webkit() -> WebKit {
         minibrowser,
         driver,
         xvfb,
+        _display_pipe: pipe,
         _config: config,
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -5,13 +5,12 @@
 // BENCH_SMALL and BENCH_LARGE (session ids), BENCH_DIST (web/dist).
 
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
+import { launchChromium } from "./browsers.mjs";
 
 const env = process.env;
-const { chromium } = createRequire(join(env.TOTEM_E2E_TOOLS, "package.json"))("playwright-core");
-const browser = await chromium.launch({ executablePath: env.TOTEM_E2E_CHROMIUM, args: ["--no-sandbox"] });
+const browser = await launchChromium();
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 const page = await context.newPage();
 await page.goto(env.TOTEM_E2E_URL);
