@@ -278,6 +278,7 @@ impl Daemon {
                             if hub.sessions.running() == 0 {
                                 hub.store.flush_when_idle();
                                 crate::memory::give_back();
+                                crate::memory::report("idle");
                             }
                         }
                     })

@@ -4,15 +4,18 @@
 //! By default glibc gives each thread that allocates while another holds the lock an arena of its
 //! own, up to eight per core, and each arena keeps the memory it once held: the async workers,
 //! the store's workers and the blocking pool's threads ended with a few arenas of a MiB or more
-//! each. Two arenas are plenty for a daemon whose threads mostly wait, and after a run the freed
-//! memory inside them is given back to the system.
+//! each. One arena is plenty for a daemon whose threads mostly wait (small blocks come from each
+//! thread's cache without the lock), and after a run the freed memory inside it is given back to
+//! the system. One rather than two since issue 37 item 3: over a long life every arena ends as
+//! big as the busiest moment made it, with a few live blocks on most of its pages, so a second
+//! arena held about 6 MiB more at the soak's idle end (BENCHMARKS.md, "Soak").
 //!
-//! The daemon's only other unsafe code is socket activation (`server::listener`): these are two
+//! The daemon's only other unsafe code is socket activation (`server::listener`): these are
 //! calls into the C library with no safe form.
 
 /// Arenas for the whole daemon (glibc's `M_ARENA_MAX`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const ARENAS: i32 = 2;
+const ARENAS: i32 = 1;
 
 /// Caps the allocator's arenas, unless `MALLOC_ARENA_MAX` (glibc's own setting) says otherwise.
 /// Call before any thread starts.
@@ -40,4 +43,59 @@ pub fn give_back() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// When `TOTEM_MALLOC_REPORT` names a file, appends glibc's view of its arenas to it
+/// (`mallinfo2` in one line, then `malloc_info`'s XML): what is in use against what the arenas
+/// hold. A measuring aid for the long-life benchmark (BENCHMARKS.md, "Soak"); off otherwise.
+#[allow(unsafe_code)]
+pub fn report(when: &str) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let Some(path) = std::env::var_os("TOTEM_MALLOC_REPORT") else {
+            return;
+        };
+        // SAFETY: mallinfo2 only reads the allocator's counters under its own locks.
+        let info = unsafe { libc::mallinfo2() };
+        let line = format!(
+            "{when} ms={} arena={} ordblks={} in_use={} free={} mmapped={} mmaps={} top_free={}\n",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0),
+            info.arena,
+            info.ordblks,
+            info.uordblks,
+            info.fordblks,
+            info.hblkhd,
+            info.hblks,
+            info.keepcost,
+        );
+        use std::io::Write as _;
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        else {
+            return;
+        };
+        let _ = file.write_all(line.as_bytes());
+        drop(file);
+        let Ok(c_path) =
+            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        else {
+            return;
+        };
+        // SAFETY: fopen gets a NUL-terminated path and a constant mode; the stream is checked
+        // for null, handed to malloc_info, and closed once.
+        unsafe {
+            let stream = libc::fopen(c_path.as_ptr(), c"a".as_ptr());
+            if !stream.is_null() {
+                libc::malloc_info(0, stream);
+                libc::fclose(stream);
+            }
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = when;
 }

@@ -11,7 +11,12 @@
 //! Then one daemon lives for LONG_SECONDS without kills: the clients connect, prompt and leave
 //! again and again (half the time in the middle of a run, subscription left open), and the
 //! daemon's idle memory (VmRSS and its anonymous part) is printed at its fresh start, after the
-//! first round and at the end: what a long life accumulates (issue 37 item 3: within 10 %).
+//! first round and at the end: what a long life accumulates (issue 37 item 3: within 10 %). Last,
+//! a fresh daemon on the store the long life left is measured idle, and again after one round:
+//! what of the end state comes with the bigger store and longer histories rather than the life.
+//! `SOAK_PRINT_PID=1` prints the long-lived daemon's pid and when its life is over (to sample its
+//! `/proc/PID/smaps`); totemd's `TOTEM_MALLOC_REPORT=FILE` logs the allocator's view at each idle
+//! sweep.
 //!
 //! `cargo run --release -p totem-tests --bin soak [-- SECONDS [CLIENTS [SEED [LONG_SECONDS]]]]`
 //! (default 120 s, 4 clients, a seed from the clock, LONG_SECONDS = SECONDS)
@@ -392,8 +397,12 @@ async fn main() -> ExitCode {
     // compared with a fresh start's, and with the same daemon's after one round of runs (by then
     // the code a run needs is paged in, so what differs later is what its life accumulated).
     let mut memory = None;
+    let mut end_store_fresh = None;
     if stopped && long_seconds > 0 {
         daemon = TestDaemon::start_in(home.path());
+        if std::env::var_os("SOAK_PRINT_PID").is_some() {
+            println!("long-lived totemd pid {}", daemon.pid());
+        }
         let fresh = idle_rss(&daemon).await;
         let result = async {
             clients_life(
@@ -419,6 +428,9 @@ async fn main() -> ExitCode {
                 check(&client, &sessions, &mut known).await?;
                 rounds += 1;
             }
+            if std::env::var_os("SOAK_PRINT_PID").is_some() {
+                println!("long life over, settling");
+            }
             let end = idle_rss(&daemon).await;
             Ok::<_, String>((warm, end, rounds))
         }
@@ -428,6 +440,32 @@ async fn main() -> ExitCode {
             Err(e) => failure = Some(e),
         }
         stopped = failure.is_none() && daemon.terminate();
+        // A fresh daemon on the store the long life left: what of the end state comes with the
+        // data (a bigger store, longer histories), not with the life.
+        if stopped {
+            daemon = TestDaemon::start_in(home.path());
+            let again = idle_rss(&daemon).await;
+            // One round on it: what a run costs with histories this long.
+            let round = clients_life(
+                &daemon,
+                &sessions,
+                &mut known,
+                Duration::from_secs(1),
+                false,
+            )
+            .await;
+            let client = daemon.client().await;
+            let round = match round {
+                Ok(()) => check(&client, &sessions, &mut known).await,
+                Err(e) => Err(e),
+            };
+            drop(client);
+            match round {
+                Ok(()) => end_store_fresh = Some((again, idle_rss(&daemon).await)),
+                Err(e) => failure = Some(e),
+            }
+            stopped = failure.is_none() && daemon.terminate();
+        }
     }
 
     let mib = |kib: u64| kib as f64 / 1024.0;
@@ -484,6 +522,20 @@ async fn main() -> ExitCode {
             ratio(end, fresh),
             ratio(end_anon, fresh_anon)
         );
+        if let Some(((again, again_anon), (round, round_anon))) = end_store_fresh {
+            println!(
+                "idle RSS, a fresh daemon on the end's store {:>6.1} MiB (anonymous {:.1}); end vs it {:+.1} %",
+                mib(again),
+                mib(again_anon),
+                ratio(end, again)
+            );
+            println!(
+                "  the same after one round  {:>6.1} MiB (anonymous {:.1}); end vs it {:+.1} %",
+                mib(round),
+                mib(round_anon),
+                ratio(end, round)
+            );
+        }
     }
     match failure {
         Some(e) => {
