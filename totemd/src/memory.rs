@@ -7,8 +7,8 @@
 //! each. One arena is plenty for a daemon whose threads mostly wait (small blocks come from each
 //! thread's cache without the lock), and after a run the freed memory inside it is given back to
 //! the system. One rather than two since issue 37 item 3: over a long life every arena ends as
-//! big as the busiest moment made it, with a few live blocks on most of its pages, so a second
-//! arena held about 6 MiB more at the soak's idle end (BENCHMARKS.md, "Soak").
+//! big as the busiest moment made it, with a few live blocks on most of its pages; a second
+//! arena held about 4 MiB more at the soak's idle end, on average (BENCHMARKS.md, "Soak").
 //!
 //! The daemon's only other unsafe code is socket activation (`server::listener`): these are
 //! calls into the C library with no safe form.
