@@ -40,6 +40,8 @@ pub struct RunChanges<'s, S: BlobStore + ?Sized> {
     before: BTreeMap<String, FileState>,
     created_dirs: Vec<String>,
     scan: Option<TreeScan>,
+    /// The scan after the last command, for [`RunChanges::changed_by_last_command`].
+    latest: Option<TreeScan>,
 }
 
 impl<'s, S: BlobStore + ?Sized> RunChanges<'s, S> {
@@ -52,6 +54,7 @@ impl<'s, S: BlobStore + ?Sized> RunChanges<'s, S> {
             before: BTreeMap::new(),
             created_dirs: Vec::new(),
             scan: None,
+            latest: None,
         }
     }
 
@@ -91,6 +94,28 @@ impl<'s, S: BlobStore + ?Sized> RunChanges<'s, S> {
             )?);
         }
         Ok(())
+    }
+
+    /// What changed in the project since the previous call (since [`RunChanges::scan_before`] for
+    /// the first): each changed path with its state then and now, in path order. Takes a new scan
+    /// (files whose size and time did not change are not read); nothing without a scan before.
+    pub fn changed_by_last_command(&mut self) -> Result<Vec<FileChange>, SnapshotError> {
+        let Some(before) = self.latest.as_ref().or(self.scan.as_ref()) else {
+            return Ok(Vec::new());
+        };
+        let after = TreeScan::take(&self.root, self.store, self.options.scan, Some(before))?;
+        let changes = before
+            .changed_paths(&after)
+            .into_iter()
+            .map(|path| FileChange {
+                before: before.state(&path),
+                after: after.state(&path),
+                path,
+            })
+            .filter(|c| !c.before.same_as(&c.after))
+            .collect();
+        self.latest = Some(after);
+        Ok(changes)
     }
 
     /// The record of the run, and the closing scan when one was taken (to pass as `previous` to the

@@ -505,3 +505,40 @@ fn run_record_round_trips_through_json() {
     let json = serde_json::to_string(&record).unwrap();
     assert_eq!(serde_json::from_str::<RunRecord>(&json).unwrap(), record);
 }
+
+#[test]
+fn each_command_is_told_what_it_changed_and_the_run_keeps_all_of_it() {
+    let f = fixture();
+    write(&f.root, "a.txt", b"one\n");
+    write(&f.root, "b.txt", b"two\n");
+    let mut run = RunChanges::new(&f.root, &f.store, RecordOptions::default());
+    assert!(
+        run.changed_by_last_command().unwrap().is_empty(),
+        "no scan before: nothing to compare"
+    );
+    run.scan_before(None).unwrap();
+
+    // A first command changes a.txt and creates c.txt.
+    write(&f.root, "a.txt", b"one, changed\n");
+    write(&f.root, "c.txt", b"three\n");
+    let first = run.changed_by_last_command().unwrap();
+    let paths: Vec<&str> = first.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt", "c.txt"]);
+    assert!(first[1].created());
+    let FileState::File { blob, .. } = &first[0].before else {
+        panic!("a.txt was a file: {:?}", first[0].before)
+    };
+    assert_eq!(f.store.get(blob).unwrap(), b"one\n");
+
+    // A second command sees only its own change, not the first one's again.
+    std::fs::remove_file(f.root.join("b.txt")).unwrap();
+    let second = run.changed_by_last_command().unwrap();
+    assert_eq!(second.len(), 1);
+    assert!(second[0].deleted() && second[0].path == "b.txt");
+    assert!(run.changed_by_last_command().unwrap().is_empty());
+
+    // The run's record still goes from before the first command to the end.
+    let record = run.finish().unwrap().0;
+    let paths: Vec<&str> = record.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt", "b.txt", "c.txt"]);
+}

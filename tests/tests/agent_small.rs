@@ -213,6 +213,51 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
     );
 }
 
+/// Qwen2.5-Coder 1.5B changed a heading with `sed -i`, was told "[no output]", and ran it again
+/// after every read. A command's result now says which files it changed and shows the changed
+/// lines; the change counts, so the answer is offered after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\nsecond\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env.push(vec![text(
+        r#"{"name": "bash", "arguments": {"command": "sed -i 's/alpha/beta/' notes.txt && printf 'x\\n' > made.txt"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
+    let events = env
+        .run_done(
+            "Change alpha to beta in notes.txt.",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert!(
+        ran[0]
+            .1
+            .contains("This command changed notes.txt, line 1. Now:\n    1\tbeta\n    2\tsecond")
+            && ran[0]
+                .1
+                .contains("This command created made.txt (1 lines)."),
+        "the result shows the change: {:?}",
+        ran[0].1
+    );
+    let offers: Vec<bool> = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).1)
+        .collect();
+    assert_eq!(
+        offers,
+        [false, true],
+        "the answer is offered after the change"
+    );
+    assert_eq!(parts_text(&events), "notes.txt says beta now.");
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,3 +32,30 @@ pub use tool::{
     Access, AccessKind, DynTool, FileChange, Plan, PreparedCall, Tool, ToolDefinition, ToolError,
     ToolMeta, ToolOutput,
 };
+
+/// Lines of context shown around changed lines, and the most lines shown.
+const CHANGE_CONTEXT: usize = 1;
+const CHANGE_SHOWN: usize = 12;
+
+/// ". Now:" and the lines `first..=last` (1-based) of `content` with a line of context each side,
+/// numbered as `read` numbers them (at most 12): what a model is shown of a change it made.
+pub fn lines_now(content: &str, first: usize, last: usize) -> String {
+    let first = first.saturating_sub(CHANGE_CONTEXT).max(1);
+    let last = last.max(first) + CHANGE_CONTEXT;
+    let mut shown = String::from(". Now:\n");
+    let mut cut = false;
+    for (no, text) in content.lines().enumerate().map(|(i, t)| (i + 1, t)) {
+        if no < first || no > last {
+            continue;
+        }
+        if no >= first + CHANGE_SHOWN {
+            cut = true;
+            break;
+        }
+        shown.push_str(&format!("{no:>5}\t{text}\n"));
+    }
+    if cut {
+        shown.push_str("  (more lines follow)\n");
+    }
+    shown.trim_end().to_string()
+}

@@ -119,6 +119,20 @@ pub fn unavailable(root: &Path) -> Option<String> {
     None
 }
 
+/// Why the check cannot run in the sandbox, which reads nothing outside the project: the app's
+/// `node_modules/total5` is a link to a folder outside it (a shared install, `npm link`), so the
+/// app would fail to load Total.js for a reason that is not the model's code.
+pub fn outside_the_sandbox(root: &Path) -> Option<String> {
+    let root = std::fs::canonicalize(root).ok()?;
+    let total5 = std::fs::canonicalize(root.join("node_modules/total5")).ok()?;
+    (!total5.starts_with(&root)).then(|| {
+        format!(
+            "node_modules/total5 links to {}, outside the project, which the sandbox does not let the app read; run `totem check --boot` to start the app yourself",
+            total5.display()
+        )
+    })
+}
+
 fn find_node() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

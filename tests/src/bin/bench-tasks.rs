@@ -725,6 +725,20 @@ struct Outcome {
     why: String,
 }
 
+/// Copies the folder `from` to `to` (files and folders; links are followed).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("create a folder of the copy");
+    for entry in fs::read_dir(from).expect("read a folder to copy").flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            fs::copy(&path, &target).expect("copy a file");
+        }
+    }
+}
+
 fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
@@ -773,8 +787,9 @@ impl Bench {
             fs::create_dir_all(path.parent().unwrap_or(&root)).expect("app folder");
             fs::write(&path, text).expect("write the app");
         }
-        std::os::unix::fs::symlink(&self.modules, root.join("node_modules"))
-            .expect("link node_modules");
+        // A copy, not a link: the boot check runs the app in the sandbox, which reads nothing
+        // outside the project (a link to the test tools' cache made every boot fail with EACCES).
+        copy_tree(&self.modules, &root.join("node_modules"));
         let before = snapshot(&root);
 
         let project = open_project(&self.client, &root).await;

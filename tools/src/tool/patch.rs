@@ -238,31 +238,10 @@ fn work_out(changes: &[Change<'_>], ctx: &ToolContext) -> Result<Worked, String>
     })
 }
 
-/// Lines of context shown around an edit's new text, and the most lines shown.
-const EDIT_CONTEXT: usize = 1;
-const EDIT_SHOWN: usize = 12;
-
 /// The lines an edit's `new` text took from `line` (1-based) in `content`, with a line of context
 /// each side, numbered as `read` numbers them.
 fn lines_now(content: &str, line: usize, new: &str) -> String {
-    let first = line.saturating_sub(EDIT_CONTEXT).max(1);
-    let last = line + new.lines().count().max(1) - 1 + EDIT_CONTEXT;
-    let mut shown = String::from(". Now:\n");
-    let mut cut = false;
-    for (no, text) in content.lines().enumerate().map(|(i, t)| (i + 1, t)) {
-        if no < first || no > last {
-            continue;
-        }
-        if no >= first + EDIT_SHOWN {
-            cut = true;
-            break;
-        }
-        shown.push_str(&format!("{no:>5}\t{text}\n"));
-    }
-    if cut {
-        shown.push_str("  (more lines follow)\n");
-    }
-    shown.trim_end().to_string()
+    crate::lines_now(content, line, line + new.lines().count().max(1) - 1)
 }
 
 fn write_all(

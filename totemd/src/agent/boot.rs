@@ -25,7 +25,9 @@ impl Runner {
             return None;
         }
         let root = self.tools.ctx.root().to_path_buf();
-        if let Some(why) = crate::boot::unavailable(&root) {
+        if let Some(why) =
+            crate::boot::unavailable(&root).or_else(|| crate::boot::outside_the_sandbox(&root))
+        {
             self.notice(NoticeLevel::Info, format!("Boot check skipped: {why}."));
             return None;
         }

@@ -11,9 +11,11 @@ use tokio::io::AsyncReadExt;
 use totem_permission::{Access, AccessKind, Decision, Policy, Verdict};
 use totem_protocol::{EventKind, PermissionQuestion, QuestionKind};
 use totem_provider::ToolCall;
+use totem_snapshot::BlobStore as _;
 use totem_tools::recover::RepeatGuard;
 use totem_tools::{Registry, ToolContext};
 
+use super::guide;
 use super::run::{Changes, Runner};
 use super::system::{nested_instructions, root_instructions};
 use super::{confine, lock};
@@ -56,6 +58,8 @@ pub(super) struct ToolState {
     pub(super) boot_before: std::collections::HashMap<String, Option<String>>,
     /// The files the run's tools wrote, in order (keys of `boot_before` and command-changed ones).
     pub(super) boot_edited: Vec<String>,
+    /// A command of this run changed files of the project (seen in text mode only).
+    pub(super) commands_changed: bool,
 }
 
 fn convert(access: &totem_tools::Access) -> Access {
@@ -146,7 +150,8 @@ impl Runner {
                 tracing::warn!(path = %file.rel, error = %e, "cannot snapshot a file before a change");
             }
         }
-        if prepared.plan.changes_unnamed_files() {
+        let unnamed_changes = prepared.plan.changes_unnamed_files();
+        if unnamed_changes {
             let previous = lock(&self.agent.last_scan).clone();
             if let Err(e) = tokio::task::block_in_place(|| changes.scan_before(previous.as_ref())) {
                 tracing::warn!(error = %e, "cannot scan the project before a command");
@@ -227,6 +232,9 @@ impl Runner {
                 );
             }
         }
+        if self.setup.tool_offer.in_text() && unnamed_changes && output.meta.job_id.is_none() {
+            text.push_str(&self.commands_changes(changes));
+        }
         for target in &touched {
             for (rel, instructions) in nested_instructions(
                 self.tools.ctx.root(),
@@ -242,6 +250,59 @@ impl Runner {
             }
         }
         (text, output.is_error)
+    }
+
+    /// What the command just run changed in the project, for a model in text mode: which files,
+    /// and the changed lines as they are now. A small model ran `sed -i` and, told only "[no
+    /// output]", ran it again after every read (the heading became "Welcome to Welcome to …").
+    /// The files count as the run's changes (the answer, the boot check).
+    fn commands_changes(&mut self, changes: &mut Changes<'_>) -> String {
+        let found = match tokio::task::block_in_place(|| changes.changed_by_last_command()) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot scan the project after a command");
+                return String::new();
+            }
+        };
+        if found.is_empty() {
+            return String::new();
+        }
+        self.tools.commands_changed = true;
+        let text_of = |state: &totem_snapshot::FileState| match state {
+            totem_snapshot::FileState::File { blob, .. } => self
+                .daemon
+                .blobs
+                .get(blob)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok()),
+            _ => None,
+        };
+        let mut out = String::new();
+        for change in found.iter().take(guide::CHANGES_SHOWN) {
+            let (before, after) = (text_of(&change.before), text_of(&change.after));
+            out.push_str(&guide::command_change(
+                &change.path,
+                before.as_deref(),
+                after.as_deref(),
+                change.deleted(),
+            ));
+            if self.setup.totaljs && !change.deleted() {
+                if !self.tools.boot_pending.contains(&change.path) {
+                    self.tools.boot_pending.push(change.path.clone());
+                }
+                if !self.tools.boot_edited.contains(&change.path) {
+                    self.tools.boot_edited.push(change.path.clone());
+                    self.tools.boot_before.insert(change.path.clone(), before);
+                }
+            }
+        }
+        if found.len() > guide::CHANGES_SHOWN {
+            out.push_str(&format!(
+                "\n\nIt changed {} more files.",
+                found.len() - guide::CHANGES_SHOWN
+            ));
+        }
+        out
     }
 
     /// Decides one access under the run's policy and the session's remembered answers, asking

@@ -76,6 +76,59 @@ pub(super) fn asks_for_change(prompt: &str) -> bool {
         })
 }
 
+/// The files a command changed that its result shows; the rest are counted.
+pub(super) const CHANGES_SHOWN: usize = 4;
+
+/// What a command did to `path`, for its result: created (with its line count), deleted, or
+/// changed with its changed lines as they are now (text files).
+pub(super) fn command_change(
+    path: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+    deleted: bool,
+) -> String {
+    if deleted {
+        return format!("\n\nThis command deleted {path}.");
+    }
+    match (before, after) {
+        (None, Some(after)) => format!(
+            "\n\nThis command created {path} ({} lines).",
+            after.lines().count()
+        ),
+        (Some(before), Some(after)) => {
+            let (first, last) = changed_lines(before, after);
+            if last < first {
+                // Only lines were removed: show where they were.
+                format!(
+                    "\n\nThis command removed lines from {path} at line {first}{}",
+                    totem_tools::lines_now(after, first, first)
+                )
+            } else {
+                format!(
+                    "\n\nThis command changed {path}, line {first}{}",
+                    totem_tools::lines_now(after, first, last)
+                )
+            }
+        }
+        _ => format!("\n\nThis command changed {path}."),
+    }
+}
+
+/// The lines of `after` (1-based, first and last) that differ from `before`: what is between
+/// their common first and last lines. `last < first` when lines were only removed.
+fn changed_lines(before: &str, after: &str) -> (usize, usize) {
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = after.lines().collect();
+    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..]
+        .iter()
+        .rev()
+        .zip(new[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    (head + 1, new.len() - tail)
+}
+
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
 fn key(path: &str) -> String {
@@ -136,6 +189,39 @@ mod tests {
         ] {
             assert!(!asks_for_change(prompt), "{prompt}");
         }
+    }
+
+    #[test]
+    fn a_commands_change_shows_its_lines_as_they_are_now() {
+        let before = "<h1>Acme Shop</h1>\n<p>Tools for every workshop.</p>\n";
+        let after = "<h1>Welcome to Acme Shop</h1>\n<p>Tools for every workshop.</p>\n";
+        assert_eq!(
+            command_change("views/index.html", Some(before), Some(after), false),
+            "\n\nThis command changed views/index.html, line 1. Now:\n    1\t<h1>Welcome to Acme Shop</h1>\n    2\t<p>Tools for every workshop.</p>"
+        );
+        let grown = "a\nb\nnew\nc\n";
+        assert!(
+            command_change("x", Some("a\nb\nc\n"), Some(grown), false).starts_with(
+                "\n\nThis command changed x, line 3. Now:\n    2\tb\n    3\tnew\n    4\tc"
+            )
+        );
+        assert!(
+            command_change("x", Some("a\nb\nc\n"), Some("a\nc\n"), false).starts_with(
+                "\n\nThis command removed lines from x at line 2. Now:\n    1\ta\n    2\tc"
+            )
+        );
+        assert_eq!(
+            command_change("new.js", None, Some("x\ny\n"), false),
+            "\n\nThis command created new.js (2 lines)."
+        );
+        assert_eq!(
+            command_change("old.js", Some("x"), None, true),
+            "\n\nThis command deleted old.js."
+        );
+        assert_eq!(
+            command_change("logo.png", None, None, false),
+            "\n\nThis command changed logo.png."
+        );
     }
 
     #[test]

@@ -256,6 +256,7 @@ impl Runner {
                 boot_rounds: 0,
                 boot_before: std::collections::HashMap::new(),
                 boot_edited: Vec::new(),
+                commands_changed: false,
             },
             turns: Conversation {
                 prior: to_model_messages(&stored),
@@ -318,7 +319,8 @@ impl Runner {
             ModelMessage::ToolResult(r) => Some(r),
             _ => None,
         });
-        let (mut calls, mut ok, mut failed, mut changed) = (0usize, 0usize, 0usize, false);
+        let (mut calls, mut ok, mut failed) = (0usize, 0usize, 0usize);
+        let mut changed = self.tools.commands_changed;
         for result in results {
             calls += 1;
             if result.is_error {
