@@ -422,3 +422,30 @@ async fn stop(child: &mut tokio::process::Child) {
         let _ = child.wait().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn total5_linked_from_outside_the_project_is_named_and_a_copy_inside_is_not() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("app");
+        let shared = dir.path().join("shared/node_modules/total5");
+        std::fs::create_dir_all(&shared).expect("shared install");
+        std::fs::create_dir_all(&root).expect("app");
+        std::os::unix::fs::symlink(
+            dir.path().join("shared/node_modules"),
+            root.join("node_modules"),
+        )
+        .expect("link");
+        let why = outside_the_sandbox(&root).expect("a link outside is named");
+        assert!(
+            why.starts_with("node_modules/total5 links to ") && why.contains("outside the project"),
+            "{why}"
+        );
+        std::fs::remove_file(root.join("node_modules")).expect("unlink");
+        std::fs::create_dir_all(root.join("node_modules/total5")).expect("inside");
+        assert_eq!(outside_the_sandbox(&root), None);
+    }
+}
