@@ -61,7 +61,7 @@ async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown(
         text(r#""}"#),
     ]);
     let events = env
-        .run_done("what is in notes.txt?", json!({}), Answer::None)
+        .run_done("what is in the notes?", json!({}), Answer::None)
         .await;
 
     let requests = env.sim.chat_requests();
@@ -175,7 +175,7 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
     env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
     let events = env
         .run_done(
-            "Change alpha to beta in notes.txt.",
+            "Change alpha to beta in the notes.",
             json!({}),
             Answer::Once,
         )
@@ -200,7 +200,7 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
         r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
     )]);
     env.push(vec![text(r#"{"answer": "It says beta."}"#)]);
-    env.run_done("What does notes.txt say?", json!({}), Answer::None)
+    env.run_done("What do the notes say?", json!({}), Answer::None)
         .await;
     let offers: Vec<bool> = env.sim.chat_requests()[3..]
         .iter()
@@ -227,7 +227,7 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
     env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
     let events = env
         .run_done(
-            "Change alpha to beta in notes.txt.",
+            "Change alpha to beta in the notes.",
             json!({}),
             Answer::Once,
         )
@@ -258,6 +258,66 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
     assert_eq!(parts_text(&events), "notes.txt says beta now.");
 }
 
+/// A small model's run starts from the files the prompt names: Totem reads them as the run's
+/// first step (stored as its own calls, so the conversation replays the same), and the model's
+/// first request already holds their content. The 1.5B spent its first steps reading the file
+/// the prompt named, or listing folders the project does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    agent_common::write_file(env.project.path(), ".env", "TOKEN=hush\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env.push(vec![text(
+        r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
+    let events = env
+        .run_done(
+            "Change alpha to beta in notes.txt (not in .env or missing.txt).",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert!(
+        ran[0].0 == "read" && !ran[0].2 && ran[0].1.contains("1\talpha"),
+        "notes.txt read first, .env and a missing file not: {ran:?}"
+    );
+    assert!(!ran[1].2, "the edit works on the file read for it: {ran:?}");
+    let first = env.sim.chat_requests()[0].body["messages"].to_string();
+    assert!(
+        first.contains("Result of read") && first.contains("alpha") && !first.contains("hush"),
+        "the first request holds the file: {first}"
+    );
+    // Stored as a call of the run's own assistant message, before the model's.
+    let messages = env
+        .client
+        .call_raw("session.messages", json!({"sessionId": env.session}))
+        .await
+        .expect("session.messages");
+    let calls: Vec<String> = messages["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .filter(|p| p["type"] == "toolCall")
+        .map(|p| {
+            format!(
+                "{} {}",
+                p["tool"].as_str().unwrap_or(""),
+                p["input"]["path"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(calls, ["read notes.txt", "edit notes.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default(),
+        "beta\n"
+    );
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,7 +336,7 @@ async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
     env.push(vec![text(overwrite)]);
     env.push(vec![text(r#"{"answer": "Rewrote app.js."}"#)]);
     let events = env
-        .run_done("Rewrite app.js to say new.", json!({}), Answer::Once)
+        .run_done("Rewrite the app file to say new.", json!({}), Answer::Once)
         .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 4, "{ran:?}");
@@ -383,7 +443,7 @@ async fn a_server_that_refuses_the_schema_gets_text_tools_and_it_is_remembered()
     ]));
     let events = env
         .run_done(
-            "read notes.txt",
+            "read the notes",
             json!({"model": "llama/gpt-4o-mini"}),
             Answer::None,
         )
@@ -564,6 +624,11 @@ async fn a_small_model_gets_the_short_prompt_whatever_its_window() {
     assert!(
         system.contains("Total.js 5 rules"),
         "the essentials: {system}"
+    );
+    // A small project's files are named up front: a small model listed folders it does not have.
+    assert!(
+        system.contains("\n- Project files: index.js, package.json\n"),
+        "the project's files: {system}"
     );
     // Nothing is appended to the user's words.
     let user = body["messages"][1]["content"].as_str().unwrap_or_default();

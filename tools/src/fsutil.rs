@@ -296,6 +296,33 @@ const LIST_ALL_UP_TO: usize = 25;
 /// Entries a not-found hint walks at most (it must stay cheap in a large tree).
 const HINT_WALK_CAP: usize = 2_000;
 
+/// The project's files (not secret ones, not ignored ones, 4 folders deep), in walk order, as
+/// many as [`HINT_WALK_CAP`] entries give.
+fn walked_files(ctx: &crate::ToolContext) -> Vec<String> {
+    let boundary = ctx.boundary();
+    let mut files: Vec<String> = Vec::new();
+    for entry in shallow_walker(boundary.root(), Some(4))
+        .filter_map(Result::ok)
+        .take(HINT_WALK_CAP)
+    {
+        if entry.file_type().is_some_and(|t| t.is_file())
+            && let Some(rel) = boundary.relative(entry.path())
+            && !ctx.is_secret(&rel)
+        {
+            files.push(rel);
+        }
+    }
+    files
+}
+
+/// Every file of a small project (at most [`LIST_ALL_UP_TO`]), sorted; `None` for a larger one.
+/// What a small model is told up front, so it does not list folders that do not exist.
+pub fn small_project_files(ctx: &crate::ToolContext) -> Option<Vec<String>> {
+    let mut files = walked_files(ctx);
+    files.sort();
+    (files.len() <= LIST_ALL_UP_TO).then_some(files)
+}
+
 /// What a tool says after "not found" so the next call names a real path: names close to the one
 /// asked for in its folder, else the project's files when it has few (a small model asked for
 /// `/api/ping/`, a URL, five times over), else the files whose names look most like it.
@@ -309,18 +336,7 @@ pub(crate) fn not_found_hint(ctx: &crate::ToolContext, missing: &Path) -> String
         .file_name()
         .map(|n| n.to_string_lossy().to_lowercase())
         .unwrap_or_default();
-    let mut files: Vec<String> = Vec::new();
-    for entry in shallow_walker(boundary.root(), Some(4))
-        .filter_map(Result::ok)
-        .take(HINT_WALK_CAP)
-    {
-        if entry.file_type().is_some_and(|t| t.is_file())
-            && let Some(rel) = boundary.relative(entry.path())
-            && !ctx.is_secret(&rel)
-        {
-            files.push(rel);
-        }
-    }
+    let files = walked_files(ctx);
     if files.is_empty() {
         return " The project has no files yet.".to_string();
     }

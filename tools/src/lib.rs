@@ -24,7 +24,7 @@ pub mod tool;
 
 pub use boundary::{Boundary, BoundaryError, Resolved};
 pub use context::{BlobSink, EventSink, MemoryBlobs, MemoryEvents, ToolContext, ToolEvent};
-pub use fsutil::set_temp_dir;
+pub use fsutil::{set_temp_dir, small_project_files};
 pub use job::JobManager;
 pub use process::ShellSpec;
 pub use registry::{READ_ONLY, Registry};

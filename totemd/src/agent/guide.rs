@@ -129,6 +129,50 @@ fn changed_lines(before: &str, after: &str) -> (usize, usize) {
     (head + 1, new.len() - tail)
 }
 
+/// Files the prompt names that a small model's run reads first: at most this many.
+const NAMED_FILES: usize = 3;
+/// Named files larger than this are left to the model (`read` pages them).
+const NAMED_FILE_BYTES: u64 = 32 * 1024;
+
+/// The project's files the prompt names ("… in controllers/default.js", "(views/index.html)"),
+/// in the prompt's order: relative paths of existing regular files inside `root` (links
+/// resolved), not `secret`, at most [`NAMED_FILES`] of them.
+pub(super) fn named_files(
+    prompt: &str,
+    root: &std::path::Path,
+    secret: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let Ok(real_root) = std::fs::canonicalize(root) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = Vec::new();
+    let words = prompt.split(|c: char| {
+        c.is_whitespace() || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '[' | ']')
+    });
+    for word in words {
+        let word = key(word.trim_end_matches(['.', ':', '!', '?']));
+        let plausible = word.contains('.') || word.contains('/');
+        if !plausible
+            || word.split('/').any(|part| part.is_empty() || part == "..")
+            || found.contains(&word)
+            || secret(&word)
+        {
+            continue;
+        }
+        let inside = std::fs::canonicalize(root.join(&word))
+            .is_ok_and(|real| real.starts_with(&real_root) && real != real_root);
+        let small_file = std::fs::metadata(root.join(&word))
+            .is_ok_and(|m| m.is_file() && m.len() <= NAMED_FILE_BYTES);
+        if inside && small_file {
+            found.push(word);
+            if found.len() == NAMED_FILES {
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
 fn key(path: &str) -> String {
@@ -221,6 +265,51 @@ mod tests {
         assert_eq!(
             command_change("logo.png", None, None, false),
             "\n\nThis command changed logo.png."
+        );
+    }
+
+    #[test]
+    fn the_files_a_prompt_names_are_found_inside_the_project_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("app");
+        for (path, text) in [
+            ("controllers/default.js", "x"),
+            ("views/index.html", "x"),
+            ("index.js", "x"),
+            (".env", "SECRET=1"),
+        ] {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("folder");
+            std::fs::write(path, text).expect("file");
+        }
+        std::fs::write(dir.path().join("outside.js"), "x").expect("outside");
+        std::os::unix::fs::symlink(dir.path().join("outside.js"), root.join("link.js"))
+            .expect("link");
+        let secret = |p: &str| p == ".env";
+        assert_eq!(
+            named_files(
+                "Add a route GET /api/ping/ in controllers/default.js that answers {\"pong\": true}.",
+                &root,
+                secret
+            ),
+            ["controllers/default.js"]
+        );
+        assert_eq!(
+            named_files(
+                "Change the heading (views/index.html), see ./index.js and views/index.html again: also `index.js`.",
+                &root,
+                secret
+            ),
+            ["views/index.html", "index.js"]
+        );
+        assert!(
+            named_files(
+                "Read .env, link.js, ../outside.js, /etc/passwd, views and missing.js",
+                &root,
+                secret
+            )
+            .is_empty(),
+            "secrets, links out, folders and missing files are not read"
         );
     }
 

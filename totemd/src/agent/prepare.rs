@@ -281,6 +281,11 @@ impl Runner {
     }
 
     pub(super) fn render_system(&self) -> String {
+        let files = self
+            .model
+            .small()
+            .then(|| totem_tools::small_project_files(&self.tools.ctx))
+            .flatten();
         let mut system = SystemPrompt {
             root: &self.agent.root,
             read_only: self.setup.read_only,
@@ -288,6 +293,7 @@ impl Runner {
             primer: self.setup.primer,
             essentials: self.setup.totaljs && !self.setup.primer,
             summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
+            files: files.as_deref(),
         }
         .render();
         if self.setup.tool_offer.in_text() {

@@ -332,6 +332,12 @@ impl Runner {
         let mut hinted = false;
         // The next step is sampled hotter: the model repeated its last call.
         let mut heat = false;
+        if self.setup.tool_offer.in_text()
+            && self.model.small()
+            && let Err(e) = self.read_named_files(changes).await
+        {
+            return step_failed(e);
+        }
         for step in 0..MAX_STEPS {
             if self.cancel.is_cancelled() {
                 return Outcome::Aborted;
@@ -623,6 +629,70 @@ impl Runner {
         Outcome::Failed(format!(
             "stopped after {MAX_STEPS} model steps without a final answer; send another prompt to continue"
         ))
+    }
+
+    /// Reads the files the user's prompt names ("… in controllers/default.js") as the run's first
+    /// step, stored as Totem's own `read` calls: a small model then starts from their content
+    /// instead of spending steps (10–50 s each on a CPU) finding and reading them, or writing
+    /// over them unread. Secret files and files outside the project are left to the model.
+    async fn read_named_files(&mut self, changes: &mut Changes<'_>) -> Result<(), StepError> {
+        let prompt = self.turns.current.iter().find_map(|m| match m {
+            ModelMessage::User { text, .. } => Some(text.as_str()),
+            _ => None,
+        });
+        let secrets = self.tools.policy.secrets();
+        let files = super::guide::named_files(prompt.unwrap_or(""), self.tools.ctx.root(), |rel| {
+            secrets.is_secret(rel)
+        });
+        if files.is_empty() {
+            return Ok(());
+        }
+        let message_id = crate::util::new_id("msg");
+        self.create_message(&message_id, &mut false)?;
+        let calls: Vec<ToolCall> = files
+            .iter()
+            .map(|path| ToolCall {
+                id: totem_provider::synthetic_call_id("totem_"),
+                name: "read".into(),
+                arguments: serde_json::json!({ "path": path }),
+                signature: None,
+            })
+            .collect();
+        let mut index = 0;
+        for call in &calls {
+            self.store_call(&message_id, index, call)?;
+            index += 1;
+        }
+        self.turns.current.push(ModelMessage::Assistant {
+            parts: calls.iter().cloned().map(AssistantPart::ToolCall).collect(),
+        });
+        self.turns.turn_seqs.push(self.turns.step_seq);
+        for call in calls {
+            self.emit(EventKind::PartStarted {
+                run_id: self.run_id.clone(),
+                message_id: message_id.clone(),
+                index,
+                part_type: totem_protocol::PartType::ToolResult,
+            })?;
+            let (output, is_error) = self.call(&call, changes).await;
+            let part = Part::ToolResult {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                output: output.clone(),
+                is_error,
+            };
+            self.finish_part(&message_id, index, part)?;
+            index += 1;
+            self.turns
+                .current
+                .push(ModelMessage::ToolResult(totem_provider::ToolResult {
+                    call_id: call.id,
+                    tool_name: call.name,
+                    content: output,
+                    is_error,
+                }));
+        }
+        Ok(())
     }
 
     /// The server refused native tool calls: the model is offered its tools in text from now

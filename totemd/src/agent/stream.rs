@@ -217,7 +217,11 @@ impl Runner {
     }
 
     /// Creates the step's assistant message, once.
-    fn create_message(&mut self, message_id: &str, created: &mut bool) -> Result<(), StepError> {
+    pub(super) fn create_message(
+        &mut self,
+        message_id: &str,
+        created: &mut bool,
+    ) -> Result<(), StepError> {
         if *created {
             return Ok(());
         }

@@ -46,6 +46,9 @@ pub struct SystemPrompt<'a> {
     pub essentials: bool,
     /// The summary of older turns, after a compaction.
     pub summary: Option<&'a str>,
+    /// Every file of a small project, for a small model: told up front, it does not list
+    /// folders the project does not have (the 1.5B listed schemas/, definitions/, modules/).
+    pub files: Option<&'a [String]>,
 }
 
 impl SystemPrompt<'_> {
@@ -61,6 +64,13 @@ impl SystemPrompt<'_> {
         }
         out.push_str("\n\n");
         out.push_str(&environment(self.root));
+        if let Some(files) = self.files {
+            out.push_str(&if files.is_empty() {
+                "\n- Project files: none yet".to_string()
+            } else {
+                format!("\n- Project files: {}", files.join(", "))
+            });
+        }
         if self.primer {
             out.push_str("\n\n");
             out.push_str(totem_totaljs::primer().trim());
