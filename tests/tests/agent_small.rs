@@ -318,6 +318,36 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
     );
 }
 
+/// Asked which routes an app defines ("Do not change any file."), the 0.5B edited and created
+/// files. A prompt that forbids changes is offered only the tools that look; a look repeated
+/// leaves the other look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let read = r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#;
+    env.push(vec![text(read)]);
+    env.push(vec![text(read)]);
+    env.push(vec![text(r#"{"answer": "They say alpha."}"#)]);
+    env.run_done(
+        "What do the notes say? Do not change any file.",
+        json!({}),
+        Answer::None,
+    )
+    .await;
+    let offers: Vec<Vec<String>> = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).0)
+        .collect();
+    assert_eq!(
+        offers,
+        [vec!["list", "read"], vec!["list", "read"], vec!["list"]]
+    );
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,6 +173,26 @@ pub(super) fn named_files(
     found
 }
 
+/// Words with which a prompt forbids changes ("… Do not change any file."): a constrained step is
+/// then offered only the tools that look.
+const HANDS_OFF: &[&str] = &[
+    "do not change",
+    "don't change",
+    "do not modify",
+    "don't modify",
+    "do not edit",
+    "don't edit",
+    "without changing any",
+    "read-only",
+    "read only",
+];
+
+/// Whether `prompt` says not to change anything.
+pub(super) fn forbids_changes(prompt: &str) -> bool {
+    let prompt = prompt.to_lowercase().replace('\u{2019}', "'");
+    HANDS_OFF.iter().any(|words| prompt.contains(words))
+}
+
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
 fn key(path: &str) -> String {
@@ -233,6 +253,20 @@ mod tests {
         ] {
             assert!(!asks_for_change(prompt), "{prompt}");
         }
+    }
+
+    #[test]
+    fn a_prompt_that_forbids_changes_is_told_apart() {
+        assert!(forbids_changes(
+            "Which routes does this app define? List each HTTP method and path. Do not change any file."
+        ));
+        assert!(forbids_changes(
+            "Explain the build, but don\u{2019}t edit anything"
+        ));
+        assert!(!forbids_changes(
+            "Fix it without changing what the routes do."
+        ));
+        assert!(!forbids_changes("Which routes does this app define?"));
     }
 
     #[test]

@@ -336,10 +336,7 @@ impl Runner {
                 changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
             }
         }
-        let prompt = self.turns.current.iter().find_map(|m| match m {
-            ModelMessage::User { text, .. } => Some(text.as_str()),
-            _ => None,
-        });
+        let prompt = self.prompt();
         if !self.setup.read_only
             && !changed
             && calls < guide::CALLS_BEFORE_UNCHANGED_ANSWER
@@ -348,6 +345,14 @@ impl Runner {
             return false;
         }
         ok > 0 || failed >= CALLS_BEFORE_ANSWER || calls >= guide::CALLS_BEFORE_UNCHANGED_ANSWER
+    }
+
+    /// The user's words that started this run.
+    pub(super) fn prompt(&self) -> Option<&str> {
+        self.turns.current.iter().find_map(|m| match m {
+            ModelMessage::User { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
     }
 
     /// The request for the next step.
@@ -366,7 +371,17 @@ impl Runner {
                 // result says (the 0.5B went from read to list of the same file and back).
                 let repeated = self.tools.repeats.repeated();
                 let looked = repeated.is_some_and(|r| guide::LOOK_TOOLS.contains(&r));
+                // A prompt that says not to change anything is offered only the looks (the 0.5B
+                // edited and created files while asked which routes an app defines).
+                let hands_off = self.prompt().is_some_and(guide::forbids_changes);
                 let fresh = |name: &str| {
+                    if hands_off {
+                        return guide::LOOK_TOOLS.contains(&name)
+                            && (Some(name) != repeated
+                                || !offered.iter().any(|d| {
+                                    d.name != name && guide::LOOK_TOOLS.contains(&d.name.as_str())
+                                }));
+                    }
                     offered.len() < 2
                         || if looked {
                             !guide::LOOK_TOOLS.contains(&name)

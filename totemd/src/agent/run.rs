@@ -636,14 +636,11 @@ impl Runner {
     /// instead of spending steps (10–50 s each on a CPU) finding and reading them, or writing
     /// over them unread. Secret files and files outside the project are left to the model.
     async fn read_named_files(&mut self, changes: &mut Changes<'_>) -> Result<(), StepError> {
-        let prompt = self.turns.current.iter().find_map(|m| match m {
-            ModelMessage::User { text, .. } => Some(text.as_str()),
-            _ => None,
-        });
         let secrets = self.tools.policy.secrets();
-        let files = super::guide::named_files(prompt.unwrap_or(""), self.tools.ctx.root(), |rel| {
-            secrets.is_secret(rel)
-        });
+        let files =
+            super::guide::named_files(self.prompt().unwrap_or(""), self.tools.ctx.root(), |rel| {
+                secrets.is_secret(rel)
+            });
         if files.is_empty() {
             return Ok(());
         }
