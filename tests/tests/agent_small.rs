@@ -348,6 +348,50 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
     );
 }
 
+/// The 0.5B read a two-line view and wrote "Welcome to Acme Shop" over it whole. A write that
+/// would delete most of a file's lines is refused with the lines it would delete, unless the
+/// prompt asks for the file to be replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_would_delete_most_of_a_file_is_refused() {
+    let env = Env::start().await;
+    agent_common::write_file(env.project.path(), "notes.txt", "alpha\nsecond line\n");
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env.push(vec![text(
+        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta\nsecond line\n"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "Done."}"#)]);
+    let events = env
+        .run_done(
+            "Change alpha to beta in the notes.",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(
+        ran[1].2
+            && ran[1]
+                .1
+                .starts_with("Not written: this would delete 2 of the 2 lines of notes.txt"),
+        "{ran:?}"
+    );
+    assert!(
+        !ran[2].2,
+        "the whole file with the change is written: {ran:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default(),
+        "beta\nsecond line\n"
+    );
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -112,6 +112,17 @@ impl Runner {
                 {
                     return (refusal, true);
                 }
+                let content = call.arguments["content"].as_str().unwrap_or("");
+                if let Ok(old) = std::fs::read_to_string(&file.abs)
+                    && let Some(refusal) = guide::dropping_overwrite(
+                        &file.rel,
+                        &old,
+                        content,
+                        self.prompt().unwrap_or(""),
+                    )
+                {
+                    return (refusal, true);
+                }
             }
         }
 

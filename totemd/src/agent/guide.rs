@@ -193,6 +193,71 @@ pub(super) fn forbids_changes(prompt: &str) -> bool {
     HANDS_OFF.iter().any(|words| prompt.contains(words))
 }
 
+/// Words with which a prompt asks for a file to be replaced whole: a write may then drop its lines.
+const WHOLE_REWRITE: &[&str] = &[
+    "rewrite",
+    "replace",
+    "overwrite",
+    "empty",
+    "clear",
+    "remove",
+    "delete",
+    "truncate",
+];
+
+/// The refusal of a `write` of `content` over `path`, whose text is `old`, when it would drop most
+/// of the file's lines and `prompt` did not ask for the file to be replaced: the 0.5B wrote
+/// "Welcome to Acme Shop" over a two-line view, and one sentence over a 13-line controller.
+pub(super) fn dropping_overwrite(
+    path: &str,
+    old: &str,
+    content: &str,
+    prompt: &str,
+) -> Option<String> {
+    let prompt = prompt.to_lowercase();
+    if WHOLE_REWRITE.iter().any(|w| prompt.contains(w)) {
+        return None;
+    }
+    let old_lines: Vec<&str> = old.lines().filter(|l| !l.trim().is_empty()).collect();
+    if old_lines.len() < 2 {
+        return None;
+    }
+    let new_lines: HashSet<&str> = content.lines().map(str::trim).collect();
+    let dropped: Vec<(usize, &str)> = old
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !new_lines.contains(l.trim()))
+        .map(|(i, l)| (i + 1, l.trim()))
+        .collect();
+    if dropped.len() * 2 <= old_lines.len() {
+        return None;
+    }
+    let shown: Vec<String> = dropped
+        .iter()
+        .take(3)
+        .map(|(no, line)| format!("line {no} `{}`", short(line)))
+        .collect();
+    let more = if dropped.len() > 3 {
+        format!(" and {} more", dropped.len() - 3)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Not written: this would delete {} of the {} lines of {path} ({}{more}). To change part of it, use edit with the exact old text; to rewrite it, write all of its lines with your change in them.",
+        dropped.len(),
+        old_lines.len(),
+        shown.join(", ")
+    ))
+}
+
+/// A line cut to 60 characters for a message.
+fn short(line: &str) -> String {
+    match line.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    }
+}
+
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
 fn key(path: &str) -> String {
@@ -253,6 +318,37 @@ mod tests {
         ] {
             assert!(!asks_for_change(prompt), "{prompt}");
         }
+    }
+
+    #[test]
+    fn a_write_that_would_drop_most_of_a_file_is_refused_unless_asked() {
+        let view = "<h1>Acme Shop</h1>\n<p>Tools for every workshop.</p>\n";
+        let task = "Change the heading of the home page (views/index.html).";
+        let refusal = dropping_overwrite("views/index.html", view, "Welcome to Acme Shop", task)
+            .expect("refused");
+        assert_eq!(
+            refusal,
+            "Not written: this would delete 2 of the 2 lines of views/index.html (line 1 `<h1>Acme Shop</h1>`, line 2 `<p>Tools for every workshop.</p>`). To change part of it, use edit with the exact old text; to rewrite it, write all of its lines with your change in them."
+        );
+        let whole = "<h1>Welcome to Acme Shop</h1>\n<p>Tools for every workshop.</p>\n";
+        assert_eq!(
+            dropping_overwrite("views/index.html", view, whole, task),
+            None
+        );
+        assert_eq!(
+            dropping_overwrite(
+                "views/index.html",
+                view,
+                "x",
+                "Rewrite views/index.html as x"
+            ),
+            None,
+            "asked for"
+        );
+        assert_eq!(
+            dropping_overwrite("a.txt", "one line\n", "other", task),
+            None
+        );
     }
 
     #[test]
