@@ -584,6 +584,39 @@ async fn the_same_edit_made_twice_is_told_it_is_already_made() {
     );
 }
 
+/// An edit with an empty oldString on an existing file is told how to add lines, with a line of
+/// the file to anchor them (a controller's last route); the 1.5B sent it three times to add a route.
+#[tokio::test]
+async fn an_empty_old_string_is_told_how_to_add_lines() {
+    let p = Project::new();
+    p.put(
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n",
+    );
+    let out = p
+        .call(
+            "edit",
+            json!({"path": "controllers/default.js", "oldString": "", "newString": "ROUTE('GET /x/', x);"}),
+        )
+        .await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(
+        out.text.starts_with(
+            "oldString is empty. To add lines, set oldString to a line of the file they go after, e.g. \"ROUTE('GET /about/', about);\", and newString to that line followed by your new lines"
+        ),
+        "{}",
+        out.text
+    );
+    p.put("notes.txt", "one\ntwo\n\n");
+    let out = p
+        .call(
+            "edit",
+            json!({"path": "notes.txt", "oldString": "", "newString": "three"}),
+        )
+        .await;
+    assert!(out.text.contains("e.g. \"two\""), "{}", out.text);
+}
+
 #[tokio::test]
 async fn edit_replaces_an_exact_match() {
     let p = Project::new();

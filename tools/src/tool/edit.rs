@@ -89,6 +89,25 @@ pub struct Applied {
     pub line: usize,
 }
 
+/// What an edit with an empty `oldString` is told: how to add lines, with a line of the file as
+/// the anchor (in a Total.js controller its last `ROUTE(` line, where a new route goes). The 1.5B
+/// sent an empty oldString to add a route three times, told only to use write.
+fn empty_old_string(content: &str) -> String {
+    let lines: Vec<&str> = content.lines().collect();
+    let anchor = lines
+        .iter()
+        .rev()
+        .find(|l| l.trim_start().starts_with("ROUTE("))
+        .or_else(|| lines.iter().rev().find(|l| !l.trim().is_empty()));
+    match anchor {
+        Some(line) => format!(
+            "oldString is empty. To add lines, set oldString to a line of the file they go after, e.g. {:?}, and newString to that line followed by your new lines; to replace the whole file use write",
+            line.trim()
+        ),
+        None => "oldString is empty and the file is empty; use write to give it content".into(),
+    }
+}
+
 /// Replaces `old` with `new` in `content`. The error is a message for the model.
 pub fn apply_edit(
     content: &str,
@@ -97,7 +116,7 @@ pub fn apply_edit(
     replace_all: bool,
 ) -> Result<Applied, String> {
     if old.is_empty() {
-        return Err("oldString is empty; to replace a whole file use write".to_string());
+        return Err(empty_old_string(content));
     }
     let crlf = content.contains("\r\n");
     let text = content.replace("\r\n", "\n");
