@@ -23,6 +23,21 @@ async fn set_model(env: &Env, settings: Value) {
         .expect("provider.add");
 }
 
+/// A project holding `files`, with the simulator's model set to small and tools in text.
+async fn small_env(files: &[(&str, &str)]) -> Env {
+    let env = Env::start().await;
+    for (path, text) in files {
+        agent_common::write_file(env.project.path(), path, text);
+    }
+    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    env
+}
+
+/// A project file's text (empty when missing).
+fn read(env: &Env, path: &str) -> String {
+    std::fs::read_to_string(env.project.path().join(path)).unwrap_or_default()
+}
+
 fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
     events
         .iter()
@@ -47,9 +62,7 @@ fn schema_names(schema: &Value) -> (Vec<String>, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
     // What a constrained server sends: one call, then the final answer (cut across chunks, with
     // escapes), never prose around the JSON.
     env.push(vec![text(
@@ -122,9 +135,7 @@ async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown(
 /// worked (or three failed). The 1.5B listed the project and said its one route was "GET /default".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_run_answers_only_after_a_call_worked() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
     env.push(vec![text(
         r#"{"name": "read", "arguments": {"path": "missing.txt"}}"#,
     )]);
@@ -163,9 +174,7 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
 /// answer once a change worked; a question is offered it after any call that worked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
     env.push(vec![text(
         r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
     )]);
@@ -192,7 +201,7 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
         "no answer after the read, one after the edit"
     );
     assert_eq!(parts_text(&events), "notes.txt says beta now.");
-    let notes = std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default();
+    let notes = read(&env, "notes.txt");
     assert_eq!(notes, "beta\n");
 
     // A question is answered after its first look.
@@ -218,9 +227,7 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
 /// lines; the change counts, so the answer is offered after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\nsecond\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\nsecond\n")]).await;
     env.push(vec![text(
         r#"{"name": "bash", "arguments": {"command": "sed -i 's/alpha/beta/' notes.txt && printf 'x\\n' > made.txt"}}"#,
     )]);
@@ -264,10 +271,7 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
 /// the prompt named, or listing folders the project does not have.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
-    agent_common::write_file(env.project.path(), ".env", "TOKEN=hush\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\n"), (".env", "TOKEN=hush\n")]).await;
     env.push(vec![text(
         r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
     )]);
@@ -312,10 +316,7 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
         })
         .collect();
     assert_eq!(calls, ["read notes.txt", "edit notes.txt"]);
-    assert_eq!(
-        std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default(),
-        "beta\n"
-    );
+    assert_eq!(read(&env, "notes.txt"), "beta\n");
 }
 
 /// Asked which routes an app defines ("Do not change any file."), the 0.5B edited and created
@@ -323,12 +324,10 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
 /// leaves the other look.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
-    let read = r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#;
-    env.push(vec![text(read)]);
-    env.push(vec![text(read)]);
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
+    let look = r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#;
+    env.push(vec![text(look)]);
+    env.push(vec![text(look)]);
     env.push(vec![text(r#"{"answer": "They say alpha."}"#)]);
     env.run_done(
         "What do the notes say? Do not change any file.",
@@ -353,9 +352,7 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
 /// prompt asks for the file to be replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_would_delete_most_of_a_file_is_refused() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "notes.txt", "alpha\nsecond line\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("notes.txt", "alpha\nsecond line\n")]).await;
     env.push(vec![text(
         r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
     )]);
@@ -386,19 +383,14 @@ async fn a_write_that_would_delete_most_of_a_file_is_refused() {
         !ran[2].2,
         "the whole file with the change is written: {ran:?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(env.project.path().join("notes.txt")).unwrap_or_default(),
-        "beta\nsecond line\n"
-    );
+    assert_eq!(read(&env, "notes.txt"), "beta\nsecond line\n");
 }
 
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
-    let env = Env::start().await;
-    agent_common::write_file(env.project.path(), "app.js", "keep me\n");
-    set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
+    let env = small_env(&[("app.js", "keep me\n")]).await;
     let overwrite = r#"{"name": "write", "arguments": {"path": "./app.js", "content": "new\n"}}"#;
     env.push(vec![text(overwrite)]);
     env.push(vec![text(
@@ -422,10 +414,8 @@ async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
     );
     assert!(!ran[1].2, "a new file is written: {ran:?}");
     assert!(!ran[3].2, "after the read, the overwrite works: {ran:?}");
-    let read =
-        |name: &str| std::fs::read_to_string(env.project.path().join(name)).unwrap_or_default();
-    assert_eq!(read("app.js"), "new\n");
-    assert_eq!(read("fresh.js"), "made\n");
+    assert_eq!(read(&env, "app.js"), "new\n");
+    assert_eq!(read(&env, "fresh.js"), "made\n");
 }
 
 /// At a low temperature a small model given the same conversation writes the same call again

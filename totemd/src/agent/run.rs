@@ -570,21 +570,15 @@ impl Runner {
                 if unknown {
                     last_unknown = call.name.clone();
                 }
-                let part = Part::ToolResult {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    output: output.clone(),
-                    is_error,
-                };
-                if let Err(e) = self.finish_part(&message_id, index, part) {
+                let cycle = self
+                    .tools
+                    .cycles
+                    .record(&call.name, &call.arguments, &output);
+                if let Err(e) = self.tool_result(&message_id, index, &call, output, is_error) {
                     return step_failed(e);
                 }
                 index += 1;
-                if let Some(cycle) = self
-                    .tools
-                    .cycles
-                    .record(&call.name, &call.arguments, &output)
-                {
+                if let Some(cycle) = cycle {
                     let text = format!(
                         "The model made the same {} calls over and over with the same results: {}. The run was stopped.",
                         cycle.len(),
@@ -603,14 +597,6 @@ impl Runner {
                         call.name
                     ));
                 }
-                self.turns
-                    .current
-                    .push(ModelMessage::ToolResult(totem_provider::ToolResult {
-                        call_id: call.id,
-                        tool_name: call.name,
-                        content: output,
-                        is_error,
-                    }));
             }
             // A small model given the same conversation at a low temperature writes the same
             // call again; the step after a repeat is sampled hotter (bench-tasks).
@@ -672,23 +658,36 @@ impl Runner {
                 part_type: totem_protocol::PartType::ToolResult,
             })?;
             let (output, is_error) = self.call(&call, changes).await;
-            let part = Part::ToolResult {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                output: output.clone(),
-                is_error,
-            };
-            self.finish_part(&message_id, index, part)?;
+            self.tool_result(&message_id, index, &call, output, is_error)?;
             index += 1;
-            self.turns
-                .current
-                .push(ModelMessage::ToolResult(totem_provider::ToolResult {
-                    call_id: call.id,
-                    tool_name: call.name,
-                    content: output,
-                    is_error,
-                }));
         }
+        Ok(())
+    }
+
+    /// A call's result: stored as part `index` of the step's message, and in the conversation.
+    fn tool_result(
+        &mut self,
+        message_id: &str,
+        index: u32,
+        call: &ToolCall,
+        output: String,
+        is_error: bool,
+    ) -> Result<(), StepError> {
+        let part = Part::ToolResult {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            output: output.clone(),
+            is_error,
+        };
+        self.finish_part(message_id, index, part)?;
+        self.turns
+            .current
+            .push(ModelMessage::ToolResult(totem_provider::ToolResult {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: output,
+                is_error,
+            }));
         Ok(())
     }
 
