@@ -245,7 +245,7 @@ async fn a_model_set_to_text_tools_gets_them_in_its_prompt() {
     assert!(body.get("tools").is_none(), "{body}");
     let system = body["messages"][0]["content"].as_str().unwrap_or("");
     assert!(
-        system.contains("- read {limit?: integer, offset?: integer, path: string}"),
+        system.contains("- read {path: string, offset?: integer, limit?: integer}"),
         "{system}"
     );
 }

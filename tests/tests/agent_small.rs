@@ -326,15 +326,34 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
 async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
     let env = small_env(&[("notes.txt", "alpha\n")]).await;
     let look = r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#;
+    env.push(vec![text(
+        r#"{"name": "list", "arguments": {"path": "."}}"#,
+    )]);
     env.push(vec![text(look)]);
     env.push(vec![text(look)]);
     env.push(vec![text(r#"{"answer": "They say alpha."}"#)]);
-    env.run_done(
-        "What do the notes say? Do not change any file.",
-        json!({}),
-        Answer::None,
-    )
-    .await;
+    let events = env
+        .run_done(
+            "What do the notes say? Do not change any file.",
+            json!({}),
+            Answer::None,
+        )
+        .await;
+    // A list before any read names the file to read, as a call to copy (the 1.5B listed
+    // folder after folder and answered with the file names).
+    let ran = results(&events);
+    assert!(
+        ran[0].1.ends_with(
+            r#"To see what a file holds, read it, e.g. {"name":"read","arguments":{"path":"README.md"}}"#
+        ),
+        "{ran:?}"
+    );
+    assert!(
+        ran[2]
+            .1
+            .ends_with("Do not call it again: look at another file, or answer."),
+        "a question's repeated look is not told to edit: {ran:?}"
+    );
     let offers: Vec<Vec<String>> = env
         .sim
         .chat_requests()
@@ -343,7 +362,12 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
         .collect();
     assert_eq!(
         offers,
-        [vec!["list", "read"], vec!["list", "read"], vec!["list"]]
+        [
+            vec!["list", "read"],
+            vec!["list", "read"],
+            vec!["list", "read"],
+            vec!["list"]
+        ]
     );
 }
 

@@ -78,7 +78,7 @@ Express (app.get, res.json), TABLE, SCHEDULE (use CRON), MODULE() (use MODS.x), 
 Tabs, semicolons, single quotes, var, lowercase file names.
 "#;
 
-const REMINDER: &str = "Total.js 5 rules (npm package total5; Total.js 4 and Express APIs do not exist): .js files in controllers/, actions/, schemas/, definitions/ and modules/ load by themselves, never require() them. Routes are declared with ROUTE() inside exports.install = function() {} in controllers/; a handler takes $ and answers with $.view(), $.json(), $.success() or $.invalid(). Actions are NEWACTION() in actions/. $.view() needs views/layout.html with @{body}. The app starts with node index.js. Indent with tabs.";
+const REMINDER: &str = "Total.js 5 rules (npm package total5; Total.js 4 and Express APIs do not exist): the app's .js files (in controllers/, actions/ and the other Total.js folders) load by themselves, never require() them. Routes are declared with ROUTE() inside exports.install = function() {} in controllers/; a handler takes $ and answers with $.view(), $.json(), $.success() or $.invalid(). Actions are NEWACTION() in actions/. $.view() needs views/layout.html with @{body}. The app starts with node index.js. Indent with tabs.";
 
 /// The Total.js 5 primer for the system prompt of sessions in Total.js 5 projects (and empty
 /// folders). At most 1,200 tokens of cl100k_base (checked by a test, printed by bench-prompt).

@@ -258,6 +258,39 @@ fn short(line: &str) -> String {
     }
 }
 
+/// The file a `list` of `base` shows that a model should read first: the first `.js` file in the
+/// tree, else the first file (links and annotated entries skipped). Paths are relative to the
+/// project's root.
+pub(super) fn first_listed_file(base: &str, listing: &str) -> Option<String> {
+    let base = key(base);
+    let mut folders: Vec<String> = Vec::new();
+    let mut first = None;
+    for line in listing.lines() {
+        let name = line.trim_start();
+        let depth = (line.len() - name.len()) / 2;
+        if name.is_empty() || name.contains(['@', ' ']) {
+            continue;
+        }
+        folders.truncate(depth);
+        if let Some(folder) = name.strip_suffix('/') {
+            folders.push(folder.to_string());
+            continue;
+        }
+        let mut parts: Vec<&str> = Vec::new();
+        if !base.is_empty() && base != "." {
+            parts.push(&base);
+        }
+        parts.extend(folders.iter().map(String::as_str));
+        parts.push(name);
+        let path = parts.join("/");
+        if name.ends_with(".js") {
+            return Some(path);
+        }
+        first.get_or_insert(path);
+    }
+    first
+}
+
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
 fn key(path: &str) -> String {
@@ -349,6 +382,24 @@ mod tests {
             dropping_overwrite("a.txt", "one line\n", "other", task),
             None
         );
+    }
+
+    #[test]
+    fn the_file_to_read_after_a_list_is_its_first_script() {
+        let root = "actions/\n  products.js\nconfig\ncontrollers/\n  default.js\nindex.js\nnode_modules@ (link outside the project)\n";
+        assert_eq!(
+            first_listed_file("/", root).as_deref(),
+            Some("actions/products.js")
+        );
+        assert_eq!(
+            first_listed_file("controllers/", "default.js\n").as_deref(),
+            Some("controllers/default.js")
+        );
+        assert_eq!(
+            first_listed_file("views", "index.html\nlayout.html\n").as_deref(),
+            Some("views/index.html")
+        );
+        assert_eq!(first_listed_file(".", "app/\n  sub/\n"), None);
     }
 
     #[test]

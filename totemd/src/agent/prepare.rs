@@ -344,7 +344,12 @@ impl Runner {
         {
             return false;
         }
-        ok > 0 || failed >= CALLS_BEFORE_ANSWER || calls >= guide::CALLS_BEFORE_UNCHANGED_ANSWER
+        // Failures alone open the answer only when nothing worked (a list that worked is a
+        // start: the 1.5B listed two folders, failed on three it had guessed, and answered
+        // with the file names as routes).
+        ok > 0
+            || (failed >= CALLS_BEFORE_ANSWER && failed == calls)
+            || calls >= guide::CALLS_BEFORE_UNCHANGED_ANSWER
     }
 
     /// The user's words that started this run.

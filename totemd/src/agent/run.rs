@@ -72,6 +72,8 @@ pub(super) enum StepError {
 }
 
 /// Added to the second identical read-only call in a row.
+/// [`REPEATED_LOOK`] for a run that was not asked to change anything.
+const REPEATED_LOOK_QUESTION: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: look at another file, or answer.";
 const REPEATED_LOOK: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: act on it (edit or write a file, run a command) or answer.";
 
 impl From<DaemonError> for StepError {
@@ -559,11 +561,33 @@ impl Runner {
                 let (mut output, is_error) = self.call(&call, changes).await;
                 // A look repeated at once gets its result and a push onwards: small models read
                 // the same file over and over until the repeat guard ends the run (bench-tasks).
+                let changes_asked = self.prompt().is_some_and(super::guide::asks_for_change);
                 if !is_error
                     && self.tools.repeats.count() == 2
                     && matches!(call.name.as_str(), "read" | "list" | "grep" | "glob")
                 {
-                    output.push_str(REPEATED_LOOK);
+                    output.push_str(if changes_asked {
+                        REPEATED_LOOK
+                    } else {
+                        REPEATED_LOOK_QUESTION
+                    });
+                }
+                // A small model lists folder after folder without reading a file (the 1.5B
+                // listed five, three of them guessed, then answered with the file names): a
+                // list before any read names the file to read, as a call it can copy.
+                if !is_error
+                    && call.name == "list"
+                    && self.setup.tool_offer.constrained
+                    && !self.has_read()
+                    && let Some(path) = super::guide::first_listed_file(
+                        call.arguments["path"].as_str().unwrap_or("."),
+                        &output,
+                    )
+                {
+                    let read = serde_json::json!({"name": "read", "arguments": {"path": path}});
+                    output.push_str(&format!(
+                        "\n\nTo see what a file holds, read it, e.g. {read}"
+                    ));
                 }
                 let unknown = is_error && output.starts_with("unknown tool");
                 all_unknown &= unknown;
@@ -662,6 +686,13 @@ impl Runner {
             index += 1;
         }
         Ok(())
+    }
+
+    /// Whether a `read` of this run worked.
+    fn has_read(&self) -> bool {
+        self.turns.current.iter().any(
+            |m| matches!(m, ModelMessage::ToolResult(r) if r.tool_name == "read" && !r.is_error),
+        )
     }
 
     /// A call's result: stored as part `index` of the step's message, and in the conversation.
