@@ -290,6 +290,12 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
         "notes.txt read first, .env and a missing file not: {ran:?}"
     );
     assert!(!ran[1].2, "the edit works on the file read for it: {ran:?}");
+    assert!(
+        ran[1].1.ends_with(
+            r#"If this was the last change the task needs, answer now with {"answer": "what you changed"}; otherwise make the next change."#
+        ),
+        "a change that worked says the answer may come now: {ran:?}"
+    );
     let first = env.sim.chat_requests()[0].body["messages"].to_string();
     assert!(
         first.contains("Result of read") && first.contains("alpha") && !first.contains("hush"),
@@ -351,7 +357,10 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
     assert!(
         ran[2]
             .1
-            .ends_with("Do not call it again: look at another file, or answer."),
+            .contains("Do not call it again: look at another file, or answer.")
+            && ran[1].1.ends_with(
+                r#"If this answers the question, answer now with {"answer": "your answer"}."#
+            ),
         "a question's repeated look is not told to edit: {ran:?}"
     );
     let offers: Vec<Vec<String>> = env

@@ -76,6 +76,9 @@ pub(super) fn asks_for_change(prompt: &str) -> bool {
         })
 }
 
+/// How every line of [`command_change`] starts: a command's result that holds it changed files.
+pub(super) const COMMAND_CHANGED: &str = "\n\nThis command ";
+
 /// The files a command changed that its result shows; the rest are counted.
 pub(super) const CHANGES_SHOWN: usize = 4;
 

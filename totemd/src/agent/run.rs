@@ -72,6 +72,11 @@ pub(super) enum StepError {
 }
 
 /// Added to the second identical read-only call in a row.
+/// After a change worked in a run asked for one (constrained steps).
+const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs, answer now with {\"answer\": \"what you changed\"}; otherwise make the next change.";
+/// After a read in a run asked a question (constrained steps).
+const DONE_AFTER_LOOK: &str =
+    "\n\nIf this answers the question, answer now with {\"answer\": \"your answer\"}.";
 /// [`REPEATED_LOOK`] for a run that was not asked to change anything.
 const REPEATED_LOOK_QUESTION: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: look at another file, or answer.";
 const REPEATED_LOOK: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: act on it (edit or write a file, run a command) or answer.";
@@ -588,6 +593,18 @@ impl Runner {
                     output.push_str(&format!(
                         "\n\nTo see what a file holds, read it, e.g. {read}"
                     ));
+                }
+                // A small model goes on after the work is done (the 1.5B added the route, then
+                // rewrote views/layout.html three times; it read the controller, then looked
+                // for files that do not exist): a result that may end the task says so.
+                if !is_error && self.setup.tool_offer.constrained {
+                    let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
+                        || output.contains(super::guide::COMMAND_CHANGED);
+                    if changes_asked && changed {
+                        output.push_str(DONE_AFTER_CHANGE);
+                    } else if !changes_asked && call.name == "read" {
+                        output.push_str(DONE_AFTER_LOOK);
+                    }
                 }
                 let unknown = is_error && output.starts_with("unknown tool");
                 all_unknown &= unknown;
