@@ -419,6 +419,47 @@ async fn a_write_that_would_delete_most_of_a_file_is_refused() {
     assert_eq!(read(&env, "notes.txt"), "beta\nsecond line\n");
 }
 
+/// The 1.5B read the two files of a task in turn, over and over, until the cycle guard ended the
+/// run. A file read again with the same content counts as a repeated look, with other calls
+/// between too: its result says so and the next step is offered no look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_read_again_unchanged_is_a_repeated_look() {
+    let env = small_env(&[("a.txt", "alpha\n"), ("b.txt", "bravo\n")]).await;
+    for path in ["a.txt", "b.txt", "a.txt"] {
+        env.push(vec![text(&format!(
+            r#"{{"name": "read", "arguments": {{"path": "{path}"}}}}"#
+        ))]);
+    }
+    env.push(vec![text(
+        r#"{"name": "edit", "arguments": {"path": "a.txt", "oldString": "alpha", "newString": "beta"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "Done."}"#)]);
+    let events = env
+        .run_done(
+            "Change alpha to beta in the letters.",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let ran = results(&events);
+    assert!(
+        !ran[1].1.contains("same call") && ran[2].1.contains("You made this same call"),
+        "{ran:?}"
+    );
+    let offers: Vec<Vec<String>> = env
+        .sim
+        .chat_requests()
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).0)
+        .collect();
+    assert!(offers[2].contains(&"read".to_string()), "{offers:?}");
+    assert_eq!(
+        offers[3],
+        ["bash", "edit", "write"],
+        "no look after the read again"
+    );
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,6 +60,10 @@ pub(super) struct ToolState {
     pub(super) boot_edited: Vec<String>,
     /// A command of this run changed files of the project (seen in text mode only).
     pub(super) commands_changed: bool,
+    /// What each `read` of this run returned (path → the output's hash), and whether the last
+    /// call read a file again with the same result.
+    pub(super) reads: std::collections::HashMap<String, u64>,
+    pub(super) reread: bool,
 }
 
 fn convert(access: &totem_tools::Access) -> Access {

@@ -257,6 +257,8 @@ impl Runner {
                 boot_before: std::collections::HashMap::new(),
                 boot_edited: Vec::new(),
                 commands_changed: false,
+                reads: std::collections::HashMap::new(),
+                reread: false,
             },
             turns: Conversation {
                 prior: to_model_messages(&stored),
@@ -374,7 +376,13 @@ impl Runner {
                 // higher temperature and with "Do not call it again" in the result.
                 // A look repeated leaves out every look: the step must act, as the repeated
                 // result says (the 0.5B went from read to list of the same file and back).
-                let repeated = self.tools.repeats.repeated();
+                // A file read again with the same content counts as a repeated read, also
+                // with other calls between (the 1.5B read two files in turn, over and over).
+                let repeated = self
+                    .tools
+                    .repeats
+                    .repeated()
+                    .or(self.tools.reread.then_some("read"));
                 let looked = repeated.is_some_and(|r| guide::LOOK_TOOLS.contains(&r));
                 // A prompt that says not to change anything is offered only the looks (the 0.5B
                 // edited and created files while asked which routes an app defines).

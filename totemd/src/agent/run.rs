@@ -567,8 +567,9 @@ impl Runner {
                 // A look repeated at once gets its result and a push onwards: small models read
                 // the same file over and over until the repeat guard ends the run (bench-tasks).
                 let changes_asked = self.prompt().is_some_and(super::guide::asks_for_change);
+                let reread = self.read_again(&call, &output, is_error);
                 if !is_error
-                    && self.tools.repeats.count() == 2
+                    && (self.tools.repeats.count() == 2 || reread)
                     && matches!(call.name.as_str(), "read" | "list" | "grep" | "glob")
                 {
                     output.push_str(if changes_asked {
@@ -699,10 +700,34 @@ impl Runner {
                 part_type: totem_protocol::PartType::ToolResult,
             })?;
             let (output, is_error) = self.call(&call, changes).await;
+            self.read_again(&call, &output, is_error);
             self.tool_result(&message_id, index, &call, output, is_error)?;
             index += 1;
         }
         Ok(())
+    }
+
+    /// Whether `call` read a file this run already read with the same result (and a different
+    /// call came between: a call repeated at once is the repeat guard's). Remembered for the
+    /// next step's offer (constrained steps).
+    fn read_again(&mut self, call: &ToolCall, output: &str, is_error: bool) -> bool {
+        use std::hash::{Hash, Hasher};
+        self.tools.reread = false;
+        if is_error || call.name != "read" || !self.setup.tool_offer.constrained {
+            return false;
+        }
+        let path = super::guide::path_key(call.arguments["path"].as_str().unwrap_or(""));
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (
+            output,
+            call.arguments["offset"].as_u64(),
+            call.arguments["limit"].as_u64(),
+        )
+            .hash(&mut hasher);
+        let hash = hasher.finish();
+        let again = self.tools.reads.insert(path, hash) == Some(hash);
+        self.tools.reread = again && self.tools.repeats.count() < 2;
+        self.tools.reread
     }
 
     /// Whether a `read` of this run worked.
