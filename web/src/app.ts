@@ -121,6 +121,8 @@ interface Open {
 }
 let open: Open | undefined;
 let openToken = 0;
+/** The session being opened, until it is open (its messages and questions still on their way). */
+let openingSession: Promise<void> | undefined;
 
 function say(text: string): void {
   toast.textContent = text;
@@ -304,7 +306,19 @@ function notify(title: string, body: string, sessionId?: string): void {
  * background and the chat is rebuilt with them (the reader scrolls up into them). */
 const FIRST_PAGE = 300;
 
-async function openSession(id: string): Promise<void> {
+function openSession(id: string): Promise<void> {
+  const opened = openSessionNow(id);
+  openingSession = opened;
+  const done = (): void => {
+    if (openingSession === opened) {
+      openingSession = undefined;
+    }
+  };
+  opened.then(done, done);
+  return opened;
+}
+
+async function openSessionNow(id: string): Promise<void> {
   const token = ++openToken;
   if (open?.sub) {
     void rpc.unsubscribe("session.unsubscribe", open.sub);
@@ -1107,6 +1121,11 @@ async function send(): Promise<void> {
   }
   if ("Notification" in window && Notification.permission === "default") {
     void Notification.requestPermission();
+  }
+  // Sent while the page opens its first session (just loaded, or connected again): the prompt
+  // goes to that session once it is open, not to a new one.
+  if (!open && openingSession) {
+    await openingSession.catch(() => undefined);
   }
   let id = open?.id;
   if (!id) {

@@ -49,6 +49,20 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
       },
     });
   });
+  // A slow daemon: the page's first `session.get` waits 600 ms, so the first prompt is sent while
+  // the session is still opening (under load it was, now and then, and went to a new session).
+  await context.addInitScript(() => {
+    const send = WebSocket.prototype.send;
+    let slowed = false;
+    WebSocket.prototype.send = function (data) {
+      if (!slowed && String(data).includes('"method":"session.get"')) {
+        slowed = true;
+        setTimeout(() => send.call(this, data), 600);
+        return;
+      }
+      send.call(this, data);
+    };
+  });
   const page = await context.newPage();
   const errors = pageErrors(page);
   const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`) });
@@ -60,7 +74,8 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
   assert.equal(new URL(page.url()).search, "");
   console.log(`first paint to session list: ${Date.now() - started} ms`);
 
-  // 1. An answer streams: part of it shows while the run still goes.
+  // 1. An answer streams: part of it shows while the run still goes. The prompt is sent at once,
+  // before the session has opened: it goes to that session, not to a new one.
   await page.locator(".prompt").fill("stream please");
   await page.locator(".prompt").press("Enter");
   const streaming = page.locator(".block.text.streaming");
@@ -68,6 +83,7 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
   await until("the first words", async () => (await streaming.innerText().catch(() => "")).includes("First"));
   assert.equal(await streaming.count(), 1, "still streaming when the first words show");
   await page.locator(".block.end").first().waitFor({ timeout: 20000 });
+  assert.equal(await page.locator(".session").count(), 1, "the prompt made no session of its own");
   const answer = page.locator(".block.text").first();
   assert.match(await answer.innerText(), /Last words\./);
   // Markdown with highlighted code; hostile HTML inert.
