@@ -460,6 +460,43 @@ async fn a_file_read_again_unchanged_is_a_repeated_look() {
     );
 }
 
+/// Told the app crashed with a SyntaxError, the 1.5B edited line 4 of a controller whose line 3
+/// missed a `)`. A JavaScript file read or changed in constrained steps gets `node --check`'s
+/// finding, with its line, and is not told the task may be done while it does not parse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_file_with_a_syntax_error_is_said_to_have_one_at_its_line() {
+    let env = small_env(&[("app.js", "var a = 1;\nvar b = [1, 2;\n")]).await;
+    env.push(vec![text(
+        r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "var a = 1;", "newString": "var a = 2;"}}"#,
+    )]);
+    env.push(vec![text(
+        r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "[1, 2;", "newString": "[1, 2];"}}"#,
+    )]);
+    env.push(vec![text(r#"{"answer": "Fixed."}"#)]);
+    let events = env
+        .run_done(
+            "The app crashes with a SyntaxError in app.js. Fix it.",
+            json!({}),
+            Answer::Once,
+        )
+        .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    let said = "node --check finds a syntax error in app.js at line 2: SyntaxError:";
+    assert!(
+        ran[0].1.contains(said),
+        "the first read says where: {ran:?}"
+    );
+    assert!(
+        ran[1].1.contains(said) && !ran[1].1.contains("answer now"),
+        "an edit that leaves it broken is not told it may be done: {ran:?}"
+    );
+    assert!(
+        !ran[2].1.contains("node --check") && ran[2].1.contains("answer now"),
+        "the fix parses: {ran:?}"
+    );
+}
+
 /// Qwen2.5-Coder 1.5B overwrote actions/products.js, which it had never read, with three lines of
 /// its own. A constrained step's `write` over an existing file works once the run has read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -133,7 +133,7 @@ pub fn outside_the_sandbox(root: &Path) -> Option<String> {
     })
 }
 
-fn find_node() -> Option<PathBuf> {
+pub(crate) fn find_node() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join("node"))

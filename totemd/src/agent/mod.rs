@@ -38,6 +38,7 @@ mod run;
 pub mod settings;
 pub mod shell;
 mod stream;
+mod syntax;
 pub mod system;
 mod title;
 mod usage;

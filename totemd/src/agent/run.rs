@@ -598,7 +598,14 @@ impl Runner {
                 // A small model goes on after the work is done (the 1.5B added the route, then
                 // rewrote views/layout.html three times; it read the controller, then looked
                 // for files that do not exist): a result that may end the task says so.
-                if !is_error && self.setup.tool_offer.constrained {
+                // A JavaScript file read or written gets its syntax checked: the model is told
+                // the line of the first error, and is not told it may be done.
+                let mut broken = false;
+                if !is_error && let Some(found) = self.syntax_note(&call).await {
+                    output.push_str(&found);
+                    broken = true;
+                }
+                if !is_error && !broken && self.setup.tool_offer.constrained {
                     let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
                         || output.contains(super::guide::COMMAND_CHANGED);
                     if changes_asked && changed {
@@ -699,8 +706,11 @@ impl Runner {
                 index,
                 part_type: totem_protocol::PartType::ToolResult,
             })?;
-            let (output, is_error) = self.call(&call, changes).await;
+            let (mut output, is_error) = self.call(&call, changes).await;
             self.read_again(&call, &output, is_error);
+            if !is_error && let Some(found) = self.syntax_note(&call).await {
+                output.push_str(&found);
+            }
             self.tool_result(&message_id, index, &call, output, is_error)?;
             index += 1;
         }
@@ -728,6 +738,18 @@ impl Runner {
         let again = self.tools.reads.insert(path, hash) == Some(hash);
         self.tools.reread = again && self.tools.repeats.count() < 2;
         self.tools.reread
+    }
+
+    /// What `node --check` finds wrong in the JavaScript file `call` read, wrote or edited
+    /// (constrained steps only; see [`super::syntax`]).
+    async fn syntax_note(&self, call: &ToolCall) -> Option<String> {
+        if !self.setup.tool_offer.constrained
+            || !matches!(call.name.as_str(), "read" | "write" | "edit")
+        {
+            return None;
+        }
+        let path = super::guide::path_key(call.arguments["path"].as_str().unwrap_or(""));
+        super::syntax::node_check(self.tools.ctx.root(), &path).await
     }
 
     /// Whether a `read` of this run worked.
