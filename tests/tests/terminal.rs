@@ -201,17 +201,16 @@ async fn endless_output_keeps_the_daemon_serving_with_bounded_memory() {
         .await
         .expect("subscribe");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // The daemon answers at once while the program prints as fast as it can.
+    // The daemon answers while the program prints as fast as it can. Not a speed figure (CI
+    // failed a 500 ms bound at load 9 on 2 cores): a daemon the output starved would not answer.
     let started = Instant::now();
-    env.client
-        .call_raw("daemon.status", json!({}))
-        .await
-        .expect("daemon.status");
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        started.elapsed()
-    );
+    tokio::time::timeout(
+        Duration::from_secs(15),
+        env.client.call_raw("daemon.status", json!({})),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer after {:?}", started.elapsed()))
+    .expect("daemon.status");
     let info = env.info(&t.id).await.expect("listed");
     assert!(info.seq > 100_000, "only {} bytes in 2 s", info.seq);
     let rss = totem_tests::harness::rss_kib(env.daemon.pid());
