@@ -407,8 +407,25 @@ async fn default_template_answers_capped_and_takes_tool_history() {
                     "constrained": false}),
         )
         .await;
-    local.env.session = local.new_session().await;
-    let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;
+    // A 135M model at temperature 0 sometimes runs on past the call with keys of its own until
+    // the cap cuts it (seen in CI once the tool list named arguments in their declared order):
+    // a fresh session is asked again, up to three times, and one call must run.
+    let mut attempt = 0;
+    let (events, took) = loop {
+        attempt += 1;
+        local.env.session = local.new_session().await;
+        let (events, took) = local.run(WRITE_A_CALL, LOCAL).await;
+        let ran_list = results(&events)
+            .iter()
+            .any(|(tool, _, is_error)| tool == "list" && !is_error);
+        if ran_list || attempt == 3 {
+            break (events, took);
+        }
+        eprintln!(
+            "text tools: attempt {attempt} wrote no runnable call: {:?}",
+            parts_text(&events)
+        );
+    };
     local.assert_all_accepted_since(refused);
     let sent = &local.chats().last().expect("a request").body.clone();
     let first = local
