@@ -294,14 +294,9 @@ pub(super) fn first_listed_file(base: &str, listing: &str) -> Option<String> {
     first
 }
 
-/// [`key`] for the rest of the agent.
-pub(super) fn path_key(path: &str) -> String {
-    key(path)
-}
-
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
 /// tools read it), no trailing `/`.
-fn key(path: &str) -> String {
+pub(super) fn key(path: &str) -> String {
     let mut path = path.trim();
     while let Some(rest) = path.strip_prefix("./") {
         path = rest;

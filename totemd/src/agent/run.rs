@@ -726,7 +726,7 @@ impl Runner {
         if is_error || call.name != "read" || !self.setup.tool_offer.constrained {
             return false;
         }
-        let path = super::guide::path_key(call.arguments["path"].as_str().unwrap_or(""));
+        let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (
             output,
@@ -748,7 +748,7 @@ impl Runner {
         {
             return None;
         }
-        let path = super::guide::path_key(call.arguments["path"].as_str().unwrap_or(""));
+        let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
         super::syntax::node_check(self.tools.ctx.root(), &path).await
     }
 
