@@ -44,6 +44,11 @@ pub(super) struct Setup {
     pub(super) tool_offer: ToolOffer,
     /// The system prompt, rendered again after a compaction.
     pub(super) system: String,
+    /// The run's prompt asks for a change ([`guide::asks_for_change`]); read once per run.
+    pub(super) changes_asked: bool,
+    /// The run's prompt says not to change anything ([`guide::forbids_changes`]); read once per
+    /// run.
+    pub(super) hands_off: bool,
 }
 
 /// Temperature, top_p and repeat_penalty of a run's requests.
@@ -240,6 +245,8 @@ impl Runner {
                 sampling,
                 tool_offer,
                 system: String::new(),
+                changes_asked: false,
+                hands_off: false,
             },
             tools: ToolState {
                 policy,
@@ -278,6 +285,13 @@ impl Runner {
             },
             usage: None,
         };
+        let prompt = runner.prompt().unwrap_or("");
+        let (changes_asked, hands_off) = (
+            guide::asks_for_change(prompt),
+            guide::forbids_changes(prompt),
+        );
+        runner.setup.changes_asked = changes_asked;
+        runner.setup.hands_off = hands_off;
         runner.setup.system = runner.render_system();
         Ok(runner)
     }
@@ -338,11 +352,10 @@ impl Runner {
                 changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
             }
         }
-        let prompt = self.prompt();
         if !self.setup.read_only
             && !changed
             && calls < guide::CALLS_BEFORE_UNCHANGED_ANSWER
-            && prompt.is_some_and(guide::asks_for_change)
+            && self.setup.changes_asked
         {
             return false;
         }
@@ -386,7 +399,7 @@ impl Runner {
                 let looked = repeated.is_some_and(|r| guide::LOOK_TOOLS.contains(&r));
                 // A prompt that says not to change anything is offered only the looks (the 0.5B
                 // edited and created files while asked which routes an app defines).
-                let hands_off = self.prompt().is_some_and(guide::forbids_changes);
+                let hands_off = self.setup.hands_off;
                 let fresh = |name: &str| {
                     if hands_off {
                         return guide::LOOK_TOOLS.contains(&name)
@@ -525,6 +538,8 @@ mod tests {
                 constrained: false,
             },
             system: "base".into(),
+            changes_asked: false,
+            hands_off: false,
         }
     }
 

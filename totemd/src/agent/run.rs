@@ -566,7 +566,7 @@ impl Runner {
                 let (mut output, is_error) = self.call(&call, changes).await;
                 // A look repeated at once gets its result and a push onwards: small models read
                 // the same file over and over until the repeat guard ends the run (bench-tasks).
-                let changes_asked = self.prompt().is_some_and(super::guide::asks_for_change);
+                let changes_asked = self.setup.changes_asked;
                 let reread = self.read_again(&call, &output, is_error);
                 if !is_error
                     && (self.tools.repeats.count() == 2 || reread)
