@@ -64,6 +64,9 @@ pub(super) struct ToolState {
     /// call read a file again with the same result.
     pub(super) reads: std::collections::HashMap<String, u64>,
     pub(super) reread: bool,
+    /// The JavaScript files `node --check` parsed in this run, so one unchanged since is not
+    /// parsed again.
+    pub(super) syntax: super::syntax::Checked,
 }
 
 fn convert(access: &totem_tools::Access) -> Access {

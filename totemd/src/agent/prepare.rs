@@ -266,6 +266,7 @@ impl Runner {
                 commands_changed: false,
                 reads: std::collections::HashMap::new(),
                 reread: false,
+                syntax: super::syntax::Checked::default(),
             },
             turns: Conversation {
                 prior: to_model_messages(&stored),

@@ -741,15 +741,16 @@ impl Runner {
     }
 
     /// What `node --check` finds wrong in the JavaScript file `call` read, wrote or edited
-    /// (constrained steps only; see [`super::syntax`]).
-    async fn syntax_note(&self, call: &ToolCall) -> Option<String> {
+    /// (constrained steps only; see [`super::syntax`]). A file unchanged since its last check in
+    /// this run gets that check's finding without node running again.
+    async fn syntax_note(&mut self, call: &ToolCall) -> Option<String> {
         if !self.setup.tool_offer.constrained
             || !matches!(call.name.as_str(), "read" | "write" | "edit")
         {
             return None;
         }
         let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
-        super::syntax::node_check(self.tools.ctx.root(), &path).await
+        self.tools.syntax.note(self.tools.ctx.root(), &path).await
     }
 
     /// Whether a `read` of this run worked.

@@ -3,18 +3,62 @@
 //! told the app crashed with a SyntaxError, edited line 4 of a 13-line controller three times
 //! while the missing `)` was on line 3.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::time::Duration;
 
 /// How long the parse may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The files a run had checked (path → the hash of the content node parsed, and what it found):
+/// a small model reads the same file again and again, and node takes tens of milliseconds a file
+/// to start.
+#[derive(Default)]
+pub(super) struct Checked {
+    files: HashMap<String, (u64, Option<String>)>,
+    /// How many times node ran.
+    runs: usize,
+}
+
+impl Checked {
+    /// [`node_check`]'s finding for `rel`, node run only when the file's content is not the one
+    /// last checked.
+    pub(super) async fn note(&mut self, root: &Path, rel: &str) -> Option<String> {
+        if !is_javascript(rel) {
+            return None;
+        }
+        let Ok(content) = tokio::fs::read(root.join(rel)).await else {
+            self.runs += 1;
+            return node_check(root, rel).await;
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        content.hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some((checked, found)) = self.files.get(rel)
+            && *checked == hash
+        {
+            return found.clone();
+        }
+        self.runs += 1;
+        let found = node_check(root, rel).await;
+        self.files.insert(rel.to_owned(), (hash, found.clone()));
+        found
+    }
+}
+
+fn is_javascript(rel: &str) -> bool {
+    Path::new(rel)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|ext| matches!(ext, "js" | "cjs" | "mjs"))
+}
+
 /// What `node --check` finds wrong in `rel` (a path inside `root`), as a sentence to add to a
 /// tool's result; `None` when the file parses, is not JavaScript, or node is missing. Node gets a
 /// clean environment (no `NODE_OPTIONS` from anywhere).
 pub(super) async fn node_check(root: &Path, rel: &str) -> Option<String> {
-    let ext = Path::new(rel).extension()?.to_str()?;
-    if !matches!(ext, "js" | "cjs" | "mjs") {
+    if !is_javascript(rel) {
         return None;
     }
     let node = crate::boot::find_node()?;
@@ -80,5 +124,30 @@ mod tests {
         assert!(bad.contains("in bad.js at line 1: SyntaxError"), "{bad}");
         assert_eq!(node_check(dir.path(), "good.js").await, None);
         assert_eq!(node_check(dir.path(), "notes.txt").await, None);
+    }
+
+    #[tokio::test]
+    async fn a_file_checked_and_unchanged_is_not_parsed_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("app.js"), "var a = [1, 2;\n").expect("app.js");
+        let mut checked = Checked::default();
+        let first = checked.note(dir.path(), "app.js").await;
+        assert!(
+            first.as_deref().is_some_and(|f| f.contains("at line 1")),
+            "{first:?}"
+        );
+        assert_eq!(checked.runs, 1);
+        // Read again unchanged: the same finding, node not run.
+        assert_eq!(checked.note(dir.path(), "app.js").await, first);
+        assert_eq!(checked.runs, 1);
+        // Changed: parsed again, and the fixed file has no finding (nor the next read of it).
+        std::fs::write(dir.path().join("app.js"), "var a = [1, 2];\n").expect("fixed");
+        assert_eq!(checked.note(dir.path(), "app.js").await, None);
+        assert_eq!(checked.note(dir.path(), "app.js").await, None);
+        assert_eq!(checked.runs, 2);
+        // Not JavaScript: never parsed.
+        std::fs::write(dir.path().join("notes.txt"), "var a = [1, 2;\n").expect("txt");
+        assert_eq!(checked.note(dir.path(), "notes.txt").await, None);
+        assert_eq!(checked.runs, 2);
     }
 }
