@@ -7,8 +7,8 @@ mod agent_common;
 
 use agent_common::{Answer, Env, follow, last, parts_text, results, text};
 use serde_json::{Value, json};
-use totem_protocol::EventKind;
-use totem_tests::sim::{Sim, SimKind};
+use totem_protocol::{EventKind, SessionEvent};
+use totem_tests::sim::{Recorded, Sim, SimKind};
 
 /// The settings of the simulator's `llama3.2:latest`.
 async fn set_model(env: &Env, settings: Value) {
@@ -31,6 +31,31 @@ async fn small_env(files: &[(&str, &str)]) -> Env {
     }
     set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
     env
+}
+
+/// Queues the model's answers, one step each (a call or the final answer, as a constrained server
+/// sends it), then runs `prompt` to its end.
+async fn scripted(env: &Env, steps: &[&str], prompt: &str, answer: Answer) -> Vec<SessionEvent> {
+    for step in steps {
+        env.push(vec![text(step)]);
+    }
+    env.run_done(prompt, json!({}), answer).await
+}
+
+/// Per request, whether its schema offers the final answer.
+fn answer_offers(requests: &[Recorded]) -> Vec<bool> {
+    requests
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).1)
+        .collect()
+}
+
+/// Per request, the tools its schema offers (sorted).
+fn tool_offers(requests: &[Recorded]) -> Vec<Vec<String>> {
+    requests
+        .iter()
+        .map(|r| schema_names(&r.body["format"]).0)
+        .collect()
 }
 
 /// A project file's text (empty when missing).
@@ -136,19 +161,18 @@ async fn a_text_tools_model_gets_constrained_steps_and_only_its_answer_is_shown(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_run_answers_only_after_a_call_worked() {
     let env = small_env(&[("notes.txt", "alpha\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "missing.txt"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "list", "arguments": {"path": "/"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "notes.txt is there."}"#)]);
-    let events = env
-        .run_done("what is in this project?", json!({}), Answer::None)
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "read", "arguments": {"path": "missing.txt"}}"#,
+            r#"{"name": "list", "arguments": {"path": "/"}}"#,
+            r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+            r#"{"answer": "notes.txt is there."}"#,
+        ],
+        "what is in this project?",
+        Answer::None,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 3, "{ran:?}");
     assert!(ran[0].2, "missing.txt fails: {ran:?}");
@@ -156,11 +180,7 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
         !ran[1].2 && ran[1].1.contains("notes.txt"),
         "/ lists the project: {ran:?}"
     );
-    let requests = env.sim.chat_requests();
-    let offers: Vec<bool> = requests
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).1)
-        .collect();
+    let offers = answer_offers(&env.sim.chat_requests());
     assert_eq!(
         offers,
         [false, false, false, true],
@@ -175,26 +195,18 @@ async fn a_constrained_run_answers_only_after_a_call_worked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
     let env = small_env(&[("notes.txt", "alpha\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
-    let events = env
-        .run_done(
-            "Change alpha to beta in the notes.",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
-    let offers: Vec<bool> = env
-        .sim
-        .chat_requests()
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).1)
-        .collect();
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+            r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
+            r#"{"answer": "notes.txt says beta now."}"#,
+        ],
+        "Change alpha to beta in the notes.",
+        Answer::Once,
+    )
+    .await;
+    let offers = answer_offers(&env.sim.chat_requests());
     assert_eq!(
         offers,
         [false, false, true],
@@ -205,16 +217,17 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
     assert_eq!(notes, "beta\n");
 
     // A question is answered after its first look.
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "It says beta."}"#)]);
-    env.run_done("What do the notes say?", json!({}), Answer::None)
-        .await;
-    let offers: Vec<bool> = env.sim.chat_requests()[3..]
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).1)
-        .collect();
+    scripted(
+        &env,
+        &[
+            r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+            r#"{"answer": "It says beta."}"#,
+        ],
+        "What do the notes say?",
+        Answer::None,
+    )
+    .await;
+    let offers = answer_offers(&env.sim.chat_requests()[3..]);
     assert_eq!(
         offers,
         [false, true],
@@ -228,17 +241,16 @@ async fn a_constrained_run_asked_for_a_change_answers_only_after_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
     let env = small_env(&[("notes.txt", "alpha\nsecond\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "bash", "arguments": {"command": "sed -i 's/alpha/beta/' notes.txt && printf 'x\\n' > made.txt"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
-    let events = env
-        .run_done(
-            "Change alpha to beta in the notes.",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "bash", "arguments": {"command": "sed -i 's/alpha/beta/' notes.txt && printf 'x\\n' > made.txt"}}"#,
+            r#"{"answer": "notes.txt says beta now."}"#,
+        ],
+        "Change alpha to beta in the notes.",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert!(
@@ -251,12 +263,7 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
         "the result shows the change: {:?}",
         ran[0].1
     );
-    let offers: Vec<bool> = env
-        .sim
-        .chat_requests()
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).1)
-        .collect();
+    let offers = answer_offers(&env.sim.chat_requests());
     assert_eq!(
         offers,
         [false, true],
@@ -272,17 +279,16 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
     let env = small_env(&[("notes.txt", "alpha\n"), (".env", "TOKEN=hush\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "notes.txt says beta now."}"#)]);
-    let events = env
-        .run_done(
-            "Change alpha to beta in notes.txt (not in .env or missing.txt).",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "edit", "arguments": {"path": "notes.txt", "oldString": "alpha", "newString": "beta"}}"#,
+            r#"{"answer": "notes.txt says beta now."}"#,
+        ],
+        "Change alpha to beta in notes.txt (not in .env or missing.txt).",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 2, "{ran:?}");
     assert!(
@@ -332,19 +338,18 @@ async fn a_small_models_run_starts_with_the_files_the_prompt_names() {
 async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
     let env = small_env(&[("notes.txt", "alpha\n")]).await;
     let look = r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#;
-    env.push(vec![text(
-        r#"{"name": "list", "arguments": {"path": "."}}"#,
-    )]);
-    env.push(vec![text(look)]);
-    env.push(vec![text(look)]);
-    env.push(vec![text(r#"{"answer": "They say alpha."}"#)]);
-    let events = env
-        .run_done(
-            "What do the notes say? Do not change any file.",
-            json!({}),
-            Answer::None,
-        )
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "list", "arguments": {"path": "."}}"#,
+            look,
+            look,
+            r#"{"answer": "They say alpha."}"#,
+        ],
+        "What do the notes say? Do not change any file.",
+        Answer::None,
+    )
+    .await;
     // A list before any read names the file to read, as a call to copy (the 1.5B listed
     // folder after folder and answered with the file names).
     let ran = results(&events);
@@ -363,12 +368,7 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
             ),
         "a question's repeated look is not told to edit: {ran:?}"
     );
-    let offers: Vec<Vec<String>> = env
-        .sim
-        .chat_requests()
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).0)
-        .collect();
+    let offers = tool_offers(&env.sim.chat_requests());
     assert_eq!(
         offers,
         [
@@ -386,23 +386,18 @@ async fn a_prompt_that_forbids_changes_is_offered_only_looks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_would_delete_most_of_a_file_is_refused() {
     let env = small_env(&[("notes.txt", "alpha\nsecond line\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta\nsecond line\n"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "Done."}"#)]);
-    let events = env
-        .run_done(
-            "Change alpha to beta in the notes.",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "read", "arguments": {"path": "notes.txt"}}"#,
+            r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta"}}"#,
+            r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta\nsecond line\n"}}"#,
+            r#"{"answer": "Done."}"#,
+        ],
+        "Change alpha to beta in the notes.",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 3, "{ran:?}");
     assert!(
@@ -425,33 +420,26 @@ async fn a_write_that_would_delete_most_of_a_file_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_read_again_unchanged_is_a_repeated_look() {
     let env = small_env(&[("a.txt", "alpha\n"), ("b.txt", "bravo\n")]).await;
-    for path in ["a.txt", "b.txt", "a.txt"] {
-        env.push(vec![text(&format!(
-            r#"{{"name": "read", "arguments": {{"path": "{path}"}}}}"#
-        ))]);
-    }
-    env.push(vec![text(
-        r#"{"name": "edit", "arguments": {"path": "a.txt", "oldString": "alpha", "newString": "beta"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "Done."}"#)]);
-    let events = env
-        .run_done(
-            "Change alpha to beta in the letters.",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
+    let read_a = r#"{"name": "read", "arguments": {"path": "a.txt"}}"#;
+    let events = scripted(
+        &env,
+        &[
+            read_a,
+            r#"{"name": "read", "arguments": {"path": "b.txt"}}"#,
+            read_a,
+            r#"{"name": "edit", "arguments": {"path": "a.txt", "oldString": "alpha", "newString": "beta"}}"#,
+            r#"{"answer": "Done."}"#,
+        ],
+        "Change alpha to beta in the letters.",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert!(
         !ran[1].1.contains("same call") && ran[2].1.contains("You made this same call"),
         "{ran:?}"
     );
-    let offers: Vec<Vec<String>> = env
-        .sim
-        .chat_requests()
-        .iter()
-        .map(|r| schema_names(&r.body["format"]).0)
-        .collect();
+    let offers = tool_offers(&env.sim.chat_requests());
     assert!(offers[2].contains(&"read".to_string()), "{offers:?}");
     assert_eq!(
         offers[3],
@@ -466,20 +454,17 @@ async fn a_file_read_again_unchanged_is_a_repeated_look() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_javascript_file_with_a_syntax_error_is_said_to_have_one_at_its_line() {
     let env = small_env(&[("app.js", "var a = 1;\nvar b = [1, 2;\n")]).await;
-    env.push(vec![text(
-        r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "var a = 1;", "newString": "var a = 2;"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "[1, 2;", "newString": "[1, 2];"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "Fixed."}"#)]);
-    let events = env
-        .run_done(
-            "The app crashes with a SyntaxError in app.js. Fix it.",
-            json!({}),
-            Answer::Once,
-        )
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "var a = 1;", "newString": "var a = 2;"}}"#,
+            r#"{"name": "edit", "arguments": {"path": "app.js", "oldString": "[1, 2;", "newString": "[1, 2];"}}"#,
+            r#"{"answer": "Fixed."}"#,
+        ],
+        "The app crashes with a SyntaxError in app.js. Fix it.",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 3, "{ran:?}");
     let said = "node --check finds a syntax error in app.js at line 2: SyntaxError:";
@@ -503,18 +488,19 @@ async fn a_javascript_file_with_a_syntax_error_is_said_to_have_one_at_its_line()
 async fn a_constrained_write_over_an_unread_file_is_refused_until_it_is_read() {
     let env = small_env(&[("app.js", "keep me\n")]).await;
     let overwrite = r#"{"name": "write", "arguments": {"path": "./app.js", "content": "new\n"}}"#;
-    env.push(vec![text(overwrite)]);
-    env.push(vec![text(
-        r#"{"name": "write", "arguments": {"path": "fresh.js", "content": "made\n"}}"#,
-    )]);
-    env.push(vec![text(
-        r#"{"name": "read", "arguments": {"path": "app.js"}}"#,
-    )]);
-    env.push(vec![text(overwrite)]);
-    env.push(vec![text(r#"{"answer": "Rewrote app.js."}"#)]);
-    let events = env
-        .run_done("Rewrite the app file to say new.", json!({}), Answer::Once)
-        .await;
+    let events = scripted(
+        &env,
+        &[
+            overwrite,
+            r#"{"name": "write", "arguments": {"path": "fresh.js", "content": "made\n"}}"#,
+            r#"{"name": "read", "arguments": {"path": "app.js"}}"#,
+            overwrite,
+            r#"{"answer": "Rewrote app.js."}"#,
+        ],
+        "Rewrite the app file to say new.",
+        Answer::Once,
+    )
+    .await;
     let ran = results(&events);
     assert_eq!(ran.len(), 4, "{ran:?}");
     assert!(
@@ -538,14 +524,18 @@ async fn the_step_after_a_repeated_call_is_sampled_hotter_without_that_tool() {
     let env = Env::start().await;
     set_model(&env, json!({"tools": "text", "contextWindow": 8192})).await;
     let missing = r#"{"name": "read", "arguments": {"path": "contact.js"}}"#;
-    env.push(vec![text(missing)]);
-    env.push(vec![text(missing)]);
-    env.push(vec![text(
-        r#"{"name": "write", "arguments": {"path": "contact.js", "content": "x\n"}}"#,
-    )]);
-    env.push(vec![text(r#"{"answer": "Wrote contact.js."}"#)]);
-    env.run_done("Create contact.js.", json!({}), Answer::Once)
-        .await;
+    scripted(
+        &env,
+        &[
+            missing,
+            missing,
+            r#"{"name": "write", "arguments": {"path": "contact.js", "content": "x\n"}}"#,
+            r#"{"answer": "Wrote contact.js."}"#,
+        ],
+        "Create contact.js.",
+        Answer::Once,
+    )
+    .await;
     let temperatures: Vec<f64> = env
         .sim
         .chat_requests()
@@ -567,12 +557,9 @@ async fn the_step_after_a_repeated_call_is_sampled_hotter_without_that_tool() {
         "hotter after the repeat: {temperatures:?}"
     );
     assert!(near(temperatures[3], 0.2), "and back: {temperatures:?}");
-    let looks: Vec<(bool, bool, bool)> = env
-        .sim
-        .chat_requests()
+    let looks: Vec<(bool, bool, bool)> = tool_offers(&env.sim.chat_requests())
         .iter()
-        .map(|r| {
-            let names = schema_names(&r.body["format"]).0;
+        .map(|names| {
             let has = |n: &str| names.contains(&n.to_string());
             (has("read"), has("list"), has("write"))
         })
