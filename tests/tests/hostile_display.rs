@@ -173,3 +173,44 @@ fn allow_edit_does_not_cover_writes_under_git() {
     let err = stderr(&out);
     assert!(err.contains("under .git/"), "{err}");
 }
+
+/// The boot check's skip notice names where the project's `node_modules/total5` links to: a path
+/// the project chose. A link to a folder whose name is an OSC title and a clear screen reaches
+/// `totem run`'s output as visible escapes, with no raw ESC or BEL byte.
+#[test]
+fn a_hostile_link_target_in_the_boot_notice_is_shown_as_escapes() {
+    let env = SimCli::start();
+    let root = env.cli.project.path();
+    std::fs::write(
+        root.join("package.json"),
+        r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+    )
+    .expect("package.json");
+    std::fs::write(root.join("index.js"), "require('total5');\nTotal.run();\n").expect("index.js");
+    let outside = tempfile::tempdir().expect("a folder outside the project");
+    let hostile = outside.path().join("\x1b]0;pwned\x07\x1b[2J");
+    std::fs::create_dir_all(&hostile).expect("the hostile folder");
+    std::fs::create_dir_all(root.join("node_modules")).expect("node_modules");
+    std::os::unix::fs::symlink(&hostile, root.join("node_modules/total5")).expect("link");
+    env.push(
+        vec![SimEvent::tool_call(
+            "c1",
+            "write",
+            json!({"path": "controllers/hello.js", "content": "exports.install = function() {};\n"}),
+        )],
+        0,
+    );
+    env.push(vec![SimEvent::text("Added the controller.")], 0);
+    let out = env.cli.run(["run", "--allow", "edit", "add a controller"]);
+    assert_exit(&out, 0);
+    let shown = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        shown.contains("Boot check skipped: node_modules/total5 links to ")
+            && shown.contains("\\x1b]0;pwned\\x07\\x1b[2J, outside the project"),
+        "{shown:?}"
+    );
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+}
