@@ -528,12 +528,14 @@ async fn chromium_walk(chromium: std::path::PathBuf) {
     use totem_tests::sim::{Reply, Script};
     let tools = totem_tests::external::npm_install("playwright", &["playwright-core@1.65.1"]);
     let (home, env) = web_env(false, "127.0.0.1").await;
-    // 1: an answer in slow chunks, with code and hostile HTML.
+    // 1: an answer in slow chunks, with code, hostile HTML, and a bidi override and an OSC title
+    // (shown as escapes).
     let chunks = [
         "First words, ",
         "then code:\n\n```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n",
         "<img src=x onerror=window.__xss=1><script>window.__xss=2</script>",
         "[link](javascript:window.__xss=5)\n\n",
+        "Named \u{202e}txt.exe \x1b]0;pwned\x07 here.\n\n",
         "Last words.",
     ];
     env.sim.push(Reply::Stream(Script {

@@ -10,7 +10,7 @@
 import "./app.css";
 
 import { SessionsState, Transcript, type Block, type Session } from "../../editors/vscode/src/state";
-import { el, markdown, sideBySide } from "./render";
+import { displayable, el, markdown, sideBySide } from "./render";
 import { type Event, Rpc, RpcError } from "./rpc";
 import { type Run, Timeline } from "./runs";
 import { Terminals, admitXtermStyles } from "./terminals";
@@ -125,7 +125,7 @@ let openToken = 0;
 let openingSession: Promise<void> | undefined;
 
 function say(text: string): void {
-  toast.textContent = text;
+  toast.textContent = displayable(text);
   toast.classList.remove("hidden");
   window.clearTimeout((toast as any).timer);
   (toast as any).timer = window.setTimeout(() => toast.classList.add("hidden"), 5000);
@@ -267,7 +267,7 @@ function onDaemon(event: Event): void {
   }
   if (event.type === "session.updated" && open && (event.session as Session).id === open.id) {
     open.title = (event.session as Session).title;
-    titleLine.textContent = open.title;
+    titleLine.textContent = displayable(open.title);
   }
   if (event.type === "session.status" && open && event.sessionId === open.id) {
     open.activity = event.status as string;
@@ -291,7 +291,7 @@ function notify(title: string, body: string, sessionId?: string): void {
   if (!("Notification" in window) || Notification.permission !== "granted") {
     return;
   }
-  const n = new Notification(title, { body: body.slice(0, 200), tag: sessionId });
+  const n = new Notification(title, { body: displayable(body.slice(0, 200)), tag: sessionId });
   n.onclick = () => {
     window.focus();
     if (sessionId) {
@@ -361,7 +361,7 @@ async function openSessionNow(id: string): Promise<void> {
   }
   open = state;
   location.hash = `session=${encodeURIComponent(id)}`;
-  titleLine.textContent = session.title;
+  titleLine.textContent = displayable(session.title);
   document.body.dataset.activity = state.activity;
   showUsage(session.usage);
   log.replaceChildren();
@@ -945,7 +945,7 @@ function drawBlock(state: Open, b: Block, eager: boolean): HTMLElement {
       if (b.streaming || eager) {
         markdown(body, b.text);
       } else {
-        body.textContent = b.text;
+        body.textContent = displayable(b.text);
         body.pending = b.text;
         lazy.observe(body);
       }
@@ -1026,7 +1026,7 @@ function drawQuestion(state: Open, b: Extract<Block, { kind: "question" }>): HTM
   project.onclick = () => reply({ type: "alwaysProject" });
   const remembers = alwaysText(q.always);
   if (remembers) {
-    session.title = project.title = `Remembers: ${remembers}`;
+    session.title = project.title = displayable(`Remembers: ${remembers}`);
   }
   const note = el("input", "note");
   note.placeholder = "Why not? (told to the model)";
@@ -1097,7 +1097,7 @@ async function showChanges(): Promise<void> {
     const item = el("li", `file ${file.status}`);
     item.dataset.path = file.path;
     item.style.paddingLeft = `${parts.length - 1}em`;
-    item.title = file.path;
+    item.title = displayable(file.path);
     item.append(el("span", "status", file.status[0].toUpperCase()), el("span", "path", parts[parts.length - 1]));
     item.onclick = () => {
       for (const other of tree.querySelectorAll(".file.current")) {
@@ -1293,5 +1293,5 @@ if (location.search) {
 }
 document.body.append(root);
 void connect().catch((e) => {
-  connection.textContent = e instanceof Error ? e.message : String(e);
+  connection.textContent = displayable(e instanceof Error ? e.message : String(e));
 });

@@ -1,7 +1,9 @@
 // Turning untrusted text into page elements. Model answers are Markdown: `marked` parses them,
 // DOMPurify keeps only plain formatting (no script, no style, no event attribute, no form), and
-// highlight.js colours code blocks. Everything else — file names, commands, tool output, diffs —
-// goes in as text nodes, never as HTML.
+// highlight.js colours code blocks. Everything else — file names, commands, tool output, diffs,
+// notices — goes in as text nodes, never as HTML. All of it is made displayable first (the VS Code
+// extension's `displayable`, the twin of totem_protocol::display): control characters, CR, ESC
+// and bidi controls, which would reorder what is read, show as visible escapes.
 
 import DOMPurify from "dompurify";
 import { marked } from "marked";
@@ -16,6 +18,10 @@ import python from "highlight.js/lib/languages/python";
 import rust from "highlight.js/lib/languages/rust";
 import typescript from "highlight.js/lib/languages/typescript";
 import xml from "highlight.js/lib/languages/xml";
+
+import { displayable } from "../../editors/vscode/src/display";
+
+export { displayable };
 
 hljs.registerLanguage("bash", bash);
 hljs.registerLanguage("css", css);
@@ -51,7 +57,7 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 
 /** Markdown (untrusted) into `into`, sanitised, code highlighted. */
 export function markdown(into: HTMLElement, text: string): void {
-  const html = marked.parse(text, { async: false }) as string;
+  const html = marked.parse(displayable(text), { async: false }) as string;
   into.innerHTML = DOMPurify.sanitize(html, PURIFY) as unknown as string;
   for (const code of into.querySelectorAll("pre code")) {
     const lang = [...code.classList].find((c) => c.startsWith("language-"))?.slice(9);
@@ -66,7 +72,7 @@ export function markdown(into: HTMLElement, text: string): void {
   }
 }
 
-/** An element with text content only. */
+/** An element with text content only, made displayable. */
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   className?: string,
@@ -77,7 +83,7 @@ export function el<K extends keyof HTMLElementTagNameMap>(
     e.className = className;
   }
   if (text !== undefined) {
-    e.textContent = text;
+    e.textContent = displayable(text);
   }
   return e;
 }

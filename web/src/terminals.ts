@@ -7,7 +7,7 @@
 import { Terminal } from "@xterm/xterm";
 import "@xterm/xterm/css/xterm.css";
 
-import { el } from "./render";
+import { displayable, el } from "./render";
 import type { Event, Rpc } from "./rpc";
 
 export interface TerminalInfo {
@@ -199,7 +199,7 @@ export class Terminals {
     this.tabs.replaceChildren(
       ...this.list.map((t) => {
         const tab = el("button", `term-tab${t.id === this.current?.info.id ? " current" : ""}`, t.name);
-        tab.title = t.command;
+        tab.title = displayable(t.command);
         tab.onclick = () => void this.watch(t).catch(this.onError);
         return tab;
       }),
@@ -214,7 +214,7 @@ export class Terminals {
       return;
     }
     const how = view.info.running ? "running" : (view.info.ended ?? "ended");
-    this.state.textContent = `${view.info.command} · ${how}${view.typing ? " · you are typing" : " · watching"}`;
+    this.state.textContent = `${displayable(view.info.command)} · ${how}${view.typing ? " · you are typing" : " · watching"}`;
     this.takeButton.textContent = view.typing ? "Give back" : "Take over";
     this.takeButton.disabled = !view.info.running && !view.typing;
   }

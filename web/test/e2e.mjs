@@ -86,6 +86,10 @@ test("stream, hostile text, questions, another client, undo and redo, notificati
   assert.equal(await page.locator(".session").count(), 1, "the prompt made no session of its own");
   const answer = page.locator(".block.text").first();
   assert.match(await answer.innerText(), /Last words\./);
+  // Control and bidi characters show as visible escapes, as in the other clients.
+  const said = await answer.innerText();
+  assert.ok(said.includes("Named <U+202E>txt.exe \\x1b]0;pwned\\x07 here."), said);
+  assert.ok(!/[\u202e\u001b\u0007]/.test(said), said);
   // Markdown with highlighted code; hostile HTML inert.
   assert.ok((await answer.locator("pre code.hljs span").count()) > 0, "highlighted code");
   assert.equal(await page.locator("img[onerror], script:not([src]), [onclick]").count(), 0);
