@@ -227,3 +227,24 @@ fn a_library_for_total5_apps_is_checked_as_a_library() {
         assert_eq!(list["items"][0]["kind"], "totaljs5", "{list}");
     });
 }
+
+/// A file name is the project's text: one with an OSC title, BEL and a clear screen in it is
+/// printed as visible escapes, with no raw ESC or BEL byte.
+#[test]
+fn a_hostile_file_name_is_printed_as_escapes() {
+    let cli = Cli::new();
+    project(&cli);
+    write(
+        &cli,
+        "controllers/\x1b]0;pwned\x07\x1b[2J.js",
+        "exports.install = function() {\n\tROUTE('GET /x/', x);\n};\n\nfunction x() {\n\tthis.plain('hi');\n}\n",
+    );
+    let out = cli.run(["check"]);
+    assert_exit(&out, 1);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("controllers/\\x1b]0;pwned\\x07\\x1b[2J.js:6: error [handler-this]"),
+        "{text:?}"
+    );
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+}

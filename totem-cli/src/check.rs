@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use totem_protocol::display::{displayable, displayable_line};
 use totem_protocol::{ProjectCheckParams, method};
 
 use crate::cli::CheckArgs;
@@ -85,7 +86,8 @@ pub async fn check(endpoint: &Endpoint, args: &CheckArgs) -> anyhow::Result<Exit
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        // Paths as the user can open them from here.
+        // Paths as the user can open them from here. File names, messages (which quote the
+        // project's code) and the app's own errors are the project's text: shown as escapes.
         let cwd = crate::project::folder(None)?;
         let shown = |rel: &str| match root.strip_prefix(&cwd) {
             Ok(prefix) => prefix.join(rel).display().to_string(),
@@ -99,17 +101,17 @@ pub async fn check(endpoint: &Endpoint, args: &CheckArgs) -> anyhow::Result<Exit
             };
             println!(
                 "{}:{}: {severity} [{}] {}",
-                shown(&f.path),
+                displayable_line(&shown(&f.path)),
                 f.line,
-                f.rule,
-                f.message
+                displayable_line(&f.rule),
+                displayable(&f.message)
             );
         }
         for notice in &result.notices {
-            eprintln!("note: {notice}");
+            eprintln!("note: {}", displayable(notice));
         }
         if let Some(boot) = &result.boot {
-            println!("{}", boot.message);
+            println!("{}", displayable(&boot.message));
         }
         let plural = |n: u32, one: &str| {
             if n == 1 {
