@@ -270,16 +270,21 @@ impl Daemon {
                         hub.write_acked();
                         // Every 10 s, once their marks are written: sessions nobody runs or
                         // watches are let go (their recent events and broadcast buffer), not
-                        // only when another session is loaded. When nothing runs, the store's
-                        // recent writes go to a table file, and what was freed goes back to
-                        // the system (a flush started in one sweep is given back in the next).
+                        // only when another session is loaded. When nothing runs and nothing
+                        // was written for a few seconds, the store's recent writes go to a
+                        // table file. Then what was freed goes back to the system.
+                        let idle = hub.sessions.running() == 0;
+                        let mut give_back = false;
                         if ticks.is_multiple_of(IDLE_SWEEP_TICKS) {
                             hub.sessions.release_unused();
-                            if hub.sessions.running() == 0 {
-                                hub.store.flush_when_idle();
-                                crate::memory::give_back();
-                                crate::memory::report("idle");
-                            }
+                            give_back = idle;
+                        }
+                        if idle && hub.store.flush_when_quiet() {
+                            give_back = true;
+                        }
+                        if give_back {
+                            crate::memory::give_back();
+                            crate::memory::report("idle");
                         }
                     })
                     .await;

@@ -44,6 +44,7 @@ fn main() -> std::process::ExitCode {
         return totemd::sandbox::launch(raw.collect());
     }
     // Before any thread starts (the log writer, the runtime, the store's workers).
+    totemd::memory::no_thread_caches();
     totemd::memory::limit_arenas();
     let args = Args::parse();
     match run(args) {

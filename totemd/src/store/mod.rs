@@ -54,8 +54,13 @@ const RUN_ENDS_CHECKED: &str = "run_ends_checked";
 /// The layout version this build writes. Older layouts are migrated in [`Store::open`].
 pub const STORE_VERSION: u32 = 1;
 
-/// Recent writes held in memory past which an idle daemon writes them out ([`Store::flush_when_idle`]).
-const IDLE_FLUSH_BYTES: u64 = 256 * 1024;
+/// How long nothing is written before the recent writes fjall holds in memory go to a table file
+/// ([`Store::flush_when_quiet`]).
+const QUIET_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The `meta` key written after a quiet flush, so that fjall lets go of the flushed memtable
+/// ([`Store::flush_when_quiet`]). Its value is empty.
+const QUIET_FLUSH_MARK: &str = "quiet_flush";
 
 /// What went wrong inside the store, with the data it concerned.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +166,9 @@ pub struct Store {
     /// Projects and sessions, counted once at open and kept up to date, so `daemon.status` never
     /// scans.
     counts: Arc<Counts>,
+    /// The database's sequence number when last looked at, and since when it has not moved:
+    /// how long nothing has been written ([`Store::flush_when_quiet`]).
+    quiet: Arc<std::sync::Mutex<(u64, std::time::Instant)>>,
     /// What a damaged journal or table file lost, when this open had to repair one.
     repair: Option<Arc<journal::Repair>>,
 }
@@ -169,6 +177,19 @@ pub struct Store {
 struct Counts {
     projects: AtomicU64,
     sessions: AtomicU64,
+}
+
+/// Seals fjall's memtable and waits (up to 2 s) for its flush worker to write it to a table file;
+/// false when there was nothing to seal.
+fn rotate_and_wait(open: &handle::Open) -> bool {
+    if !open.ks.rotate_memtable().unwrap_or(false) {
+        return false;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while open.ks.sealed_memtable_count() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -212,6 +233,7 @@ impl Store {
             run_changes: table(12),
             queued: table(13),
             counts: Arc::default(),
+            quiet: Arc::new(std::sync::Mutex::new((u64::MAX, std::time::Instant::now()))),
             handle,
             repair,
         };
@@ -258,27 +280,49 @@ impl Store {
             .write(|open| open.db.persist(PersistMode::SyncAll))
     }
 
-    /// When the daemon is idle: writes the recent writes fjall holds in memory (its memtable, up
-    /// to 2 MiB) out to a table file, in fjall's background worker, so that an idle daemon does
-    /// not keep them. Only past [`IDLE_FLUSH_BYTES`], so that idle moments do not make a table
-    /// file each. Waits up to 2 s for the flush (the caller then gives the memory back); returns
-    /// whether one was started. `write_buffer_size` and `rotate_memtable` are fjall's
-    /// experimental (hidden) API, pinned by Cargo.lock; the store's tests use the same rotation.
-    pub fn flush_when_idle(&self) -> bool {
+    /// When nothing has been written for [`QUIET_FLUSH`] (called every second while no run is
+    /// active): writes the recent writes fjall holds in memory (its memtable, up to 2 MiB) out to
+    /// a table file, and has fjall let go of them; returns whether it did (the caller then gives
+    /// the freed memory back to the system).
+    ///
+    /// Whatever their size (until issue 37 item 3, only past 256 KiB): the memtable is thousands
+    /// of small blocks allocated during the runs among their short-lived memory, and each one
+    /// kept pins a page that the allocator cannot give back; at the soak's idle end they pinned
+    /// 11.6 of the heap's 14.4 MiB (BENCHMARKS.md, "Soak"). A small table file per quiet moment
+    /// is cheap next to that, and compaction merges them.
+    ///
+    /// fjall keeps the version from before a flush, and with it the flushed memtable, until a
+    /// rotation after a later write moves its garbage-collection watermark past the flush: so a
+    /// one-key write (`QUIET_FLUSH_MARK`) and a second rotation follow the flush. Each waits up
+    /// to 2 s for fjall's flush worker. `rotate_memtable` is fjall's experimental (hidden) API,
+    /// pinned by Cargo.lock; the store's tests use the same rotation.
+    pub fn flush_when_quiet(&self) -> bool {
+        self.flush_when_quiet_for(QUIET_FLUSH)
+    }
+
+    fn flush_when_quiet_for(&self, quiet_for: std::time::Duration) -> bool {
         let Ok(open) = self.handle.current() else {
             return false;
         };
-        if self.health() != Health::Ok || open.db.write_buffer_size() < IDLE_FLUSH_BYTES {
-            return false;
-        }
-        if !open.ks.rotate_memtable().unwrap_or(false) {
-            return false;
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        while open.db.write_buffer_size() >= IDLE_FLUSH_BYTES
-            && std::time::Instant::now() < deadline
+        let seqno = open.db.seqno();
         {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            let mut quiet = crate::util::lock(&self.quiet);
+            if quiet.0 != seqno {
+                *quiet = (seqno, std::time::Instant::now());
+                return false;
+            }
+            if quiet.1.elapsed() < quiet_for {
+                return false;
+            }
+        }
+        if self.health() != Health::Ok || open.db.write_buffer_size() == 0 {
+            return false;
+        }
+        if !rotate_and_wait(&open) {
+            return false;
+        }
+        if self.meta.insert(QUIET_FLUSH_MARK, b"").is_ok() {
+            rotate_and_wait(&open);
         }
         true
     }

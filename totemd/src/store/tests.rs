@@ -27,6 +27,35 @@ fn new_store_is_stamped_with_its_version() {
 }
 
 #[test]
+fn a_quiet_flush_writes_the_memtable_out_and_fjall_lets_go_of_it() {
+    use lsm_tree::AbstractTree as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..500 {
+        store
+            .meta
+            .insert(format!("k{i:04}"), "x".repeat(200))
+            .unwrap();
+    }
+    let open = store.handle.current().unwrap();
+    let held = |open: &handle::Open| open.ks.tree.get_version_history_lock().memtable_size_sum();
+    assert!(held(&open) > 100_000, "{}", held(&open));
+    // The first look only notes the sequence number: nothing is known to be quiet yet.
+    assert!(!store.flush_when_quiet_for(std::time::Duration::ZERO));
+    assert!(store.flush_when_quiet_for(std::time::Duration::ZERO));
+    assert_eq!(open.ks.sealed_memtable_count(), 0);
+    // Not only written out: no version keeps the flushed memtable (the mark's one key remains).
+    assert!(held(&open) < 1_000, "{}", held(&open));
+    // Nothing written since: nothing more to do.
+    assert!(!store.flush_when_quiet_for(std::time::Duration::ZERO));
+    assert!(!store.flush_when_quiet_for(std::time::Duration::ZERO));
+    assert_eq!(
+        store.meta.get("k0499").unwrap().as_deref(),
+        Some("x".repeat(200).as_bytes())
+    );
+}
+
+#[test]
 fn newer_store_version_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
