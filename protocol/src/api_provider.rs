@@ -162,6 +162,12 @@ pub struct ModelSettings {
     /// 8,192 tokens or less.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub small: Option<bool>,
+    /// With constrained steps: `true` asks for a file's new content as a code block, in an
+    /// answer of its own after the model named the file (`write` takes only the path, and `edit`
+    /// is not offered); `false` keeps content inside the JSON call. Unset: code blocks for models
+    /// of 1B parameters or less (by their name), which copy and escape badly inside JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_blocks: Option<bool>,
     /// Output tokens per second the probe measured; a slow model gets fewer steps per run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_second: Option<f64>,

@@ -681,7 +681,7 @@ async fn the_provider_sends_the_schema_and_a_schema_llamacpp_cannot_convert_is_a
     // Totem's own schema for its tools converts, and the answer matching it comes back.
     let read = json!({"type": "object", "properties": {"path": {"type": "string",
         "description": "The file."}}, "required": ["path"], "additionalProperties": false});
-    let schema = totem_tools::recover::answer_schema([("read", &read)], true);
+    let schema = totem_tools::recover::answer_schema([("read", &read)], true, false);
     llama.push(totem_tests::sim::Reply::stream([
         totem_tests::sim::SimEvent::text(r#"{"name": "read", "arguments": {"path": "a.js"}}"#),
     ]));

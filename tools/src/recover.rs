@@ -549,11 +549,16 @@ fn call_from_value(value: &Value, known: &[&str]) -> Option<TextCall> {
 pub fn text_tools_prompt<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a Value, &'a str)>,
     constrained: bool,
+    done: bool,
 ) -> String {
     let tools: Vec<(&str, &Value, &str)> = tools.into_iter().collect();
     let names: Vec<&str> = tools.iter().map(|(n, _, _)| *n).collect();
     let example = example_call(&names);
-    let mut out = if constrained {
+    let mut out = if constrained && done {
+        format!(
+            "Answer with one JSON object. To call a tool, write the tool's name and its arguments, e.g. {example}, then wait for the result. Start by looking at the files the task is about. Only when the work is done, write {DONE}; you are then asked for your answer in plain words.\nTools:\n"
+        )
+    } else if constrained {
         format!(
             "Answer with one JSON object. To call a tool, write the tool's name and its arguments, e.g. {example}, then wait for the result. Start by looking at the files the task is about. Only when the work is done, write an object with the one key \"answer\": one sentence, in your own words, on what you changed or found.\nTools:\n"
         )
@@ -585,13 +590,23 @@ fn example_call(names: &[&str]) -> String {
     format!(r#"{{"name": "{name}", "arguments": {arguments}}}"#)
 }
 
+/// The step that ends a constrained run whose answer is asked for next, in plain words
+/// ([`answer_schema`] with `done`).
+pub const DONE: &str = r#"{"done": true}"#;
+
+/// Whether `text` is the [`DONE`] object (spaces aside).
+pub fn is_done(text: &str) -> bool {
+    serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| v == serde_json::json!({"done": true}))
+}
+
 /// The JSON schema a server holds a constrained answer to: one call of one of `tools` (`name`
 /// fixed to the tool's, `arguments` its parameters schema) or, with `answer`, a final
-/// `{"answer": text}`. Tools without properties accept any object as arguments. A run's first
+/// `{"answer": text}` (with `done`, [`DONE`] instead). Tools without properties accept any object as arguments. A run's first
 /// step offers no answer: a small model otherwise answers before it has looked at anything.
 pub fn answer_schema<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a Value)>,
     answer: bool,
+    done: bool,
 ) -> Value {
     let mut branches: Vec<Value> = tools
         .into_iter()
@@ -607,7 +622,14 @@ pub fn answer_schema<'a>(
             })
         })
         .collect();
-    if answer || branches.is_empty() {
+    if done && (answer || branches.is_empty()) {
+        branches.push(serde_json::json!({
+            "type": "object",
+            "properties": {"done": {"const": true}},
+            "required": ["done"],
+            "additionalProperties": false,
+        }));
+    } else if answer || branches.is_empty() {
         branches.push(serde_json::json!({
             "type": "object",
             "properties": {"answer": {"type": "string"}},

@@ -529,7 +529,7 @@ fn the_text_tools_prompt_lists_each_tool_and_its_call_shape_reads_back() {
     let list = serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}},
                                   "required": ["path"]});
     let prompt =
-        totem_tools::recover::text_tools_prompt([("list", &list, "List a folder.")], false);
+        totem_tools::recover::text_tools_prompt([("list", &list, "List a folder.")], false, false);
     assert!(
         prompt.contains("- list {path: string}: List a folder."),
         "{prompt}"

@@ -38,9 +38,9 @@ pub use boot::{
     changed_boot_requests, first_project_frame, read_errors, route_files, routes_removed,
 };
 pub use check::{
-    CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding, ProjectContext,
-    ProjectReport, Rule, Severity, Views, check, check_edit, check_in_project, check_project,
-    format_edit, format_finding, format_findings, rules,
+    BREAK_MARKS, CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding,
+    ProjectContext, ProjectReport, Rule, Severity, Views, check, check_edit, check_in_project,
+    check_project, format_edit, format_finding, format_findings, rules,
 };
 pub use detect::{Evidence, LegacyVersion, Project, detect};
 pub use primer::{primer, primer_example, reminder};

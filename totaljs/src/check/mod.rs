@@ -18,7 +18,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use project::{FileFindings, ProjectReport, check_project};
-pub use report::{EditFindings, format_edit, format_finding};
+pub use report::{BREAK_MARKS, EditFindings, format_edit, format_finding};
 pub use rules::{Rule, rules};
 
 /// How much a finding matters. The model is told all of them; clients may show errors louder.

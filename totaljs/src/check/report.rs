@@ -196,6 +196,14 @@ pub fn format_finding(path: &str, f: &Finding) -> String {
     )
 }
 
+/// How [`format_edit`] starts the lines that say an edit broke the app (emptied the file, removed
+/// a route, added an error): a change with one of them is not a place to stop.
+pub const BREAK_MARKS: &[&str] = &[
+    "This edit emptied the file.",
+    "This edit removed ",
+    "Fix the errors in your change",
+];
+
 /// Renders the findings of an edit as text to append to the tool result (empty when there is
 /// nothing to say): the edit's own findings, one per line, then one line counting the rest.
 pub fn format_edit(path: &str, findings: &EditFindings) -> String {

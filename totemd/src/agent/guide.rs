@@ -176,6 +176,93 @@ pub(super) fn named_files(
     found
 }
 
+/// The Total.js 5 folders a prompt's words point at: routes are declared in controllers/,
+/// actions in actions/, pages in views/, schemas in schemas/.
+const TOPICS: &[(&[&str], &str)] = &[
+    (
+        &[
+            "route",
+            "routes",
+            "endpoint",
+            "endpoints",
+            "url",
+            "urls",
+            "api",
+        ],
+        "controllers",
+    ),
+    (&["action", "actions", "validation", "validate"], "actions"),
+    (
+        &[
+            "view",
+            "views",
+            "page",
+            "pages",
+            "heading",
+            "html",
+            "template",
+            "templates",
+        ],
+        "views",
+    ),
+    (&["schema", "schemas"], "schemas"),
+];
+
+/// The folders of [`TOPICS`] that `prompt` points at, in the order its words name them.
+pub(super) fn topic_folders(prompt: &str) -> Vec<&'static str> {
+    let mut folders = Vec::new();
+    for word in prompt.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        for (words, folder) in TOPICS {
+            if words.contains(&word.as_str()) && !folders.contains(folder) {
+                folders.push(*folder);
+            }
+        }
+    }
+    folders
+}
+
+/// The files a Total.js question or task is about when its prompt names none: the files of each
+/// folder `prompt` points at ([`topic_folders`]) that holds at most [`NAMED_FILES`] of them
+/// (a larger folder is the model's to search), with the same limits as [`named_files`].
+/// Qwen2.5-Coder 0.5B, asked which routes an app defines, read actions/products.js and answered
+/// with words of Totem's own notes.
+pub(super) fn topic_files(
+    prompt: &str,
+    root: &std::path::Path,
+    secret: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let Ok(real_root) = std::fs::canonicalize(root) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for folder in topic_folders(prompt) {
+        let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        if names.len() > NAMED_FILES {
+            continue;
+        }
+        names.sort();
+        for name in names {
+            let rel = format!("{folder}/{name}");
+            let inside = std::fs::canonicalize(root.join(&rel))
+                .is_ok_and(|real| real.starts_with(&real_root));
+            let small_file = std::fs::symlink_metadata(root.join(&rel))
+                .is_ok_and(|m| m.is_file() && m.len() <= NAMED_FILE_BYTES);
+            if inside && small_file && !secret(&rel) && found.len() < NAMED_FILES {
+                found.push(rel);
+            }
+        }
+    }
+    found
+}
+
 /// Words with which a prompt forbids changes ("… Do not change any file."): a constrained step is
 /// then offered only the tools that look.
 const HANDS_OFF: &[&str] = &[
@@ -261,13 +348,16 @@ fn short(line: &str) -> String {
     }
 }
 
-/// The file a `list` of `base` shows that a model should read first: the first `.js` file in the
-/// tree, else the first file (links and annotated entries skipped). Paths are relative to the
+/// The file a `list` of `base` shows that a model should read first: the first file in a folder
+/// `prompt` points at ([`topic_folders`]), else the first `.js` file in the tree, else the first
+/// file (links and annotated entries skipped). Paths are relative to the
 /// project's root.
-pub(super) fn first_listed_file(base: &str, listing: &str) -> Option<String> {
+pub(super) fn first_listed_file(base: &str, listing: &str, prompt: &str) -> Option<String> {
     let base = key(base);
+    let topics = topic_folders(prompt);
     let mut folders: Vec<String> = Vec::new();
     let mut first = None;
+    let mut first_js = None;
     for line in listing.lines() {
         let name = line.trim_start();
         let depth = (line.len() - name.len()) / 2;
@@ -286,12 +376,16 @@ pub(super) fn first_listed_file(base: &str, listing: &str) -> Option<String> {
         parts.extend(folders.iter().map(String::as_str));
         parts.push(name);
         let path = parts.join("/");
-        if name.ends_with(".js") {
+        // A file in a folder the prompt points at comes first (routes: controllers/).
+        if topics.iter().any(|t| path.starts_with(&format!("{t}/"))) {
             return Some(path);
+        }
+        if name.ends_with(".js") {
+            first_js.get_or_insert_with(|| path.clone());
         }
         first.get_or_insert(path);
     }
-    first
+    first_js.or(first)
 }
 
 /// A path as the model wrote it, in one form: no `./`, no leading `/` (the project's root, as the
@@ -391,18 +485,68 @@ mod tests {
     fn the_file_to_read_after_a_list_is_its_first_script() {
         let root = "actions/\n  products.js\nconfig\ncontrollers/\n  default.js\nindex.js\nnode_modules@ (link outside the project)\n";
         assert_eq!(
-            first_listed_file("/", root).as_deref(),
+            first_listed_file("/", root, "Fix the app").as_deref(),
             Some("actions/products.js")
         );
         assert_eq!(
-            first_listed_file("controllers/", "default.js\n").as_deref(),
+            first_listed_file("controllers/", "default.js\n", "").as_deref(),
             Some("controllers/default.js")
         );
         assert_eq!(
-            first_listed_file("views", "index.html\nlayout.html\n").as_deref(),
+            first_listed_file("views", "index.html\nlayout.html\n", "").as_deref(),
             Some("views/index.html")
         );
-        assert_eq!(first_listed_file(".", "app/\n  sub/\n"), None);
+        assert_eq!(first_listed_file(".", "app/\n  sub/\n", ""), None);
+        // A question on routes reads the controller, not the first script.
+        assert_eq!(
+            first_listed_file("/", root, "Which routes does this app define?").as_deref(),
+            Some("controllers/default.js")
+        );
+    }
+
+    #[test]
+    fn a_prompt_points_at_the_total_js_folders_of_its_words() {
+        assert_eq!(
+            topic_folders("Which routes does this app define?"),
+            ["controllers"]
+        );
+        assert_eq!(
+            topic_folders("Add an action with validation, served at POST /api/contact/"),
+            ["actions", "controllers"]
+        );
+        assert!(topic_folders("Fix the build").is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (path, text) in [
+            (
+                "controllers/default.js",
+                "exports.install = function() {};\n",
+            ),
+            ("controllers/.hidden.js", "x"),
+            ("actions/a.js", "a"),
+            ("actions/b.js", "b"),
+            ("actions/c.js", "c"),
+            ("actions/d.js", "d"),
+            ("views/.env", "SECRET=1"),
+        ] {
+            std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        // A folder of four files is left to the model's search; a secret file is not read.
+        assert_eq!(
+            topic_files("Which routes and actions are there?", root, |_| false),
+            ["controllers/default.js"]
+        );
+        assert!(topic_files("Change the page", root, |rel| rel.ends_with(".env")).is_empty());
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::write(outside.path().join("x.js"), "x").unwrap();
+            std::fs::create_dir(root.join("schemas")).unwrap();
+            std::os::unix::fs::symlink(outside.path().join("x.js"), root.join("schemas/x.js"))
+                .unwrap();
+            assert!(topic_files("Which schemas?", root, |_| false).is_empty());
+        }
     }
 
     #[test]

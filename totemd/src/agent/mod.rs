@@ -23,6 +23,7 @@
 
 mod ask;
 pub mod attach;
+mod blocks;
 mod boot;
 mod call;
 pub mod command;

@@ -25,6 +25,18 @@ use super::{RunRequest, SessionAgent};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
 
+/// What `write` takes when the content comes as a code block in the next answer.
+static CODE_BLOCK_WRITE: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    })
+});
+
+/// How `write` is described when the content comes as a code block.
+const CODE_BLOCK_WRITE_DESCRIPTION: &str = "Write a file's whole new content: give only its path here; you are then asked for the content, which you write in one code block.";
+
 /// What every request of a run is made of besides the conversation.
 pub(super) struct Setup {
     /// Only the read-only tools (Plan mode, or an agent marked `readOnly`).
@@ -320,11 +332,28 @@ impl Runner {
                 definitions
                     .iter()
                     .filter(|d| self.setup.tool_offer.offers(&d.name))
-                    .map(|d| (d.name.as_str(), &d.parameters, d.description.as_str())),
+                    .map(|d| self.shown_tool(d)),
                 self.setup.tool_offer.constrained,
+                self.setup.tool_offer.writes_code_blocks(),
             ));
         }
         system
+    }
+
+    /// A tool as the model is told of it: its name, parameters and description, except `write`
+    /// when content comes as code blocks (it then takes only the path).
+    fn shown_tool<'a>(
+        &self,
+        tool: &'a ToolDefinition,
+    ) -> (&'a str, &'a serde_json::Value, &'a str) {
+        if tool.name == "write" && self.setup.tool_offer.writes_code_blocks() {
+            return ("write", &CODE_BLOCK_WRITE, CODE_BLOCK_WRITE_DESCRIPTION);
+        }
+        (
+            tool.name.as_str(),
+            &tool.parameters,
+            tool.description.as_str(),
+        )
     }
 
     /// Whether a constrained step may be the final answer: once a call of this run that saw more
@@ -417,11 +446,12 @@ impl Runner {
                         }
                 };
                 let schema = totem_tools::recover::answer_schema(
-                    offered
-                        .iter()
-                        .filter(|d| fresh(&d.name))
-                        .map(|d| (d.name.as_str(), &d.parameters)),
+                    offered.iter().filter(|d| fresh(&d.name)).map(|d| {
+                        let (name, parameters, _) = self.shown_tool(d);
+                        (name, parameters)
+                    }),
                     self.may_answer(),
+                    self.setup.tool_offer.writes_code_blocks(),
                 );
                 let mut request = self
                     .setup
@@ -537,6 +567,7 @@ mod tests {
                 mode,
                 reduced: false,
                 constrained: false,
+                code_blocks: false,
             },
             system: "base".into(),
             changes_asked: false,

@@ -77,6 +77,10 @@ const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs,
 /// After a read in a run asked a question (constrained steps).
 const DONE_AFTER_LOOK: &str =
     "\n\nIf this answers the question, answer now with {\"answer\": \"your answer\"}.";
+/// [`DONE_AFTER_CHANGE`] where the answer comes after [`totem_tools::recover::DONE`].
+const DONE_AFTER_CHANGE_DONE: &str = "\n\nIf this was the last change the task needs, write {\"done\": true}; otherwise make the next change.";
+/// [`DONE_AFTER_LOOK`] where the answer comes after [`totem_tools::recover::DONE`].
+const DONE_AFTER_LOOK_DONE: &str = "\n\nIf this answers the question, write {\"done\": true}.";
 /// [`REPEATED_LOOK`] for a run that was not asked to change anything.
 const REPEATED_LOOK_QUESTION: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: look at another file, or answer.";
 const REPEATED_LOOK: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: act on it (edit or write a file, run a command) or answer.";
@@ -495,7 +499,24 @@ impl Runner {
                         None => {}
                     }
                 }
-                for found in found {
+                for mut found in found {
+                    // A tiny model names the file it writes; its content comes as a code block.
+                    if found.name == "write"
+                        && self.setup.tool_offer.writes_code_blocks()
+                        && found.arguments.get("content").is_none()
+                        && let Some(path) = found.arguments["path"].as_str().map(str::to_string)
+                    {
+                        match self.code_block(&message_id, &raw, &path).await {
+                            Ok(Some(content)) => {
+                                if let Some(arguments) = found.arguments.as_object_mut() {
+                                    arguments.insert("content".into(), content.into());
+                                }
+                            }
+                            // The write's own error says the content is missing.
+                            Ok(None) => {}
+                            Err(e) => return step_failed(e),
+                        }
+                    }
                     let call = ToolCall {
                         id: totem_provider::synthetic_call_id("text_"),
                         name: found.name,
@@ -588,6 +609,7 @@ impl Runner {
                     && let Some(path) = super::guide::first_listed_file(
                         call.arguments["path"].as_str().unwrap_or("."),
                         &output,
+                        self.prompt().unwrap_or(""),
                     )
                 {
                     let read = serde_json::json!({"name": "read", "arguments": {"path": path}});
@@ -605,13 +627,28 @@ impl Runner {
                     output.push_str(&found);
                     broken = true;
                 }
+                // A change the conventions check says broke the app (a route removed, an
+                // error added) is not a place to stop either: the 0.5B broke a route and was
+                // told in the same result that it could answer now.
+                broken |= totem_totaljs::BREAK_MARKS
+                    .iter()
+                    .any(|m| output.contains(m));
                 if !is_error && !broken && self.setup.tool_offer.constrained {
                     let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
                         || output.contains(super::guide::COMMAND_CHANGED);
+                    let done = self.setup.tool_offer.writes_code_blocks();
                     if changes_asked && changed {
-                        output.push_str(DONE_AFTER_CHANGE);
+                        output.push_str(if done {
+                            DONE_AFTER_CHANGE_DONE
+                        } else {
+                            DONE_AFTER_CHANGE
+                        });
                     } else if !changes_asked && call.name == "read" {
-                        output.push_str(DONE_AFTER_LOOK);
+                        output.push_str(if done {
+                            DONE_AFTER_LOOK_DONE
+                        } else {
+                            DONE_AFTER_LOOK
+                        });
                     }
                 }
                 let unknown = is_error && output.starts_with("unknown tool");
@@ -672,10 +709,14 @@ impl Runner {
     /// over them unread. Secret files and files outside the project are left to the model.
     async fn read_named_files(&mut self, changes: &mut Changes<'_>) -> Result<(), StepError> {
         let secrets = self.tools.policy.secrets();
-        let files =
-            super::guide::named_files(self.prompt().unwrap_or(""), self.tools.ctx.root(), |rel| {
-                secrets.is_secret(rel)
-            });
+        let prompt = self.prompt().unwrap_or("");
+        let root = self.tools.ctx.root();
+        let mut files = super::guide::named_files(prompt, root, |rel| secrets.is_secret(rel));
+        // A Total.js prompt that names no file: the files of the folders its words point at
+        // ("routes": controllers/).
+        if files.is_empty() && self.setup.totaljs {
+            files = super::guide::topic_files(prompt, root, |rel| secrets.is_secret(rel));
+        }
         if files.is_empty() {
             return Ok(());
         }

@@ -43,9 +43,16 @@ pub const SMALL_WINDOW: u64 = 8192;
 /// the bytes of them all.
 pub const SMALL_WINDOW_TOOLS: &[&str] = &["read", "list", "edit", "write", "bash"];
 
+/// The tools that change part of a file, left out when content comes as code blocks.
+const PARTIAL_CHANGES: &[&str] = &["edit", "patch", "multiedit"];
+
 /// Models of this many billion parameters or fewer (by the size in their name) get the short
 /// prompt for small models.
 pub const SMALL_PARAMETERS_B: f64 = 4.0;
+
+/// Models of this many billion parameters or fewer (by the size in their name) write a file's
+/// content as a code block in constrained steps (see [`ToolOffer::code_blocks`]).
+pub const TINY_PARAMETERS_B: f64 = 1.0;
 
 /// Models the probe measured slower than this (output tokens per second) get the short prompt.
 pub const SLOW_TOKENS_PER_SECOND: f64 = 20.0;
@@ -64,6 +71,11 @@ pub struct ToolOffer {
     /// With tools in text: each answer is held to one JSON object (a call or the final answer)
     /// by the server.
     pub constrained: bool,
+    /// With constrained steps: `write` takes only the path, and the file's content comes in a
+    /// second answer, as a code block; `edit` and the other partial changes are not offered.
+    /// Qwen2.5-Coder 0.5B picked the wrong oldString in every edit and rewrote `about;` as
+    /// `about;` inside JSON, yet fixed the file in a code block (bench-tasks).
+    pub code_blocks: bool,
 }
 
 /// The parameter count in a model's name, in billions: `qwen2.5-coder:1.5b`,
@@ -108,7 +120,14 @@ impl ToolOffer {
 
     /// Whether the tool `name` is offered at all.
     pub fn offers(&self, name: &str) -> bool {
-        self.mode != ToolMode::None && (!self.reduced || SMALL_WINDOW_TOOLS.contains(&name))
+        self.mode != ToolMode::None
+            && (!self.reduced || SMALL_WINDOW_TOOLS.contains(&name))
+            && !(self.writes_code_blocks() && PARTIAL_CHANGES.contains(&name))
+    }
+
+    /// Whether a `write` call names only its path and its content comes as a code block.
+    pub fn writes_code_blocks(&self) -> bool {
+        self.constrained && self.code_blocks && self.in_text()
     }
 }
 
@@ -173,6 +192,9 @@ impl ResolvedModel {
             constrained: mode == ToolMode::Text
                 && schema_kind
                 && settings.constrained != Some(false),
+            code_blocks: settings.code_blocks.unwrap_or_else(|| {
+                parameters_in_name(&self.model).is_some_and(|b| b <= TINY_PARAMETERS_B)
+            }),
         }
     }
 }

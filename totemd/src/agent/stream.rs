@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use totem_protocol::{EventKind, Message, Part, PartType, Role};
 use totem_provider::{
-    AssistantPart, ChatRequest, Completion, ProviderError, StreamEvent, ToolCall, TurnBuilder,
+    AssistantPart, ChatRequest, Completion, Message as ModelMessage, ProviderError, StreamEvent,
+    ToolCall, TurnBuilder, estimate_tokens,
 };
 
 use super::run::{Runner, StepError};
@@ -44,6 +45,8 @@ impl Runner {
         let mut open: Option<OpenPart> = None;
         let mut index: u32 = 0;
         let mut cut_at = None;
+        // A constrained answer as it came.
+        let mut held = String::new();
         loop {
             // Text waiting to go out leaves at the end of its interval even when the model is
             // slow to send more: a few tokens a second still show word by word.
@@ -71,6 +74,36 @@ impl Runner {
                 next = stream.next() => next,
             };
             let event = match next {
+                // A tiny model said it is done: its answer is asked for in plain words, without
+                // the constraint, into this message (the 0.5B's JSON answers copied Totem's
+                // notes: "To see what a file holds, read it, e.g. {").
+                None if shaper.is_some()
+                    && self.setup.tool_offer.writes_code_blocks()
+                    && totem_tools::recover::is_done(&held) =>
+                {
+                    let Some(mut request) = unconstrained.take() else {
+                        break;
+                    };
+                    let done = std::mem::replace(&mut turn, TurnBuilder::new()).finish();
+                    self.create_message(&message_id, &mut created)?;
+                    self.account(&done, &message_id, u64::from(estimate_tokens(&request)))?;
+                    request.answer_schema = None;
+                    request.messages.push(ModelMessage::Assistant {
+                        parts: vec![AssistantPart::Text {
+                            text: held.clone(),
+                            signature: None,
+                        }],
+                    });
+                    let changes_asked = self.prompt().is_some_and(super::guide::asks_for_change);
+                    request.messages.push(ModelMessage::user(if changes_asked {
+                        "Now say in plain words what you changed."
+                    } else {
+                        "Now answer the user's question in plain words."
+                    }));
+                    stream = self.model.provider.stream(request);
+                    shaper = None;
+                    continue;
+                }
                 None => break,
                 Some(Ok(StreamEvent::ToolCall(call))) => {
                     StreamEvent::ToolCall(self.repaired(unique_call(call, &mut seen)))
@@ -109,10 +142,18 @@ impl Runner {
             any_event = true;
             match &event {
                 StreamEvent::TextDelta { text } if shaper.is_some() => {
+                    held.push_str(text);
                     let shown = shaper.as_mut().map(|s| s.push(text)).unwrap_or_default();
                     if !shown.is_empty() {
                         self.create_message(&message_id, &mut created)?;
                         self.delta(&message_id, &mut open, &mut index, false, &shown)?;
+                        // A final answer caught in a loop is cut as plain text is (the 0.5B
+                        // wrote "line 2. Now: " until the 300 s limit).
+                        if let Some(keep) = open.as_mut().and_then(OpenPart::looping) {
+                            cut_at = Some(keep);
+                            turn.push(event);
+                            break;
+                        }
                     }
                 }
                 StreamEvent::TextDelta { text } => {
@@ -156,7 +197,13 @@ impl Runner {
                 part.pending.clear();
             }
             if let Some(AssistantPart::Text { text, .. }) = completion.parts.last_mut() {
-                text.truncate(keep);
+                match (shaper.is_some(), open.as_ref()) {
+                    // The stored text is the answer's JSON: it becomes the answer as kept.
+                    (true, Some(part)) => {
+                        *text = serde_json::json!({ "answer": part.text }).to_string();
+                    }
+                    _ => text.truncate(keep),
+                }
             }
             self.notice(
                 totem_protocol::NoticeLevel::Warning,

@@ -229,6 +229,7 @@ async fn probe(
                 &tool.parameters,
                 tool.description.as_str()
             )],
+            false,
             false
         )
     );
@@ -259,13 +260,15 @@ async fn probe(
                     &tool.parameters,
                     tool.description.as_str()
                 )],
-                true
+                true,
+                false
             )
         );
         let mut request = question(model, &constrained_system, CALL_PROMPT, vec![]);
         request.answer_schema = Some(totem_tools::recover::answer_schema(
             [(tool.name.as_str(), &tool.parameters)],
             true,
+            false,
         ));
         match ask(config, None, request).await.completion {
             Ok(c) if !totem_tools::recover::calls_from_text(&c.text(), &["list"]).is_empty() => {
