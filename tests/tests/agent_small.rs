@@ -974,3 +974,94 @@ const BUILD_FIXED: usize = 7_000;
 const BUILD_BODY: usize = 7_200;
 const SMALL_FIXED: usize = 2_080;
 const SMALL_BODY: usize = 3_660;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words() {
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
+    set_model(
+        &env,
+        json!({"tools": "text", "contextWindow": 8192, "codeBlocks": true}),
+    )
+    .await;
+    // Totem reads the named file first; the model names the file it writes, then writes its
+    // content as a code block in an answer of its own, then says it is done, then answers.
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "write", "arguments": {"path": "notes.txt"}}"#,
+            "Here it is:\n```text\nbeta\n```\nThat is all.",
+            r#"{"done": true}"#,
+            "I changed notes.txt to say beta.",
+        ],
+        "Change notes.txt to say beta.",
+        Answer::Once,
+    )
+    .await;
+    assert_eq!(read(&env, "notes.txt"), "beta\n");
+    let requests = env.sim.chat_requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    // The call step: write takes only the path, and no partial change is offered.
+    let body = &requests[0].body;
+    assert_eq!(tool_offers(&requests)[0], ["bash", "list", "read", "write"]);
+    let write = body["format"]["oneOf"]
+        .as_array()
+        .and_then(|b| {
+            b.iter()
+                .find(|b| b["properties"]["name"]["const"] == "write")
+        })
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        write["properties"]["arguments"]["required"],
+        json!(["path"])
+    );
+    assert!(write["properties"]["arguments"]["properties"]["content"].is_null());
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        system.contains(r#"write {"done": true}"#) && system.contains("give only its path"),
+        "{system}"
+    );
+    // The content is asked for without the constraint, after the call.
+    let last_text = |r: &Recorded| {
+        r.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        requests[1].body.get("format").is_none(),
+        "{}",
+        requests[1].body
+    );
+    assert_eq!(
+        last_text(&requests[1]),
+        "Write the whole new content of notes.txt in one code block."
+    );
+    // The change's result says to write done; the done step is offered instead of an answer.
+    let done = requests[2].body["format"]["oneOf"]
+        .as_array()
+        .is_some_and(|b| b.iter().any(|b| b["required"] == json!(["done"])));
+    assert!(
+        done && !answer_offers(&requests)[2],
+        "{}",
+        requests[2].body["format"]
+    );
+    assert!(last_text(&requests[2]).contains(r#"write {"done": true}"#));
+    // The answer comes in plain words, into the same message, and is what the user sees.
+    assert!(requests[3].body.get("format").is_none());
+    assert_eq!(
+        last_text(&requests[3]),
+        "Now say in plain words what you changed."
+    );
+    assert_eq!(parts_text(&events), "I changed notes.txt to say beta.");
+    // The stored call holds the content, so the conversation replays as it ran.
+    let calls: Vec<Value> = agent_common::parts(&events)
+        .into_iter()
+        .filter_map(|p| match p {
+            totem_protocol::Part::ToolCall { tool, input, .. } if tool == "write" => Some(input),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [json!({"path": "notes.txt", "content": "beta\n"})]);
+}

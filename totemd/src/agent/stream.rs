@@ -94,12 +94,13 @@ impl Runner {
                             signature: None,
                         }],
                     });
-                    let changes_asked = self.prompt().is_some_and(super::guide::asks_for_change);
-                    request.messages.push(ModelMessage::user(if changes_asked {
-                        "Now say in plain words what you changed."
-                    } else {
-                        "Now answer the user's question in plain words."
-                    }));
+                    request
+                        .messages
+                        .push(ModelMessage::user(if self.setup.changes_asked {
+                            "Now say in plain words what you changed."
+                        } else {
+                            "Now answer the user's question in plain words."
+                        }));
                     stream = self.model.provider.stream(request);
                     shaper = None;
                     continue;
