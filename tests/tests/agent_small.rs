@@ -989,7 +989,8 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         &env,
         &[
             r#"{"name": "write", "arguments": {"path": "notes.txt"}}"#,
-            "Here it is:\n```text\nbeta\n```\nThat is all.",
+            // The server continues the answer Totem starts with a fence.
+            "beta\n```\nThat is all.",
             r#"{"done": true}"#,
             "I changed notes.txt to say beta.",
         ],
@@ -1034,9 +1035,19 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         "{}",
         requests[1].body
     );
+    let asked = requests[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let n = asked.len();
+    assert!(n > 3, "{asked:?}");
     assert_eq!(
-        last_text(&requests[1]),
+        asked[n - 2]["content"],
         "Write the whole new content of notes.txt in one code block."
+    );
+    assert_eq!(
+        asked[n - 1],
+        json!({"role": "assistant", "content": "```\n"})
     );
     // The change's result says to write done; the done step is offered instead of an answer.
     let done = requests[2].body["format"]["oneOf"]

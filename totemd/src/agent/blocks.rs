@@ -9,6 +9,9 @@ use totem_provider::{AssistantPart, Message as ModelMessage, StreamEvent, TurnBu
 
 use super::run::{Runner, StepError};
 
+/// How the code-block answer starts: the server continues from there.
+const FENCE: &str = "```\n";
+
 /// Streamed text is checked for a loop each time this many bytes have arrived.
 const LOOP_CHECK_BYTES: usize = 256;
 
@@ -34,6 +37,13 @@ impl Runner {
         request.messages.push(ModelMessage::user(format!(
             "Write the whole new content of {path} in one code block."
         )));
+        // The answer starts as a code block: asked plainly, the 0.5B wrote its JSON call again.
+        request.messages.push(ModelMessage::Assistant {
+            parts: vec![AssistantPart::Text {
+                text: FENCE.to_string(),
+                signature: None,
+            }],
+        });
         let context = u64::from(totem_provider::estimate_tokens(&request));
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
@@ -65,6 +75,10 @@ impl Runner {
         }
         drop(stream);
         self.account(&turn.finish(), message_id, context)?;
+        // Servers that continue an answer send what follows it; some send it whole.
+        if !text.trim_start().starts_with("```") {
+            text.insert_str(0, FENCE);
+        }
         Ok(content_of(&text))
     }
 }

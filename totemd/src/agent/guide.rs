@@ -53,6 +53,10 @@ pub(super) const NAMES_ONLY: &[&str] = &["list", "glob"];
 /// already, or impossible): a model is not held in a loop it cannot leave.
 pub(super) const CALLS_BEFORE_UNCHANGED_ANSWER: usize = 6;
 
+/// Calls (Totem's first reads included) after which a model that writes code blocks, asked for
+/// a change and with none made, is offered only `write`.
+pub(super) const CALLS_BEFORE_WRITE: usize = 3;
+
 /// The temperature of the step after a repeated call. At the usual 0.2 a small model given the
 /// same conversation writes the same call again (Qwen2.5-Coder 1.5B read a missing file four times
 /// in a row, with "To create it, use write" in every result); llama.cpp's default is 0.8.

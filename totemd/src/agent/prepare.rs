@@ -25,8 +25,9 @@ use super::{RunRequest, SessionAgent};
 use crate::daemon::Daemon;
 use crate::session::LiveSession;
 
-/// What `write` takes when the content comes as a code block in the next answer.
-static CODE_BLOCK_WRITE: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
+/// What `write` takes when the content comes as a code block in the next answer, and `read`
+/// for a model that writes code blocks (the whole file).
+static PATH_ONLY: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
     serde_json::json!({
         "type": "object",
         "properties": {"path": {"type": "string"}},
@@ -36,6 +37,18 @@ static CODE_BLOCK_WRITE: std::sync::LazyLock<serde_json::Value> = std::sync::Laz
 
 /// How `write` is described when the content comes as a code block.
 const CODE_BLOCK_WRITE_DESCRIPTION: &str = "Write a file's whole new content: give only its path here; you are then asked for the content, which you write in one code block.";
+
+/// How `read` is described to a model that writes code blocks.
+const WHOLE_READ_DESCRIPTION: &str = "Read a text file; lines are numbered.";
+
+/// The calls of a run so far, as [`Runner::tally`] counts them.
+#[derive(Debug, Default)]
+struct Tally {
+    calls: usize,
+    ok: usize,
+    failed: usize,
+    changed: bool,
+}
 
 /// What every request of a run is made of besides the conversation.
 pub(super) struct Setup {
@@ -346,8 +359,13 @@ impl Runner {
         &self,
         tool: &'a ToolDefinition,
     ) -> (&'a str, &'a serde_json::Value, &'a str) {
-        if tool.name == "write" && self.setup.tool_offer.writes_code_blocks() {
-            return ("write", &CODE_BLOCK_WRITE, CODE_BLOCK_WRITE_DESCRIPTION);
+        if self.setup.tool_offer.writes_code_blocks() {
+            match tool.name.as_str() {
+                "write" => return ("write", &PATH_ONLY, CODE_BLOCK_WRITE_DESCRIPTION),
+                // The whole file: the 0.5B paged a 13-line file one line at a time, twice.
+                "read" => return ("read", &PATH_ONLY, WHOLE_READ_DESCRIPTION),
+                _ => {}
+            }
         }
         (
             tool.name.as_str(),
@@ -367,21 +385,12 @@ impl Runner {
     /// worked, or after [`guide::CALLS_BEFORE_UNCHANGED_ANSWER`] calls: Qwen2.5-Coder 1.5B read
     /// the file and answered "Added a route…" with nothing changed.
     fn may_answer(&self) -> bool {
-        let results = self.turns.current.iter().filter_map(|m| match m {
-            ModelMessage::ToolResult(r) => Some(r),
-            _ => None,
-        });
-        let (mut calls, mut ok, mut failed) = (0usize, 0usize, 0usize);
-        let mut changed = self.tools.commands_changed;
-        for result in results {
-            calls += 1;
-            if result.is_error {
-                failed += 1;
-            } else if !guide::NAMES_ONLY.contains(&result.tool_name.as_str()) {
-                ok += 1;
-                changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
-            }
-        }
+        let Tally {
+            calls,
+            ok,
+            failed,
+            changed,
+        } = self.tally();
         if !self.setup.read_only
             && !changed
             && calls < guide::CALLS_BEFORE_UNCHANGED_ANSWER
@@ -395,6 +404,28 @@ impl Runner {
         ok > 0
             || (failed >= CALLS_BEFORE_ANSWER && failed == calls)
             || calls >= guide::CALLS_BEFORE_UNCHANGED_ANSWER
+    }
+
+    /// The calls of this run so far (Totem's first reads included): how many, how many saw more
+    /// than names, how many failed, and whether one changed the project.
+    fn tally(&self) -> Tally {
+        let mut tally = Tally {
+            changed: self.tools.commands_changed,
+            ..Tally::default()
+        };
+        for message in &self.turns.current {
+            let ModelMessage::ToolResult(result) = message else {
+                continue;
+            };
+            tally.calls += 1;
+            if result.is_error {
+                tally.failed += 1;
+            } else if !guide::NAMES_ONLY.contains(&result.tool_name.as_str()) {
+                tally.ok += 1;
+                tally.changed |= guide::CHANGE_TOOLS.contains(&result.tool_name.as_str());
+            }
+        }
+        tally
     }
 
     /// The user's words that started this run.
@@ -430,7 +461,20 @@ impl Runner {
                 // A prompt that says not to change anything is offered only the looks (the 0.5B
                 // edited and created files while asked which routes an app defines).
                 let hands_off = self.setup.hands_off;
+                // A model that writes code blocks, asked for a change, that has made
+                // [`guide::CALLS_BEFORE_WRITE`] calls without one is offered only `write`: the
+                // 0.5B read, listed and ran the app for 300 s without writing.
+                let must_write = self.setup.tool_offer.writes_code_blocks()
+                    && self.setup.changes_asked
+                    && offered.iter().any(|d| d.name == "write")
+                    && {
+                        let tally = self.tally();
+                        !tally.changed && tally.calls >= guide::CALLS_BEFORE_WRITE
+                    };
                 let fresh = |name: &str| {
+                    if must_write {
+                        return name == "write";
+                    }
                     if hands_off {
                         return guide::LOOK_TOOLS.contains(&name)
                             && (Some(name) != repeated

@@ -791,7 +791,14 @@ impl Runner {
             return None;
         }
         let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
-        self.tools.syntax.note(self.tools.ctx.root(), &path).await
+        let note = self.tools.syntax.note(self.tools.ctx.root(), &path).await?;
+        // A model that writes code blocks fixes a line by writing the file (it ran the app,
+        // over and over, on "Fix that line").
+        Some(if self.setup.tool_offer.writes_code_blocks() {
+            format!("{note} Write the file with it fixed.")
+        } else {
+            note
+        })
     }
 
     /// Whether a `read` of this run worked.
