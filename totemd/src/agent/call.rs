@@ -111,13 +111,20 @@ impl Runner {
             Err(e) => return (e.to_string(), true),
         };
         if self.setup.tool_offer.constrained && call.name == "write" {
+            let told = |refusal: String| {
+                if self.setup.tool_offer.writes_code_blocks() {
+                    guide::without_edit(refusal)
+                } else {
+                    refusal
+                }
+            };
             for file in &prepared.plan.writes {
                 if let Some(refusal) = self
                     .tools
                     .seen
                     .unseen_overwrite(&file.rel, file.abs.is_file())
                 {
-                    return (refusal, true);
+                    return (told(refusal), true);
                 }
                 let content = call.arguments["content"].as_str().unwrap_or("");
                 if let Ok(old) = std::fs::read_to_string(&file.abs)
@@ -128,7 +135,7 @@ impl Runner {
                         self.prompt().unwrap_or(""),
                     )
                 {
-                    return (refusal, true);
+                    return (told(refusal), true);
                 }
             }
         }

@@ -55,7 +55,7 @@ pub(super) const CALLS_BEFORE_UNCHANGED_ANSWER: usize = 6;
 
 /// Calls (Totem's first reads included) after which a model that writes code blocks, asked for
 /// a change and with none made, is offered only `write`.
-pub(super) const CALLS_BEFORE_WRITE: usize = 3;
+pub(super) const CALLS_BEFORE_WRITE: usize = 2;
 
 /// The temperature of the step after a repeated call. At the usual 0.2 a small model given the
 /// same conversation writes the same call again (Qwen2.5-Coder 1.5B read a missing file four times
@@ -299,6 +299,21 @@ const WHOLE_REWRITE: &[&str] = &[
     "truncate",
 ];
 
+/// What [`dropping_overwrite`] advises.
+const DROPPING_ADVICE: &str = "To change part of it, use edit with the exact old text; to rewrite it, write all of its lines with your change in them.";
+/// What [`SeenFiles::unseen_overwrite`] advises after the read.
+const UNSEEN_ADVICE: &str = "then change the part that needs it with edit.";
+
+/// A write's refusal as told to a model that is not offered `edit` (it writes code blocks).
+pub(super) fn without_edit(refusal: String) -> String {
+    refusal
+        .replace(
+            DROPPING_ADVICE,
+            "Write all of its lines again, with your change in them.",
+        )
+        .replace(UNSEEN_ADVICE, "then write all of it with your change.")
+}
+
 /// The refusal of a `write` of `content` over `path`, whose text is `old`, when it would drop most
 /// of the file's lines and `prompt` did not ask for the file to be replaced: the 0.5B wrote
 /// "Welcome to Acme Shop" over a two-line view, and one sentence over a 13-line controller.
@@ -337,7 +352,7 @@ pub(super) fn dropping_overwrite(
         String::new()
     };
     Some(format!(
-        "Not written: this would delete {} of the {} lines of {path} ({}{more}). To change part of it, use edit with the exact old text; to rewrite it, write all of its lines with your change in them.",
+        "Not written: this would delete {} of the {} lines of {path} ({}{more}). {DROPPING_ADVICE}",
         dropped.len(),
         old_lines.len(),
         shown.join(", ")
@@ -423,7 +438,7 @@ impl SeenFiles {
         let path = key(path);
         (exists && !self.0.contains(&path)).then(|| {
             format!(
-                "{path} already exists and has not been read in this task: write would replace all of it. Read {path} first, then change the part that needs it with edit."
+                "{path} already exists and has not been read in this task: write would replace all of it. Read {path} first, {UNSEEN_ADVICE}"
             )
         })
     }
@@ -506,6 +521,22 @@ mod tests {
             first_listed_file("/", root, "Which routes does this app define?").as_deref(),
             Some("controllers/default.js")
         );
+    }
+
+    #[test]
+    fn a_refusal_told_to_a_model_without_edit_does_not_name_it() {
+        let dropping = dropping_overwrite("v.html", "a\nb\n", "c\n", "Change v.html").unwrap();
+        let unseen = SeenFiles::default()
+            .unseen_overwrite("v.html", true)
+            .unwrap();
+        for refusal in [dropping, unseen] {
+            let told = without_edit(refusal.clone());
+            assert!(refusal.contains("edit"), "{refusal}");
+            assert!(
+                !told.contains("edit") && told.to_lowercase().contains("write all of"),
+                "{told}"
+            );
+        }
     }
 
     #[test]

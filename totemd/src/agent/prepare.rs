@@ -467,6 +467,7 @@ impl Runner {
                 let must_write = self.setup.tool_offer.writes_code_blocks()
                     && self.setup.changes_asked
                     && offered.iter().any(|d| d.name == "write")
+                    && repeated != Some("write")
                     && {
                         let tally = self.tally();
                         !tally.changed && tally.calls >= guide::CALLS_BEFORE_WRITE

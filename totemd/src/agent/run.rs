@@ -686,7 +686,12 @@ impl Runner {
             }
             // A small model given the same conversation at a low temperature writes the same
             // call again; the step after a repeat is sampled hotter (bench-tasks).
-            heat = self.setup.tool_offer.in_text() && self.tools.repeats.count() >= 2;
+            // Not for a model that writes code blocks: the repeated look is not offered again
+            // anyway, and at 0.8 the 0.5B wrote its heading into views/layout.html instead of
+            // views/index.html (at 0.2: index.html in 4 of 4 replays).
+            heat = self.setup.tool_offer.in_text()
+                && !self.setup.tool_offer.writes_code_blocks()
+                && self.tools.repeats.count() >= 2;
             if all_unknown {
                 unusable += 1;
                 if unusable >= MAX_UNUSABLE_CALLS {
