@@ -99,7 +99,7 @@ impl Runner {
                         .push(ModelMessage::user(if self.setup.changes_asked {
                             "Now say in plain words what you changed."
                         } else {
-                            "Now answer the user's question in plain words."
+                            "Now answer the user's question in plain words, from what the files say."
                         }));
                     stream = self.model.provider.stream(request);
                     shaper = None;
