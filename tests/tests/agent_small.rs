@@ -1059,8 +1059,7 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         requests[2].body["format"]
     );
     assert!(last_text(&requests[2]).contains(r#"write {"done": true}"#));
-    // The answer comes in plain words, into the same message, and is what the user sees (a
-    // question is answered "from what the files say": the 0.5B otherwise described its tools).
+    // The answer comes in plain words, into the same message, and is what the user sees.
     assert!(requests[3].body.get("format").is_none());
     assert_eq!(
         last_text(&requests[3]),
