@@ -1058,7 +1058,14 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         "{}",
         requests[2].body["format"]
     );
-    assert!(last_text(&requests[2]).contains(r#"write {"done": true}"#));
+    assert!(last_text(&requests[2]).contains(r#"The change is made: write {"done": true}."#));
+    // Once the change asked for is made, only the end is offered (the 0.5B wrote the right
+    // heading, then the file again and again).
+    assert!(
+        tool_offers(&requests)[2].is_empty(),
+        "{:?}",
+        tool_offers(&requests)
+    );
     // The answer comes in plain words, into the same message, and is what the user sees.
     assert!(requests[3].body.get("format").is_none());
     assert_eq!(

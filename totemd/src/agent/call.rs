@@ -64,6 +64,9 @@ pub(super) struct ToolState {
     /// call read a file again with the same result.
     pub(super) reads: std::collections::HashMap<String, u64>,
     pub(super) reread: bool,
+    /// The last call made the change asked for and nothing says it broke the app (constrained
+    /// steps): a model that writes code blocks is then offered only the end of the run.
+    pub(super) settled: bool,
     /// The JavaScript files `node --check` parsed in this run, so one unchanged since is not
     /// parsed again.
     pub(super) syntax: super::syntax::Checked,

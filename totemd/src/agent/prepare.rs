@@ -291,6 +291,7 @@ impl Runner {
                 commands_changed: false,
                 reads: std::collections::HashMap::new(),
                 reread: false,
+                settled: false,
                 syntax: super::syntax::Checked::default(),
             },
             turns: Conversation {
@@ -472,7 +473,14 @@ impl Runner {
                         let tally = self.tally();
                         !tally.changed && tally.calls >= guide::CALLS_BEFORE_WRITE
                     };
+                // A model that writes code blocks and made the change asked for is offered only
+                // the end: the 0.5B wrote the right heading, then wrote the file again and again
+                // until the time limit, never saying it was done.
+                let settled = self.setup.tool_offer.writes_code_blocks() && self.tools.settled;
                 let fresh = |name: &str| {
+                    if settled {
+                        return false;
+                    }
                     if must_write {
                         return name == "write";
                     }
@@ -495,7 +503,7 @@ impl Runner {
                         let (name, parameters, _) = self.shown_tool(d);
                         (name, parameters)
                     }),
-                    self.may_answer(),
+                    settled || self.may_answer(),
                     self.setup.tool_offer.writes_code_blocks(),
                 );
                 let mut request = self

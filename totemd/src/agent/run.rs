@@ -78,7 +78,7 @@ const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs,
 const DONE_AFTER_LOOK: &str =
     "\n\nIf this answers the question, answer now with {\"answer\": \"your answer\"}.";
 /// [`DONE_AFTER_CHANGE`] where the answer comes after [`totem_tools::recover::DONE`].
-const DONE_AFTER_CHANGE_DONE: &str = "\n\nIf this was the last change the task needs, write {\"done\": true}; otherwise make the next change.";
+const DONE_AFTER_CHANGE_DONE: &str = "\n\nThe change is made: write {\"done\": true}.";
 /// [`DONE_AFTER_LOOK`] where the answer comes after [`totem_tools::recover::DONE`].
 const DONE_AFTER_LOOK_DONE: &str = "\n\nIf this answers the question, write {\"done\": true}.";
 /// [`REPEATED_LOOK`] for a run that was not asked to change anything.
@@ -564,6 +564,7 @@ impl Runner {
                 } else if let Some(finding) = self.boot_check().await {
                     // The answer counts once the app boots: the model gets what broke.
                     self.turns.current.push(finding);
+                    self.tools.settled = false;
                     continue;
                 }
                 if self.cancel.is_cancelled() {
@@ -633,10 +634,12 @@ impl Runner {
                 broken |= totem_totaljs::BREAK_MARKS
                     .iter()
                     .any(|m| output.contains(m));
+                self.tools.settled = false;
                 if !is_error && !broken && self.setup.tool_offer.constrained {
                     let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
                         || output.contains(super::guide::COMMAND_CHANGED);
                     let done = self.setup.tool_offer.writes_code_blocks();
+                    self.tools.settled = changes_asked && changed;
                     if changes_asked && changed {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
