@@ -1083,3 +1083,34 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         .collect();
     assert_eq!(calls, [json!({"path": "notes.txt", "content": "beta\n"})]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_the_same_content_is_no_change() {
+    let env = small_env(&[("notes.txt", "alpha\n")]).await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "alpha\n"}}"#,
+            r#"{"name": "write", "arguments": {"path": "notes.txt", "content": "beta\n"}}"#,
+            r#"{"answer": "notes.txt says beta."}"#,
+        ],
+        "Change notes.txt to say beta.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    // Totem's first read, the write that changed nothing, the write that changed the file.
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(
+        ran[1].2 && ran[1].1.contains("already holds exactly this content"),
+        "{ran:?}"
+    );
+    assert!(!ran[1].1.contains("answer now"), "{ran:?}");
+    assert!(!ran[2].2 && ran[2].1.contains("answer now"), "{ran:?}");
+    // The unchanged write did not open the answer: only the real change did.
+    assert_eq!(
+        answer_offers(&env.sim.chat_requests()),
+        [false, false, true]
+    );
+    assert_eq!(read(&env, "notes.txt"), "beta\n");
+}

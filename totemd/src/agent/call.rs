@@ -130,7 +130,13 @@ impl Runner {
                     return (told(refusal), true);
                 }
                 let content = call.arguments["content"].as_str().unwrap_or("");
-                if let Ok(old) = std::fs::read_to_string(&file.abs)
+                let old = std::fs::read_to_string(&file.abs);
+                // The same content again is no change (the 0.5B wrote the controller back as
+                // it was and was told the change was made).
+                if old.as_deref().is_ok_and(|old| old == content) {
+                    return (guide::unchanged_write(&file.rel), true);
+                }
+                if let Ok(old) = old
                     && let Some(refusal) = guide::dropping_overwrite(
                         &file.rel,
                         &old,

@@ -299,6 +299,13 @@ const WHOLE_REWRITE: &[&str] = &[
     "truncate",
 ];
 
+/// The result of a `write` of the content `path` already holds: nothing changed.
+pub(super) fn unchanged_write(path: &str) -> String {
+    format!(
+        "Not written: {path} already holds exactly this content, so nothing changed. Write it with the change the task asks for in it."
+    )
+}
+
 /// What [`dropping_overwrite`] advises.
 const DROPPING_ADVICE: &str = "To change part of it, use edit with the exact old text; to rewrite it, write all of its lines with your change in them.";
 /// What [`SeenFiles::unseen_overwrite`] advises after the read.
