@@ -584,6 +584,20 @@ async fn the_same_edit_made_twice_is_told_it_is_already_made() {
     );
 }
 
+/// An edit that only removes characters is not told it is already made because its short new
+/// text is in the file: the 1.5B turned `about;` into `about` (still broken), and its next try
+/// was told that change was made since `about` is on the line.
+#[tokio::test]
+async fn a_removal_whose_new_text_is_in_the_file_anyway_is_not_already_made() {
+    let p = Project::new();
+    p.put("c.js", "\tROUTE('GET /about/', about\n");
+    let edit = json!({"path": "c.js", "oldString": "about;", "newString": "about"});
+    let out = p.call("edit", edit).await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(!out.text.contains("already made"), "{}", out.text);
+    assert_eq!(p.get("c.js"), "\tROUTE('GET /about/', about\n");
+}
+
 /// An edit with an empty oldString on an existing file is told how to add lines, with a line of
 /// the file to anchor them (a controller's last route); the 1.5B sent it three times to add a route.
 #[tokio::test]

@@ -124,8 +124,11 @@ pub fn apply_edit(
     let new_lf = new.replace("\r\n", "\n");
     // The same edit made twice (small models repeat their last call): the file has the new text
     // and not the old, and the model is told so rather than "not found".
+    // An edit that only removes characters (its new text inside its old) is not recognised
+    // this way: its short new text is often in the file anyway (the 1.5B turned `about;` into
+    // `about`, then was told that change was made when `about` was found on the line).
     if !new_lf.trim().is_empty()
-        && (old == new || !text.contains(&old_lf))
+        && (old == new || (!text.contains(&old_lf) && !old_lf.contains(&new_lf)))
         && let Some(at) = text.find(&new_lf)
     {
         let line = text[..at].matches('\n').count() + 1;

@@ -624,7 +624,11 @@ impl Runner {
                 // A JavaScript file read or written gets its syntax checked: the model is told
                 // the line of the first error, and is not told it may be done.
                 let mut broken = false;
-                if !is_error && let Some(found) = self.syntax_note(&call).await {
+                // A failed edit of a broken file says so too (the 1.5B was told "not found" and
+                // took the file for fixed).
+                if (!is_error || call.name == "edit")
+                    && let Some(found) = self.syntax_note(&call).await
+                {
                     output.push_str(&found);
                     broken = true;
                 }
