@@ -141,6 +141,16 @@ const NAMED_FILES: usize = 3;
 /// Named files larger than this are left to the model (`read` pages them).
 const NAMED_FILE_BYTES: u64 = 32 * 1024;
 
+/// Whether `rel` is a regular file of at most [`NAMED_FILE_BYTES`] inside `root` (whose real
+/// path is `real_root`), links resolved.
+fn small_file_inside(root: &std::path::Path, real_root: &std::path::Path, rel: &str) -> bool {
+    let inside = std::fs::canonicalize(root.join(rel))
+        .is_ok_and(|real| real.starts_with(real_root) && real != real_root);
+    let small_file =
+        std::fs::metadata(root.join(rel)).is_ok_and(|m| m.is_file() && m.len() <= NAMED_FILE_BYTES);
+    inside && small_file
+}
+
 /// The project's files the prompt names ("… in controllers/default.js", "(views/index.html)"),
 /// in the prompt's order: relative paths of existing regular files inside `root` (links
 /// resolved), not `secret`, at most [`NAMED_FILES`] of them.
@@ -166,11 +176,7 @@ pub(super) fn named_files(
         {
             continue;
         }
-        let inside = std::fs::canonicalize(root.join(&word))
-            .is_ok_and(|real| real.starts_with(&real_root) && real != real_root);
-        let small_file = std::fs::metadata(root.join(&word))
-            .is_ok_and(|m| m.is_file() && m.len() <= NAMED_FILE_BYTES);
-        if inside && small_file {
+        if small_file_inside(root, &real_root, &word) {
             found.push(word);
             if found.len() == NAMED_FILES {
                 break;
@@ -255,11 +261,10 @@ pub(super) fn topic_files(
         names.sort();
         for name in names {
             let rel = format!("{folder}/{name}");
-            let inside = std::fs::canonicalize(root.join(&rel))
-                .is_ok_and(|real| real.starts_with(&real_root));
-            let small_file = std::fs::symlink_metadata(root.join(&rel))
-                .is_ok_and(|m| m.is_file() && m.len() <= NAMED_FILE_BYTES);
-            if inside && small_file && !secret(&rel) && found.len() < NAMED_FILES {
+            if small_file_inside(root, &real_root, &rel)
+                && !secret(&rel)
+                && found.len() < NAMED_FILES
+            {
                 found.push(rel);
             }
         }
