@@ -133,7 +133,12 @@ impl Runner {
                 let old = std::fs::read_to_string(&file.abs);
                 // The same content again is no change (the 0.5B wrote the controller back as
                 // it was and was told the change was made).
-                if old.as_deref().is_ok_and(|old| old == content) {
+                if old
+                    .as_deref()
+                    .is_ok_and(|old| guide::same_but_spacing(old, content))
+                    && (old.as_deref().is_ok_and(|old| old == content)
+                        || !guide::asks_for_spacing(self.prompt().unwrap_or("")))
+                {
                     return (guide::unchanged_write(&file.rel), true);
                 }
                 if let Ok(old) = old

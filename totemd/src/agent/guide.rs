@@ -304,10 +304,39 @@ const WHOLE_REWRITE: &[&str] = &[
     "truncate",
 ];
 
+/// Whether `new` is `old` again but for spacing: the same non-blank lines, each trimmed, in the
+/// same order (the 0.5B wrote a controller back without its blank lines, as its "change").
+pub(super) fn same_but_spacing(old: &str, new: &str) -> bool {
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    lines(old) == lines(new)
+}
+
+/// Whether `prompt` asks about spacing (indentation, tabs, formatting): a write that changes
+/// only spacing is then a change.
+pub(super) fn asks_for_spacing(prompt: &str) -> bool {
+    let prompt = prompt.to_lowercase();
+    [
+        "indent",
+        "format",
+        "spac",
+        "whitespace",
+        "tab",
+        "blank line",
+    ]
+    .iter()
+    .any(|w| prompt.contains(w))
+}
+
 /// The result of a `write` of the content `path` already holds: nothing changed.
 pub(super) fn unchanged_write(path: &str) -> String {
     format!(
-        "Not written: {path} already holds exactly this content, so nothing changed. Write it with the change the task asks for in it."
+        "Not written: {path} already holds this content (spacing aside), so nothing changed. Write it with the change the task asks for in it."
     )
 }
 
@@ -533,6 +562,17 @@ mod tests {
             first_listed_file("/", root, "Which routes does this app define?").as_deref(),
             Some("controllers/default.js")
         );
+    }
+
+    #[test]
+    fn a_write_that_changes_only_spacing_is_the_same_content() {
+        let old = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+        let respaced = "exports.install = function() {\n    ROUTE('GET /', index);\n};\nfunction index($) {\n    $.view('index');\n}";
+        assert!(same_but_spacing(old, respaced));
+        assert!(!same_but_spacing(old, &old.replace("index);", "home);")));
+        assert!(!same_but_spacing("a\nb\n", "b\na\n"));
+        assert!(asks_for_spacing("Indent controllers/default.js with tabs"));
+        assert!(!asks_for_spacing("Add a route GET /api/ping/"));
     }
 
     #[test]
