@@ -1068,6 +1068,16 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
     );
     // The answer comes in plain words, into the same message, and is what the user sees.
     assert!(requests[3].body.get("format").is_none());
+    // Greedy (Totem's own 0.2 elsewhere): at 0.2 the 0.5B's plain answers varied run to run.
+    assert_eq!(requests[3].body["options"]["temperature"], json!(0.0));
+    assert!(
+        (requests[2].body["options"]["temperature"]
+            .as_f64()
+            .unwrap_or_default()
+            - 0.2)
+            .abs()
+            < 1e-6
+    );
     assert_eq!(
         last_text(&requests[3]),
         "Now say in plain words what you changed."

@@ -88,6 +88,11 @@ impl Runner {
                     self.create_message(&message_id, &mut created)?;
                     self.account(&done, &message_id, u64::from(estimate_tokens(&request)))?;
                     request.answer_schema = None;
+                    // Greedy unless its settings chose a temperature: at 0.2 the 0.5B named the
+                    // app's routes in 2 of 4 runs of the same step, at 0 in 4 of 4.
+                    if request.temperature == Some(super::settings::LOCAL_TEMPERATURE) {
+                        request.temperature = Some(0.0);
+                    }
                     request.messages.push(ModelMessage::Assistant {
                         parts: vec![AssistantPart::Text {
                             text: held.clone(),
