@@ -992,7 +992,8 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
             // The server continues the answer Totem starts with a fence.
             "beta\n```\nThat is all.",
             r#"{"done": true}"#,
-            "I changed notes.txt to say beta.",
+            // A call written in the plain answer is text, not run (the 0.5B's held a read).
+            r#"I changed notes.txt to say beta. {"name": "read", "arguments": {"path": "notes.txt"}}"#,
         ],
         "Change notes.txt to say beta.",
         Answer::Once,
@@ -1082,7 +1083,12 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
         last_text(&requests[3]),
         "Now say in plain words what you changed."
     );
-    assert_eq!(parts_text(&events), "I changed notes.txt to say beta.");
+    assert_eq!(
+        parts_text(&events),
+        r#"I changed notes.txt to say beta. {"name": "read", "arguments": {"path": "notes.txt"}}"#
+    );
+    // Totem's first read and the write: nothing ran after the answer.
+    assert_eq!(results(&events).len(), 2, "{:?}", results(&events));
     // The stored call holds the content, so the conversation replays as it ran.
     let calls: Vec<Value> = agent_common::parts(&events)
         .into_iter()

@@ -67,6 +67,9 @@ pub(super) struct ToolState {
     /// The last call made the change asked for and nothing says it broke the app (constrained
     /// steps): a model that writes code blocks is then offered only the end of the run.
     pub(super) settled: bool,
+    /// The last step's answer was asked for in plain words after `{"done": true}`: its text is
+    /// the answer, never read for calls (the 0.5B's answer held a JSON read, and the run went on).
+    pub(super) answered_plainly: bool,
     /// The JavaScript files `node --check` parsed in this run, so one unchanged since is not
     /// parsed again.
     pub(super) syntax: super::syntax::Checked,

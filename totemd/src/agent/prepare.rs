@@ -292,6 +292,7 @@ impl Runner {
                 reads: std::collections::HashMap::new(),
                 reread: false,
                 settled: false,
+                answered_plainly: false,
                 syntax: super::syntax::Checked::default(),
             },
             turns: Conversation {

@@ -486,7 +486,8 @@ impl Runner {
             let mut calls: Vec<ToolCall> = completion.tool_calls().cloned().collect();
             let mut unreadable = None;
             // A model set to `tools: none` only answers: a call it writes as JSON stays text.
-            if calls.is_empty() && self.setup.tool_offer.mode != ToolMode::None {
+            let plain = std::mem::take(&mut self.tools.answered_plainly);
+            if calls.is_empty() && self.setup.tool_offer.mode != ToolMode::None && !plain {
                 let mut found = self.tools.registry.calls_from_text(&raw);
                 if found.is_empty() {
                     // Written as a call but of no tool there is (it gets the list of names), or
@@ -555,7 +556,7 @@ impl Runner {
                         totem_protocol::NoticeLevel::Warning,
                         "The model returned an empty answer.".into(),
                     );
-                } else if looks_like_a_call(&raw) {
+                } else if !plain && looks_like_a_call(&raw) {
                     // `tools: none`: the model wrote a call nobody runs.
                     self.notice(
                         totem_protocol::NoticeLevel::Warning,

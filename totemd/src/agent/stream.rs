@@ -108,6 +108,7 @@ impl Runner {
                         }));
                     stream = self.model.provider.stream(request);
                     shaper = None;
+                    self.tools.answered_plainly = true;
                     continue;
                 }
                 None => break,
