@@ -212,7 +212,11 @@ fn the_plugin_and_the_repl_share_a_session_in_a_real_neovim() {
     // :TotemAdd attaches the buffer as it is, unsaved edit included, to the next prompt.
     nvim.keys("\x17tggccconst a = 10; // unsaved\x1b");
     nvim.command("TotemAdd");
-    nvim.wait_for("Attached math.js to the next prompt");
+    // The notice, or the prompt's header naming the attachment: a redraw under load can clear
+    // the notice before the screen is read (CI at load 5 showed the header only).
+    nvim.wait("the attachment", |s| {
+        s.contains("Attached math.js to the next prompt") || s.contains("sends · 📎 math.js")
+    });
     nvim.command("Totem");
     nvim.keys("iand now?\x13");
     nvim.wait_for("📎 math.js, unsaved");
