@@ -65,6 +65,16 @@ impl Message {
             images: Vec::new(),
         }
     }
+
+    /// An assistant message with text only.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Message::Assistant {
+            parts: vec![AssistantPart::Text {
+                text: text.into(),
+                signature: None,
+            }],
+        }
+    }
 }
 
 /// An image attached to a user message.

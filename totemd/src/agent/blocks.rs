@@ -5,15 +5,12 @@
 //! only the path, and the content is asked for in an answer of its own, without the constraint.
 
 use futures::StreamExt;
-use totem_provider::{AssistantPart, Message as ModelMessage, StreamEvent, TurnBuilder};
+use totem_provider::{Message as ModelMessage, StreamEvent, TurnBuilder};
 
 use super::run::{Runner, StepError};
 
 /// How the code-block answer starts: the server continues from there.
 const FENCE: &str = "```\n";
-
-/// Streamed text is checked for a loop each time this many bytes have arrived.
-const LOOP_CHECK_BYTES: usize = 256;
 
 impl Runner {
     /// The content of the `write` of `path` that the model's constrained answer `call_text`
@@ -28,22 +25,12 @@ impl Runner {
         let mut request = self.fit_request().await;
         request.answer_schema = None;
         request.tools = Vec::new();
-        request.messages.push(ModelMessage::Assistant {
-            parts: vec![AssistantPart::Text {
-                text: call_text.to_string(),
-                signature: None,
-            }],
-        });
+        request.messages.push(ModelMessage::assistant(call_text));
         request.messages.push(ModelMessage::user(format!(
             "Write the whole new content of {path} in one code block."
         )));
         // The answer starts as a code block: asked plainly, the 0.5B wrote its JSON call again.
-        request.messages.push(ModelMessage::Assistant {
-            parts: vec![AssistantPart::Text {
-                text: FENCE.to_string(),
-                signature: None,
-            }],
-        });
+        request.messages.push(ModelMessage::assistant(FENCE));
         let context = u64::from(totem_provider::estimate_tokens(&request));
         let mut stream = self.model.provider.stream(request);
         let mut turn = TurnBuilder::new();
@@ -63,7 +50,7 @@ impl Runner {
                     }
                     turn.push(event);
                     // A block caught in a loop ends there: what came before is kept.
-                    if text.len() >= checked + LOOP_CHECK_BYTES {
+                    if text.len() >= checked + super::stream::LOOP_CHECK_BYTES {
                         checked = text.len();
                         if let Some(keep) = super::repeat::looping_tail(&text) {
                             text.truncate(keep);

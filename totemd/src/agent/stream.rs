@@ -18,7 +18,7 @@ use crate::util::{new_id, now_ms};
 const DELTA_BYTES: usize = 256;
 const DELTA_INTERVAL: Duration = Duration::from_millis(50);
 /// Streamed text is checked for a loop each time this many bytes have arrived.
-const LOOP_CHECK_BYTES: usize = 256;
+pub(super) const LOOP_CHECK_BYTES: usize = 256;
 
 impl Runner {
     /// Streams one answer into a new assistant message. Returns the turn, the message id and
@@ -93,12 +93,7 @@ impl Runner {
                     if request.temperature == Some(super::settings::LOCAL_TEMPERATURE) {
                         request.temperature = Some(0.0);
                     }
-                    request.messages.push(ModelMessage::Assistant {
-                        parts: vec![AssistantPart::Text {
-                            text: held.clone(),
-                            signature: None,
-                        }],
-                    });
+                    request.messages.push(ModelMessage::assistant(held.clone()));
                     request
                         .messages
                         .push(ModelMessage::user(if self.setup.changes_asked {
