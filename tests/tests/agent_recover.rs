@@ -6,6 +6,7 @@ mod agent_common;
 use agent_common::{Answer, Env, follow, last, results, text, tool};
 use serde_json::json;
 use totem_protocol::EventKind;
+use totem_tests::sim::SimEvent;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_tool_calls_are_recovered_and_the_run_goes_on() {
@@ -283,6 +284,52 @@ async fn a_model_set_to_no_tools_gets_none_and_its_text_calls_stay_text() {
         .filter(|r| r.body["messages"].to_string().contains("make x.txt"))
         .count();
     assert_eq!(steps, 1);
+}
+
+/// A model whose calls are read from its text wrote one whole, then ran on with keys of its own
+/// until its output limit cut it (Qwen-sized and smaller models do at temperature 0): the call
+/// runs, and the run goes on rather than failing as a cut answer. A call whose arguments the
+/// limit cut is still a cut answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_call_written_on_past_until_the_limit_still_runs() {
+    let env = Env::start().await;
+    set_model(&env, json!({"tools": "text", "constrained": false})).await;
+    agent_common::write_file(env.project.path(), "a.txt", "alpha");
+    let cut = SimEvent::Finish {
+        reason: "length".into(),
+    };
+    env.push(vec![
+        text(r#"{"name": "read", "arguments": {"path": "a.txt"}, "options": {"read_only": true, "write_to: file" => function("#),
+        cut.clone(),
+    ]);
+    env.push(vec![text("It says alpha.")]);
+    let mut events = env.subscribe().await;
+    let run = env.prompt("read a.txt", json!({})).await;
+    let got = follow(&env, &mut events, &run, Answer::Once).await;
+    assert!(
+        matches!(last(&got), EventKind::RunDone { .. }),
+        "{:?}",
+        last(&got)
+    );
+    let ran = results(&got);
+    assert!(
+        ran.iter()
+            .any(|(tool, out, is_error)| tool == "read" && out.contains("alpha") && !is_error),
+        "{ran:?}"
+    );
+
+    env.push(vec![
+        text(r#"{"name": "write", "arguments": {"path": "b.txt", "content": "half of"#),
+        cut,
+    ]);
+    let run = env.prompt("write b.txt", json!({})).await;
+    let got = follow(&env, &mut events, &run, Answer::Once).await;
+    assert!(
+        matches!(last(&got), EventKind::RunFailed { .. }),
+        "{:?}",
+        last(&got)
+    );
+    assert!(!env.project.path().join("b.txt").exists());
 }
 
 /// A window of 8k tokens or less gets the reduced tool set: read, list, edit, write, bash (the

@@ -901,6 +901,11 @@ impl Runner {
                     "The model reached its output limit before answering: its thinking used the whole output budget. Raise maxOutputTokens for the model or lower the reasoning level".into(),
                 )
             }
+            // A small model that wrote its call whole, then ran on with keys of its own until
+            // the limit cut it: the call is read from its text like any other.
+            Some(FinishReason::Length) if !cut_calls && self.whole_call_in_text(completion) => {
+                Ending::Go
+            }
             Some(FinishReason::Length) => {
                 let used = completion.usage.map_or(0, |u| u.output_tokens);
                 let room = u32::try_from(used.saturating_mul(2).max(8192)).unwrap_or(u32::MAX);
@@ -946,6 +951,18 @@ impl Runner {
             }
             _ => Ending::Go,
         }
+    }
+
+    /// Whether the text of an answer holds a tool call whose name and arguments are whole, for a
+    /// model whose calls are read from its text.
+    fn whole_call_in_text(&self, completion: &Completion) -> bool {
+        self.setup.tool_offer.mode != ToolMode::None
+            && !self.tools.answered_plainly
+            && !self
+                .tools
+                .registry
+                .calls_from_text(&completion.text())
+                .is_empty()
     }
 
     /// Kills the background jobs this run started (on abort).
