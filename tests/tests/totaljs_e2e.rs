@@ -616,8 +616,11 @@ async fn the_boot_check_sends_what_broke_back_to_the_model() {
     );
     let passed = notices.get(1).expect("a second boot check");
     assert!(
-        // 400: the action's input is required; a 4xx is an answer, not a failure.
-        passed.starts_with("Boot check: the app started and answered GET /api/list/ 400 ("),
+        // 400: the action's input is required; a 4xx is an answer, not a failure. The
+        // controller's GET /api/items/ runs the action the run created, so it is asked too.
+        passed.starts_with(
+            "Boot check: the app started and answered GET /api/list/ 400, GET /api/items/ 400 ("
+        ),
         "{passed}"
     );
     // The model's third request carries the finding, after its own first answer.
@@ -742,4 +745,72 @@ async fn the_boot_check_asks_changed_routes_and_says_when_the_app_does_not_boot(
     );
     // Two findings went back to the model; the third failure ends the run.
     assert_eq!(env.sim.chat_requests().len(), 2 + 6);
+}
+
+/// An edit in actions/ that renames the action a controller's route runs (Qwen2.5-Coder 1.5B did,
+/// in bench-tasks): the boot check asks that route although its controller was not touched, and
+/// the framework's 400 "action not found" is a failure sent back to the model, not an answer.
+/// The model puts the action back and the route answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boot_check_asks_the_routes_of_an_action_the_edit_renamed() {
+    let project = tempfile::tempdir().expect("app folder");
+    let root = project.path().to_path_buf();
+    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
+    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
+    agent_common::write_file(&root, "config", "name : Shop\n");
+    agent_common::write_file(
+        &root,
+        "controllers/default.js",
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /about/', $ => $.plain('about'));\n};\n",
+    );
+    let action = "NEWACTION('Products|list', {\n\tname: 'List products',\n\taction: function($) {\n\t\t$.callback(['Hammer']);\n\t}\n});\n";
+    agent_common::write_file(&root, "actions/products.js", action);
+    install_total5(&root);
+    let env = Env::start_in(project).await;
+
+    let renamed = action.replace("Products|list", "Contact|create");
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "actions/products.js", "content": renamed}),
+    )]);
+    env.push(vec![text("Added the contact action.")]);
+    env.push(vec![tool(
+        "c2",
+        "write",
+        json!({"path": "actions/products.js", "content": action}),
+    )]);
+    env.push(vec![text("Put the products action back.")]);
+    let events = env
+        .run_done(
+            "Add an action Contact|create",
+            json!({"mode": "build", "allow": ["edit"]}),
+            Answer::None,
+        )
+        .await;
+    let notices = last_run_notices(&events);
+    if notices.iter().any(|(_, n)| n.contains("no kernel sandbox")) {
+        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+        return;
+    }
+    let texts: Vec<&str> = notices.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        texts.first().copied(),
+        Some(
+            "Boot check failed: GET /api/products/ answered 400: the action Products|list it runs is not declared (no NEWACTION('Products|list') in actions/)"
+        ),
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .get(1)
+            .is_some_and(|n| n
+                .starts_with("Boot check: the app started and answered GET /api/products/ 200 (")),
+        "{texts:#?}"
+    );
+    let third = env.sim.chat_requests()[2].body.to_string();
+    assert!(
+        third.contains("the action Products|list it runs is not declared"),
+        "{third}"
+    );
 }

@@ -107,13 +107,91 @@ pub struct EditedFile {
 /// The requests for the routes the run's edits added or changed (same rules as
 /// [`boot_requests`]). A route is changed when its method and URL are new to the file, or when the
 /// edit touched a line from its declaration up to the next route's (for the file's first route,
-/// from the top of the file): its handler, flags and action usually sit there.
-pub fn changed_boot_requests(files: &[EditedFile], safe: &[String]) -> Vec<BootRequest> {
+/// from the top of the file): its handler, flags and action usually sit there. A route anywhere in
+/// `project` (its route files as [`route_files`] reads them) is changed too when it names an action
+/// (`--> Products|list`) whose `NEWACTION()` the edits changed, added, renamed or removed: an
+/// action renamed in actions/ breaks the controller's route without touching it.
+pub fn changed_boot_requests(
+    files: &[EditedFile],
+    project: &[(String, String)],
+    safe: &[String],
+) -> Vec<BootRequest> {
     let mut routes = Vec::new();
+    let mut actions = HashSet::new();
     for file in files {
         routes.extend(changed_routes(file.before.as_ref(), &file.after));
+        actions.extend(changed_actions(file.before.as_ref(), &file.after));
+    }
+    if !actions.is_empty() {
+        for (_, content) in project {
+            for (route, _) in route_strings(content) {
+                if route_actions(&route).any(|a| actions.contains(a)) {
+                    routes.push(route);
+                }
+            }
+        }
     }
     requests(routes.into_iter(), safe)
+}
+
+/// The actions a route string runs: the words after its `-->`, without the `(response)` marks.
+fn route_actions(route: &str) -> impl Iterator<Item = &str> {
+    route
+        .split_once("-->")
+        .map_or("", |(_, after)| after)
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty() && !w.starts_with('('))
+}
+
+/// The ids of a file's `NEWACTION('Ns|name', …)` with their 1-based lines.
+fn declared_actions(content: &str) -> Vec<(String, usize)> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    crate::check::syntax::global_calls(tokens, "NEWACTION")
+        .iter()
+        .filter_map(|call| crate::check::syntax::string_in(tokens, call.args.first()?))
+        .map(|(id, line)| (id.to_string(), line))
+        .collect()
+}
+
+/// The action ids an edit from `before` to `after` added, removed, or whose declaration (from its
+/// line up to the next action's) it touched; every id of both when `before` is not known.
+fn changed_actions(before: Option<&Option<String>>, after: &str) -> Vec<String> {
+    let now = declared_actions(after);
+    let Some(Some(before)) = before else {
+        return now.into_iter().map(|(id, _)| id).collect();
+    };
+    let then = declared_actions(before);
+    let ids = |list: &[(String, usize)]| {
+        list.iter()
+            .map(|(id, _)| id.clone())
+            .collect::<HashSet<_>>()
+    };
+    let (ids_now, ids_then) = (ids(&now), ids(&then));
+    let changed = crate::check::report::changed_lines(before, after);
+    let mut out: Vec<String> = ids_now.symmetric_difference(&ids_then).cloned().collect();
+    for (i, (id, line)) in now.iter().enumerate() {
+        let end = now
+            .get(i + 1)
+            .map_or(usize::MAX, |(_, next)| (*next).max(line + 1));
+        if changed.iter().any(|l| (*line..end).contains(l)) && !out.contains(id) {
+            out.push(id.clone());
+        }
+    }
+    out
+}
+
+/// The action a Total.js 5 answer says does not exist: its body for a route whose action is not
+/// declared is `[{"error":"The action \"Products|list\" not found"}]` (status 400).
+pub fn missing_action(body: &str) -> Option<String> {
+    let errors: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    errors.as_array()?.iter().find_map(|e| {
+        let text = e.get("error")?.as_str()?;
+        let name = text
+            .strip_prefix("The action \"")?
+            .strip_suffix("\" not found")?;
+        (!name.is_empty() && name.len() <= 200).then(|| name.to_string())
+    })
 }
 
 /// The route strings of `after` that are new or whose lines the edit from `before` touched.
@@ -415,7 +493,7 @@ mod tests {
                 before: Some(Some(before.to_string())),
                 after: after.to_string(),
             }];
-            changed_boot_requests(&files, &[])
+            changed_boot_requests(&files, &[], &[])
                 .iter()
                 .map(BootRequest::label)
                 .collect::<Vec<_>>()
@@ -451,7 +529,7 @@ mod tests {
             before: Some(Some(before.into())),
             after: after.into(),
         }];
-        let labels: Vec<String> = changed_boot_requests(&files, &[])
+        let labels: Vec<String> = changed_boot_requests(&files, &[], &[])
             .iter()
             .map(BootRequest::label)
             .collect();
@@ -463,8 +541,73 @@ mod tests {
                 before,
                 after: after.into(),
             }];
-            assert_eq!(changed_boot_requests(&files, &[]).len(), 2);
+            assert_eq!(changed_boot_requests(&files, &[], &[]).len(), 2);
         }
+    }
+
+    #[test]
+    fn routes_that_run_an_action_the_edit_changed_are_asked() {
+        let controller = "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/both/ --> Products|list (response) Orders|list');\n\tROUTE('GET /api/orders/ --> Orders|list');\n\tROUTE('GET /about/', about);\n};\n";
+        let project = [("controllers/default.js".to_string(), controller.to_string())];
+        let before = "NEWACTION('Products|list', {\n\tname: 'List',\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n\nNEWACTION('Orders|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n";
+        let asked = |after: &str| {
+            let files = [EditedFile {
+                path: "actions/products.js".into(),
+                before: Some(Some(before.to_string())),
+                after: after.to_string(),
+            }];
+            changed_boot_requests(&files, &project, &[])
+                .iter()
+                .map(BootRequest::label)
+                .collect::<Vec<_>>()
+        };
+        assert!(asked(before).is_empty());
+        // Renamed: the routes that ran the old name are asked (the 1.5B did this).
+        assert_eq!(
+            asked(&before.replace("Products|list", "Contact|create")),
+            ["GET /api/products/", "GET /api/both/"]
+        );
+        // Its body changed: the same routes; the other action's routes are left alone.
+        assert_eq!(
+            asked(&before.replace(
+                "$.callback([]);\n\t}\n});\n\nNEWACTION",
+                "$.callback([1]);\n\t}\n});\n\nNEWACTION"
+            )),
+            ["GET /api/products/", "GET /api/both/"]
+        );
+        // Removed (the lines after a removal count as touched, so Orders|list may be asked too).
+        let removed = asked(&before[before.find("NEWACTION('Orders").unwrap_or(0)..]);
+        assert!(
+            removed.starts_with(&[
+                "GET /api/products/".to_string(),
+                "GET /api/both/".to_string()
+            ]) && !removed.contains(&"GET /about/".to_string()),
+            "{removed:?}"
+        );
+        // A file whose past is not known: every action in it counts.
+        let files = [EditedFile {
+            path: "actions/products.js".into(),
+            before: None,
+            after: before.into(),
+        }];
+        assert_eq!(changed_boot_requests(&files, &project, &[]).len(), 3);
+    }
+
+    #[test]
+    fn an_answer_that_says_the_action_is_missing_names_it() {
+        assert_eq!(
+            missing_action(r#"[{"error":"The action \"Products|list\" not found"}]"#).as_deref(),
+            Some("Products|list")
+        );
+        assert_eq!(
+            missing_action(r#"[{"error":"email is invalid","path":"email"}]"#),
+            None
+        );
+        assert_eq!(missing_action("not json"), None);
+        assert_eq!(
+            missing_action(r#"{"error":"The action \"x\" not found"}"#),
+            None
+        );
     }
 
     #[test]

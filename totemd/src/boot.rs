@@ -328,18 +328,29 @@ impl BootCheck {
                 (Ok(Err(e)), _) => {
                     return Err(format!("{label} failed: {e}"));
                 }
-                (Ok(Ok(code)), Some(error)) if code >= 500 => {
+                (Ok(Ok(Answer { code, .. })), Some(error)) if code >= 500 => {
                     return Err(format!("{label} answered {code}: {error}"));
                 }
-                (Ok(Ok(code)), None) if code >= 500 => {
+                (Ok(Ok(Answer { code, .. })), None) if code >= 500 => {
                     return Err(format!("{label} answered {code}"));
                 }
-                (Ok(Ok(code)), Some(error)) => {
+                (Ok(Ok(Answer { code, .. })), Some(error)) => {
                     return Err(format!(
                         "{label} answered {code} but the app logged {error}"
                     ));
                 }
-                (Ok(Ok(code)), None) => answered.push((label, code)),
+                (
+                    Ok(Ok(Answer {
+                        code,
+                        missing_action: Some(action),
+                    })),
+                    None,
+                ) => {
+                    return Err(format!(
+                        "{label} answered {code}: the action {action} it runs is not declared (no NEWACTION('{action}') in actions/)"
+                    ));
+                }
+                (Ok(Ok(Answer { code, .. })), None) => answered.push((label, code)),
             }
         }
         Ok(answered)
@@ -372,8 +383,19 @@ fn tail(text: &str) -> String {
     }
 }
 
-/// One HTTP/1.1 request on loopback; its status code.
-async fn ask(port: u16, request: &BootRequest) -> std::io::Result<u16> {
+/// What the app answered to one request.
+struct Answer {
+    code: u16,
+    /// For a 400, the action its body says is not declared (`The action "X" not found`).
+    missing_action: Option<String>,
+}
+
+/// How much of a 400's body is read for [`Answer::missing_action`].
+const MAX_BODY: usize = 8 * 1024;
+
+/// One HTTP/1.1 request on loopback: its status code, and for a 400 the action its body says is
+/// missing.
+async fn ask(port: u16, request: &BootRequest) -> std::io::Result<Answer> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let body = if request.method == "GET" { "" } else { "{}" };
     let head = format!(
@@ -385,7 +407,6 @@ async fn ask(port: u16, request: &BootRequest) -> std::io::Result<u16> {
     stream.write_all(head.as_bytes()).await?;
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    // The status line is all we need.
     while !got.contains(&b'\n') {
         let n = stream.read(&mut buf).await?;
         if n == 0 {
@@ -393,8 +414,8 @@ async fn ask(port: u16, request: &BootRequest) -> std::io::Result<u16> {
         }
         got.extend_from_slice(&buf[..n]);
     }
-    let line = String::from_utf8_lossy(&got);
-    line.split_whitespace()
+    let code: u16 = String::from_utf8_lossy(&got)
+        .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| {
@@ -402,7 +423,54 @@ async fn ask(port: u16, request: &BootRequest) -> std::io::Result<u16> {
                 std::io::ErrorKind::InvalidData,
                 "the connection closed without an HTTP answer",
             )
-        })
+        })?;
+    let mut missing_action = None;
+    if code == 400 {
+        // Total.js keeps the connection open and sends the body chunked: read until the body is
+        // whole, the cap, the end, or a moment without data.
+        loop {
+            let text = String::from_utf8_lossy(&got);
+            if let Some((_, rest)) = text.split_once("\r\n\r\n")
+                && let Some(action) = totem_totaljs::missing_action(&dechunk(rest))
+            {
+                missing_action = Some(action);
+                break;
+            }
+            if got.len() > MAX_BODY {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(300), stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+    }
+    Ok(Answer {
+        code,
+        missing_action,
+    })
+}
+
+/// A body as sent, or joined from its chunks when it is chunked (`1c\r\n…\r\n0\r\n\r\n`).
+fn dechunk(body: &str) -> String {
+    let chunked = body
+        .split_once("\r\n")
+        .is_some_and(|(size, _)| usize::from_str_radix(size.trim(), 16).is_ok());
+    if !chunked {
+        return body.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n")
+        && let Ok(size) = usize::from_str_radix(size.trim(), 16)
+    {
+        out.push_str(after.get(..size.min(after.len())).unwrap_or(""));
+        if size == 0 || after.len() < size {
+            break;
+        }
+        rest = after.get(size..).unwrap_or("").trim_start_matches("\r\n");
+    }
+    out
 }
 
 /// SIGTERM to the app's process group, SIGKILL after a second.
@@ -426,6 +494,19 @@ async fn stop(child: &mut tokio::process::Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunked_body_is_joined() {
+        let body =
+            "34\r\n[{\"error\":\"The action \\\"Products|list\\\" not found\"}]\r\n0\r\n\r\n";
+        assert_eq!(
+            totem_totaljs::missing_action(&dechunk(body)).as_deref(),
+            Some("Products|list")
+        );
+        assert_eq!(dechunk("[1]"), "[1]");
+        // Cut mid-chunk: what came so far.
+        assert_eq!(dechunk("a\r\n[1,2"), "[1,2");
+    }
 
     #[test]
     fn total5_linked_from_outside_the_project_is_named_and_a_copy_inside_is_not() {

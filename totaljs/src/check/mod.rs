@@ -9,7 +9,7 @@ mod file;
 mod project;
 pub(crate) mod report;
 pub(crate) mod rules;
-mod syntax;
+pub(crate) mod syntax;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -54,8 +54,18 @@ impl Runner {
                 })
             })
             .collect();
+        let mut requests = totem_totaljs::changed_boot_requests(
+            &files,
+            &totem_totaljs::route_files(&root),
+            &settings.safe_routes,
+        );
+        for again in std::mem::take(&mut self.tools.boot_failed_requests) {
+            if !requests.contains(&again) {
+                requests.push(again);
+            }
+        }
         let check = crate::boot::BootCheck {
-            requests: totem_totaljs::changed_boot_requests(&files, &settings.safe_routes),
+            requests: requests.clone(),
             root,
             tmp_parent: self.daemon.tmp_dir(),
             sandbox: Some(self.tools.policy.secrets().settings().clone()),
@@ -68,6 +78,9 @@ impl Runner {
             _ = self.cancel.cancelled() => return None,
             outcome = check.run() => outcome,
         };
+        if matches!(outcome, crate::boot::BootOutcome::Failed { .. }) {
+            self.tools.boot_failed_requests = requests;
+        }
         let crate::boot::BootOutcome::Failed { finding, .. } = &outcome else {
             self.notice(NoticeLevel::Info, outcome.describe());
             return None;

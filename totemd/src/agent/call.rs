@@ -58,6 +58,9 @@ pub(super) struct ToolState {
     pub(super) boot_before: std::collections::HashMap<String, Option<String>>,
     /// The files the run's tools wrote, in order (keys of `boot_before` and command-changed ones).
     pub(super) boot_edited: Vec<String>,
+    /// The requests of the last boot check that failed: the next check asks them again, so a fix
+    /// that no longer changes the route (an action put back as it was) is still checked.
+    pub(super) boot_failed_requests: Vec<totem_totaljs::BootRequest>,
     /// A command of this run changed files of the project (seen in text mode only).
     pub(super) commands_changed: bool,
     /// What each `read` of this run returned (path → the output's hash), and whether the last

@@ -288,6 +288,7 @@ impl Runner {
                 boot_rounds: 0,
                 boot_before: std::collections::HashMap::new(),
                 boot_edited: Vec::new(),
+                boot_failed_requests: Vec::new(),
                 commands_changed: false,
                 reads: std::collections::HashMap::new(),
                 reread: false,
