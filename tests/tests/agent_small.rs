@@ -272,6 +272,36 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
     assert_eq!(parts_text(&events), "notes.txt says beta now.");
 }
 
+/// A task that names two files: the change of the first is not called the last while the
+/// other is unchanged (the 1.5B changed actions/products.js of a two-file task, was told it
+/// could answer now, and did); the change of the second is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_not_the_last_while_a_file_the_task_names_is_unchanged() {
+    let env = small_env(&[("a.txt", "alpha\n"), ("b.txt", "beta\n")]).await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "edit", "arguments": {"path": "a.txt", "oldString": "alpha", "newString": "one"}}"#,
+            r#"{"name": "edit", "arguments": {"path": "b.txt", "oldString": "beta", "newString": "two"}}"#,
+            r#"{"answer": "Both changed."}"#,
+        ],
+        "Change alpha to one in a.txt and beta to two in b.txt.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    assert_eq!(ran.len(), 4, "two reads, two edits: {ran:?}");
+    assert!(
+        ran[2].1.ends_with(
+            "The task also names b.txt, which you have not changed yet: change it next if the task needs it."
+        ) && !ran[2].1.contains("answer now"),
+        "{ran:?}"
+    );
+    assert!(ran[3].1.contains("answer now"), "{ran:?}");
+    assert_eq!(read(&env, "a.txt"), "one\n");
+    assert_eq!(read(&env, "b.txt"), "two\n");
+}
+
 /// A small model's run starts from the files the prompt names: Totem reads them as the run's
 /// first step (stored as its own calls, so the conversation replays the same), and the model's
 /// first request already holds their content. The 1.5B spent its first steps reading the file

@@ -70,6 +70,10 @@ pub(super) struct ToolState {
     /// The last call made the change asked for and nothing says it broke the app (constrained
     /// steps): a model that writes code blocks is then offered only the end of the run.
     pub(super) settled: bool,
+    /// The files the prompt names (read for a small model at the run's start) that the run has
+    /// not changed yet: a change is not called the last while one is left (the 1.5B changed the
+    /// action of a two-file task and answered).
+    pub(super) named_unchanged: Vec<String>,
     /// The last step's answer was asked for in plain words after `{"done": true}`: its text is
     /// the answer, never read for calls (the 0.5B's answer held a JSON read, and the run went on).
     pub(super) answered_plainly: bool,
@@ -253,6 +257,9 @@ impl Runner {
             });
         }
         if writes_files && !output.is_error {
+            self.tools
+                .named_unchanged
+                .retain(|named| !output.meta.files.iter().any(|f| f.path == *named));
             if self.setup.totaljs {
                 for file in &output.meta.files {
                     if !self.tools.boot_pending.contains(&file.path) {

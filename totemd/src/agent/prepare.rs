@@ -293,6 +293,7 @@ impl Runner {
                 reads: std::collections::HashMap::new(),
                 reread: false,
                 settled: false,
+                named_unchanged: Vec::new(),
                 answered_plainly: false,
                 syntax: super::syntax::Checked::default(),
             },

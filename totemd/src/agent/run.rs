@@ -644,8 +644,15 @@ impl Runner {
                     let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
                         || output.contains(super::guide::COMMAND_CHANGED);
                     let done = self.setup.tool_offer.writes_code_blocks();
-                    self.tools.settled = changes_asked && changed;
-                    if changes_asked && changed {
+                    let left = &self.tools.named_unchanged;
+                    if changes_asked && changed && !left.is_empty() {
+                        let files = left.join(" and ");
+                        output.push_str(&format!(
+                            "\n\nThe task also names {files}, which you have not changed yet: change it next if the task needs it."
+                        ));
+                    }
+                    self.tools.settled = changes_asked && changed && left.is_empty();
+                    if self.tools.settled {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
                         } else {
@@ -725,11 +732,13 @@ impl Runner {
         let prompt = self.prompt().unwrap_or("");
         let root = self.tools.ctx.root();
         let mut files = super::guide::named_files(prompt, root, |rel| secrets.is_secret(rel));
+        let named = files.clone();
         // A Total.js prompt that names no file: the files of the folders its words point at
         // ("routes": controllers/).
         if files.is_empty() && self.setup.totaljs {
             files = super::guide::topic_files(prompt, root, |rel| secrets.is_secret(rel));
         }
+        self.tools.named_unchanged = named;
         if files.is_empty() {
             return Ok(());
         }
