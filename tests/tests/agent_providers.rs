@@ -3,7 +3,7 @@
 
 mod agent_common;
 
-use agent_common::{Answer, Env, follow, last, text};
+use agent_common::{Answer, Env, follow, last, notices, text};
 use serde_json::json;
 use totem_protocol::EventKind;
 
@@ -24,16 +24,6 @@ async fn a_run_lists_models_once() {
     assert_eq!(count(&env, "/api/tags"), 1, "{:?}", env.sim.requests());
     assert_eq!(count(&env, "/api/show"), 3, "{:?}", env.sim.requests());
     assert_eq!(env.sim.chat_requests().len(), 2);
-}
-
-fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Notice { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 async fn messages(env: &Env) -> Vec<totem_protocol::Message> {

@@ -5,7 +5,7 @@
 
 mod agent_common;
 
-use agent_common::{Answer, Env, follow, last, parts_text, results, text};
+use agent_common::{Answer, Env, follow, last, notices, parts_text, results, text};
 use serde_json::{Value, json};
 use totem_protocol::{EventKind, SessionEvent};
 use totem_tests::sim::{Recorded, Sim, SimKind};
@@ -61,16 +61,6 @@ fn tool_offers(requests: &[Recorded]) -> Vec<Vec<String>> {
 /// A project file's text (empty when missing).
 fn read(env: &Env, path: &str) -> String {
     std::fs::read_to_string(env.project.path().join(path)).unwrap_or_default()
-}
-
-fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Notice { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The names the schema's call branches allow, sorted; and whether it has the answer branch.

@@ -3,7 +3,7 @@
 
 mod agent_common;
 
-use agent_common::{Answer, Env, follow, last, text, tool};
+use agent_common::{Answer, Env, follow, last, notices, text, tool};
 use serde_json::{Value, json};
 use totem_protocol::{EventKind, SessionEvent};
 use totem_tests::sim::{Reply, Sim, SimEvent, SimKind, SimModel};
@@ -33,16 +33,6 @@ async fn run_to_end(env: &Env, prompt: &str, model: &str) -> Vec<SessionEvent> {
     let mut events = env.subscribe().await;
     let run = env.prompt(prompt, json!({"model": model})).await;
     follow(env, &mut events, &run, Answer::Once).await
-}
-
-fn notices(events: &[SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Notice { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn failed_with(events: &[SessionEvent]) -> String {

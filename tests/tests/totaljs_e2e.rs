@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_common::{Answer, Env, results, text, tool};
+use agent_common::{Answer, Env, notices, results, text, tool};
 use serde_json::json;
 use totem_protocol::EventKind;
 
@@ -553,17 +553,6 @@ fn install_total5(root: &Path) {
         .status()
         .expect("cp");
     assert!(status.success(), "copy total5 into the project");
-}
-
-/// The notices of a run, as text.
-fn notices(events: &[totem_protocol::SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Notice { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The boot check (#32 item 1): the model answers after writing an action whose `input: '@Item'`

@@ -183,6 +183,17 @@ pub fn parts(events: &[SessionEvent]) -> Vec<Part> {
         .collect()
 }
 
+/// The text of every notice in `events`, in order.
+pub fn notices(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The text the model answered in the events, all parts joined.
 pub fn parts_text(events: &[SessionEvent]) -> String {
     parts(events)

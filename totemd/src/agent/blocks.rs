@@ -71,33 +71,20 @@ impl Runner {
 }
 
 /// The file content in a code-block answer: the first fenced block (to the end of the answer
-/// when its closing fence is missing), else a JSON `write` whose `content` the model put there
-/// after all. The content ends with a newline.
+/// when its closing fence is missing). The answer always starts with the fence Totem wrote for
+/// the model. The content ends with a newline.
 pub(super) fn content_of(answer: &str) -> Option<String> {
-    let mut content = match answer.find("```") {
-        Some(open) => {
-            let after = &answer[open + 3..];
-            // The fence's line may name the language.
-            let body = &after[after.find('\n')? + 1..];
-            let mut kept = String::new();
-            for line in body.split_inclusive('\n') {
-                if line.trim_start().starts_with("```") {
-                    break;
-                }
-                kept.push_str(line);
-            }
-            kept
+    let open = answer.find("```")?;
+    let after = &answer[open + 3..];
+    // The fence's line may name the language.
+    let body = &after[after.find('\n')? + 1..];
+    let mut content = String::new();
+    for line in body.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            break;
         }
-        None => {
-            let value: serde_json::Value = serde_json::from_str(answer.trim()).ok()?;
-            let content = value
-                .get("arguments")
-                .unwrap_or(&value)
-                .get("content")?
-                .as_str()?;
-            content.to_string()
-        }
-    };
+        content.push_str(line);
+    }
     if content.trim().is_empty() {
         return None;
     }
@@ -129,9 +116,7 @@ mod tests {
     }
 
     #[test]
-    fn a_json_write_is_taken_and_prose_is_not() {
-        let call = r#"{"name": "write", "arguments": {"path": "views/index.html", "content": "<h1>Welcome</h1>"}}"#;
-        assert_eq!(content_of(call).as_deref(), Some("<h1>Welcome</h1>\n"));
+    fn prose_and_an_empty_block_are_no_content() {
         assert_eq!(content_of("I changed the heading."), None);
         assert_eq!(content_of("```\n\n```"), None);
     }

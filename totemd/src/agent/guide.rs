@@ -321,16 +321,13 @@ pub(super) fn same_but_spacing(old: &str, new: &str) -> bool {
 /// only spacing is then a change.
 pub(super) fn asks_for_spacing(prompt: &str) -> bool {
     let prompt = prompt.to_lowercase();
-    [
-        "indent",
-        "format",
-        "spac",
-        "whitespace",
-        "tab",
-        "blank line",
-    ]
-    .iter()
-    .any(|w| prompt.contains(w))
+    let words = || prompt.split(|c: char| !c.is_alphanumeric());
+    ["indent", "format", "spac", "whitespace"]
+        .iter()
+        .any(|w| prompt.contains(w))
+        || prompt.contains("blank line")
+        // "tab" as a word ("tabs", "tabbed"), not inside "table" or "stable".
+        || words().any(|w| matches!(w, "tab" | "tabs" | "tabbed" | "tabulation"))
 }
 
 /// The result of a `write` of the content `path` already holds: nothing changed.
@@ -573,6 +570,8 @@ mod tests {
         assert!(!same_but_spacing("a\nb\n", "b\na\n"));
         assert!(asks_for_spacing("Indent controllers/default.js with tabs"));
         assert!(!asks_for_spacing("Add a route GET /api/ping/"));
+        assert!(asks_for_spacing("Convert the file to tabs"));
+        assert!(!asks_for_spacing("Add a products table to the stable page"));
     }
 
     #[test]

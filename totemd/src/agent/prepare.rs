@@ -388,13 +388,13 @@ impl Runner {
     /// A prompt that asks for a change (see [`guide::asks_for_change`]) is answered once a change
     /// worked, or after [`guide::CALLS_BEFORE_UNCHANGED_ANSWER`] calls: Qwen2.5-Coder 1.5B read
     /// the file and answered "Added a route…" with nothing changed.
-    fn may_answer(&self) -> bool {
-        let Tally {
+    fn may_answer(&self, tally: &Tally) -> bool {
+        let &Tally {
             calls,
             ok,
             failed,
             changed,
-        } = self.tally();
+        } = tally;
         if !self.setup.read_only
             && !changed
             && calls < guide::CALLS_BEFORE_UNCHANGED_ANSWER
@@ -465,6 +465,7 @@ impl Runner {
                 // A prompt that says not to change anything is offered only the looks (the 0.5B
                 // edited and created files while asked which routes an app defines).
                 let hands_off = self.setup.hands_off;
+                let tally = self.tally();
                 // A model that writes code blocks, asked for a change, that has made
                 // [`guide::CALLS_BEFORE_WRITE`] calls without one is offered only `write`: the
                 // 0.5B read, listed and ran the app for 300 s without writing.
@@ -472,10 +473,8 @@ impl Runner {
                     && self.setup.changes_asked
                     && offered.iter().any(|d| d.name == "write")
                     && repeated != Some("write")
-                    && {
-                        let tally = self.tally();
-                        !tally.changed && tally.calls >= guide::CALLS_BEFORE_WRITE
-                    };
+                    && !tally.changed
+                    && tally.calls >= guide::CALLS_BEFORE_WRITE;
                 // A model that writes code blocks and made the change asked for is offered only
                 // the end: the 0.5B wrote the right heading, then wrote the file again and again
                 // until the time limit, never saying it was done.
@@ -506,7 +505,7 @@ impl Runner {
                         let (name, parameters, _) = self.shown_tool(d);
                         (name, parameters)
                     }),
-                    settled || self.may_answer(),
+                    settled || self.may_answer(&tally),
                     self.setup.tool_offer.writes_code_blocks(),
                 );
                 let mut request = self
