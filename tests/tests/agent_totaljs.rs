@@ -94,7 +94,7 @@ async fn an_edit_is_told_only_about_its_own_lines() {
     let clean_edit = &results[1].1;
     assert!(
         clean_edit.contains(
-            "1 finding elsewhere in this file existed before this edit; leave it unless the user asks."
+            "1 finding elsewhere in this file existed before your changes; leave it unless the user asks."
         ),
         "{clean_edit}"
     );
@@ -111,6 +111,41 @@ async fn an_edit_is_told_only_about_its_own_lines() {
         "{bad_edit}"
     );
     assert!(!bad_edit.contains("TABLE"), "{bad_edit}");
+}
+
+/// A finding an earlier edit of the same run made is the run's own, not one that "existed
+/// before": the 1.5B wrote `$.view()` into a new action, and its next edit of that file was told
+/// the finding existed before and to leave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finding_the_run_made_is_still_its_own_at_the_next_edit() {
+    let env = Env::start_in(totaljs_project()).await;
+    let bad = "NEWACTION('Contact|create', {\n\tname: 'Create contact',\n\taction: function($) {\n\t\t$.view('contact');\n\t}\n});\n";
+    env.push(vec![tool(
+        "c1",
+        "write",
+        json!({"path": "actions/contact.js", "content": bad}),
+    )]);
+    env.push(vec![tool(
+        "c2",
+        "edit",
+        json!({"path": "actions/contact.js", "oldString": "Create contact", "newString": "Create a contact"}),
+    )]);
+    env.push(vec![text("Done.")]);
+    let events = env
+        .run_done(
+            "add a contact action",
+            json!({"allow": ["edit"]}),
+            Answer::None,
+        )
+        .await;
+    let results = results(&events);
+    let second = &results[1].1;
+    assert!(
+        second.contains("actions/contact.js:4 error [action-controller-method]")
+            && second.contains("Fix the errors in your change"),
+        "{second}"
+    );
+    assert!(!second.contains("existed before"), "{second}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -192,7 +192,7 @@ fn an_edit_reports_its_own_findings_and_only_counts_older_ones() {
     let text = format_edit("controllers/default.js", &f);
     assert_eq!(
         text,
-        "1 finding elsewhere in this file existed before this edit; leave it unless the user asks.\n"
+        "1 finding elsewhere in this file existed before your changes; leave it unless the user asks.\n"
     );
     assert!(!text.contains("Fix"));
 
@@ -223,7 +223,7 @@ fn an_edit_reports_its_own_findings_and_only_counts_older_ones() {
     );
     assert!(
         text.ends_with(
-            "1 finding elsewhere in this file existed before this edit; leave it unless the user asks.\n"
+            "1 finding elsewhere in this file existed before your changes; leave it unless the user asks.\n"
         ),
         "{text}"
     );

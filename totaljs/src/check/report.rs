@@ -5,7 +5,7 @@
 //! keeps the findings on the lines the edit changed, plus the findings it caused elsewhere (a
 //! finding whose rule and message the file did not have before, e.g. `index.js` no longer loading
 //! the framework); every other finding existed before the edit and is only counted, as "N findings
-//! elsewhere in this file existed before this edit". Only errors (rules verified to break at run
+//! elsewhere in this file existed before your changes". Only errors (rules verified to break at run
 //! time) ask the model to fix anything, and only in its own change.
 //!
 //! **Inline ignores.** `// totem-ignore rule-id[, rule-id]` (or `# totem-ignore ...` in `config`)
@@ -241,7 +241,7 @@ pub fn format_edit(path: &str, findings: &EditFindings) -> String {
     }
     if findings.before > 0 {
         out.push_str(&format!(
-            "{} elsewhere in this file existed before this edit; leave {} unless the user asks.\n",
+            "{} elsewhere in this file existed before your changes; leave {} unless the user asks.\n",
             if findings.before == 1 {
                 "1 finding".to_string()
             } else {

@@ -276,7 +276,16 @@ impl Runner {
                 }
             }
             for file in output.meta.files.iter().filter(|f| f.exists_after) {
-                let before = before_edit.get(&file.path).cloned().flatten();
+                // The conventions check tells apart what the run broke from what was there
+                // before the run, not before this edit: the 1.5B wrote `$.view()` into an action,
+                // and its next edit was told that finding existed before the edit and to leave it.
+                let before = self
+                    .tools
+                    .boot_before
+                    .get(&file.path)
+                    .or_else(|| before_edit.get(&file.path))
+                    .cloned()
+                    .flatten();
                 text.push_str(
                     &self
                         .after_edit(&file.path, &call.id, before.as_deref())
