@@ -19,8 +19,12 @@ use crate::util::lock;
 
 /// Block cache. fjall's default (32 MiB) is sized for servers; a session's recent history fits in
 /// far less, and reads that miss go to the OS page cache. A long-lived daemon fills whatever it
-/// is given (8 MiB until issue 37, more than a third of the idle daemon's memory after a soak).
-const CACHE_BYTES: u64 = 1024 * 1024;
+/// is given (8 MiB until issue 37, more than a third of the idle daemon's memory after a soak),
+/// and keeps it at idle: each ~4 KiB block sits on two pages of its own among the freed memory
+/// of the runs that read it, so 1 MiB (273 blocks) held 2 MiB of pages at the soak's idle end.
+/// 256 KiB since issue 37 item 3: `bench-store`, `bench-runs` and a session's replay were no
+/// slower (BENCHMARKS.md, "Soak").
+const CACHE_BYTES: u64 = 256 * 1024;
 /// Writes kept in memory before they are flushed to a table file. fjall's default (64 MiB) made
 /// the daemon's memory grow with every run until the first flush; a run writes about 20 KiB, so
 /// 2 MiB is a flush every hundred runs or so. fjall records this with the keyspace when it is
