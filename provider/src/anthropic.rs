@@ -88,7 +88,7 @@ impl Inner {
             let body = self
                 .transport
                 .fetch_json(
-                    || self.authorized(self.transport.client.get(&url)),
+                    |client| self.authorized(client.get(&url)),
                     "",
                     parse_error,
                     retries,
@@ -382,6 +382,10 @@ impl Provider for AnthropicProvider {
         &self.inner.transport.config
     }
 
+    fn release_idle_client(&self, unused: std::time::Duration) -> bool {
+        self.inner.transport.release_idle(unused)
+    }
+
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
         let model = request.model.clone();
@@ -404,7 +408,7 @@ impl Provider for AnthropicProvider {
                         .authorized(
                             inner
                                 .transport
-                                .client
+                                .client()?
                                 .post(inner.transport.url("/v1/messages")),
                         )
                         .json(&body);

@@ -70,7 +70,7 @@ impl Inner {
             let body = self
                 .transport
                 .fetch_json(
-                    || self.authorized(self.transport.client.get(&url)),
+                    |client| self.authorized(client.get(&url)),
                     "",
                     parse_error,
                     retries,
@@ -478,6 +478,10 @@ impl Provider for GeminiProvider {
         &self.inner.transport.config
     }
 
+    fn release_idle_client(&self, unused: std::time::Duration) -> bool {
+        self.inner.transport.release_idle(unused)
+    }
+
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
         let model = request.model.clone();
@@ -500,7 +504,7 @@ impl Provider for GeminiProvider {
                         request.model
                     ));
                     let http = inner
-                        .authorized(inner.transport.client.post(url))
+                        .authorized(inner.transport.client()?.post(url))
                         .json(&body);
                     Ok((http, GeminiDecoder::new(inner.transport.name().to_owned())))
                 }

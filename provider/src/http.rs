@@ -1,8 +1,8 @@
 //! The transport every provider shares: the HTTP client, error statuses, timeouts and the retry
 //! loop that retries only while nothing has streamed. The body itself is read by [`crate::body`].
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -22,10 +22,19 @@ pub(crate) type ErrorBodyParser = fn(&[u8]) -> Option<(Option<String>, String)>;
 /// Largest error body read, so a misbehaving server cannot make us buffer without end.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// How long a pooled connection to a provider is kept unused, and how long a provider's HTTP
+/// client is kept unused (with its root certificates) before an idle daemon lets go of it: reqwest's
+/// own default for the pool, so letting go of the client never closes a connection the pool would
+/// still have reused. Building the client again costs about 3 ms (the system's certificates are
+/// read and parsed; BENCHMARKS.md, "Soak").
+pub const CLIENT_IDLE: Duration = Duration::from_secs(90);
+
 /// One provider's HTTP client and configuration.
 pub(crate) struct Transport {
     pub(crate) config: ProviderConfig,
-    pub(crate) client: reqwest::Client,
+    /// The client and when it was last handed out; `None` once let go of after [`CLIENT_IDLE`]
+    /// unused, built again on the next request.
+    client: Mutex<Option<(reqwest::Client, Instant)>>,
 }
 
 impl Transport {
@@ -35,17 +44,46 @@ impl Transport {
     }
 
     pub(crate) fn new(config: ProviderConfig) -> Result<Arc<Self>, ProviderError> {
-        // Installing twice is harmless: a second call only reports that one is installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("totem/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ProviderError::Config {
-                provider: config.name.clone(),
-                message: format!("cannot build the HTTP client: {}", error_chain(&e)),
-            })?;
-        Ok(Arc::new(Transport { config, client }))
+        // Built once here so that a provider that cannot have a client fails when it is built.
+        let client = build_client(&config)?;
+        Ok(Arc::new(Transport {
+            config,
+            client: Mutex::new(Some((client, Instant::now()))),
+        }))
+    }
+
+    /// The HTTP client, built again when it was let go of.
+    pub(crate) fn client(&self) -> Result<reqwest::Client, ProviderError> {
+        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        let client = match slot.take() {
+            Some((client, _)) => client,
+            None => build_client(&self.config)?,
+        };
+        *slot = Some((client.clone(), Instant::now()));
+        Ok(client)
+    }
+
+    /// Lets go of the HTTP client (its root certificates, and its pool with any connection still
+    /// in it) when it was not handed out for `unused`; returns whether it did. Requests under
+    /// way keep their own handle and finish.
+    pub(crate) fn release_idle(&self, unused: Duration) -> bool {
+        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some((_, used)) if used.elapsed() >= unused => {
+                *slot = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the HTTP client is held now (for tests).
+    #[cfg(test)]
+    pub(crate) fn holds_client(&self) -> bool {
+        self.client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -60,20 +98,21 @@ impl Transport {
         model: &str,
         parse_error: ErrorBodyParser,
     ) -> Result<reqwest::Response, ProviderError> {
-        let request = request.build().map_err(|e| ProviderError::Config {
+        // Sent by the client it was made with (see `Transport::client`).
+        let (client, request) = request.build_split();
+        let request = request.map_err(|e| ProviderError::Config {
             provider: self.name().to_owned(),
             message: format!("cannot build the request: {}", error_chain(&e)),
         })?;
         let url = redact_url(request.url());
-        let response =
-            tokio::time::timeout(self.config.response_timeout, self.client.execute(request))
-                .await
-                .map_err(|_| ProviderError::Timeout {
-                    provider: self.name().to_owned(),
-                    phase: TimeoutPhase::Response,
-                    after: self.config.response_timeout,
-                })?
-                .map_err(|e| self.request_error(&e, &url))?;
+        let response = tokio::time::timeout(self.config.response_timeout, client.execute(request))
+            .await
+            .map_err(|_| ProviderError::Timeout {
+                provider: self.name().to_owned(),
+                phase: TimeoutPhase::Response,
+                after: self.config.response_timeout,
+            })?
+            .map_err(|e| self.request_error(&e, &url))?;
         let status = response.status();
         let html = response
             .headers()
@@ -141,12 +180,13 @@ impl Transport {
         retries: bool,
     ) -> Result<serde_json::Value, ProviderError>
     where
-        F: Fn() -> reqwest::RequestBuilder,
+        F: Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     {
         let mut retry = 0;
         loop {
             let result = async {
-                let response = self.send(make_request(), model, parse_error).await?;
+                let client = self.client()?;
+                let response = self.send(make_request(&client), model, parse_error).await?;
                 let body = tokio::time::timeout(self.config.idle_timeout, response.bytes())
                     .await
                     .map_err(|_| ProviderError::Timeout {
@@ -221,6 +261,22 @@ impl Transport {
             message: error_chain(error),
         }
     }
+}
+
+/// The client a provider's requests go through: TLS by rustls (ring), the system's root
+/// certificates, reqwest's pool with [`CLIENT_IDLE`].
+fn build_client(config: &ProviderConfig) -> Result<reqwest::Client, ProviderError> {
+    // Installing twice is harmless: a second call only reports that one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(config.connect_timeout)
+        .pool_idle_timeout(CLIENT_IDLE)
+        .user_agent(concat!("totem/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ProviderError::Config {
+            provider: config.name.clone(),
+            message: format!("cannot build the HTTP client: {}", error_chain(&e)),
+        })
 }
 
 /// Prepares one attempt: the request to send and a fresh decoder for its body.
@@ -409,6 +465,102 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A keep-alive HTTP/1.1 server answering every request with `{"models":[]}`; it counts
+    /// the connections it accepted and reports each one the client closed.
+    async fn keep_alive_server() -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        tokio::sync::mpsc::UnboundedReceiver<()>,
+    ) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (closed_tx, closed) = tokio::sync::mpsc::unbounded_channel();
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut seen = Vec::new();
+                    loop {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => {
+                                let _ = closed_tx.send(());
+                                return;
+                            }
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let body = br#"{"models":[]}"#;
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = socket.write_all(head.as_bytes()).await;
+                            let _ = socket.write_all(body).await;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted, closed)
+    }
+
+    #[tokio::test]
+    async fn an_idle_client_is_let_go_of_with_its_connection_and_built_again_on_the_next_request() {
+        use std::sync::atomic::Ordering;
+        let (url, accepted, mut closed) = keep_alive_server().await;
+        let config = ProviderConfig::new("local", crate::ProviderKind::Ollama).with_base_url(url);
+        let transport = Transport::new(config.clone()).unwrap();
+        let tags = || async {
+            transport
+                .fetch_json(
+                    |client| client.get(transport.url("/api/tags")),
+                    "",
+                    |_| None,
+                    false,
+                )
+                .await
+                .unwrap()
+        };
+        tags().await;
+        tags().await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "the connection is pooled"
+        );
+
+        // Used just now: kept, with its connection.
+        assert!(!transport.release_idle(Duration::from_secs(3600)));
+        assert!(transport.holds_client());
+        // Unused for long enough: the client goes, and its pooled connection is closed.
+        assert!(transport.release_idle(Duration::ZERO));
+        assert!(!transport.holds_client());
+        tokio::time::timeout(Duration::from_secs(5), closed.recv())
+            .await
+            .expect("the pooled connection is closed once the client is let go of");
+
+        // The next request builds the client again.
+        assert_eq!(tags().await["models"], serde_json::json!([]));
+        assert!(transport.holds_client());
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+        // The same through a provider, as the daemon's idle sweep calls it.
+        let provider = crate::build(config).unwrap();
+        assert!(provider.list_models().await.unwrap().is_empty());
+        assert!(!provider.release_idle_client(Duration::from_secs(3600)));
+        assert!(provider.release_idle_client(Duration::ZERO));
+        tokio::time::timeout(Duration::from_secs(5), closed.recv())
+            .await
+            .expect("the provider's pooled connection is closed");
+        assert!(provider.list_models().await.unwrap().is_empty());
+    }
 
     #[test]
     fn retry_delay_is_read_from_googles_retry_info() {

@@ -32,7 +32,7 @@ pub use body::parse_stream;
 pub use error::{ProviderError, TimeoutPhase};
 pub use event::{Completion, FinishReason, RetryNotice, StreamEvent, TurnBuilder, Usage};
 pub use gemini::{GeminiProvider, gemini_schema};
-pub use http::EventStream;
+pub use http::{CLIENT_IDLE, EventStream};
 pub use model::{Capabilities, MODEL_CACHE_TTL, ModelInfo, Prices};
 pub use ollama::{CTX_STEP, CtxDoesNotFit, OllamaProvider, size_num_ctx};
 pub use openai::OpenAiProvider;
@@ -64,6 +64,14 @@ pub trait Provider: Send + Sync {
     /// this provider's own, so a stream does not ask for it again.
     fn remember_models(&self, models: &[ModelInfo]) {
         let _ = models;
+    }
+
+    /// Lets go of the HTTP client (root certificates, pooled connections) when no request was
+    /// started for `unused` ([`CLIENT_IDLE`] in the daemon); the next request builds it again.
+    /// Returns whether it did.
+    fn release_idle_client(&self, unused: std::time::Duration) -> bool {
+        let _ = unused;
+        false
     }
 
     /// The whole answer at once, collected from [`Provider::stream`].

@@ -101,12 +101,7 @@ impl Inner {
         let body = self
             .transport
             .fetch_json(
-                || {
-                    self.transport
-                        .client
-                        .post(&url)
-                        .json(&json!({"model": model}))
-                },
+                |client| client.post(&url).json(&json!({"model": model})),
                 model,
                 parse_error,
                 retries,
@@ -122,7 +117,7 @@ impl Inner {
         let url = self.transport.url("/api/tags");
         let tags = self
             .transport
-            .fetch_json(|| self.transport.client.get(&url), "", parse_error, true)
+            .fetch_json(|client| client.get(&url), "", parse_error, true)
             .await?;
         Ok(tags["models"]
             .as_array()
@@ -434,6 +429,10 @@ impl Provider for OllamaProvider {
         &self.inner.transport.config
     }
 
+    fn release_idle_client(&self, unused: std::time::Duration) -> bool {
+        self.inner.transport.release_idle(unused)
+    }
+
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
         let model = request.model.clone();
@@ -450,7 +449,7 @@ impl Provider for OllamaProvider {
                     let body = inner.body(&request, &info)?;
                     let http = inner
                         .transport
-                        .client
+                        .client()?
                         .post(inner.transport.url("/api/chat"))
                         .json(&body);
                     Ok((http, OllamaDecoder::new(inner.transport.name().to_owned())))

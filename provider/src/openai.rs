@@ -73,7 +73,7 @@ impl Inner {
         let body = self
             .transport
             .fetch_json(
-                || self.authorized(self.transport.client.get(&url)),
+                |client| self.authorized(client.get(&url)),
                 "",
                 parse_error,
                 retries,
@@ -112,7 +112,7 @@ impl Inner {
         let url = format!("{}{path}", server_root(self.transport.config.base()));
         self.transport
             .fetch_json(
-                || self.authorized(self.transport.client.get(&url)),
+                |client| self.authorized(client.get(&url)),
                 "",
                 parse_error,
                 false,
@@ -556,6 +556,10 @@ impl Provider for OpenAiProvider {
         &self.inner.transport.config
     }
 
+    fn release_idle_client(&self, unused: std::time::Duration) -> bool {
+        self.inner.transport.release_idle(unused)
+    }
+
     fn stream(&self, request: ChatRequest) -> EventStream {
         let inner = self.inner.clone();
         async_stream::stream! {
@@ -794,7 +798,7 @@ fn streamed(inner: Arc<Inner>, request: Arc<ChatRequest>) -> EventStream {
                 let http = inner.authorized(
                     inner
                         .transport
-                        .client
+                        .client()?
                         .post(inner.transport.url("/chat/completions"))
                         .json(&body),
                 );
@@ -829,7 +833,7 @@ impl Inner {
         let answer = self
             .transport
             .fetch_json(
-                || self.authorized(self.transport.client.post(&url).json(&body)),
+                |client| self.authorized(client.post(&url).json(&body)),
                 &request.model,
                 parse_error,
                 true,

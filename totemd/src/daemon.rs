@@ -248,60 +248,83 @@ impl Daemon {
     /// daemon when it cannot be reopened, so that a fresh one starts (the service manager or the
     /// next `totem` command) instead of one that stays up unable to write. Also lets go of the
     /// sessions nobody uses, every 10 s.
+    ///
+    /// On a thread of its own that sleeps between its ticks, not a task handing each tick to the
+    /// blocking pool: a blocking thread ends after 10 s without work, but the pool wakes its idle
+    /// threads in turn, so a tick every second kept every thread a busy moment had started alive
+    /// for the daemon's life (each with its stack: 9 threads at the soak's idle end, not 7).
     pub fn watch_store(self: &std::sync::Arc<Self>) {
-        /// Seconds between two sweeps of the sessions nobody uses.
-        const IDLE_SWEEP_TICKS: u64 = 10;
+        self.watch_store_every(std::time::Duration::from_secs(1));
+    }
+
+    /// [`Daemon::watch_store`] with a tick of `tick` (shorter in tests).
+    fn watch_store_every(self: &std::sync::Arc<Self>, tick: std::time::Duration) {
         let daemon = std::sync::Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-            let mut ticks: u64 = 0;
-            loop {
-                tick.tick().await;
-                ticks += 1;
-                let Some(daemon) = daemon.upgrade() else {
-                    return;
-                };
-                if daemon.store.health() == crate::store::Health::Ok {
-                    // Run ends announced while the disk was full are stored now, and the marks
-                    // of what is stored are brought up to date.
-                    let hub = daemon.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        hub.sessions.store_unstored();
-                        hub.write_acked();
-                        // Every 10 s, once their marks are written: sessions nobody runs or
-                        // watches are let go (their recent events and broadcast buffer), not
-                        // only when another session is loaded. When nothing runs and nothing
-                        // was written for a few seconds, the store's recent writes go to a
-                        // table file. Then what was freed goes back to the system.
-                        let idle = hub.sessions.running() == 0;
-                        let mut give_back = false;
-                        if ticks.is_multiple_of(IDLE_SWEEP_TICKS) {
-                            hub.sessions.release_unused();
-                            give_back = idle;
-                        }
-                        if idle && hub.store.flush_when_quiet() {
-                            give_back = true;
-                        }
-                        if give_back {
-                            crate::memory::give_back();
-                            crate::memory::report("idle");
-                        }
-                    })
-                    .await;
-                    continue;
+        let spawned = std::thread::Builder::new()
+            .name("totemd-watch".into())
+            .spawn(move || {
+                let mut ticks: u64 = 0;
+                loop {
+                    std::thread::sleep(tick);
+                    ticks += 1;
+                    let Some(daemon) = daemon.upgrade() else {
+                        return;
+                    };
+                    if !daemon.watch_tick(ticks) {
+                        return;
+                    }
                 }
-                let store = daemon.store.clone();
-                let _ = tokio::task::spawn_blocking(move || store.recover()).await;
-                if let crate::store::Health::Closed(reason) = daemon.store.health() {
-                    tracing::error!(reason = %reason, "the store cannot be written; stopping");
-                    daemon
-                        .failed
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    daemon.request_shutdown();
-                    return;
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the store's watch");
+        }
+    }
+
+    /// One second of [`Daemon::watch_store`]; false once the daemon is stopping for good.
+    fn watch_tick(&self, ticks: u64) -> bool {
+        /// Ticks between two sweeps of the sessions nobody uses.
+        const IDLE_SWEEP_TICKS: u64 = 10;
+        if *self.shutdown.borrow() {
+            return false;
+        }
+        if self.store.health() == crate::store::Health::Ok {
+            // Run ends announced while the disk was full are stored now, and the marks of what
+            // is stored are brought up to date.
+            self.sessions.store_unstored();
+            self.write_acked();
+            // Every 10 s, once their marks are written: sessions nobody runs or watches are let
+            // go (their recent events and broadcast buffer), not only when another session is
+            // loaded, and so are the providers' HTTP clients unused for `CLIENT_IDLE`. When
+            // nothing runs and nothing was written for a few seconds, the store's recent writes
+            // go to a table file. Then what was freed goes back to the system.
+            let idle = self.sessions.running() == 0;
+            let mut give_back = false;
+            if ticks.is_multiple_of(IDLE_SWEEP_TICKS) {
+                self.sessions.release_unused();
+                if idle {
+                    self.settings
+                        .release_idle_clients(totem_provider::CLIENT_IDLE);
                 }
+                give_back = idle;
             }
-        });
+            if idle && self.store.flush_when_quiet() {
+                give_back = true;
+            }
+            if give_back {
+                crate::memory::give_back();
+                crate::memory::report("idle");
+            }
+            return true;
+        }
+        let _ = self.store.recover();
+        if let crate::store::Health::Closed(reason) = self.store.health() {
+            tracing::error!(reason = %reason, "the store cannot be written; stopping");
+            self.failed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.request_shutdown();
+            return false;
+        }
+        true
     }
 
     /// Whether the daemon stops because its store could not be reopened (it exits with failure).
@@ -532,6 +555,58 @@ mod tests {
             .filter_map(|e| e.kind.ended_run())
             .map(|r| (r.id.clone(), r.status))
             .collect()
+    }
+
+    /// The threads of this process named `name`.
+    fn threads_named(name: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == name)
+            .count()
+    }
+
+    /// The store's watch ticks without the blocking pool, so the threads a busy moment started
+    /// end once idle (the pool wakes its idle threads in turn: a task every tick kept them all
+    /// alive for good). Here with a 50 ms tick and a 400 ms keep-alive, as 1 s and 10 s in the
+    /// daemon.
+    #[test]
+    fn the_stores_watch_leaves_no_blocking_thread_alive_after_a_busy_moment() {
+        const POOL: &str = "watch-test-pool";
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(POOL)
+            .thread_keep_alive(std::time::Duration::from_millis(400))
+            .enable_all()
+            .build()
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        runtime.block_on(async {
+            let daemon =
+                std::sync::Arc::new(Daemon::open(home.path(), &home.path().join("sock")).unwrap());
+            daemon.watch_store_every(std::time::Duration::from_millis(50));
+            let busy: Vec<_> = (0..3)
+                .map(|_| {
+                    tokio::task::spawn_blocking(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(100))
+                    })
+                })
+                .collect();
+            for task in busy {
+                task.await.unwrap();
+            }
+            assert!(
+                threads_named(POOL) >= 4,
+                "one worker and three blocking threads"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            assert_eq!(
+                threads_named(POOL),
+                1,
+                "the blocking threads ended once idle; only the worker is left"
+            );
+            daemon.request_shutdown();
+        });
     }
 
     #[test]

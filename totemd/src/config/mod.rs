@@ -447,6 +447,20 @@ impl Settings {
         Ok(provider)
     }
 
+    /// Lets go of the HTTP clients of the built providers that made no request for `unused`
+    /// (their root certificates and pooled connections); the providers themselves stay, with what
+    /// they learned of their models. Returns how many clients were let go of.
+    pub fn release_idle_clients(&self, unused: std::time::Duration) -> usize {
+        let built: Vec<Arc<dyn Provider>> = crate::util::lock(&self.providers)
+            .values()
+            .map(|(_, provider)| provider.clone())
+            .collect();
+        built
+            .iter()
+            .filter(|provider| provider.release_idle_client(unused))
+            .count()
+    }
+
     /// Resolves what a user typed as a model: `provider/model`, or a provider's name alone for
     /// its default model. This is how a run gets its provider.
     pub fn provider_for(&self, model: &str) -> Result<ResolvedModel, ConfigError> {
