@@ -574,6 +574,23 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_providers_http_client_is_let_go_of_and_the_provider_kept() {
+        let home = tempfile::tempdir().unwrap();
+        let settings = Settings::open(home.path());
+        settings.add_provider(add("work", None)).unwrap();
+        let built = settings.provider("work").unwrap();
+        assert_eq!(
+            settings.release_idle_clients(std::time::Duration::from_secs(3600)),
+            0,
+            "used just now"
+        );
+        assert_eq!(settings.release_idle_clients(std::time::Duration::ZERO), 1);
+        assert_eq!(settings.release_idle_clients(std::time::Duration::ZERO), 0);
+        // The provider itself stays (with what it learned of its models).
+        assert!(Arc::ptr_eq(&built, &settings.provider("work").unwrap()));
+    }
+
+    #[test]
     fn added_provider_is_listed_without_its_key_and_resolves() {
         let home = tempfile::tempdir().unwrap();
         let settings = Settings::open(home.path());
