@@ -16,7 +16,8 @@
 //! what of the end state comes with the bigger store and longer histories rather than the life.
 //! `SOAK_PRINT_PID=1` prints the long-lived daemon's pid and when its life is over (to sample its
 //! `/proc/PID/smaps`); totemd's `TOTEM_MALLOC_REPORT=FILE` logs the allocator's view at each idle
-//! sweep.
+//! sweep; `SOAK_LONG_IDLE_SECS=N` measures the long-lived daemon's idle memory once more after N s
+//! without clients (what an idle daemon lets go of later, e.g. the providers' HTTP clients).
 //!
 //! `cargo run --release -p totem-tests --bin soak [-- SECONDS [CLIENTS [SEED [LONG_SECONDS]]]]`
 //! (default 120 s, 4 clients, a seed from the clock, LONG_SECONDS = SECONDS)
@@ -397,6 +398,7 @@ async fn main() -> ExitCode {
     // compared with a fresh start's, and with the same daemon's after one round of runs (by then
     // the code a run needs is paged in, so what differs later is what its life accumulated).
     let mut memory = None;
+    let mut end_long_idle = None;
     let mut end_store_fresh = None;
     if stopped && long_seconds > 0 {
         daemon = TestDaemon::start_in(home.path());
@@ -432,11 +434,31 @@ async fn main() -> ExitCode {
                 println!("long life over, settling");
             }
             let end = idle_rss(&daemon).await;
-            Ok::<_, String>((warm, end, rounds))
+            // `SOAK_LONG_IDLE_SECS`: the same daemon's idle memory again after that long without
+            // clients (what is let go of only after a longer idle, e.g. the providers' HTTP
+            // clients after 90 s).
+            let long_idle = match std::env::var("SOAK_LONG_IDLE_SECS")
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                Some(secs) => {
+                    tokio::time::sleep(Duration::from_secs(secs).saturating_sub(SETTLE)).await;
+                    Some((
+                        secs,
+                        harness::rss_kib(daemon.pid()),
+                        harness::status_kib(daemon.pid(), "RssAnon"),
+                    ))
+                }
+                None => None,
+            };
+            Ok::<_, String>((warm, end, rounds, long_idle))
         }
         .await;
         match result {
-            Ok((warm, end, rounds)) => memory = Some((fresh, warm, end, rounds)),
+            Ok((warm, end, rounds, long_idle)) => {
+                memory = Some((fresh, warm, end, rounds));
+                end_long_idle = long_idle;
+            }
             Err(e) => failure = Some(e),
         }
         stopped = failure.is_none() && daemon.terminate();
@@ -522,6 +544,14 @@ async fn main() -> ExitCode {
             ratio(end, fresh),
             ratio(end_anon, fresh_anon)
         );
+        if let Some((secs, long, long_anon)) = end_long_idle {
+            println!(
+                "idle RSS, at the end after {secs} s {:>6.1} MiB (anonymous {:.1}); vs fresh start {:+.1} %",
+                mib(long),
+                mib(long_anon),
+                ratio(long, fresh)
+            );
+        }
         if let Some(((again, again_anon), (round, round_anon))) = end_store_fresh {
             println!(
                 "idle RSS, a fresh daemon on the end's store {:>6.1} MiB (anonymous {:.1}); end vs it {:+.1} %",
