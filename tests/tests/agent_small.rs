@@ -262,6 +262,31 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
     assert_eq!(parts_text(&events), "notes.txt says beta now.");
 }
 
+/// The same edit sent again after it worked is told it was made and what its line reads now,
+/// not only "oldString not found" (the 1.5B turned `about;` into `about`, then sent that edit four
+/// more times).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_sent_again_after_it_worked_is_told_it_was_made() {
+    let env = small_env(&[("a.txt", "first\ncall(about;\nlast\n")]).await;
+    let edit = r#"{"name": "edit", "arguments": {"path": "a.txt", "oldString": "about;", "newString": "about"}}"#;
+    let events = scripted(
+        &env,
+        &[edit, edit, r#"{"answer": "Fixed."}"#],
+        "Fix line 2 of a.txt.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    let last = ran.last().expect("results");
+    assert!(last.2, "{ran:?}");
+    assert!(
+        last.1.starts_with(
+            "This edit was already made by your earlier call, so its oldString is gone; do not make it again. Line 2 of a.txt now reads: call(about"
+        ),
+        "{ran:?}"
+    );
+}
+
 /// A task that names two files: the change of the first is not called the last while the
 /// other is unchanged (the 1.5B changed actions/products.js of a two-file task, was told it
 /// could answer now, and did); the change of the second is.

@@ -67,6 +67,8 @@ pub(super) struct ToolState {
     /// call read a file again with the same result.
     pub(super) reads: std::collections::HashMap<String, u64>,
     pub(super) reread: bool,
+    /// The edits of this run that worked: (path, oldString, newString) → the line they changed.
+    pub(super) edits_made: std::collections::HashMap<(String, String, String), usize>,
     /// The last call made the change asked for and nothing says it broke the app (constrained
     /// steps): a model that writes code blocks is then offered only the end of the run.
     pub(super) settled: bool,

@@ -292,6 +292,7 @@ impl Runner {
                 commands_changed: false,
                 reads: std::collections::HashMap::new(),
                 reread: false,
+                edits_made: std::collections::HashMap::new(),
                 settled: false,
                 named_unchanged: Vec::new(),
                 answered_plainly: false,

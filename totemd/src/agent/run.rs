@@ -587,6 +587,7 @@ impl Runner {
                     return step_failed(e);
                 }
                 let (mut output, is_error) = self.call(&call, changes).await;
+                self.edit_made_before(&call, &mut output, is_error);
                 // A look repeated at once gets its result and a push onwards: small models read
                 // the same file over and over until the repeat guard ends the run (bench-tasks).
                 let changes_asked = self.setup.changes_asked;
@@ -960,6 +961,52 @@ impl Runner {
             }
             _ => Ending::Go,
         }
+    }
+
+    /// An edit that worked is remembered; the same edit again, now "not found", is told it was
+    /// made and what its line reads now (the 1.5B turned `about;` into `about`, then sent that
+    /// edit four more times, each told only "oldString not found").
+    fn edit_made_before(&mut self, call: &ToolCall, output: &mut String, is_error: bool) {
+        if call.name != "edit" {
+            return;
+        }
+        let text = |key: &str| call.arguments[key].as_str().unwrap_or_default().to_string();
+        let key = (text("path"), text("oldString"), text("newString"));
+        if !is_error {
+            let line = output
+                .split_once(": line ")
+                .and_then(|(_, rest)| {
+                    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    digits.parse().ok()
+                })
+                .unwrap_or(0);
+            self.tools.edits_made.insert(key, line);
+            return;
+        }
+        let Some(&line) = self.tools.edits_made.get(&key) else {
+            return;
+        };
+        if !output.starts_with("oldString not found") {
+            return;
+        }
+        let now = std::fs::read_to_string(self.tools.ctx.root().join(&key.0))
+            .ok()
+            .and_then(|content| {
+                let text = content
+                    .lines()
+                    .nth(line.checked_sub(1)?)?
+                    .trim()
+                    .to_string();
+                Some(format!(
+                    " Line {line} of {} now reads: {}",
+                    key.0,
+                    text.chars().take(160).collect::<String>()
+                ))
+            })
+            .unwrap_or_default();
+        *output = format!(
+            "This edit was already made by your earlier call, so its oldString is gone; do not make it again.{now}"
+        );
     }
 
     /// Whether the text of an answer holds a tool call whose name and arguments are whole, for a
