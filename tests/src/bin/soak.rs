@@ -529,20 +529,21 @@ async fn main() -> ExitCode {
             mib(end_anon)
         );
         let ratio = |a: u64, b: u64| (a as f64 / b.max(1) as f64 - 1.0) * 100.0;
+        // Issue 37 item 3 names the fresh start; after one round is what the life itself added.
         println!(
-            "end vs after one round       {:>+6.1} %  (anonymous {:+.1} %; target within 10 %: {})",
-            ratio(end, warm),
-            ratio(end_anon, warm_anon),
-            if ratio(end, warm) <= 10.0 {
+            "end vs fresh start           {:>+6.1} %  (anonymous {:+.1} %; target within 10 %: {})",
+            ratio(end, fresh),
+            ratio(end_anon, fresh_anon),
+            if ratio(end, fresh) <= 10.0 {
                 "met"
             } else {
                 "missed"
             }
         );
         println!(
-            "end vs fresh start           {:>+6.1} %  (anonymous {:+.1} %)",
-            ratio(end, fresh),
-            ratio(end_anon, fresh_anon)
+            "end vs after one round       {:>+6.1} %  (anonymous {:+.1} %)",
+            ratio(end, warm),
+            ratio(end_anon, warm_anon)
         );
         if let Some((secs, long, long_anon)) = end_long_idle {
             println!(
