@@ -555,6 +555,52 @@ fn install_total5(root: &Path) {
     assert!(status.success(), "copy total5 into the project");
 }
 
+/// A Total.js 5 app that starts with `Total.run({})`, holding `files` and a copy of the
+/// framework, with a daemon started on it; and its root.
+async fn boot_app(files: &[(&str, &str)]) -> (Env, std::path::PathBuf) {
+    let project = tempfile::tempdir().expect("app folder");
+    let root = project.path().to_path_buf();
+    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
+    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
+    agent_common::write_file(&root, "config", "name : Shop\n");
+    for (path, content) in files {
+        agent_common::write_file(&root, path, content);
+    }
+    install_total5(&root);
+    (Env::start_in(project).await, root)
+}
+
+/// Queues the model's steps: each writes `path` with `content`, then answers `answer`.
+fn write_then_answer(env: &Env, steps: &[(&str, &str, &str)]) {
+    for (i, (path, content, answer)) in steps.iter().enumerate() {
+        env.push(vec![tool(
+            &format!("w{i}"),
+            "write",
+            json!({"path": path, "content": content}),
+        )]);
+        env.push(vec![text(answer)]);
+    }
+}
+
+/// Whether the boot check was skipped for want of a kernel sandbox (said on stderr).
+fn no_sandbox<'a>(mut notices: impl Iterator<Item = &'a str>) -> bool {
+    let skipped = notices.any(|n| n.contains("no kernel sandbox"));
+    if skipped {
+        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+    }
+    skipped
+}
+
+/// A build run of `prompt` that may write files, to its end.
+async fn build_run(env: &Env, prompt: &str) -> Vec<totem_protocol::SessionEvent> {
+    env.run_done(
+        prompt,
+        json!({"mode": "build", "allow": ["edit"]}),
+        Answer::None,
+    )
+    .await
+}
+
 /// The boot check (#32 item 1): the model answers after writing an action whose `input: '@Item'`
 /// names a schema defined nowhere; Totem starts the app (`Total.run({})`, debug mode as written)
 /// in the sandbox, sees the boot fail, and sends the finding with the project's own line back to
@@ -562,39 +608,23 @@ fn install_total5(root: &Path) {
 /// Nothing is written into the project.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_boot_check_sends_what_broke_back_to_the_model() {
-    let project = tempfile::tempdir().expect("app folder");
-    let root = project.path().to_path_buf();
-    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
-    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
-    agent_common::write_file(&root, "config", "name : Shop\n");
-    agent_common::write_file(&root, "controllers/default.js", CONTROLLER);
-    install_total5(&root);
-    let env = Env::start_in(project).await;
-
+    let (env, root) = boot_app(&[("controllers/default.js", CONTROLLER)]).await;
     let broken = "NEWACTION('Items|list', {\n\tinput: '@Item',\n\troute: 'GET /api/list/',\n\taction: function($) {\n\t\t$.success([]);\n\t}\n});\n";
     let fixed = format!("NEWSCHEMA('@Item', '*name:String');\n\n{broken}");
-    env.push(vec![tool(
-        "c1",
-        "write",
-        json!({"path": "actions/items.js", "content": broken}),
-    )]);
-    env.push(vec![text("Added the list action.")]);
-    env.push(vec![tool(
-        "c2",
-        "write",
-        json!({"path": "actions/items.js", "content": fixed}),
-    )]);
-    env.push(vec![text("Defined the schema above the action.")]);
-    let events = env
-        .run_done(
-            "Add an items list action",
-            json!({"mode": "build", "allow": ["edit"]}),
-            Answer::None,
-        )
-        .await;
+    write_then_answer(
+        &env,
+        &[
+            ("actions/items.js", broken, "Added the list action."),
+            (
+                "actions/items.js",
+                &fixed,
+                "Defined the schema above the action.",
+            ),
+        ],
+    );
+    let events = build_run(&env, "Add an items list action").await;
     let notices = notices(&events);
-    if notices.iter().any(|n| n.contains("no kernel sandbox")) {
-        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+    if no_sandbox(notices.iter().map(String::as_str)) {
         return;
     }
     let failed = "Boot check failed: the app did not start: Error: JSON Schema \"Item\" not found (actions/items.js:1)";
@@ -659,33 +689,20 @@ fn last_run_notices(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_boot_check_asks_changed_routes_and_says_when_the_app_does_not_boot() {
     use totem_protocol::NoticeLevel;
-    let project = tempfile::tempdir().expect("app folder");
-    let root = project.path().to_path_buf();
-    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
-    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
-    agent_common::write_file(&root, "config", "name : Shop\n");
     let before = "exports.install = function() {\n\tROUTE('GET /broken/', $ => $.plain(nosuch));\n\tROUTE('GET /hello/', $ => $.plain('hello'));\n};\n";
-    agent_common::write_file(&root, "controllers/default.js", before);
-    install_total5(&root);
-    let env = Env::start_in(project).await;
-
+    let (env, _) = boot_app(&[("controllers/default.js", before)]).await;
     let after = "exports.install = function() {\n\tROUTE('GET /broken/', $ => $.plain(nosuch));\n\tROUTE('GET /hello/', $ => $.plain('hello again'));\n\tROUTE('GET /new/', $ => $.plain('new'));\n};\n";
-    env.push(vec![tool(
-        "c1",
-        "write",
-        json!({"path": "controllers/default.js", "content": after}),
-    )]);
-    env.push(vec![text("Changed the greeting and added /new/.")]);
-    let events = env
-        .run_done(
-            "Change the greeting",
-            json!({"mode": "build", "allow": ["edit"]}),
-            Answer::None,
-        )
-        .await;
+    write_then_answer(
+        &env,
+        &[(
+            "controllers/default.js",
+            after,
+            "Changed the greeting and added /new/.",
+        )],
+    );
+    let events = build_run(&env, "Change the greeting").await;
     let notices = last_run_notices(&events);
-    if notices.iter().any(|(_, n)| n.contains("no kernel sandbox")) {
-        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
         return;
     }
     assert_eq!(notices.len(), 1, "{notices:#?}");
@@ -698,24 +715,18 @@ async fn the_boot_check_asks_changed_routes_and_says_when_the_app_does_not_boot(
     );
 
     // Every fix the model tries still names a schema defined nowhere.
-    for (i, note) in ["", "// fixed\n", "// fixed again\n"].iter().enumerate() {
-        let broken = format!(
+    let fixes: Vec<String> = ["", "// fixed\n", "// fixed again\n"]
+        .iter()
+        .map(|note| format!(
             "{note}NEWACTION('Items|list', {{\n\tinput: '@Item',\n\troute: 'GET /api/list/',\n\taction: $ => $.success([])\n}});\n"
-        );
-        env.push(vec![tool(
-            &format!("w{i}"),
-            "write",
-            json!({"path": "actions/items.js", "content": broken}),
-        )]);
-        env.push(vec![text("Done.")]);
-    }
-    let events = env
-        .run_done(
-            "Add an items list action",
-            json!({"mode": "build", "allow": ["edit"]}),
-            Answer::None,
-        )
-        .await;
+        ))
+        .collect();
+    let steps: Vec<(&str, &str, &str)> = fixes
+        .iter()
+        .map(|fix| ("actions/items.js", fix.as_str(), "Done."))
+        .collect();
+    write_then_answer(&env, &steps);
+    let events = build_run(&env, "Add an items list action").await;
     let notices = last_run_notices(&events);
     let levels: Vec<NoticeLevel> = notices.iter().map(|(l, _)| *l).collect();
     assert_eq!(
@@ -742,44 +753,30 @@ async fn the_boot_check_asks_changed_routes_and_says_when_the_app_does_not_boot(
 /// The model puts the action back and the route answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_boot_check_asks_the_routes_of_an_action_the_edit_renamed() {
-    let project = tempfile::tempdir().expect("app folder");
-    let root = project.path().to_path_buf();
-    agent_common::write_file(&root, "package.json", PACKAGE_JSON);
-    agent_common::write_file(&root, "index.js", "require('total5');\n\nTotal.run({});\n");
-    agent_common::write_file(&root, "config", "name : Shop\n");
-    agent_common::write_file(
-        &root,
-        "controllers/default.js",
-        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /about/', $ => $.plain('about'));\n};\n",
-    );
     let action = "NEWACTION('Products|list', {\n\tname: 'List products',\n\taction: function($) {\n\t\t$.callback(['Hammer']);\n\t}\n});\n";
-    agent_common::write_file(&root, "actions/products.js", action);
-    install_total5(&root);
-    let env = Env::start_in(project).await;
-
+    let (env, _) = boot_app(&[
+        (
+            "controllers/default.js",
+            "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /about/', $ => $.plain('about'));\n};\n",
+        ),
+        ("actions/products.js", action),
+    ])
+    .await;
     let renamed = action.replace("Products|list", "Contact|create");
-    env.push(vec![tool(
-        "c1",
-        "write",
-        json!({"path": "actions/products.js", "content": renamed}),
-    )]);
-    env.push(vec![text("Added the contact action.")]);
-    env.push(vec![tool(
-        "c2",
-        "write",
-        json!({"path": "actions/products.js", "content": action}),
-    )]);
-    env.push(vec![text("Put the products action back.")]);
-    let events = env
-        .run_done(
-            "Add an action Contact|create",
-            json!({"mode": "build", "allow": ["edit"]}),
-            Answer::None,
-        )
-        .await;
+    write_then_answer(
+        &env,
+        &[
+            ("actions/products.js", &renamed, "Added the contact action."),
+            (
+                "actions/products.js",
+                action,
+                "Put the products action back.",
+            ),
+        ],
+    );
+    let events = build_run(&env, "Add an action Contact|create").await;
     let notices = last_run_notices(&events);
-    if notices.iter().any(|(_, n)| n.contains("no kernel sandbox")) {
-        eprintln!("skipped: this kernel has no Landlock, so the boot check does not run in runs");
+    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
         return;
     }
     let texts: Vec<&str> = notices.iter().map(|(_, n)| n.as_str()).collect();
