@@ -263,8 +263,8 @@ async fn a_commands_result_shows_what_it_changed_and_the_change_counts() {
 }
 
 /// The same edit sent again after it worked is told it was made and what its line reads now,
-/// not only "oldString not found" (the 1.5B turned `about;` into `about`, then sent that edit four
-/// more times).
+/// not only "oldString not found", and `edit` is left out until something changes (the 1.5B
+/// turned `about;` into `about`, then sent that edit four more times).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_sent_again_after_it_worked_is_told_it_was_made() {
     let env = small_env(&[("a.txt", "first\ncall(about;\nlast\n")]).await;
@@ -284,6 +284,15 @@ async fn an_edit_sent_again_after_it_worked_is_told_it_was_made() {
             "This edit was already made by your earlier call, so its oldString is gone; do not make it again. Line 2 of a.txt now reads: call(about"
         ),
         "{ran:?}"
+    );
+    // The step after it is not offered `edit` (the 1.5B alternated it with reads until the
+    // cycle guard); the one before was.
+    let offers = tool_offers(&env.sim.chat_requests());
+    assert_eq!(offers.len(), 3, "{offers:?}");
+    assert!(offers[1].contains(&"edit".to_string()), "{offers:?}");
+    assert!(
+        !offers[2].contains(&"edit".to_string()) && offers[2].contains(&"write".to_string()),
+        "{offers:?}"
     );
 }
 

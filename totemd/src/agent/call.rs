@@ -69,6 +69,10 @@ pub(super) struct ToolState {
     pub(super) reread: bool,
     /// The edits of this run that worked: (path, oldString, newString) → the line they changed.
     pub(super) edits_made: std::collections::HashMap<(String, String, String), usize>,
+    /// The model sent an edit it had already made, and has changed nothing since: the next
+    /// constrained steps leave `edit` out, so it writes the file or does something else (the
+    /// 1.5B alternated that edit with reads of the file until the cycle guard).
+    pub(super) edit_stuck: bool,
     /// The last call made the change asked for and nothing says it broke the app (constrained
     /// steps): a model that writes code blocks is then offered only the end of the run.
     pub(super) settled: bool,

@@ -293,6 +293,7 @@ impl Runner {
                 reads: std::collections::HashMap::new(),
                 reread: false,
                 edits_made: std::collections::HashMap::new(),
+                edit_stuck: false,
                 settled: false,
                 named_unchanged: Vec::new(),
                 answered_plainly: false,
@@ -481,7 +482,7 @@ impl Runner {
                 // until the time limit, never saying it was done.
                 let settled = self.setup.tool_offer.writes_code_blocks() && self.tools.settled;
                 let fresh = |name: &str| {
-                    if settled {
+                    if settled || (self.tools.edit_stuck && name == "edit") {
                         return false;
                     }
                     if must_write {

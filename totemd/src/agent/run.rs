@@ -967,6 +967,9 @@ impl Runner {
     /// made and what its line reads now (the 1.5B turned `about;` into `about`, then sent that
     /// edit four more times, each told only "oldString not found").
     fn edit_made_before(&mut self, call: &ToolCall, output: &mut String, is_error: bool) {
+        if !is_error && super::guide::CHANGE_TOOLS.contains(&call.name.as_str()) {
+            self.tools.edit_stuck = false;
+        }
         if call.name != "edit" {
             return;
         }
@@ -1004,6 +1007,7 @@ impl Runner {
                 ))
             })
             .unwrap_or_default();
+        self.tools.edit_stuck = true;
         *output = format!(
             "This edit was already made by your earlier call, so its oldString is gone; do not make it again.{now}"
         );
