@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use totem_client::Client;
-use totem_protocol::{EventKind, PROTOCOL_VERSION, SessionEvent};
+use totem_protocol::{DaemonEventKind, EventKind, PROTOCOL_VERSION, SessionActivity, SessionEvent};
 use totem_tests::harness::TestDaemon;
 use totem_tests::reliability::{
     Echo, add_echo_provider, answer_text, create_session, echo_answer, follow, open_project,
@@ -393,5 +393,119 @@ fn assert_consecutive(events: &[Value], first: u64, what: &str) {
             Some(first + i as u64),
             "{what}: event {i} out of line: {event}"
         );
+    }
+}
+
+/// Sessions prompting one run after the other, so that many runs end while a client watches.
+const ENDING_SESSIONS: usize = 2;
+const ENDING_RUNS: usize = 10;
+/// A long title makes every write of the session slow (its record and each `session.updated`
+/// carry it), so a reader acting on an idle session lands within the end of its run, were the
+/// two not one write.
+const LONG_TITLE: usize = 128 * 1024;
+
+/// The moment the daemon says a session went idle, its run has ended for every reader: `run.get`
+/// gives its end status, and a `session.rename` sent right then comes after the run's end in the
+/// session's events (the soak's check). A session said idle before its run's end was stored let
+/// a reader see the session free and the run still going, or its end after a later event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_idle_only_once_its_runs_end_is_stored() {
+    let echo = Echo::start(1, 0).await;
+    let daemon = TestDaemon::start();
+    let setup = daemon.client().await;
+    add_echo_provider(&setup, &echo).await;
+    let project = plain_project();
+    let project_id = open_project(&setup, project.path()).await;
+    let padding = "x".repeat(LONG_TITLE);
+
+    let mut tasks = Vec::new();
+    for s in 0..ENDING_SESSIONS {
+        let client = daemon.client().await;
+        let session = create_session(&client, &project_id).await;
+        let padding = padding.clone();
+        tasks.push(tokio::spawn(async move {
+            client
+                .call_raw(
+                    "session.rename",
+                    json!({"sessionId": session, "title": format!("long {padding}")}),
+                )
+                .await
+                .expect("session.rename");
+            let mut status = client.subscribe_daemon().await.expect("daemon.subscribe");
+            for r in 0..ENDING_RUNS {
+                let tag = format!("s{s}-r{r}");
+                let before: Value = client
+                    .call_raw("session.get", json!({"sessionId": session}))
+                    .await
+                    .expect("session.get");
+                let after_seq = before["lastSeq"].as_u64().expect("lastSeq");
+                let (run, _) = prompt(&client, &session, &tag).await;
+                // The run's own `session.status` running, then idle: act on idle at once.
+                let mut running = false;
+                loop {
+                    let event = tokio::time::timeout(Duration::from_secs(30), status.next())
+                        .await
+                        .expect("the session goes idle in time")
+                        .expect("daemon stream open")
+                        .expect("daemon event decodes");
+                    if let DaemonEventKind::SessionStatus {
+                        session_id, status, ..
+                    } = event.kind
+                        && session_id == session
+                    {
+                        match status {
+                            SessionActivity::Running => running = true,
+                            SessionActivity::Idle if running => break,
+                            _ => {}
+                        }
+                    }
+                }
+                let got: Value = client
+                    .call_raw("run.get", json!({"runId": run}))
+                    .await
+                    .expect("run.get");
+                assert_eq!(
+                    got["run"]["status"], "done",
+                    "{tag}: the session was said idle while its run was {}",
+                    got["run"]["status"]
+                );
+                let mut events = client
+                    .subscribe(&session, after_seq)
+                    .await
+                    .expect("subscribe");
+                let sentinel = format!("checked {tag} {padding}");
+                client
+                    .call_raw(
+                        "session.rename",
+                        json!({"sessionId": session, "title": sentinel}),
+                    )
+                    .await
+                    .expect("session.rename");
+                let mut ends = 0;
+                loop {
+                    let event = tokio::time::timeout(Duration::from_secs(30), events.next())
+                        .await
+                        .expect("the replay reaches the rename")
+                        .expect("subscription open")
+                        .expect("event decodes");
+                    if event.kind.ended_run().is_some_and(|r| r.id == run) {
+                        ends += 1;
+                    }
+                    if matches!(&event.kind,
+                        EventKind::SessionUpdated { session } if session.title == sentinel)
+                    {
+                        break;
+                    }
+                }
+                assert_eq!(
+                    ends, 1,
+                    "{tag}: the run's end before the rename sent once the session was idle"
+                );
+                let _ = client.unsubscribe(&events.subscription).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("session task");
     }
 }

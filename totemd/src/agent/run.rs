@@ -251,24 +251,16 @@ pub(super) async fn execute(
             EventKind::RunAborted { run: run.clone() }
         }
     };
-    // The run's end is its last event: the session turns idle first when nothing waits, and a
-    // client reacting to the end finds the session free. The run's new status is stored with
-    // its end event, in one write.
+    // The run's end is its last event: the session turns idle just before it when nothing
+    // waits, so a client reacting to the end finds the session free. Both are one write and one
+    // announcement (the run's new status is stored with its end event): whoever sees the session
+    // idle finds the run ended, in `run.get` and in the replay before anything done after.
     lock(&agent.queue).current = None;
-    if agent.queue_is_empty() {
-        match live.update(store, |s| s.status = SessionStatus::Idle) {
-            Ok(session) => {
-                let _ = live.emit(store, EventKind::SessionUpdated { session });
-            }
-            // A full disk: the session is idle all the same (stored with the run's end later).
-            Err(_) => live.set_status_unstored(SessionStatus::Idle),
-        }
-    }
-    if let Err(e) = live.emit(store, kind.clone()) {
+    let idle = agent.queue_is_empty();
+    if let Err(e) = live.end_run(store, kind, idle) {
         // The run ends now for everyone (`run.wait`, `runningRuns`, the clients following it);
         // its end is stored, with the same number, once the store writes again.
         tracing::warn!(run = %run.id, error = %e, "cannot store the end of the run; announcing it and storing it once the disk has room");
-        live.announce_unstored(kind);
     }
     if run.status == RunStatus::Done {
         super::title::after_first_answer(daemon, &agent.session_id, &request.text);

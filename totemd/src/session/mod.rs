@@ -529,6 +529,88 @@ impl LiveSession {
         Ok(event)
     }
 
+    /// Ends a run: stores its end event (`end`, which stores the run's status too) and, when
+    /// `idle`, the session's idle status with its `session.updated` just before it, in one write,
+    /// then announces both under one hold of the session's lock. So whoever sees the session idle
+    /// (`session.get`, the daemon's stream, a `session.updated`) finds the run's end stored
+    /// (`run.get`) and numbered before anything it does next, such as a rename.
+    ///
+    /// When the store cannot write (a full disk), the session is idle in memory and the end is
+    /// announced all the same, to be stored with its number once the store writes again; the
+    /// error is returned to be logged.
+    pub fn end_run(&self, store: &Store, end: EventKind, idle: bool) -> Result<()> {
+        let mut state = lock(&self.state);
+        if state.deleted {
+            return Err(SessionError::NotFound(self.id.clone()));
+        }
+        let end = crate::redact::event(end);
+        let previous = state.record.clone();
+        let mut record = previous.clone();
+        let mut kinds = Vec::with_capacity(2);
+        if idle {
+            record.session.status = SessionStatus::Idle;
+            record.session.updated_at = crate::util::tick_ms().max(previous.session.updated_at);
+            kinds.push(EventKind::SessionUpdated {
+                session: record.session.clone(),
+            });
+        }
+        kinds.push(end);
+        let first = state.next_seq();
+        let events: Vec<Arc<SessionEvent>> = (first..)
+            .zip(kinds)
+            .map(|(seq, kind)| {
+                Arc::new(SessionEvent {
+                    session_id: self.id.clone(),
+                    seq,
+                    at: now_ms(),
+                    kind,
+                })
+            })
+            .collect();
+        let newest = first + events.len() as u64 - 1;
+        record.session.last_seq = newest;
+        if newest > record.seq_reserved {
+            record.seq_reserved = newest + SEQ_RESERVATION;
+        }
+        let written = (|| {
+            let mut batch = store.begin()?;
+            for event in &events {
+                store.batch_event(&mut batch, event)?;
+            }
+            store.batch_session(&mut batch, &record, Some(&previous))?;
+            store.commit(batch)
+        })();
+        match written {
+            Ok(()) => {
+                state.record = record;
+                state.stored_upto = state.stored_upto.max(newest);
+                for event in events {
+                    self.publish(&mut state, event);
+                }
+                self.announce_activity(&mut state);
+                Ok(())
+            }
+            Err(e) => {
+                if idle {
+                    state.record.session.status = SessionStatus::Idle;
+                }
+                // Only the end is announced: the idle status is stored with it later.
+                if let Some(end) = events.into_iter().next_back() {
+                    let end = Arc::new(SessionEvent {
+                        seq: state.next_seq(),
+                        ..(*end).clone()
+                    });
+                    state.unstored.push(end.clone());
+                    self.unstored_flag
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    self.publish(&mut state, end);
+                }
+                self.announce_activity(&mut state);
+                Err(e.into())
+            }
+        }
+    }
+
     /// Keeps an event among the recent ones, sends it to the session's followers and tells the
     /// daemon's stream what matters across sessions.
     fn publish(&self, state: &mut State, event: Arc<SessionEvent>) {
@@ -599,38 +681,6 @@ impl LiveSession {
         for event in staged.events {
             self.publish(&mut state, event);
         }
-        self.announce_activity(&mut state);
-    }
-
-    /// Numbers and announces an event without storing it: the end of a run when the store cannot
-    /// write, so that the clients following the run still learn how it ended and why.
-    pub fn announce_unstored(&self, kind: EventKind) {
-        let mut state = lock(&self.state);
-        if state.deleted {
-            return;
-        }
-        let event = Arc::new(SessionEvent {
-            session_id: self.id.clone(),
-            seq: state.next_seq(),
-            at: now_ms(),
-            kind,
-        });
-        if !event.kind.is_transient() {
-            state.unstored.push(event.clone());
-            self.unstored_flag
-                .store(true, std::sync::atomic::Ordering::Release);
-        }
-        self.publish(&mut state, event);
-    }
-
-    /// Sets the session's status in memory when the store cannot write it (a run ended on a full
-    /// disk): it is stored with the run's end once the store writes again.
-    pub fn set_status_unstored(&self, status: SessionStatus) {
-        let mut state = lock(&self.state);
-        if state.deleted {
-            return;
-        }
-        state.record.session.status = status;
         self.announce_activity(&mut state);
     }
 

@@ -347,7 +347,8 @@ impl Store {
         self.handle.batch()
     }
 
-    fn commit(&self, batch: Batch) -> Result<()> {
+    /// Commits a batch (from [`Store::begin`]) as one write, like every single record's write.
+    pub(crate) fn commit(&self, batch: Batch) -> Result<()> {
         self.handle.commit(batch)
     }
 
