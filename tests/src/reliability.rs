@@ -221,6 +221,43 @@ pub async fn follow(stream: &mut EventStream, run_id: &str, secs: u64) -> Vec<Se
     }
 }
 
+/// The session's stored events after `after_seq`, up to now: subscribes, then renames the session
+/// to `marker`, whose `session.updated` comes after the whole replay and is the last event
+/// returned. Each event may take up to `secs`.
+pub async fn replay_to_marker(
+    client: &Client,
+    session: &str,
+    after_seq: u64,
+    marker: &str,
+    secs: u64,
+) -> Result<Vec<SessionEvent>, String> {
+    let mut events = client
+        .subscribe(session, after_seq)
+        .await
+        .map_err(|e| format!("subscribe: {e}"))?;
+    client
+        .call_raw(
+            "session.rename",
+            json!({"sessionId": session, "title": marker}),
+        )
+        .await
+        .map_err(|e| format!("session.rename: {e}"))?;
+    let mut out = Vec::new();
+    loop {
+        let event = match tokio::time::timeout(Duration::from_secs(secs), events.next()).await {
+            Ok(Some(Ok(event))) => event,
+            other => return Err(format!("the replay of {session} did not end: {other:?}")),
+        };
+        let last = matches!(&event.kind,
+            EventKind::SessionUpdated { session } if session.title == marker);
+        out.push(event);
+        if last {
+            let _ = client.unsubscribe(&events.subscription).await;
+            return Ok(out);
+        }
+    }
+}
+
 /// The text of the finished text parts among `events`, joined.
 pub fn answer_text(events: &[SessionEvent]) -> String {
     events

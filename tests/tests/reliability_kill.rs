@@ -155,24 +155,14 @@ async fn assert_replay_agrees(client: &Client, session: &str, context: &str) {
     let stored = reliability::all_messages(client, session)
         .await
         .expect("session.messages");
-    let mut events = client.subscribe(session, 0).await.expect("subscribe");
     // A rename after the subscription: its `session.updated` comes after the whole replay.
-    let sentinel = format!("replayed {context}");
-    client
-        .call_raw(
-            "session.rename",
-            json!({"sessionId": session, "title": sentinel}),
-        )
-        .await
-        .expect("session.rename");
+    let events =
+        reliability::replay_to_marker(client, session, 0, &format!("replayed {context}"), 5)
+            .await
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
     let mut order: Vec<String> = Vec::new();
     let mut replayed: BTreeMap<String, (Message, BTreeMap<u32, Part>)> = BTreeMap::new();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(5), events.next())
-            .await
-            .unwrap_or_else(|_| panic!("{context}: the replay did not end"))
-            .expect("subscription open")
-            .expect("event decodes");
+    for event in events {
         match event.kind {
             EventKind::MessageCreated { message } => {
                 let parts = message.parts.iter().cloned().enumerate();
@@ -191,7 +181,6 @@ async fn assert_replay_agrees(client: &Client, session: &str, context: &str) {
                 });
                 parts.insert(index, part);
             }
-            EventKind::SessionUpdated { session } if session.title == sentinel => break,
             _ => {}
         }
     }

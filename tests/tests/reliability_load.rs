@@ -12,7 +12,7 @@ use totem_protocol::{DaemonEventKind, EventKind, PROTOCOL_VERSION, SessionActivi
 use totem_tests::harness::TestDaemon;
 use totem_tests::reliability::{
     Echo, add_echo_provider, answer_text, create_session, echo_answer, follow, open_project,
-    plain_project, prompt,
+    plain_project, prompt, replay_to_marker,
 };
 use totem_tests::sim::{Reply, Sim, SimKind};
 
@@ -469,39 +469,17 @@ async fn a_session_is_idle_only_once_its_runs_end_is_stored() {
                     "{tag}: the session was said idle while its run was {}",
                     got["run"]["status"]
                 );
-                let mut events = client
-                    .subscribe(&session, after_seq)
+                let marker = format!("checked {tag} {padding}");
+                let ends = replay_to_marker(&client, &session, after_seq, &marker, 30)
                     .await
-                    .expect("subscribe");
-                let sentinel = format!("checked {tag} {padding}");
-                client
-                    .call_raw(
-                        "session.rename",
-                        json!({"sessionId": session, "title": sentinel}),
-                    )
-                    .await
-                    .expect("session.rename");
-                let mut ends = 0;
-                loop {
-                    let event = tokio::time::timeout(Duration::from_secs(30), events.next())
-                        .await
-                        .expect("the replay reaches the rename")
-                        .expect("subscription open")
-                        .expect("event decodes");
-                    if event.kind.ended_run().is_some_and(|r| r.id == run) {
-                        ends += 1;
-                    }
-                    if matches!(&event.kind,
-                        EventKind::SessionUpdated { session } if session.title == sentinel)
-                    {
-                        break;
-                    }
-                }
+                    .expect("the replay reaches the rename")
+                    .iter()
+                    .filter(|e| e.kind.ended_run().is_some_and(|r| r.id == run))
+                    .count();
                 assert_eq!(
                     ends, 1,
                     "{tag}: the run's end before the rename sent once the session was idle"
                 );
-                let _ = client.unsubscribe(&events.subscription).await;
             }
         }));
     }

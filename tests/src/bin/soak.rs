@@ -34,7 +34,7 @@ use totem_protocol::{ClientCapabilities, EventKind, Message, Part};
 use totem_tests::harness::{self, TestDaemon};
 use totem_tests::reliability::{
     ECHO_MODEL, Echo, Rng, add_echo_provider, all_messages, create_session, echo_answer, ended_run,
-    open_project, plain_project, prompt_text, text_of,
+    open_project, plain_project, prompt_text, replay_to_marker, text_of,
 };
 
 /// Chunks per answer and the pause between them: an answer streams for about 100 ms.
@@ -161,34 +161,15 @@ async fn client_life(
 /// Every run acknowledged since the last check ends exactly once in the replay, with the status
 /// `run.get` gives it (a run stored as ended always has its end event).
 async fn check_ends(client: &Client, session: &str, known: &mut Known) -> Result<(), String> {
-    let mut events = client
-        .subscribe(session, known.checked_upto)
-        .await
-        .map_err(|e| format!("subscribe: {e}"))?;
-    // A rename after the subscription: its `session.updated` comes after the whole replay.
-    let sentinel = format!("checked {}", known.acknowledged.len());
-    client
-        .call_raw(
-            "session.rename",
-            json!({"sessionId": session, "title": sentinel}),
-        )
-        .await
-        .map_err(|e| format!("session.rename: {e}"))?;
+    let marker = format!("checked {}", known.acknowledged.len());
+    let events = replay_to_marker(client, session, known.checked_upto, &marker, 30).await?;
     let mut ends: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    loop {
-        let event = match tokio::time::timeout(Duration::from_secs(30), events.next()).await {
-            Ok(Some(Ok(event))) => event,
-            other => return Err(format!("the replay of {session} did not end: {other:?}")),
-        };
+    for event in events {
         known.checked_upto = known.checked_upto.max(event.seq);
         if let Some(run) = event.kind.ended_run() {
             ends.entry(run.id.clone())
                 .or_default()
                 .push(format!("{:?}", run.status));
-        }
-        if matches!(&event.kind, EventKind::SessionUpdated { session } if session.title == sentinel)
-        {
-            break;
         }
     }
     for run_id in std::mem::take(&mut known.unchecked) {
