@@ -319,6 +319,22 @@ pub fn routes_removed(before: &str, after: &str) -> Vec<String> {
     out
 }
 
+/// The actions `before` declares (`NEWACTION('Products|list', …)`) that `after` no longer does:
+/// an action renamed or deleted, which every route that runs it (`--> Products|list`) loses.
+pub fn actions_removed(before: &str, after: &str) -> Vec<String> {
+    let kept: HashSet<String> = declared_actions(after)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for (id, _) in declared_actions(before) {
+        if !kept.contains(&id) && !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
+}
+
 /// One error the app printed: its first line and the first frame of the stack that is in the
 /// project (not in `node_modules/`, not in Node.js itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -617,6 +633,16 @@ mod tests {
         let after = "exports.install = function() {\n\tROUTE('GET /b/', b);\n};\n";
         assert_eq!(routes_removed(before, after), ["GET /a/"]);
         assert_eq!(routes_removed(before, ""), ["GET /a/", "GET /b/"]);
+    }
+
+    #[test]
+    fn removed_actions_are_named() {
+        let before = "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n";
+        let renamed = before.replace("Products|list", "Products|count");
+        assert_eq!(actions_removed(before, &renamed), ["Products|list"]);
+        let added = format!("{before}\n{renamed}");
+        assert!(actions_removed(before, &added).is_empty());
+        assert_eq!(actions_removed(before, ""), ["Products|list"]);
     }
 
     #[test]

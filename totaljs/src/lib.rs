@@ -34,7 +34,7 @@ mod primer;
 mod scaffold;
 
 pub use boot::{
-    BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, boot_requests,
+    BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, actions_removed, boot_requests,
     changed_boot_requests, first_project_frame, missing_action, read_errors, route_files,
     routes_removed,
 };

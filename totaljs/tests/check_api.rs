@@ -344,3 +344,27 @@ fn an_emptied_controller_names_the_routes_it_removed() {
     let f = check_edit("controllers/default.js", Some(before), &moved, &cfg, &ctx);
     assert!(f.removed_routes.is_empty() && !f.emptied, "{f:?}");
 }
+
+/// An edit that renames an action instead of adding one says the old one is gone (issue 34: the
+/// 1.5B renamed Products|list to Products|count, and the route that listed products now counted).
+#[test]
+fn an_edit_that_renames_an_action_names_the_action_it_removed() {
+    let before = "var PRODUCTS = [];\n\nNEWACTION('Products|list', {\n\tname: 'List products',\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+    let after = "var PRODUCTS = [];\n\nNEWACTION('Products|count', {\n\tname: 'Count products',\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});\n";
+    let cfg = CheckConfig::default();
+    let ctx = ProjectContext::default();
+    let f = check_edit("actions/products.js", Some(before), after, &cfg, &ctx);
+    assert_eq!(f.removed_actions, ["Products|list"]);
+    let text = format_edit("actions/products.js", &f);
+    assert!(
+        text.contains("This edit removed an action that no longer exists: Products|list. Put it back unless the task is to remove it."),
+        "{text}"
+    );
+    let added = format!(
+        "{before}\n{}",
+        &after[after.find("NEWACTION").unwrap_or(0)..]
+    );
+    let f = check_edit("actions/products.js", Some(before), &added, &cfg, &ctx);
+    assert!(f.removed_actions.is_empty(), "{f:?}");
+    assert!(!format_edit("actions/products.js", &f).contains("removed"));
+}

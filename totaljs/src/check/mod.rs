@@ -398,6 +398,7 @@ pub fn check_edit(
         && file::classify(path).is_js()
     {
         out.removed_routes = crate::boot::routes_removed(before, after);
+        out.removed_actions = crate::boot::actions_removed(before, after);
         out.emptied = !before.trim().is_empty() && after.trim().is_empty();
     }
     out

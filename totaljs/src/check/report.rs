@@ -107,6 +107,9 @@ pub struct EditFindings {
     /// Routes the file declared before the edit and no longer does (`GET /api/items/`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_routes: Vec<String>,
+    /// Actions the file declared before the edit and no longer does (`Products|list`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_actions: Vec<String>,
     /// The edit left the file empty (or only whitespace) where it had code.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub emptied: bool,
@@ -204,6 +207,19 @@ pub const BREAK_MARKS: &[&str] = &[
     "Fix the errors in your change",
 ];
 
+/// "This edit removed a route that no longer exists: GET /a/. Put it back unless …", empty for none.
+fn removed(one: &str, many: &str, names: &[String]) -> String {
+    let (what, s, it) = match names.len() {
+        0 => return String::new(),
+        1 => (one, "s", "it"),
+        _ => (many, "", "them"),
+    };
+    format!(
+        "This edit removed {what} that no longer exist{s}: {}. Put {it} back unless the task is to remove {it}.\n",
+        names.join(", ")
+    )
+}
+
 /// Renders the findings of an edit as text to append to the tool result (empty when there is
 /// nothing to say): the edit's own findings, one per line, then one line counting the rest.
 pub fn format_edit(path: &str, findings: &EditFindings) -> String {
@@ -212,16 +228,8 @@ pub fn format_edit(path: &str, findings: &EditFindings) -> String {
     if findings.emptied {
         out.push_str("This edit emptied the file.\n");
     }
-    if !findings.removed_routes.is_empty() {
-        out.push_str(&format!(
-            "This edit removed {} that no longer exist{}: {}. Put {} back unless the task is to remove {}.\n",
-            if findings.removed_routes.len() == 1 { "a route" } else { "routes" },
-            if findings.removed_routes.len() == 1 { "s" } else { "" },
-            findings.removed_routes.join(", "),
-            if findings.removed_routes.len() == 1 { "it" } else { "them" },
-            if findings.removed_routes.len() == 1 { "it" } else { "them" },
-        ));
-    }
+    out.push_str(&removed("a route", "routes", &findings.removed_routes));
+    out.push_str(&removed("an action", "actions", &findings.removed_actions));
     if !edit.is_empty() {
         let count = |s: Severity| edit.iter().filter(|f| f.severity == s).count();
         let errors = count(Severity::Error);
