@@ -1187,3 +1187,45 @@ async fn a_write_of_the_same_content_is_no_change() {
     );
     assert_eq!(read(&env, "notes.txt"), "beta\n");
 }
+
+/// A small model that reads a Total.js controller gets its routes in one plain line after the
+/// file: asked which routes an app defines, the 1.5B read the controller and called
+/// `ROUTE('GET /api/products/ --> Products|list')` "a route for the API products/" (issue 34).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_read_by_a_small_model_lists_its_routes() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /api/products/ --> Products|list');\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+    let env = small_env(&[
+        (
+            "package.json",
+            r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+        ),
+        ("index.js", "require('total5');\nTotal.run();\n"),
+        ("controllers/default.js", controller),
+        ("notes.js", "var a = 1;\n"),
+    ])
+    .await;
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "read", "arguments": {"path": "notes.js"}}"#,
+            r#"{"answer": "GET / and GET /api/products/."}"#,
+        ],
+        "Which routes does this app define? Do not change any file.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    let line = "Routes this file declares: GET / (function index), GET /api/products/ (action Products|list).";
+    assert!(
+        ran[0].0 == "read" && ran[0].1.contains("1\texports.install") && ran[0].1.contains(line),
+        "Totem's first read of the controller ends with its routes: {ran:?}"
+    );
+    let notes = ran
+        .iter()
+        .find(|r| r.1.contains("var a = 1"))
+        .expect("notes.js read");
+    assert!(
+        !notes.1.contains("Routes this file"),
+        "a file without routes gets no line: {ran:?}"
+    );
+}

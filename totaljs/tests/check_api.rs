@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use totem_totaljs::{
-    CheckConfig, ProjectContext, Severity, check, check_edit, check_project, format_edit,
-    format_findings, primer, primer_example, reminder, rules,
+    CheckConfig, ProjectContext, Severity, check, check_edit, check_project, describe_routes,
+    format_edit, format_findings, primer, primer_example, reminder, rules,
 };
 
 const V4_HANDLER: &str = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index() {\n\tvar self = this;\n\tself.json({});\n}\n";
@@ -367,4 +367,23 @@ fn an_edit_that_renames_an_action_names_the_action_it_removed() {
     let f = check_edit("actions/products.js", Some(before), &added, &cfg, &ctx);
     assert!(f.removed_actions.is_empty(), "{f:?}");
     assert!(!format_edit("actions/products.js", &f).contains("removed"));
+}
+
+/// A controller read by a small model gets its routes in one plain line: the 1.5B did not take
+/// `ROUTE('GET /api/products/ --> Products|list')` for a route (issue 34).
+#[test]
+fn the_routes_of_a_file_are_described_in_one_line() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET  /about/', about);\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('POST /api/x/', function($) { $.success(); });\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+    assert_eq!(
+        describe_routes(controller).as_deref(),
+        Some(
+            "Routes this file declares: GET / (function index), GET /about/ (function about), GET /api/products/ (action Products|list), POST /api/x/ (inline function)."
+        )
+    );
+    let action = "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\tinput: '*email:Email',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n";
+    assert_eq!(
+        describe_routes(action).as_deref(),
+        Some("Routes this file declares: POST /api/contact/ (action Contact|create).")
+    );
+    assert_eq!(describe_routes("var a = 1;\n"), None);
 }

@@ -626,6 +626,9 @@ impl Runner {
                     output.push_str(&found);
                     broken = true;
                 }
+                if !is_error && let Some(routes) = self.routes_note(&call) {
+                    output.push_str(&routes);
+                }
                 // A change the conventions check says broke the app (a route removed, an
                 // error added) is not a place to stop either: the 0.5B broke a route and was
                 // told in the same result that it could answer now.
@@ -767,6 +770,9 @@ impl Runner {
             if !is_error && let Some(found) = self.syntax_note(&call).await {
                 output.push_str(&found);
             }
+            if !is_error && let Some(routes) = self.routes_note(&call) {
+                output.push_str(&routes);
+            }
             self.tool_result(&message_id, index, &call, output, is_error)?;
             index += 1;
         }
@@ -814,6 +820,24 @@ impl Runner {
         } else {
             note
         })
+    }
+
+    /// The routes a JavaScript file of a Total.js project declares, in one plain line after its
+    /// `read` (constrained steps only; see [`totem_totaljs::describe_routes`]).
+    fn routes_note(&self, call: &ToolCall) -> Option<String> {
+        if !self.setup.tool_offer.constrained || !self.setup.totaljs || call.name != "read" {
+            return None;
+        }
+        let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
+        if !path.ends_with(".js") {
+            return None;
+        }
+        let file = self.tools.ctx.root().join(&path);
+        if std::fs::metadata(&file).ok()?.len() > 512 * 1024 {
+            return None;
+        }
+        let content = std::fs::read_to_string(file).ok()?;
+        Some(format!("\n\n{}", totem_totaljs::describe_routes(&content)?))
     }
 
     /// Whether a `read` of this run worked.

@@ -61,6 +61,62 @@ pub(crate) fn route_strings(content: &str) -> Vec<(String, usize)> {
         .collect()
 }
 
+/// The routes a file declares, one short line for a model that reads the file: "Routes this file
+/// declares: GET / (function index), GET /api/products/ (action Products|list)." `None` when it
+/// declares none. The 1.5B, asked which routes an app defines, read the controller and listed
+/// `GET /` and `GET /about/` but called `ROUTE('GET /api/products/ --> Products|list')` "a route
+/// for the API products/": a route with an action and no handler did not read as one to it.
+pub fn describe_routes(content: &str) -> Option<String> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    let mut routes: Vec<(usize, String)> = Vec::new();
+    for call in route_calls(tokens) {
+        let Some((value, line)) = call.args.first().and_then(|a| string_in(tokens, a)) else {
+            continue;
+        };
+        let (route, actions) = match value.split_once("-->") {
+            Some((route, actions)) => (route, Some(actions)),
+            None => (value, None),
+        };
+        let what = match (actions, call.args.get(1).map(|r| &tokens[r.clone()])) {
+            (Some(actions), _) => {
+                let names: Vec<&str> = actions
+                    .split(|c: char| c.is_whitespace() || c == ',')
+                    .filter(|w| !w.is_empty() && !w.starts_with('('))
+                    .collect();
+                format!("action {}", names.join(", "))
+            }
+            (None, Some([t])) if t.kind == crate::js::Kind::Ident => format!("function {}", t.text),
+            (None, Some(_)) => "inline function".to_string(),
+            (None, None) => "no handler".to_string(),
+        };
+        routes.push((line, format!("{} ({what})", route_line(route))));
+    }
+    for call in global_calls(tokens, "NEWACTION") {
+        let id = call.args.first().and_then(|a| string_in(tokens, a));
+        let route = call
+            .args
+            .get(1)
+            .and_then(|opts| property(tokens, opts, "route"))
+            .and_then(|r| string_in(tokens, &r));
+        if let (Some((id, _)), Some((route, line))) = (id, route) {
+            routes.push((line, format!("{} (action {id})", route_line(route))));
+        }
+    }
+    if routes.is_empty() {
+        return None;
+    }
+    routes.sort_by_key(|(line, _)| *line);
+    let list: Vec<String> = routes.into_iter().map(|(_, r)| r).collect();
+    Some(format!("Routes this file declares: {}.", list.join(", ")))
+}
+
+/// A route string's method and URL with the spacing made plain (`GET  /a/ ` → `GET /a/`); flags
+/// after them are kept (`GET /a/ <1MB`).
+fn route_line(route: &str) -> String {
+    route.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 const METHODS: &[&str] = &[
     "GET",
     "POST",
