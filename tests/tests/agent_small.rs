@@ -1228,4 +1228,21 @@ async fn a_controller_read_by_a_small_model_lists_its_routes() {
         !notes.1.contains("Routes this file"),
         "a file without routes gets no line: {ran:?}"
     );
+    // Asked for a change, the 1.5B copied the line's form into a route of a missing action.
+    let events = scripted(
+        &env,
+        &[
+            r#"{"name": "edit", "arguments": {"path": "controllers/default.js", "oldString": "ROUTE('GET /', index);", "newString": "ROUTE('GET /', index);\n\tROUTE('GET /api/ping/', index);"}}"#,
+            r#"{"answer": "Added."}"#,
+        ],
+        "Add a route GET /api/ping/ in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    let read = ran.iter().rev().find(|r| r.0 == "read").expect("a read");
+    assert!(
+        read.1.contains("1\texports.install") && !read.1.contains("Routes this file"),
+        "no routes line when the task asks for a change: {ran:?}"
+    );
 }

@@ -823,9 +823,16 @@ impl Runner {
     }
 
     /// The routes a JavaScript file of a Total.js project declares, in one plain line after its
-    /// `read` (constrained steps only; see [`totem_totaljs::describe_routes`]).
+    /// `read`, when the task is a question (constrained steps only; see
+    /// [`totem_totaljs::describe_routes`]). Not when it asks for a change: asked to add a route,
+    /// the 1.5B copied the line's `GET /api/products/ (action Products|list)` into
+    /// `ROUTE('GET /api/ping/ --> Products|ping')`, an action that does not exist.
     fn routes_note(&self, call: &ToolCall) -> Option<String> {
-        if !self.setup.tool_offer.constrained || !self.setup.totaljs || call.name != "read" {
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || self.setup.changes_asked
+            || call.name != "read"
+        {
             return None;
         }
         let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
