@@ -1246,3 +1246,83 @@ async fn a_controller_read_by_a_small_model_lists_its_routes() {
         "no routes line when the task asks for a change: {ran:?}"
     );
 }
+
+/// A change is not the last while the task's new file is missing or while an earlier change's
+/// removal is not put back: told to add Contact|create in the new file actions/contact.js, the
+/// 1.5B renamed Products|list in actions/products.js, pointed the controller's route at it, was
+/// told it could answer, and did (issue 34, c27).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_stands() {
+    let products =
+        "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n";
+    let controller =
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
+    let contact = "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n";
+    let env = small_env(&[
+        (
+            "package.json",
+            r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+        ),
+        ("index.js", "require('total5');\nTotal.run();\n"),
+        ("controllers/default.js", controller),
+        ("actions/products.js", products),
+    ])
+    .await;
+    let call =
+        |name: &str, args: serde_json::Value| json!({"name": name, "arguments": args}).to_string();
+    let steps = [
+        call(
+            "edit",
+            json!({"path": "actions/products.js", "oldString": "Products|list", "newString": "Contact|create"}),
+        ),
+        call(
+            "edit",
+            json!({"path": "controllers/default.js", "oldString": "Products|list", "newString": "Contact|create"}),
+        ),
+        call(
+            "write",
+            json!({"path": "actions/contact.js", "content": contact}),
+        ),
+        call(
+            "write",
+            json!({"path": "actions/products.js", "content": products}),
+        ),
+        call(
+            "write",
+            json!({"path": "controllers/default.js", "content": controller}),
+        ),
+        r#"{"answer": "Added Contact|create."}"#.to_string(),
+    ];
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let events = scripted(
+        &env,
+        &steps,
+        "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.",
+        Answer::Once,
+    )
+    .await;
+    let changes: Vec<_> = results(&events)
+        .into_iter()
+        .filter(|r| r.0 != "read")
+        .collect();
+    assert_eq!(changes.len(), 5, "{changes:?}");
+    let second = &changes[1].1;
+    assert!(
+        second.contains("The task also names actions/contact.js, which does not exist yet: create it next if the task needs it.")
+            && second.contains("Your changes removed the action Products|list, which the project had before. Put it back unless the task is to remove it.")
+            && !second.contains("answer now"),
+        "{second}"
+    );
+    let third = &changes[2].1;
+    assert!(
+        !third.contains("does not exist yet")
+            && third.contains("Your changes removed the action Products|list")
+            && !third.contains("answer now"),
+        "{third}"
+    );
+    assert!(
+        changes[3].1.contains("answer now") && !changes[3].1.contains("removed"),
+        "all put back: {:?}",
+        changes[3]
+    );
+}

@@ -335,6 +335,35 @@ pub fn actions_removed(before: &str, after: &str) -> Vec<String> {
     out
 }
 
+/// What a run removed and has not put back: the routes (`GET /api/items/`) and the actions
+/// (`Products|list`) that the files it changed declared before it (`before`: path and text; a
+/// file the run created is not in it) and that no file of the project declares now (`project`,
+/// as [`route_files`] reads it). A route or action moved to another file is not removed.
+pub fn removed_by_run(before: &[(String, String)], project: &[(String, String)]) -> Vec<String> {
+    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
+    let mut routes_now = HashSet::new();
+    let mut actions_now = HashSet::new();
+    for (_, content) in project {
+        routes_now.extend(route_strings(content).iter().filter_map(|(r, _)| key(r)));
+        actions_now.extend(declared_actions(content).into_iter().map(|(id, _)| id));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (_, content) in before {
+        for route in route_strings(content).iter().filter_map(|(r, _)| key(r)) {
+            if !routes_now.contains(&route) && !out.contains(&route) {
+                out.push(route);
+            }
+        }
+        for (id, _) in declared_actions(content) {
+            let named = format!("the action {id}");
+            if !actions_now.contains(&id) && !out.contains(&named) {
+                out.push(named);
+            }
+        }
+    }
+    out
+}
+
 /// One error the app printed: its first line and the first frame of the stack that is in the
 /// project (not in `node_modules/`, not in Node.js itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -633,6 +662,36 @@ mod tests {
         let after = "exports.install = function() {\n\tROUTE('GET /b/', b);\n};\n";
         assert_eq!(routes_removed(before, after), ["GET /a/"]);
         assert_eq!(routes_removed(before, ""), ["GET /a/", "GET /b/"]);
+    }
+
+    #[test]
+    fn what_a_run_removed_counts_the_whole_project_now() {
+        let products = "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n".to_string();
+        let controller = "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n".to_string();
+        let before = vec![
+            ("actions/products.js".to_string(), products.clone()),
+            ("controllers/default.js".to_string(), controller.clone()),
+        ];
+        let renamed = products.replace("Products|list", "Products|count");
+        let now = vec![
+            ("actions/products.js".to_string(), renamed.clone()),
+            (
+                "controllers/default.js".to_string(),
+                "exports.install = function() {\n};\n".to_string(),
+            ),
+        ];
+        assert_eq!(
+            removed_by_run(&before, &now),
+            ["the action Products|list", "GET /api/products/"]
+        );
+        // Moved to other files: nothing removed.
+        let moved = vec![
+            ("actions/products.js".to_string(), renamed),
+            ("actions/list.js".to_string(), products),
+            ("controllers/default.js".to_string(), String::new()),
+            ("controllers/api.js".to_string(), controller),
+        ];
+        assert!(removed_by_run(&before, &moved).is_empty());
     }
 
     #[test]

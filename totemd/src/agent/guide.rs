@@ -186,6 +186,50 @@ pub(super) fn named_files(
     found
 }
 
+/// The files the prompt names in a folder ("in a new file actions/contact.js") that do not exist
+/// yet, in the prompt's order, at most [`NAMED_FILES`]: a run asked for them is not done while
+/// they are missing. The 1.5B, told to add an action in the new file actions/contact.js, renamed
+/// the action of actions/products.js instead and answered.
+pub(super) fn new_files_named(
+    prompt: &str,
+    root: &std::path::Path,
+    secret: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let words = prompt.split(|c: char| {
+        c.is_whitespace() || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '[' | ']')
+    });
+    for word in words {
+        if word.starts_with('/') || word.contains("://") {
+            continue;
+        }
+        let word = key(word.trim_end_matches(['.', ':', '!', '?']));
+        let Some((_, name)) = word.rsplit_once('/') else {
+            continue;
+        };
+        let has_extension = name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        if !has_extension
+            || word
+                .split('/')
+                .any(|part| part.is_empty() || part == ".." || part == ".")
+            || found.contains(&word)
+            || secret(&word)
+            || std::fs::symlink_metadata(root.join(&word)).is_ok()
+        {
+            continue;
+        }
+        found.push(word);
+        if found.len() == NAMED_FILES {
+            break;
+        }
+    }
+    found
+}
+
 /// The Total.js 5 folders a prompt's words point at: routes are declared in controllers/,
 /// actions in actions/, pages in views/, schemas in schemas/.
 const TOPICS: &[(&[&str], &str)] = &[
@@ -535,6 +579,22 @@ mod tests {
         assert_eq!(
             dropping_overwrite("a.txt", "one line\n", "other", task),
             None
+        );
+    }
+
+    #[test]
+    fn the_new_files_a_prompt_names_are_the_missing_paths_in_a_folder() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::create_dir_all(dir.path().join("actions")).expect("actions");
+        std::fs::write(dir.path().join("actions/products.js"), "x").expect("file");
+        let prompt = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. Keep actions/products.js; see https://docs.totaljs.com/x.html, Node.js and ./views/new.html or ../out/x.js.";
+        assert_eq!(
+            new_files_named(prompt, dir.path(), |_| false),
+            ["actions/contact.js", "views/new.html"]
+        );
+        assert!(
+            new_files_named(prompt, dir.path(), |p| p.starts_with("actions/"))
+                == ["views/new.html"]
         );
     }
 

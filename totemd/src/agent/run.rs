@@ -642,12 +642,27 @@ impl Runner {
                     let done = self.setup.tool_offer.writes_code_blocks();
                     let left = &self.tools.named_unchanged;
                     if changes_asked && changed && !left.is_empty() {
-                        let files = left.join(" and ");
+                        output.push_str(&still_named(self.tools.ctx.root(), left));
+                    }
+                    // What an earlier change removed is still missing: the 1.5B was told its
+                    // edit removed Products|list, changed the controller next, was told it may
+                    // answer, and did.
+                    let removed = if changes_asked && changed {
+                        self.removed_by_run()
+                    } else {
+                        Vec::new()
+                    };
+                    if !removed.is_empty() {
                         output.push_str(&format!(
-                            "\n\nThe task also names {files}, which you have not changed yet: change it next if the task needs it."
+                            "\n\nYour changes removed {}, which the project had before. Put {} back unless the task is to remove {}.",
+                            removed.join(", "),
+                            if removed.len() == 1 { "it" } else { "them" },
+                            if removed.len() == 1 { "it" } else { "them" },
                         ));
                     }
-                    self.tools.settled = changes_asked && changed && left.is_empty();
+                    let left = &self.tools.named_unchanged;
+                    self.tools.settled =
+                        changes_asked && changed && left.is_empty() && removed.is_empty();
                     if self.tools.settled {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
@@ -728,7 +743,10 @@ impl Runner {
         let prompt = self.prompt().unwrap_or("");
         let root = self.tools.ctx.root();
         let mut files = super::guide::named_files(prompt, root, |rel| secrets.is_secret(rel));
-        let named = files.clone();
+        let mut named = files.clone();
+        named.extend(super::guide::new_files_named(prompt, root, |rel| {
+            secrets.is_secret(rel)
+        }));
         // A Total.js prompt that names no file: the files of the folders its words point at
         // ("routes": controllers/).
         if files.is_empty() && self.setup.totaljs {
@@ -845,6 +863,27 @@ impl Runner {
         }
         let content = std::fs::read_to_string(file).ok()?;
         Some(format!("\n\n{}", totem_totaljs::describe_routes(&content)?))
+    }
+
+    /// The routes and actions of a Total.js project that the files this run changed declared
+    /// before it and that no file declares now (see [`totem_totaljs::removed_by_run`]).
+    fn removed_by_run(&self) -> Vec<String> {
+        if !self.setup.totaljs {
+            return Vec::new();
+        }
+        let mut before: Vec<(String, String)> = self
+            .tools
+            .boot_before
+            .iter()
+            .filter(|(rel, _)| rel.ends_with(".js"))
+            .filter_map(|(rel, text)| Some((rel.clone(), text.clone()?)))
+            .collect();
+        before.sort();
+        if before.is_empty() {
+            return Vec::new();
+        }
+        let project = totem_totaljs::route_files(self.tools.ctx.root());
+        totem_totaljs::removed_by_run(&before, &project)
     }
 
     /// Whether a `read` of this run worked.
@@ -1106,4 +1145,38 @@ fn step_failed(e: StepError) -> Outcome {
         | StepError::ToolsRefused(reason)
         | StepError::Overflow { reason, .. } => Outcome::Failed(reason),
     }
+}
+
+/// "The task also names controllers/default.js, which you have not changed yet: …" for the
+/// files a task names that the run has not changed, and "… actions/contact.js, which does not
+/// exist yet: create it …" for those it has not created.
+fn still_named(root: &std::path::Path, left: &[String]) -> String {
+    let (there, missing): (Vec<&String>, Vec<&String>) =
+        left.iter().partition(|f| root.join(f.as_str()).exists());
+    let join = |files: &[&String]| {
+        files
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let mut out = String::new();
+    if !there.is_empty() {
+        out.push_str(&format!(
+            "\n\nThe task also names {}, which you have not changed yet: change it next if the task needs it.",
+            join(&there)
+        ));
+    }
+    if !missing.is_empty() {
+        let (it, does) = if missing.len() == 1 {
+            ("it", "does")
+        } else {
+            ("them", "do")
+        };
+        out.push_str(&format!(
+            "\n\nThe task also names {}, which {does} not exist yet: create {it} next if the task needs {it}.",
+            join(&missing)
+        ));
+    }
+    out
 }
