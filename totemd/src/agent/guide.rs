@@ -387,7 +387,11 @@ const DROPPING_ADVICE: &str = "To change part of it, use edit with the exact old
 const UNSEEN_ADVICE: &str = "then change the part that needs it with edit.";
 
 /// A write's refusal as told to a model that is not offered `edit` (it writes code blocks).
-pub(super) fn without_edit(refusal: String) -> String {
+pub(super) fn without_edit(mut refusal: String) -> String {
+    // The call to copy is a JSON `write` with content, which such a model does not write.
+    if let Some(at) = refusal.find(APPEND_HINT) {
+        refusal.truncate(at);
+    }
     refusal
         .replace(
             DROPPING_ADVICE,
@@ -433,13 +437,38 @@ pub(super) fn dropping_overwrite(
     } else {
         String::new()
     };
-    Some(format!(
+    let mut refusal = format!(
         "Not written: this would delete {} of the {} lines of {path} ({}{more}). {DROPPING_ADVICE}",
         dropped.len(),
         old_lines.len(),
         shown.join(", ")
-    ))
+    );
+    // New code that keeps none of the file's lines is often meant to be added to it: the 1.5B,
+    // asked to add an action to actions/products.js, wrote only the new action six times over,
+    // each time told it would delete the file. The call that adds it is one it can copy.
+    let mut content_lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first_is_new = content_lines
+        .next()
+        .is_some_and(|first| !old_lines.iter().any(|l| l.trim() == first));
+    let new_code = first_is_new
+        && content_lines.count() >= 2
+        && old.len() <= APPEND_HINT_BYTES
+        && path.ends_with(".js");
+    if new_code {
+        let whole = format!("{}\n\n{}", old.trim_end(), content.trim_start());
+        let call =
+            serde_json::json!({"name": "write", "arguments": {"path": path, "content": whole}});
+        refusal.push_str(&format!("{APPEND_HINT}{call}"));
+    }
+    Some(refusal)
 }
+
+/// Files up to this size get [`APPEND_HINT`]'s call (it holds the whole file).
+const APPEND_HINT_BYTES: usize = 4_000;
+
+/// How the call that adds new code to the end of a file is introduced.
+const APPEND_HINT: &str =
+    "\n\nIf these lines are new code to add to the file, write it whole with them at the end: ";
 
 /// A line cut to 60 characters for a message.
 fn short(line: &str) -> String {
@@ -632,6 +661,38 @@ mod tests {
         assert!(!asks_for_spacing("Add a route GET /api/ping/"));
         assert!(asks_for_spacing("Convert the file to tabs"));
         assert!(!asks_for_spacing("Add a products table to the stable page"));
+    }
+
+    #[test]
+    fn new_code_over_a_whole_script_is_shown_the_write_that_adds_it() {
+        let old = "var PRODUCTS = [\n\t{ id: 1, name: 'Hammer' },\n\t{ id: 2, name: 'Saw' }\n];\n\nNEWACTION('Products|list', {\n\tname: 'List products',\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+        let new = "NEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});";
+        let task = "Add an action Products|count in actions/products.js";
+        let refusal = dropping_overwrite("actions/products.js", old, new, task).expect("refused");
+        let (_, call) = refusal.split_once(APPEND_HINT).expect("the hint");
+        let call: serde_json::Value = serde_json::from_str(call).expect("a JSON call");
+        assert_eq!(call["name"], "write");
+        assert_eq!(
+            call["arguments"]["content"],
+            format!("{}\n\n{new}", old.trim_end())
+        );
+        assert!(!without_edit(refusal).contains("If these lines"));
+        // Not for a line or two, nor when the write starts with one of the file's lines.
+        let short =
+            dropping_overwrite("actions/products.js", old, "var A = 1;", task).expect("refused");
+        assert!(!short.contains("If these lines"), "{short}");
+        let kept = dropping_overwrite(
+            "actions/products.js",
+            old,
+            "var PRODUCTS = [\nx\ny\n];",
+            task,
+        )
+        .expect("refused");
+        assert!(!kept.contains("If these lines"), "{kept}");
+        let view = "<h1>Acme Shop</h1>\n<p>Tools.</p>\n";
+        let text =
+            dropping_overwrite("views/index.html", view, "a\nb\nc\n", task).expect("refused");
+        assert!(!text.contains("If these lines"), "{text}");
     }
 
     #[test]
