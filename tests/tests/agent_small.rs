@@ -33,6 +33,20 @@ async fn small_env(files: &[(&str, &str)]) -> Env {
     env
 }
 
+/// A Total.js 5 project (package.json naming total5, index.js) holding `files` too, with the
+/// simulator's model set to small and tools in text.
+async fn small_totaljs_env(files: &[(&str, &str)]) -> Env {
+    let mut all = vec![
+        (
+            "package.json",
+            r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
+        ),
+        ("index.js", "require('total5');\nTotal.run();\n"),
+    ];
+    all.extend_from_slice(files);
+    small_env(&all).await
+}
+
 /// Queues the model's answers, one step each (a call or the final answer, as a constrained server
 /// sends it), then runs `prompt` to its end.
 async fn scripted(env: &Env, steps: &[&str], prompt: &str, answer: Answer) -> Vec<SessionEvent> {
@@ -1194,12 +1208,7 @@ async fn a_write_of_the_same_content_is_no_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_read_by_a_small_model_lists_its_routes() {
     let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /api/products/ --> Products|list');\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
-    let env = small_env(&[
-        (
-            "package.json",
-            r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
-        ),
-        ("index.js", "require('total5');\nTotal.run();\n"),
+    let env = small_totaljs_env(&[
         ("controllers/default.js", controller),
         ("notes.js", "var a = 1;\n"),
     ])
@@ -1258,12 +1267,7 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
     let controller =
         "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
     let contact = "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n";
-    let env = small_env(&[
-        (
-            "package.json",
-            r#"{"name": "app", "dependencies": {"total5": "latest"}}"#,
-        ),
-        ("index.js", "require('total5');\nTotal.run();\n"),
+    let env = small_totaljs_env(&[
         ("controllers/default.js", controller),
         ("actions/products.js", products),
     ])
