@@ -1256,8 +1256,8 @@ async fn a_controller_read_by_a_small_model_lists_its_routes() {
     );
 }
 
-/// A change is not the last while the task's new file is missing or while an earlier change's
-/// removal is not put back: told to add Contact|create in the new file actions/contact.js, the
+/// A change is not the last while the task's new file is missing, while a route it names is not
+/// declared, or while an earlier change's removal is not put back: told to add Contact|create in the new file actions/contact.js, the
 /// 1.5B renamed Products|list in actions/products.js, pointed the controller's route at it, was
 /// told it could answer, and did (issue 34, c27).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1314,12 +1314,14 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
     assert!(
         second.contains("The task also names actions/contact.js, which does not exist yet: create it next if the task needs it.")
             && second.contains("Your changes removed the action Products|list, which the project had before. Put it back unless the task is to remove it.")
+            && second.contains("The task names the route POST /api/contact/, which no file declares yet: declare it next, with ROUTE('POST /api/contact/ --> Contact|create'); inside exports.install in controllers/default.js, or route: 'POST /api/contact/' in the NEWACTION('Contact|create', { … }).")
             && !second.contains("answer now"),
         "{second}"
     );
     let third = &changes[2].1;
     assert!(
         !third.contains("does not exist yet")
+            && !third.contains("The task names the route")
             && third.contains("Your changes removed the action Products|list")
             && !third.contains("answer now"),
         "{third}"

@@ -364,6 +364,24 @@ pub fn removed_by_run(before: &[(String, String)], project: &[(String, String)])
     out
 }
 
+/// The routes of `wanted` (`POST /api/contact/`) that no file of `project` (as [`route_files`]
+/// reads it) declares, by method and URL; a trailing slash does not count.
+pub fn undeclared_routes(project: &[(String, String)], wanted: &[String]) -> Vec<String> {
+    let key = |route: &str| {
+        method_and_url(route).map(|(m, u)| format!("{m} {}", u.trim_end_matches('/')))
+    };
+    let declared: HashSet<String> = project
+        .iter()
+        .flat_map(|(_, content)| route_strings(content))
+        .filter_map(|(r, _)| key(&r))
+        .collect();
+    wanted
+        .iter()
+        .filter(|w| key(w).is_some_and(|k| !declared.contains(&k)))
+        .cloned()
+        .collect()
+}
+
 /// One error the app printed: its first line and the first frame of the stack that is in the
 /// project (not in `node_modules/`, not in Node.js itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -692,6 +710,27 @@ mod tests {
             ("controllers/api.js".to_string(), controller),
         ];
         assert!(removed_by_run(&before, &moved).is_empty());
+    }
+
+    #[test]
+    fn routes_no_file_declares_are_named() {
+        let project = vec![(
+            "controllers/default.js".to_string(),
+            "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n".to_string(),
+        ), (
+            "actions/contact.js".to_string(),
+            "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n".to_string(),
+        )];
+        let wanted = [
+            "GET /api/products".to_string(),
+            "POST /api/contact/".to_string(),
+            "GET /api/ping/".to_string(),
+            "POST /api/products/".to_string(),
+        ];
+        assert_eq!(
+            undeclared_routes(&project, &wanted),
+            ["GET /api/ping/", "POST /api/products/"]
+        );
     }
 
     #[test]

@@ -230,6 +230,62 @@ pub(super) fn new_files_named(
     found
 }
 
+/// The routes a prompt names ("served at POST /api/contact/", "a route GET /api/ping/"), as
+/// `METHOD /url/`, in its order; none when it asks to remove or rename something (the route it
+/// names may then be the one to go).
+pub(super) fn named_routes(prompt: &str) -> Vec<String> {
+    let lower = prompt.to_lowercase();
+    if ["remove", "delete", "drop", "rename"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        return Vec::new();
+    }
+    let words: Vec<&str> = prompt.split_whitespace().collect();
+    let mut out: Vec<String> = Vec::new();
+    for pair in words.windows(2) {
+        let method = pair[0].trim_start_matches(['(', '"', '`', '\'']);
+        if !["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&method) {
+            continue;
+        }
+        let url = pair[1].trim_end_matches(['.', ',', ';', ':', ')', '"', '`', '\'', '!', '?']);
+        if !url.starts_with('/') || url.contains(['{', '*', ':']) {
+            continue;
+        }
+        let route = format!("{method} {url}");
+        if !out.contains(&route) {
+            out.push(route);
+        }
+    }
+    out
+}
+
+/// What a change's result says of a route the task names that no file declares: how to declare
+/// it, with the action the task names (`Contact|create`) when it names one.
+pub(super) fn undeclared_route(route: &str, prompt: &str) -> String {
+    let action = prompt
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '"' | '`' | '\''))
+        .map(|w| w.trim_end_matches(['.', ':', ';', '!', '?']))
+        .find(|w| {
+            w.split_once('|').is_some_and(|(ns, name)| {
+                ns.starts_with(|c: char| c.is_ascii_uppercase())
+                    && !name.is_empty()
+                    && ns
+                        .chars()
+                        .chain(name.chars())
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        });
+    match action {
+        Some(action) => format!(
+            "\n\nThe task names the route {route}, which no file declares yet: declare it next, with ROUTE('{route} --> {action}'); inside exports.install in controllers/default.js, or route: '{route}' in the NEWACTION('{action}', {{ … }})."
+        ),
+        None => format!(
+            "\n\nThe task names the route {route}, which no file declares yet: declare it next with ROUTE('{route}', handler); inside exports.install in a controller."
+        ),
+    }
+}
+
 /// The Total.js 5 folders a prompt's words point at: routes are declared in controllers/,
 /// actions in actions/, pages in views/, schemas in schemas/.
 const TOPICS: &[(&[&str], &str)] = &[
@@ -609,6 +665,24 @@ mod tests {
             dropping_overwrite("a.txt", "one line\n", "other", task),
             None
         );
+    }
+
+    #[test]
+    fn the_routes_a_prompt_names_are_its_method_and_path_pairs() {
+        assert_eq!(
+            named_routes(
+                "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. A request without a valid email must get HTTP 400."
+            ),
+            ["POST /api/contact/"]
+        );
+        assert_eq!(
+            named_routes(
+                "Add a route GET /api/ping/ in controllers/default.js (like `GET /about/`)."
+            ),
+            ["GET /api/ping/", "GET /about/"]
+        );
+        assert!(named_routes("Remove the route GET /about/.").is_empty());
+        assert!(named_routes("GET the list of routes; use POST /api/{id}/").is_empty());
     }
 
     #[test]

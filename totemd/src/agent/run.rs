@@ -647,11 +647,12 @@ impl Runner {
                     // What an earlier change removed is still missing: the 1.5B was told its
                     // edit removed Products|list, changed the controller next, was told it may
                     // answer, and did.
-                    let removed = if changes_asked && changed {
-                        self.removed_by_run()
+                    let project = if changes_asked && changed && self.setup.totaljs {
+                        totem_totaljs::route_files(self.tools.ctx.root())
                     } else {
                         Vec::new()
                     };
+                    let removed = self.removed_by_run(&project);
                     if !removed.is_empty() {
                         output.push_str(&format!(
                             "\n\nYour changes removed {}, which the project had before. Put {} back unless the task is to remove {}.",
@@ -660,9 +661,29 @@ impl Runner {
                             if removed.len() == 1 { "it" } else { "them" },
                         ));
                     }
+                    // A route the task names that no file declares: the 1.5B wrote the action
+                    // of "served at POST /api/contact/" without a route, and the app answered 404.
+                    let undeclared = if project.is_empty() {
+                        Vec::new()
+                    } else {
+                        let prompt = self.prompt().unwrap_or("");
+                        totem_totaljs::undeclared_routes(
+                            &project,
+                            &super::guide::named_routes(prompt),
+                        )
+                    };
+                    for route in &undeclared {
+                        output.push_str(&super::guide::undeclared_route(
+                            route,
+                            self.prompt().unwrap_or(""),
+                        ));
+                    }
                     let left = &self.tools.named_unchanged;
-                    self.tools.settled =
-                        changes_asked && changed && left.is_empty() && removed.is_empty();
+                    self.tools.settled = changes_asked
+                        && changed
+                        && left.is_empty()
+                        && removed.is_empty()
+                        && undeclared.is_empty();
                     if self.tools.settled {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
@@ -866,9 +887,10 @@ impl Runner {
     }
 
     /// The routes and actions of a Total.js project that the files this run changed declared
-    /// before it and that no file declares now (see [`totem_totaljs::removed_by_run`]).
-    fn removed_by_run(&self) -> Vec<String> {
-        if !self.setup.totaljs {
+    /// before it and that no file of `project` (its route files now) declares (see
+    /// [`totem_totaljs::removed_by_run`]).
+    fn removed_by_run(&self, project: &[(String, String)]) -> Vec<String> {
+        if project.is_empty() {
             return Vec::new();
         }
         let mut before: Vec<(String, String)> = self
@@ -882,8 +904,7 @@ impl Runner {
         if before.is_empty() {
             return Vec::new();
         }
-        let project = totem_totaljs::route_files(self.tools.ctx.root());
-        totem_totaljs::removed_by_run(&before, &project)
+        totem_totaljs::removed_by_run(&before, project)
     }
 
     /// Whether a `read` of this run worked.

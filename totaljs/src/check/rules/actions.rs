@@ -191,9 +191,9 @@ pub(crate) fn controller_methods(src: &Source, _: &ProjectContext) -> Hits {
             {
                 let m = tokens[i + 2].text;
                 let fix = if m == "view" {
-                    "render views with $.view() in a controller's route handler and let the action return data"
+                    "answer with $.success(value) instead (views are rendered by a controller's route handler)"
                 } else {
-                    "return data with $.success() (JSON envelope) or $.callback() (raw)"
+                    "answer with $.success(value) instead (JSON envelope), or $.callback(value) for the raw value"
                 };
                 hits.push((
                     t.line,
