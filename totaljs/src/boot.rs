@@ -382,6 +382,60 @@ pub fn undeclared_routes(project: &[(String, String)], wanted: &[String]) -> Vec
         .collect()
 }
 
+/// The names a script declares at its top level (`var PRODUCTS`, `function about`, `const a, b`
+/// is `a` only) with the line of each.
+fn top_level_names(content: &str) -> Vec<(String, usize)> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    let mut depth = 0usize;
+    let mut out = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        match t.text {
+            "{" | "(" | "[" if t.kind == crate::js::Kind::Punct => depth += 1,
+            "}" | ")" | "]" if t.kind == crate::js::Kind::Punct => depth = depth.saturating_sub(1),
+            "var" | "let" | "const" | "function" | "class"
+                if depth == 0 && t.kind == crate::js::Kind::Ident =>
+            {
+                if let Some(name) = tokens
+                    .get(i + 1)
+                    .filter(|n| n.kind == crate::js::Kind::Ident)
+                {
+                    out.push((name.text.to_string(), t.line));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The top-level names `before` declared that `after` no longer declares but still uses (a name
+/// not after a `.`), with the line that declared each before: the 1.5B wrote its new action over
+/// actions/products.js and left out `var PRODUCTS = [...]`, which the action still returned.
+pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
+    let now: HashSet<String> = top_level_names(after).into_iter().map(|(n, _)| n).collect();
+    let lexed = crate::js::lex(after);
+    let used: HashSet<&str> = lexed
+        .tokens
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            t.kind == crate::js::Kind::Ident && !(*i > 0 && lexed.tokens[i - 1].is_punct("."))
+        })
+        .map(|(_, t)| t.text)
+        .collect();
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for (name, line) in top_level_names(before) {
+        if !now.contains(&name)
+            && used.contains(name.as_str())
+            && !out.iter().any(|(n, _)| *n == name)
+        {
+            out.push((name, line));
+        }
+    }
+    out
+}
+
 /// One error the app printed: its first line and the first frame of the stack that is in the
 /// project (not in `node_modules/`, not in Node.js itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -731,6 +785,19 @@ mod tests {
             undeclared_routes(&project, &wanted),
             ["GET /api/ping/", "POST /api/products/"]
         );
+    }
+
+    #[test]
+    fn a_declaration_removed_but_still_used_is_named() {
+        let before = "var PRODUCTS = [\n\t{ id: 1 }\n];\n\nfunction unused() {}\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\tvar x = 1;\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+        let after = "NEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});\n";
+        assert_eq!(
+            declarations_removed(before, after),
+            [("PRODUCTS".to_string(), 1)]
+        );
+        assert!(declarations_removed(before, before).is_empty());
+        // Used only as a property: not the removed name.
+        assert!(declarations_removed(before, "$.PRODUCTS = 1;\n").is_empty());
     }
 
     #[test]

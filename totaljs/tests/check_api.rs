@@ -387,3 +387,23 @@ fn the_routes_of_a_file_are_described_in_one_line() {
     );
     assert_eq!(describe_routes("var a = 1;\n"), None);
 }
+
+/// A write that keeps an action but drops the data it returns says so: the 1.5B wrote its new
+/// action over actions/products.js without `var PRODUCTS = [...]` (issue 34, c28).
+#[test]
+fn an_edit_that_drops_a_declaration_the_file_still_uses_says_so() {
+    let before = "var PRODUCTS = [\n\t{ id: 1, name: 'Hammer' }\n];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+    let after = "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+    let f = check_edit(
+        "actions/products.js",
+        Some(before),
+        after,
+        &CheckConfig::default(),
+        &ProjectContext::default(),
+    );
+    let text = format_edit("actions/products.js", &f);
+    assert!(
+        text.contains("This edit removed the declaration of PRODUCTS (line 1 before), which the file still uses: it fails when it runs. Put the declaration back."),
+        "{text}"
+    );
+}

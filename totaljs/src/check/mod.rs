@@ -399,6 +399,7 @@ pub fn check_edit(
     {
         out.removed_routes = crate::boot::routes_removed(before, after);
         out.removed_actions = crate::boot::actions_removed(before, after);
+        out.removed_declarations = crate::boot::declarations_removed(before, after);
         out.emptied = !before.trim().is_empty() && after.trim().is_empty();
     }
     out

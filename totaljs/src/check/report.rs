@@ -107,6 +107,10 @@ pub struct EditFindings {
     /// Routes the file declared before the edit and no longer does (`GET /api/items/`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_routes: Vec<String>,
+    /// Top-level names the file declared before the edit that it no longer declares but still
+    /// uses, with the line of each declaration before (`PRODUCTS`, 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_declarations: Vec<(String, usize)>,
     /// Actions the file declared before the edit and no longer does (`Products|list`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed_actions: Vec<String>,
@@ -230,6 +234,11 @@ pub fn format_edit(path: &str, findings: &EditFindings) -> String {
     }
     out.push_str(&removed("a route", "routes", &findings.removed_routes));
     out.push_str(&removed("an action", "actions", &findings.removed_actions));
+    for (name, line) in &findings.removed_declarations {
+        out.push_str(&format!(
+            "This edit removed the declaration of {name} (line {line} before), which the file still uses: it fails when it runs. Put the declaration back.\n"
+        ));
+    }
     if !edit.is_empty() {
         let count = |s: Severity| edit.iter().filter(|f| f.severity == s).count();
         let errors = count(Severity::Error);
