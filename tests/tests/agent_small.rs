@@ -1310,6 +1310,13 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
         .filter(|r| r.0 != "read")
         .collect();
     assert_eq!(changes.len(), 5, "{changes:?}");
+    assert!(
+        changes[0]
+            .1
+            .contains("NEWACTION options: input: '*title:String, email:Email, count:Number'")
+            && !changes[2].1.contains("NEWACTION options"),
+        "the first change of an action file is told NEWACTION's options, once: {changes:?}"
+    );
     let second = &changes[1].1;
     assert!(
         second.contains("The task also names actions/contact.js, which does not exist yet: create it next if the task needs it.")

@@ -80,6 +80,8 @@ pub(super) struct ToolState {
     /// not changed yet: a change is not called the last while one is left (the 1.5B changed the
     /// action of a two-file task and answered).
     pub(super) named_unchanged: Vec<String>,
+    /// Whether a change of an action file was told NEWACTION's options in this run.
+    pub(super) action_options_told: bool,
     /// The last step's answer was asked for in plain words after `{"done": true}`: its text is
     /// the answer, never read for calls (the 0.5B's answer held a JSON read, and the run went on).
     pub(super) answered_plainly: bool,

@@ -296,6 +296,7 @@ impl Runner {
                 edit_stuck: false,
                 settled: false,
                 named_unchanged: Vec::new(),
+                action_options_told: false,
                 answered_plainly: false,
                 syntax: super::syntax::Checked::default(),
             },

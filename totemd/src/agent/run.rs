@@ -73,6 +73,10 @@ pub(super) enum StepError {
 
 /// Added to the second identical read-only call in a row.
 /// After a change worked in a run asked for one (constrained steps).
+/// What [`Runner::action_options_note`] adds: NEWACTION's options in one line, with field names
+/// unlike any task's.
+const ACTION_OPTIONS: &str = "\n\nNEWACTION options: input: '*title:String, email:Email, count:Number' (* = required; a request with missing or invalid input gets HTTP 400 before the action runs), route: 'POST /api/items/' (the action's own route), action: function($, model) { $.success(model.title); } (model holds the input).";
+
 const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs, answer now with {\"answer\": \"what you changed\"}; otherwise make the next change.";
 /// After a read in a run asked a question (constrained steps).
 const DONE_AFTER_LOOK: &str =
@@ -629,6 +633,9 @@ impl Runner {
                 if !is_error && let Some(routes) = self.routes_note(&call) {
                     output.push_str(&routes);
                 }
+                if !is_error && let Some(options) = self.action_options_note(&call) {
+                    output.push_str(options);
+                }
                 // A change the conventions check says broke the app (a route removed, an
                 // error added) is not a place to stop either: the 0.5B broke a route and was
                 // told in the same result that it could answer now.
@@ -905,6 +912,24 @@ impl Runner {
             return Vec::new();
         }
         totem_totaljs::removed_by_run(&before, project)
+    }
+
+    /// NEWACTION's options, once a run, after the first change of a file in actions/ (constrained
+    /// steps in a Total.js project). The small-model prompt names NEWACTION only; the 1.5B wrote
+    /// an action "that takes a required email" with no `input`, so nothing checked the email.
+    fn action_options_note(&mut self, call: &ToolCall) -> Option<&'static str> {
+        let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || self.tools.action_options_told
+            || !matches!(call.name.as_str(), "write" | "edit")
+            || !path.starts_with("actions/")
+            || !path.ends_with(".js")
+        {
+            return None;
+        }
+        self.tools.action_options_told = true;
+        Some(ACTION_OPTIONS)
     }
 
     /// Whether a `read` of this run worked.
