@@ -1325,6 +1325,22 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
             && !second.contains("answer now"),
         "{second}"
     );
+    let (_, restore) = second
+        .split_once("To put Products|list back as it was, beside your changes, copy this call: ")
+        .expect("the call that puts the action back");
+    let restore: serde_json::Value =
+        serde_json::from_str(restore.lines().next().unwrap_or("")).expect("a JSON call");
+    assert_eq!(restore["arguments"]["path"], "actions/products.js");
+    assert_eq!(
+        restore["arguments"]["content"],
+        format!(
+            "{}\n\n{}",
+            products
+                .replace("Products|list", "Contact|create")
+                .trim_end(),
+            products
+        )
+    );
     let third = &changes[2].1;
     assert!(
         !third.contains("does not exist yet")

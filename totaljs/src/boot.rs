@@ -436,6 +436,26 @@ pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
     out
 }
 
+/// The lines of `content` that declare the action `id` (`NEWACTION('Products|list', { … });`,
+/// from the call's first line to its last), to put a removed action back as it was.
+pub fn action_block(content: &str, id: &str) -> Option<String> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    let call = crate::check::syntax::global_calls(tokens, "NEWACTION")
+        .into_iter()
+        .find(|c| {
+            c.args
+                .first()
+                .and_then(|a| crate::check::syntax::string_in(tokens, a))
+                .is_some_and(|(v, _)| v == id)
+        })?;
+    let close = crate::check::syntax::matching(tokens, call.open);
+    let first = tokens.get(call.at)?.line;
+    let last = tokens.get(close)?.line;
+    let lines: Vec<&str> = content.lines().collect();
+    Some(lines.get(first - 1..last)?.join("\n"))
+}
+
 /// One error the app printed: its first line and the first frame of the stack that is in the
 /// project (not in `node_modules/`, not in Node.js itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -798,6 +818,22 @@ mod tests {
         assert!(declarations_removed(before, before).is_empty());
         // Used only as a property: not the removed name.
         assert!(declarations_removed(before, "$.PRODUCTS = 1;\n").is_empty());
+    }
+
+    #[test]
+    fn an_actions_block_is_its_lines() {
+        let content = "var A = 1;\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(A);\n\t}\n});\n\nNEWACTION('B|c', {});\n";
+        assert_eq!(
+            action_block(content, "Products|list").as_deref(),
+            Some(
+                "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(A);\n\t}\n});"
+            )
+        );
+        assert_eq!(
+            action_block(content, "B|c").as_deref(),
+            Some("NEWACTION('B|c', {});")
+        );
+        assert_eq!(action_block(content, "X|y"), None);
     }
 
     #[test]

@@ -667,6 +667,9 @@ impl Runner {
                             if removed.len() == 1 { "it" } else { "them" },
                             if removed.len() == 1 { "it" } else { "them" },
                         ));
+                        if let Some(restore) = self.restore_call(&removed) {
+                            output.push_str(&restore);
+                        }
                     }
                     // A route the task names that no file declares: the 1.5B wrote the action
                     // of "served at POST /api/contact/" without a route, and the app answered 404.
@@ -930,6 +933,40 @@ impl Runner {
         }
         self.tools.action_options_told = true;
         Some(ACTION_OPTIONS)
+    }
+
+    /// The call that puts the first removed action of `removed` back as it was, at the end of the
+    /// file that declared it, as a sentence to append (a model that writes JSON content only):
+    /// told to put Products|list back, the 1.5B sent the same rename again until stopped (c29).
+    fn restore_call(&self, removed: &[String]) -> Option<String> {
+        if self.setup.tool_offer.writes_code_blocks() {
+            return None;
+        }
+        let root = self.tools.ctx.root();
+        let mut before: Vec<(&String, &String)> = self
+            .tools
+            .boot_before
+            .iter()
+            .filter_map(|(rel, text)| Some((rel, text.as_ref()?)))
+            .collect();
+        before.sort();
+        for id in removed.iter().filter_map(|r| r.strip_prefix("the action ")) {
+            for (rel, text) in &before {
+                let Some(block) = totem_totaljs::action_block(text, id) else {
+                    continue;
+                };
+                let now = std::fs::read_to_string(root.join(rel.as_str())).unwrap_or_default();
+                if now.len() + block.len() > 4_000 {
+                    return None;
+                }
+                let content = format!("{}\n\n{block}\n", now.trim_end());
+                let call = serde_json::json!({"name": "write", "arguments": {"path": rel, "content": content}});
+                return Some(format!(
+                    " To put {id} back as it was, beside your changes, copy this call: {call}"
+                ));
+            }
+        }
+        None
     }
 
     /// Whether a `read` of this run worked.
