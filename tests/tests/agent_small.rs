@@ -1355,3 +1355,34 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
         changes[3]
     );
 }
+
+/// A refused write over another file names the new file the task asks for: the 0.5B, told to
+/// add an action in the new file actions/contact.js, wrote over actions/products.js again and
+/// again (issue 34, c29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_names_the_new_file_the_task_asks_for() {
+    let products = "var PRODUCTS = [\n\t{ id: 1 },\n\t{ id: 2 }\n];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+    let env = small_totaljs_env(&[("actions/products.js", products)]).await;
+    let over = json!({"name": "write", "arguments": {"path": "actions/products.js", "content": "var A = 1;\n"}}).to_string();
+    let create = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&over, &create, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js.",
+        Answer::Once,
+    )
+    .await;
+    let ran = results(&events);
+    let refused = ran
+        .iter()
+        .find(|r| r.0 == "write" && r.2)
+        .expect("the write over actions/products.js is refused");
+    assert!(
+        refused.1.ends_with(
+            "\n\nThe task names actions/contact.js, which does not exist yet: to create it, write to that path."
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(read(&env, "actions/products.js"), products);
+    assert!(read(&env, "actions/contact.js").contains("Contact|create"));
+}

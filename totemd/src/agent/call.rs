@@ -160,13 +160,26 @@ impl Runner {
                     return (guide::unchanged_write(&file.rel), true);
                 }
                 if let Ok(old) = old
-                    && let Some(refusal) = guide::dropping_overwrite(
+                    && let Some(mut refusal) = guide::dropping_overwrite(
                         &file.rel,
                         &old,
                         content,
                         self.prompt().unwrap_or(""),
                     )
                 {
+                    // The 0.5B, told to add an action in the new file actions/contact.js, wrote
+                    // over actions/products.js again and again (c29).
+                    let root = self.tools.ctx.root();
+                    if let Some(new) = self
+                        .tools
+                        .named_unchanged
+                        .iter()
+                        .find(|f| **f != file.rel && !root.join(f.as_str()).exists())
+                    {
+                        refusal.push_str(&format!(
+                            "\n\nThe task names {new}, which does not exist yet: to create it, write to that path."
+                        ));
+                    }
                     return (told(refusal), true);
                 }
             }

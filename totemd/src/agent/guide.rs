@@ -446,7 +446,11 @@ const UNSEEN_ADVICE: &str = "then change the part that needs it with edit.";
 pub(super) fn without_edit(mut refusal: String) -> String {
     // The call to copy is a JSON `write` with content, which such a model does not write.
     if let Some(at) = refusal.find(APPEND_HINT) {
-        refusal.truncate(at);
+        let after = at + APPEND_HINT.len();
+        let end = refusal[after..]
+            .find("\n\n")
+            .map_or(refusal.len(), |e| after + e);
+        refusal.replace_range(at..end, "");
     }
     refusal
         .replace(
@@ -750,7 +754,12 @@ mod tests {
             call["arguments"]["content"],
             format!("{}\n\n{new}", old.trim_end())
         );
-        assert!(!without_edit(refusal).contains("If these lines"));
+        assert!(!without_edit(refusal.clone()).contains("If these lines"));
+        let told = without_edit(format!("{refusal}\n\nThe task names a/b.js."));
+        assert!(
+            !told.contains("If these lines") && told.ends_with("\n\nThe task names a/b.js."),
+            "{told}"
+        );
         // Not for a line or two, nor when the write starts with one of the file's lines.
         let short =
             dropping_overwrite("actions/products.js", old, "var A = 1;", task).expect("refused");
