@@ -504,14 +504,15 @@ pub(super) fn dropping_overwrite(
         shown.join(", ")
     );
     // New code that keeps none of the file's lines is often meant to be added to it: the 1.5B,
-    // asked to add an action to actions/products.js, wrote only the new action six times over,
-    // each time told it would delete the file. The call that adds it is one it can copy.
+    // asked to add an action to actions/products.js, wrote only the new action six times over
+    // (on one line in c30), each time told it would delete the file. The call that adds it is one
+    // it can copy.
     let mut content_lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
     let first_is_new = content_lines
         .next()
         .is_some_and(|first| !old_lines.iter().any(|l| l.trim() == first));
     let new_code = first_is_new
-        && content_lines.count() >= 2
+        && (content_lines.count() >= 2 || content.trim().len() >= 40)
         && old.len() <= APPEND_HINT_BYTES
         && path.ends_with(".js");
     if new_code {
@@ -760,7 +761,11 @@ mod tests {
             !told.contains("If these lines") && told.ends_with("\n\nThe task names a/b.js."),
             "{told}"
         );
-        // Not for a line or two, nor when the write starts with one of the file's lines.
+        // Written on one line (the 1.5B, c30): the same.
+        let line = "NEWACTION('Products|count', { action: function($) { $.callback(PRODUCTS.length); } });";
+        let one = dropping_overwrite("actions/products.js", old, line, task).expect("refused");
+        assert!(one.contains(APPEND_HINT), "{one}");
+        // Not for a short line, nor when the write starts with one of the file's lines.
         let short =
             dropping_overwrite("actions/products.js", old, "var A = 1;", task).expect("refused");
         assert!(!short.contains("If these lines"), "{short}");
