@@ -1386,3 +1386,29 @@ async fn a_refused_write_names_the_new_file_the_task_asks_for() {
     assert_eq!(read(&env, "actions/products.js"), products);
     assert!(read(&env, "actions/contact.js").contains("Contact|create"));
 }
+
+/// A file the run created may be written over whole: it holds nothing of the project's (the
+/// 0.5B copied the controller into its new actions/contact.js, then wrote its action over it
+/// and was refused until stopped, issue 34, c30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_the_run_created_may_be_written_over_whole() {
+    let env = small_totaljs_env(&[]).await;
+    let first = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "var a = 1;\nvar b = 2;\nvar c = 3;\nvar d = 4;\n"}}).to_string();
+    let second = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&first, &second, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js.",
+        Answer::Once,
+    )
+    .await;
+    let writes: Vec<_> = results(&events)
+        .into_iter()
+        .filter(|r| r.0 == "write")
+        .collect();
+    assert!(
+        writes.len() == 2 && writes.iter().all(|w| !w.2),
+        "{writes:?}"
+    );
+    assert!(read(&env, "actions/contact.js").starts_with("NEWACTION('Contact|create'"));
+}

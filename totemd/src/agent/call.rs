@@ -159,7 +159,12 @@ impl Runner {
                 {
                     return (guide::unchanged_write(&file.rel), true);
                 }
+                // A file this run created holds nothing of the project's to keep: the 0.5B
+                // wrote the controller's lines into its new actions/contact.js, then its action
+                // over them, and was refused until stopped (c30).
+                let created_by_run = matches!(self.tools.boot_before.get(&file.rel), Some(None));
                 if let Ok(old) = old
+                    && !created_by_run
                     && let Some(mut refusal) = guide::dropping_overwrite(
                         &file.rel,
                         &old,
