@@ -200,10 +200,9 @@ fn changed_routes(before: Option<&Option<String>>, after: &str) -> Vec<String> {
     let Some(Some(before)) = before else {
         return sites.into_iter().map(|(r, _)| r).collect();
     };
-    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
     let old: HashSet<String> = route_strings(before)
         .iter()
-        .filter_map(|(r, _)| key(r))
+        .filter_map(|(r, _)| route_key(r))
         .collect();
     let changed = crate::check::report::changed_lines(before, after);
     let mut out = Vec::new();
@@ -212,7 +211,7 @@ fn changed_routes(before: Option<&Option<String>>, after: &str) -> Vec<String> {
         let end = sites
             .get(i + 1)
             .map_or(usize::MAX, |(_, next)| (*next).max(line + 1));
-        let is_new = key(route).is_none_or(|k| !old.contains(&k));
+        let is_new = route_key(route).is_none_or(|k| !old.contains(&k));
         if is_new || changed.iter().any(|l| (start..end).contains(l)) {
             out.push(route.clone());
         }
@@ -240,6 +239,12 @@ fn normalize_safe(s: &str) -> String {
     let method = words.next().unwrap_or("").to_ascii_uppercase();
     let url = words.next().unwrap_or("");
     format!("{method} {}", url.trim_end_matches('/'))
+}
+
+/// A route's method and URL as one key (`GET /api/items/`), to compare routes across files and
+/// edits.
+fn route_key(route: &str) -> Option<String> {
+    method_and_url(route).map(|(m, u)| format!("{m} {u}"))
 }
 
 /// The method and URL of a route string, `None` for error pages and strings without a URL.
@@ -302,14 +307,13 @@ fn collect(root: &Path, dir: &Path, depth: usize, out: &mut Vec<(String, String)
 
 /// The routes `before` declares that `after` no longer does, as written (`GET /api/items/`).
 pub fn routes_removed(before: &str, after: &str) -> Vec<String> {
-    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
     let kept: HashSet<String> = route_strings(after)
         .iter()
-        .filter_map(|(r, _)| key(r))
+        .filter_map(|(r, _)| route_key(r))
         .collect();
     let mut out: Vec<String> = Vec::new();
     for (route, _) in route_strings(before) {
-        if let Some(k) = key(&route)
+        if let Some(k) = route_key(&route)
             && !kept.contains(&k)
             && !out.contains(&k)
         {
@@ -340,16 +344,22 @@ pub fn actions_removed(before: &str, after: &str) -> Vec<String> {
 /// file the run created is not in it) and that no file of the project declares now (`project`,
 /// as [`route_files`] reads it). A route or action moved to another file is not removed.
 pub fn removed_by_run(before: &[(String, String)], project: &[(String, String)]) -> Vec<String> {
-    let key = |route: &str| method_and_url(route).map(|(m, u)| format!("{m} {u}"));
     let mut routes_now = HashSet::new();
     let mut actions_now = HashSet::new();
     for (_, content) in project {
-        routes_now.extend(route_strings(content).iter().filter_map(|(r, _)| key(r)));
+        routes_now.extend(
+            route_strings(content)
+                .iter()
+                .filter_map(|(r, _)| route_key(r)),
+        );
         actions_now.extend(declared_actions(content).into_iter().map(|(id, _)| id));
     }
     let mut out: Vec<String> = Vec::new();
     for (_, content) in before {
-        for route in route_strings(content).iter().filter_map(|(r, _)| key(r)) {
+        for route in route_strings(content)
+            .iter()
+            .filter_map(|(r, _)| route_key(r))
+        {
             if !routes_now.contains(&route) && !out.contains(&route) {
                 out.push(route);
             }
@@ -382,11 +392,9 @@ pub fn undeclared_routes(project: &[(String, String)], wanted: &[String]) -> Vec
         .collect()
 }
 
-/// The names a script declares at its top level (`var PRODUCTS`, `function about`, `const a, b`
+/// The names a script (its tokens) declares at its top level (`var PRODUCTS`, `function about`, `const a, b`
 /// is `a` only) with the line of each.
-fn top_level_names(content: &str) -> Vec<(String, usize)> {
-    let lexed = crate::js::lex(content);
-    let tokens = &lexed.tokens;
+fn top_level_names(tokens: &[crate::js::Token]) -> Vec<(String, usize)> {
     let mut depth = 0usize;
     let mut out = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
@@ -413,8 +421,11 @@ fn top_level_names(content: &str) -> Vec<(String, usize)> {
 /// not after a `.`), with the line that declared each before: the 1.5B wrote its new action over
 /// actions/products.js and left out `var PRODUCTS = [...]`, which the action still returned.
 pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
-    let now: HashSet<String> = top_level_names(after).into_iter().map(|(n, _)| n).collect();
     let lexed = crate::js::lex(after);
+    let now: HashSet<String> = top_level_names(&lexed.tokens)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     let used: HashSet<&str> = lexed
         .tokens
         .iter()
@@ -425,7 +436,7 @@ pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
         .map(|(_, t)| t.text)
         .collect();
     let mut out: Vec<(String, usize)> = Vec::new();
-    for (name, line) in top_level_names(before) {
+    for (name, line) in top_level_names(&crate::js::lex(before).tokens) {
         if !now.contains(&name)
             && used.contains(name.as_str())
             && !out.iter().any(|(n, _)| *n == name)

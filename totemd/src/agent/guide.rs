@@ -151,6 +151,14 @@ fn small_file_inside(root: &std::path::Path, real_root: &std::path::Path, rel: &
     inside && small_file
 }
 
+/// A prompt's words as paths may stand in them: split at spaces, brackets, quotes, commas and
+/// semicolons.
+fn prompt_words(prompt: &str) -> impl Iterator<Item = &str> {
+    prompt.split(|c: char| {
+        c.is_whitespace() || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '[' | ']')
+    })
+}
+
 /// The project's files the prompt names ("… in controllers/default.js", "(views/index.html)"),
 /// in the prompt's order: relative paths of existing regular files inside `root` (links
 /// resolved), not `secret`, at most [`NAMED_FILES`] of them.
@@ -163,10 +171,7 @@ pub(super) fn named_files(
         return Vec::new();
     };
     let mut found: Vec<String> = Vec::new();
-    let words = prompt.split(|c: char| {
-        c.is_whitespace() || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '[' | ']')
-    });
-    for word in words {
+    for word in prompt_words(prompt) {
         let word = key(word.trim_end_matches(['.', ':', '!', '?']));
         let plausible = word.contains('.') || word.contains('/');
         if !plausible
@@ -196,10 +201,7 @@ pub(super) fn new_files_named(
     secret: impl Fn(&str) -> bool,
 ) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    let words = prompt.split(|c: char| {
-        c.is_whitespace() || matches!(c, '(' | ')' | '"' | '`' | '\'' | ',' | ';' | '[' | ']')
-    });
-    for word in words {
+    for word in prompt_words(prompt) {
         if word.starts_with('/') || word.contains("://") {
             continue;
         }
@@ -513,7 +515,7 @@ pub(super) fn dropping_overwrite(
         .is_some_and(|first| !old_lines.iter().any(|l| l.trim() == first));
     let new_code = first_is_new
         && (content_lines.count() >= 2 || content.trim().len() >= 40)
-        && old.len() <= APPEND_HINT_BYTES
+        && old.len() <= WHOLE_FILE_CALL_BYTES
         && path.ends_with(".js");
     if new_code {
         let whole = format!("{}\n\n{}", old.trim_end(), content.trim_start());
@@ -524,8 +526,9 @@ pub(super) fn dropping_overwrite(
     Some(refusal)
 }
 
-/// Files up to this size get [`APPEND_HINT`]'s call (it holds the whole file).
-const APPEND_HINT_BYTES: usize = 4_000;
+/// Files up to this size get a call to copy that holds the whole file ([`APPEND_HINT`]'s, and
+/// the one that puts a removed action back).
+pub(super) const WHOLE_FILE_CALL_BYTES: usize = 4_000;
 
 /// How the call that adds new code to the end of a file is introduced.
 const APPEND_HINT: &str =

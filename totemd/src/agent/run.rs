@@ -71,12 +71,12 @@ pub(super) enum StepError {
     },
 }
 
-/// Added to the second identical read-only call in a row.
-/// After a change worked in a run asked for one (constrained steps).
 /// What [`Runner::action_options_note`] adds: NEWACTION's options in one line, with field names
 /// unlike any task's.
 const ACTION_OPTIONS: &str = "\n\nNEWACTION options: input: '*title:String, email:Email, count:Number' (* = required; a request with missing or invalid input gets HTTP 400 before the action runs), route: 'POST /api/items/' (the action's own route), action: function($, model) { $.success(model.title); } (model holds the input).";
 
+/// Added to the second identical read-only call in a row.
+/// After a change worked in a run asked for one (constrained steps).
 const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs, answer now with {\"answer\": \"what you changed\"}; otherwise make the next change.";
 /// After a read in a run asked a question (constrained steps).
 const DONE_AFTER_LOOK: &str =
@@ -903,6 +903,16 @@ impl Runner {
         if project.is_empty() {
             return Vec::new();
         }
+        let before = self.scripts_before_run();
+        if before.is_empty() {
+            return Vec::new();
+        }
+        totem_totaljs::removed_by_run(&before, project)
+    }
+
+    /// The JavaScript files this run changed that existed before it, with their text then,
+    /// sorted by path.
+    fn scripts_before_run(&self) -> Vec<(String, String)> {
         let mut before: Vec<(String, String)> = self
             .tools
             .boot_before
@@ -911,10 +921,7 @@ impl Runner {
             .filter_map(|(rel, text)| Some((rel.clone(), text.clone()?)))
             .collect();
         before.sort();
-        if before.is_empty() {
-            return Vec::new();
-        }
-        totem_totaljs::removed_by_run(&before, project)
+        before
     }
 
     /// NEWACTION's options, once a run, after the first change of a file in actions/ (constrained
@@ -943,20 +950,14 @@ impl Runner {
             return None;
         }
         let root = self.tools.ctx.root();
-        let mut before: Vec<(&String, &String)> = self
-            .tools
-            .boot_before
-            .iter()
-            .filter_map(|(rel, text)| Some((rel, text.as_ref()?)))
-            .collect();
-        before.sort();
+        let before = self.scripts_before_run();
         for id in removed.iter().filter_map(|r| r.strip_prefix("the action ")) {
             for (rel, text) in &before {
                 let Some(block) = totem_totaljs::action_block(text, id) else {
                     continue;
                 };
                 let now = std::fs::read_to_string(root.join(rel.as_str())).unwrap_or_default();
-                if now.len() + block.len() > 4_000 {
+                if now.len() + block.len() > super::guide::WHOLE_FILE_CALL_BYTES {
                     return None;
                 }
                 let content = format!("{}\n\n{block}\n", now.trim_end());
