@@ -486,7 +486,10 @@ fn answers_for_the_session_and_project_abort_layouts_and_a_daemon_restart() {
     let screen = nvim.wait("the float to be put aside", |s| !s.contains("Totem asks"));
     assert!(screen.contains("Totem: waiting for you"), "{screen}");
     nvim.command("TotemAnswer");
-    let screen = nvim.wait_for("Totem asks");
+    // The float's title is drawn before its diff: wait for both (CI caught the screen between).
+    let screen = nvim.wait("the question brought back with its diff", |s| {
+        s.contains("Totem asks") && s.contains("+const b = 5;")
+    });
     assert!(screen.contains("+const b = 5;"), "{screen}");
     nvim.keys("o");
     nvim.wait("the run's end", |s| ended_after(s, "Second session done."));
