@@ -1112,7 +1112,7 @@ async fn a_tiny_model_writes_content_as_a_code_block_and_answers_in_plain_words(
     assert!(n > 3, "{asked:?}");
     assert_eq!(
         asked[n - 2]["content"],
-        "Write the whole new content of notes.txt in one code block."
+        "Write the whole new content of notes.txt in one code block: every line of it that stays, and the change the task asks for.\nThe task: Change notes.txt to say beta."
     );
     assert_eq!(
         asked[n - 1],
@@ -1233,9 +1233,13 @@ async fn a_controller_read_by_a_small_model_lists_its_routes() {
         .iter()
         .find(|r| r.1.contains("var a = 1"))
         .expect("notes.js read");
+    // A file without routes after the controller recalls the routes read: the 1.5B read the
+    // controller, then the action, and answered that the app had "a single route", the
+    // action's (c32).
     assert!(
-        !notes.1.contains("Routes this file"),
-        "a file without routes gets no line: {ran:?}"
+        !notes.1.contains("Routes this file")
+            && notes.1.ends_with("\n\nRoutes read so far: GET / (function index), GET /api/products/ (action Products|list) (in controllers/default.js).\n\nIf this answers the question, answer now with {\"answer\": \"your answer\"}."),
+        "a file without routes recalls the routes read before: {ran:?}"
     );
     // Asked for a change, the 1.5B copied the line's form into a route of a missing action.
     let events = scripted(
@@ -1411,4 +1415,96 @@ async fn a_file_the_run_created_may_be_written_over_whole() {
         "{writes:?}"
     );
     assert!(read(&env, "actions/contact.js").starts_with("NEWACTION('Contact|create'"));
+}
+
+/// New code written over a whole file the run read is added to it: a route inside
+/// `exports.install`, the rest at the end; the result says so (the 1.5B wrote only the new
+/// route, then only the new action, over their files and was refused 18 times, issue 34, c32).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_code_written_over_a_file_is_added_to_it() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n\nfunction about($) {\n\t$.plain('Since 1999.');\n}\n";
+    let env = small_totaljs_env(&[("controllers/default.js", controller)]).await;
+    let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
+    let add = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "ROUTE('GET /api/ping/', ping);\n\nfunction ping($) {\n\t$.json({ pong: true });\n}\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &add, r#"{"answer": "Added."}"#],
+        "Add a route GET /api/ping/ in controllers/default.js that answers the JSON {\"pong\": true}.",
+        Answer::Once,
+    )
+    .await;
+    let write = results(&events)
+        .into_iter()
+        .find(|r| r.0 == "write")
+        .expect("the write ran");
+    assert!(!write.2, "{write:?}");
+    assert!(
+        write.1.starts_with("Your lines are new code, so Totem added them to controllers/default.js and kept all of its lines: the route inside exports.install, after line 3, the rest at the end."),
+        "{write:?}"
+    );
+    assert_eq!(
+        read(&env, "controllers/default.js"),
+        "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n\tROUTE('GET /api/ping/', ping);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n\nfunction about($) {\n\t$.plain('Since 1999.');\n}\n\nfunction ping($) {\n\t$.json({ pong: true });\n}\n"
+    );
+}
+
+/// New code that does not parse once added is refused as before, and the file is left as it
+/// was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_code_that_does_not_parse_is_not_added() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+    let env = small_totaljs_env(&[("controllers/default.js", controller)]).await;
+    let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
+    let add = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "function Products|count($) {\n\t$.callback(PRODUCTS.length);\n}\n"}}).to_string();
+    // Something else after the refusal, so that the run may end.
+    let other = json!({"name": "write", "arguments": {"path": "controllers/other.js", "content": "exports.install = function() {\n};\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &add, &other, r#"{"answer": "Added."}"#],
+        "Add a route GET /api/products/count/ in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let write = results(&events)
+        .into_iter()
+        .find(|r| r.0 == "write")
+        .expect("the write ran");
+    assert!(write.2 && write.1.starts_with("Not written"), "{write:?}");
+    assert_eq!(read(&env, "controllers/default.js"), controller);
+}
+
+/// A write that changes nothing is told what is still to do: the task, the errors of the file
+/// as it is, the route the task names that no file declares (the 1.5B was told of `$.view()` in
+/// its new action, then wrote the same content back five times, told only that nothing changed,
+/// issue 34, c32).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_changes_nothing_is_told_what_is_still_wrong() {
+    let env = small_totaljs_env(&[]).await;
+    let action = "NEWACTION('Contact|create', {\n\tname: 'Create contact',\n\taction: function($) {\n\t\t$.view('contact');\n\t}\n});\n";
+    let write =
+        json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": action}})
+            .to_string();
+    let read_it = json!({"name": "read", "arguments": {"path": "actions/contact.js"}}).to_string();
+    let prompt = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.";
+    let events = scripted(
+        &env,
+        &[&write, &read_it, &write, r#"{"answer": "Added."}"#],
+        prompt,
+        Answer::Once,
+    )
+    .await;
+    let again = results(&events)
+        .into_iter()
+        .filter(|r| r.0 == "write")
+        .nth(1)
+        .expect("the second write");
+    assert!(again.2, "{again:?}");
+    for said in [
+        "Not written: actions/contact.js already holds this content",
+        &format!("\nThe task: {prompt}"),
+        "\n\nStill wrong in actions/contact.js (fix it in your write):\nactions/contact.js:4 error [action-controller-method]",
+        "The task names the route POST /api/contact/, which no file declares yet",
+    ] {
+        assert!(again.1.contains(said), "{said:?} not in {again:?}");
+    }
 }

@@ -41,7 +41,8 @@ pub use boot::{
 pub use check::{
     BREAK_MARKS, CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding,
     ProjectContext, ProjectReport, Rule, Severity, Views, check, check_edit, check_in_project,
-    check_project, describe_routes, format_edit, format_finding, format_findings, rules,
+    check_project, describe_routes, format_edit, format_finding, format_findings, route_summary,
+    rules,
 };
 pub use detect::{Evidence, LegacyVersion, Project, detect};
 pub use primer::{primer, primer_example, reminder};

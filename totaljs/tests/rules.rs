@@ -231,6 +231,30 @@ fn v5_action_routes_are_clean() {
     clean("controllers/api.js", src, "route-v4-schema");
 }
 
+// route-action-handler
+
+#[test]
+fn an_action_passed_as_the_handler_is_flagged_with_the_route_to_write() {
+    let src = "exports.install = function() {\n\tROUTE('GET /api/products/count/', Products|count);\n\tROUTE('POST /api/contact/', 'Contact|create');\n};\n";
+    assert_eq!(
+        lines("controllers/default.js", src, "route-action-handler"),
+        vec![2, 3]
+    );
+    let f = findings("controllers/default.js", src, "route-action-handler");
+    assert!(
+        f[0].message
+            .contains("ROUTE('GET /api/products/count/ --> Products|count');"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn handlers_and_action_routes_are_clean_of_route_action_handler() {
+    let src = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /api/x/ --> Items|list');\n\tROUTE('GET /y/', function($) { $.json(a | b); });\n\tROUTE('GET /z/', 'view');\n};\n";
+    clean("controllers/default.js", src, "route-action-handler");
+}
+
 // #7 route-flags-array
 
 #[test]

@@ -19,7 +19,11 @@ use serde::{Deserialize, Serialize};
 
 pub use project::{FileFindings, ProjectReport, check_project};
 pub use report::{BREAK_MARKS, EditFindings, format_edit, format_finding};
-pub use rules::{Rule, routes::describe_routes, rules};
+pub use rules::{
+    Rule,
+    routes::{describe_routes, route_summary},
+    rules,
+};
 
 /// How much a finding matters. The model is told all of them; clients may show errors louder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -26,9 +26,9 @@ impl Runner {
         request.answer_schema = None;
         request.tools = Vec::new();
         request.messages.push(ModelMessage::assistant(call_text));
-        request.messages.push(ModelMessage::user(format!(
-            "Write the whole new content of {path} in one code block."
-        )));
+        request
+            .messages
+            .push(ModelMessage::user(self.content_request(path)));
         // The answer starts as a code block: asked plainly, the 0.5B wrote its JSON call again.
         request.messages.push(ModelMessage::assistant(FENCE));
         let context = u64::from(totem_provider::estimate_tokens(&request));
@@ -67,6 +67,38 @@ impl Runner {
             text.insert_str(0, FENCE);
         }
         Ok(content_of(&text))
+    }
+}
+
+impl Runner {
+    /// What the model is asked for before its code block: the file's whole content, with the
+    /// change the task asks for said again (the 0.5B, asked only for the content, wrote the
+    /// controller back unchanged eleven times), and in a Total.js project the lines of a route
+    /// the task names that no file declares yet.
+    fn content_request(&self, path: &str) -> String {
+        let prompt = self.prompt().unwrap_or("").trim();
+        let mut out = format!("Write the whole new content of {path} in one code block");
+        if !self.setup.changes_asked || prompt.is_empty() {
+            out.push('.');
+            return out;
+        }
+        let task = super::guide::cut(prompt, super::guide::TASK_IN_REQUEST);
+        out.push_str(&format!(
+            ": every line of it that stays, and the change the task asks for.\nThe task: {task}"
+        ));
+        if self.setup.totaljs {
+            let project = totem_totaljs::route_files(self.tools.ctx.root());
+            for route in
+                totem_totaljs::undeclared_routes(&project, &super::guide::named_routes(prompt))
+            {
+                if let Some(lines) =
+                    super::guide::route_lines(&route, prompt, &super::guide::key(path))
+                {
+                    out.push_str(&lines);
+                }
+            }
+        }
+        out
     }
 }
 

@@ -27,6 +27,8 @@ const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an aborted tool may take to stop what it started before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
+/// The largest file new code written over it is added to (bytes).
+const MERGE_BYTES: usize = 64 * 1024;
 /// Output of a check shown to the model (its tail).
 const CHECK_OUTPUT: usize = 3000;
 
@@ -82,6 +84,8 @@ pub(super) struct ToolState {
     pub(super) named_unchanged: Vec<String>,
     /// Whether a change of an action file was told NEWACTION's options in this run.
     pub(super) action_options_told: bool,
+    /// The routes the reads of this question run found, per file (see `Runner::routes_note`).
+    pub(super) routes_read: Vec<(String, String)>,
     /// The last step's answer was asked for in plain words after `{"done": true}`: its text is
     /// the answer, never read for calls (the 0.5B's answer held a JSON read, and the run went on).
     pub(super) answered_plainly: bool,
@@ -119,7 +123,7 @@ impl Runner {
         if let Some(done) = self.call_mcp(call).await {
             return done;
         }
-        let prepared = match self.tools.registry.prepare(
+        let mut prepared = match self.tools.registry.prepare(
             &call.name,
             call.arguments.clone(),
             &self.tools.ctx,
@@ -130,6 +134,35 @@ impl Runner {
                 return (self.with_mcp_tools(e.to_string()), true);
             }
             Err(e) => return (e.to_string(), true),
+        };
+        // New code written over a whole file is added to it (see `guide::merge_fragment`); the
+        // call that runs, and that the user is asked about, writes the whole file.
+        let mut merged = None;
+        let target = match prepared.plan.writes.as_slice() {
+            [file] => Some((file.rel.clone(), file.abs.clone())),
+            _ => None,
+        };
+        if let Some((rel, abs)) = target
+            && let Some((args, note)) = self.fragment_write(call, &rel, &abs).await
+            && let Ok(again) = self.tools.registry.prepare(
+                &call.name,
+                args.clone(),
+                &self.tools.ctx,
+                self.setup.read_only,
+            )
+        {
+            prepared = again;
+            merged = Some((
+                ToolCall {
+                    arguments: args,
+                    ..call.clone()
+                },
+                note,
+            ));
+        }
+        let (call, merged_note) = match &merged {
+            Some((call, note)) => (call, note.as_str()),
+            None => (call, ""),
         };
         if self.setup.tool_offer.constrained && call.name == "write" {
             let told = |refusal: String| {
@@ -157,7 +190,11 @@ impl Runner {
                     && (old.as_deref().is_ok_and(|old| old == content)
                         || !guide::asks_for_spacing(self.prompt().unwrap_or("")))
                 {
-                    return (guide::unchanged_write(&file.rel), true);
+                    let mut refusal = guide::unchanged_write(&file.rel);
+                    if let Ok(old) = &old {
+                        refusal.push_str(&self.still_wrong(&file.rel, old));
+                    }
+                    return (told(refusal), true);
                 }
                 // A file this run created holds nothing of the project's to keep: the 0.5B
                 // wrote the controller's lines into its new actions/contact.js, then its action
@@ -274,6 +311,9 @@ impl Runner {
             self.tools.jobs_started.push(id.clone());
         }
         let mut text = output.text;
+        if !output.is_error && !merged_note.is_empty() {
+            text.insert_str(0, merged_note);
+        }
         if writes_files && !output.meta.files.is_empty() {
             let mut paths: Vec<String> = output.meta.files.iter().map(|f| f.path.clone()).collect();
             paths.sort();
@@ -601,6 +641,89 @@ impl Runner {
 }
 
 impl Runner {
+    /// The arguments of a constrained `write` whose content is only new code for a file the run
+    /// read, with that code added to the file (see [`guide::merge_fragment`]), and the note for
+    /// its result. Not for a file the run created, a prompt that asks for a rewrite, or a
+    /// merged file node cannot parse.
+    async fn fragment_write(
+        &self,
+        call: &ToolCall,
+        rel: &str,
+        abs: &std::path::Path,
+    ) -> Option<(serde_json::Value, String)> {
+        if !self.setup.tool_offer.constrained || !self.setup.changes_asked || call.name != "write" {
+            return None;
+        }
+        let prompt = self.prompt().unwrap_or("").to_lowercase();
+        if !rel.ends_with(".js")
+            || guide::WHOLE_REWRITE.iter().any(|w| prompt.contains(w))
+            || self.tools.seen.unseen_overwrite(rel, true).is_some()
+            || matches!(self.tools.boot_before.get(rel), Some(None))
+        {
+            return None;
+        }
+        // New code for a new file the task names belongs there (the 0.5B, told to add an action
+        // in the new file actions/contact.js, wrote it over actions/products.js, c29).
+        let root = self.tools.ctx.root();
+        if self
+            .tools
+            .named_unchanged
+            .iter()
+            .any(|f| f != rel && !root.join(f).exists())
+        {
+            return None;
+        }
+        let content = call.arguments["content"].as_str()?;
+        let old = std::fs::read_to_string(abs).ok()?;
+        if old.len() > MERGE_BYTES {
+            return None;
+        }
+        let (whole, placed) = guide::merge_fragment(&old, content)?;
+        if !super::syntax::parses(rel, &whole).await {
+            return None;
+        }
+        let mut args = call.arguments.clone();
+        args["content"] = serde_json::Value::String(whole);
+        Some((args, guide::merged_note(rel, &placed)))
+    }
+
+    /// What a write that changed nothing is told is still to do in a Total.js project: the task
+    /// again, the errors the conventions check finds in the file as it is, and the routes the task
+    /// names that no file declares. The 1.5B was told of `$.view()` in its new action, then wrote
+    /// the same content back five times, told only that nothing changed (c32).
+    fn still_wrong(&self, rel: &str, content: &str) -> String {
+        let prompt = self.prompt().unwrap_or("").trim();
+        if !self.setup.changes_asked || prompt.is_empty() {
+            return String::new();
+        }
+        let mut out = format!("\nThe task: {}", guide::cut(prompt, guide::TASK_IN_REQUEST));
+        if !self.setup.totaljs {
+            return out;
+        }
+        let root = self.tools.ctx.root();
+        let findings = tokio::task::block_in_place(|| {
+            let (config, _) = self.settings.totaljs_check().with_project(root);
+            let project = totem_totaljs::ProjectContext::scan(root);
+            totem_totaljs::check_in_project(rel, content, &config, &project)
+        });
+        let errors: Vec<String> = findings
+            .iter()
+            .filter(|f| f.severity == totem_totaljs::Severity::Error)
+            .map(|f| totem_totaljs::format_finding(rel, f))
+            .collect();
+        if !errors.is_empty() {
+            out.push_str(&format!(
+                "\n\nStill wrong in {rel} (fix it in your write):\n{}",
+                errors.join("\n")
+            ));
+        }
+        let project = totem_totaljs::route_files(root);
+        for route in totem_totaljs::undeclared_routes(&project, &guide::named_routes(prompt)) {
+            out.push_str(&guide::undeclared_route(&route, prompt));
+        }
+        out
+    }
+
     /// Decides a `format:` or `check:` command from the project's instruction file before it
     /// runs: the `bash` rules apply, a built-in allow does not cover it, and the question says
     /// where it comes from. "Always" remembers its exact text. `Err` says why it did not run.

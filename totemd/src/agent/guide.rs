@@ -265,7 +265,68 @@ pub(super) fn named_routes(prompt: &str) -> Vec<String> {
 /// What a change's result says of a route the task names that no file declares: how to declare
 /// it, with the action the task names (`Contact|create`) when it names one.
 pub(super) fn undeclared_route(route: &str, prompt: &str) -> String {
-    let action = prompt
+    match named_action(prompt) {
+        Some(action) => format!(
+            "\n\nThe task names the route {route}, which no file declares yet: declare it next, with ROUTE('{route} --> {action}'); inside exports.install in controllers/default.js, or route: '{route}' in the NEWACTION('{action}', {{ … }})."
+        ),
+        None => {
+            let handler = handler_name(route);
+            format!(
+                "\n\nThe task names the route {route}, which no file declares yet: declare it next with ROUTE('{route}', {handler}); inside exports.install in a controller, and a function {handler}($) {{ … }} that answers."
+            )
+        }
+    }
+}
+
+/// The lines that declare a route the task names, for the file `path` a small model is about
+/// to write whole: in a controller the `ROUTE()` line and its handler (named after the URL's
+/// last word), in an action file the NEWACTION's `route:` option. `None` for other files.
+pub(super) fn route_lines(route: &str, prompt: &str, path: &str) -> Option<String> {
+    let action = named_action(prompt);
+    if path.starts_with("controllers/") {
+        return Some(match action {
+            Some(action) => format!(
+                "\nThe task's route goes inside exports.install as the line: ROUTE('{route} --> {action}');"
+            ),
+            None => {
+                let handler = handler_name(route);
+                format!(
+                    "\nThe task's route goes inside exports.install as the line: ROUTE('{route}', {handler});\nand its handler below, as a function of its own: function {handler}($) {{ … }}"
+                )
+            }
+        });
+    }
+    match action {
+        Some(action) if path.starts_with("actions/") => Some(format!(
+            "\nThe task's route is the option route: '{route}' in NEWACTION('{action}', {{ … }})."
+        )),
+        _ => None,
+    }
+}
+
+/// A handler's name for a route: its URL's last word (`/api/ping/` → `ping`, `/api/order-list/`
+/// → `order_list`), or `handler`.
+fn handler_name(route: &str) -> String {
+    let url = route.split_whitespace().nth(1).unwrap_or("");
+    let word = url
+        .split('/')
+        .rev()
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .replace(['-', '.'], "_");
+    if word.is_empty()
+        || word.starts_with(|c: char| c.is_ascii_digit())
+        || !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        "handler".to_string()
+    } else {
+        word
+    }
+}
+
+/// The action a prompt names, as `Namespace|name` (`Contact|create`).
+fn named_action(prompt: &str) -> Option<&str> {
+    prompt
         .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ',' | '"' | '`' | '\''))
         .map(|w| w.trim_end_matches(['.', ':', ';', '!', '?']))
         .find(|w| {
@@ -277,15 +338,7 @@ pub(super) fn undeclared_route(route: &str, prompt: &str) -> String {
                         .chain(name.chars())
                         .all(|c| c.is_ascii_alphanumeric() || c == '_')
             })
-        });
-    match action {
-        Some(action) => format!(
-            "\n\nThe task names the route {route}, which no file declares yet: declare it next, with ROUTE('{route} --> {action}'); inside exports.install in controllers/default.js, or route: '{route}' in the NEWACTION('{action}', {{ … }})."
-        ),
-        None => format!(
-            "\n\nThe task names the route {route}, which no file declares yet: declare it next with ROUTE('{route}', handler); inside exports.install in a controller."
-        ),
-    }
+        })
 }
 
 /// The Total.js 5 folders a prompt's words point at: routes are declared in controllers/,
@@ -395,7 +448,7 @@ pub(super) fn forbids_changes(prompt: &str) -> bool {
 }
 
 /// Words with which a prompt asks for a file to be replaced whole: a write may then drop its lines.
-const WHOLE_REWRITE: &[&str] = &[
+pub(super) const WHOLE_REWRITE: &[&str] = &[
     "rewrite",
     "replace",
     "overwrite",
@@ -430,6 +483,19 @@ pub(super) fn asks_for_spacing(prompt: &str) -> bool {
         || prompt.contains("blank line")
         // "tab" as a word ("tabs", "tabbed"), not inside "table" or "stable".
         || words().any(|w| matches!(w, "tab" | "tabs" | "tabbed" | "tabulation"))
+}
+
+/// The longest task said again to a small model (bytes): in the request for a code block, and
+/// after a write that changed nothing.
+pub(super) const TASK_IN_REQUEST: usize = 600;
+
+/// `text` cut to at most `max` bytes, with `…` where it was cut.
+pub(super) fn cut(text: &str, max: usize) -> String {
+    if text.len() > max {
+        format!("{}…", &text[..text.floor_char_boundary(max)])
+    } else {
+        text.to_string()
+    }
 }
 
 /// The result of a `write` of the content `path` already holds: nothing changed.
@@ -524,6 +590,99 @@ pub(super) fn dropping_overwrite(
         refusal.push_str(&format!("{APPEND_HINT}{call}"));
     }
     Some(refusal)
+}
+
+/// Where [`merge_fragment`] put the new lines.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Placed {
+    /// Inside `exports.install`, after this line (1-based, in the file before).
+    Routes(usize),
+    /// At the end of the file.
+    End,
+    /// The `ROUTE()` lines inside `exports.install` after this line, the rest at the end.
+    RoutesAndEnd(usize),
+}
+
+/// `old` with `fragment` added where it belongs, when `fragment` is new code: its first line is
+/// not one of `old`'s, `old`'s first line is not in it, and at most a third of its lines (braces
+/// aside) are in `old`. `ROUTE()` lines go inside `exports.install`, after its last route, with
+/// that route's indent; the other lines go at the end. `None` for other content, when the file
+/// has fewer than two lines, or when there are routes to place and no `exports.install`. The 1.5B, asked to add an action and its route,
+/// wrote only the new NEWACTION over actions/products.js and only the ROUTE line over the
+/// controller, was refused each time, and was stopped after 18 refusals (c32).
+pub(super) fn merge_fragment(old: &str, fragment: &str) -> Option<(String, Placed)> {
+    let significant = |l: &&str| l.trim().len() >= 4 && l.chars().any(char::is_alphanumeric);
+    let old_lines: HashSet<&str> = old.lines().filter(significant).map(str::trim).collect();
+    if old_lines.len() < 2 {
+        return None;
+    }
+    let new: Vec<&str> = fragment
+        .lines()
+        .filter(significant)
+        .map(str::trim)
+        .collect();
+    let first_old = old.lines().find(significant).map(str::trim);
+    let repeated = new.iter().filter(|l| old_lines.contains(*l)).count();
+    // Its first line new, the file's first line not in it, and most of it new: a new action
+    // repeats `action: function($) {` of the one before it.
+    if new.first().is_none_or(|first| old_lines.contains(first))
+        || first_old.is_some_and(|first| new.contains(&first))
+        || repeated * 3 > new.len()
+    {
+        return None;
+    }
+    // A ROUTE() line of the fragment's own top level (a route inside a function it adds stays
+    // there).
+    let is_route = |l: &str| l.starts_with("ROUTE(") && l.trim_end().ends_with(';');
+    let (routes, rest): (Vec<&str>, Vec<&str>) = fragment
+        .lines()
+        .partition(|l| !l.starts_with([' ', '\t']) && is_route(l.trim()));
+    let rest = rest.join("\n");
+    let mut lines: Vec<String> = old.lines().map(str::to_string).collect();
+    let mut placed = None;
+    if !routes.is_empty() {
+        let last_route = lines
+            .iter()
+            .rposition(|l| l.trim_start().starts_with("ROUTE("));
+        let install = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("exports.install"));
+        let (after, indent) = match (last_route, install) {
+            (Some(at), _) => {
+                let line = &lines[at];
+                (at, line[..line.len() - line.trim_start().len()].to_string())
+            }
+            (None, Some(at)) => (at, "\t".to_string()),
+            (None, None) => return None,
+        };
+        for (i, route) in routes.iter().enumerate() {
+            lines.insert(after + 1 + i, format!("{indent}{}", route.trim()));
+        }
+        placed = Some(after + 1);
+    }
+    let mut merged = lines.join("\n");
+    let placed = if rest.trim().is_empty() {
+        Placed::Routes(placed?)
+    } else {
+        merged = format!("{}\n\n{}", merged.trim_end(), rest.trim());
+        placed.map_or(Placed::End, Placed::RoutesAndEnd)
+    };
+    merged.push('\n');
+    Some((merged, placed))
+}
+
+/// What the result of a write that [`merge_fragment`] completed says first.
+pub(super) fn merged_note(path: &str, placed: &Placed) -> String {
+    let place = match placed {
+        Placed::Routes(line) => format!("the route inside exports.install, after line {line}"),
+        Placed::End => "them at the end".to_string(),
+        Placed::RoutesAndEnd(line) => {
+            format!("the route inside exports.install, after line {line}, the rest at the end")
+        }
+    };
+    format!(
+        "Your lines are new code, so Totem added them to {path} and kept all of its lines: {place}. Read it if you need to see it whole.\n"
+    )
 }
 
 /// Files up to this size get a call to copy that holds the whole file ([`APPEND_HINT`]'s, and
@@ -960,5 +1119,74 @@ mod tests {
             seen.unseen_overwrite("views", true).is_some(),
             "a list is not a read"
         );
+    }
+
+    const CONTROLLER: &str = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n\nfunction about($) {\n\t$.plain('Since 1999.');\n}\n";
+
+    #[test]
+    fn a_route_line_goes_inside_install_and_a_function_at_the_end() {
+        let (merged, placed) = merge_fragment(
+            CONTROLLER,
+            "ROUTE('GET /api/ping/', ping);\n\nfunction ping($) {\n\t$.json({ pong: true });\n}\n",
+        )
+        .expect("merged");
+        assert_eq!(placed, Placed::RoutesAndEnd(3));
+        assert_eq!(
+            merged,
+            "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n\tROUTE('GET /api/ping/', ping);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n\nfunction about($) {\n\t$.plain('Since 1999.');\n}\n\nfunction ping($) {\n\t$.json({ pong: true });\n}\n"
+        );
+        let (merged, placed) =
+            merge_fragment(CONTROLLER, "ROUTE('GET /api/x/ --> X|list');").expect("merged");
+        assert_eq!(placed, Placed::Routes(3));
+        assert!(
+            merged.contains("about);\n\tROUTE('GET /api/x/ --> X|list');\n};"),
+            "{merged}"
+        );
+    }
+
+    #[test]
+    fn new_code_goes_at_the_end_and_a_partial_copy_is_no_fragment() {
+        let action = "NEWACTION('Products|count', {\n\tname: 'Count',\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});";
+        let old = "var PRODUCTS = [1, 2];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+        let (merged, placed) = merge_fragment(old, action).expect("merged");
+        assert_eq!(placed, Placed::End);
+        assert_eq!(merged, format!("{}\n\n{action}\n", old.trim_end()));
+        // The first line of the file in the content: a rewrite (refused or written whole), not a
+        // fragment.
+        assert_eq!(
+            merge_fragment(
+                CONTROLLER,
+                "exports.install = function() {\n\tROUTE('GET /x/', x);\n};\n"
+            ),
+            None
+        );
+        // Routes without an exports.install to put them in.
+        assert_eq!(merge_fragment(old, "ROUTE('GET /x/', x);"), None);
+        // Braces alone are not lines of the file.
+        assert!(merge_fragment(old, "function x() {\n}\n").is_some());
+    }
+
+    #[test]
+    fn a_route_the_task_names_comes_with_its_lines_for_the_file() {
+        let prompt = "Add a route GET /api/ping/ in controllers/default.js that answers the JSON {\"pong\": true}.";
+        let lines = route_lines("GET /api/ping/", prompt, "controllers/default.js").expect("lines");
+        assert!(lines.contains("ROUTE('GET /api/ping/', ping);"), "{lines}");
+        assert!(lines.contains("function ping($) {"), "{lines}");
+        let action = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.";
+        let lines =
+            route_lines("POST /api/contact/", action, "controllers/default.js").expect("lines");
+        assert!(
+            lines.contains("ROUTE('POST /api/contact/ --> Contact|create');"),
+            "{lines}"
+        );
+        let lines = route_lines("POST /api/contact/", action, "actions/contact.js").expect("lines");
+        assert!(lines.contains("route: 'POST /api/contact/'"), "{lines}");
+        assert_eq!(
+            route_lines("GET /api/ping/", prompt, "views/index.html"),
+            None
+        );
+        assert_eq!(handler_name("GET /api/order-list/"), "order_list");
+        assert_eq!(handler_name("GET /"), "handler");
+        assert_eq!(handler_name("GET /api/2024/"), "handler");
     }
 }

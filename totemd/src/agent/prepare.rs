@@ -297,6 +297,7 @@ impl Runner {
                 settled: false,
                 named_unchanged: Vec::new(),
                 action_options_told: false,
+                routes_read: Vec::new(),
                 answered_plainly: false,
                 syntax: super::syntax::Checked::default(),
             },
@@ -335,6 +336,8 @@ impl Runner {
             .small()
             .then(|| totem_tools::small_project_files(&self.tools.ctx))
             .flatten();
+        let offer = &self.setup.tool_offer;
+        let offers = |name: &str| offer.offers(name);
         let mut system = SystemPrompt {
             root: &self.agent.root,
             read_only: self.setup.read_only,
@@ -343,6 +346,7 @@ impl Runner {
             essentials: self.setup.totaljs && !self.setup.primer,
             summary: self.turns.compaction.as_ref().map(|c| c.summary.as_str()),
             files: files.as_deref(),
+            offers: &offers,
         }
         .render();
         if self.setup.tool_offer.in_text() {

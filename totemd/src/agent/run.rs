@@ -876,7 +876,7 @@ impl Runner {
     /// [`totem_totaljs::describe_routes`]). Not when it asks for a change: asked to add a route,
     /// the 1.5B copied the line's `GET /api/products/ (action Products|list)` into
     /// `ROUTE('GET /api/ping/ --> Products|ping')`, an action that does not exist.
-    fn routes_note(&self, call: &ToolCall) -> Option<String> {
+    fn routes_note(&mut self, call: &ToolCall) -> Option<String> {
         if !self.setup.tool_offer.constrained
             || !self.setup.totaljs
             || self.setup.changes_asked
@@ -893,7 +893,22 @@ impl Runner {
             return None;
         }
         let content = std::fs::read_to_string(file).ok()?;
-        Some(format!("\n\n{}", totem_totaljs::describe_routes(&content)?))
+        if let Some(routes) = totem_totaljs::route_summary(&content) {
+            let line = format!("\n\nRoutes this file declares: {routes}.");
+            self.tools.routes_read.retain(|(p, _)| *p != path);
+            self.tools.routes_read.push((path, routes));
+            return Some(line);
+        }
+        // A file without routes after one with them: the 1.5B read the controller, then the
+        // action, and answered that the app has "a single route", the action's (c32). Told
+        // first that "this file declares no routes", it answered just that (c33).
+        let earlier: Vec<String> = self
+            .tools
+            .routes_read
+            .iter()
+            .map(|(p, routes)| format!("{routes} (in {p})"))
+            .collect();
+        (!earlier.is_empty()).then(|| format!("\n\nRoutes read so far: {}.", earlier.join("; ")))
     }
 
     /// The routes and actions of a Total.js project that the files this run changed declared

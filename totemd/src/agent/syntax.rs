@@ -79,6 +79,25 @@ pub(super) async fn node_check(root: &Path, rel: &str) -> Option<String> {
     finding(&said, rel)
 }
 
+/// Whether `content` parses as the JavaScript file `rel` (written to a folder of its own for
+/// node to read); true when node is missing or the folder cannot be made, as nothing can tell.
+pub(super) async fn parses(rel: &str, content: &str) -> bool {
+    let name = Path::new(rel)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file.js");
+    let Ok(dir) = tempfile::tempdir() else {
+        return true;
+    };
+    if tokio::fs::write(dir.path().join(name), content)
+        .await
+        .is_err()
+    {
+        return true;
+    }
+    node_check(dir.path(), name).await.is_none()
+}
+
 /// The sentence for node's report: its first line ends with `:LINE`, and one line names the error.
 fn finding(report: &str, rel: &str) -> Option<String> {
     let line = report

@@ -11,20 +11,84 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The prompt every mode starts with. Plain, direct, no padding: small models follow short
-/// numbered-free rules better than long prose.
-const BASE: &str = "You are Totem, a coding agent working in the user's project through tools.
-
-Rules:
-- Look before you change: read a file before editing it; find things with grep, glob and list.
-- Keep changes small and focused on what the user asked. Follow the project's style.
-- Change files with edit or patch; use write for new files or full rewrites.
-- After changing code, run the project's checks or tests with bash when it has any.
-- Paths are relative to the project root. Files outside it are off limits.
+/// numbered-free rules better than long prose. The rules name only tools the run offers: told
+/// "change files with edit or patch" with neither offered, the 0.5B rewrote the file unchanged.
+fn base(offers: &dyn Fn(&str) -> bool) -> String {
+    let named = |names: &[&'static str]| -> Vec<&'static str> {
+        names.iter().copied().filter(|n| offers(n)).collect()
+    };
+    let mut rules = vec![
+        "You are Totem, a coding agent working in the user's project through tools.\n\nRules:"
+            .to_string(),
+    ];
+    let finders = named(&["grep", "glob", "list"]);
+    rules.push(match finders.as_slice() {
+        [] => "- Look before you change: read a file before changing it.".to_string(),
+        _ => format!(
+            "- Look before you change: read a file before changing it; find things with {}.",
+            words(&finders)
+        ),
+    });
+    rules.push(
+        "- Keep changes small and focused on what the user asked. Follow the project's style."
+            .to_string(),
+    );
+    let partial = named(&["edit", "patch"]);
+    if !partial.is_empty() {
+        rules.push(format!(
+            "- Change files with {}; use write for new files or full rewrites.",
+            words_or(&partial)
+        ));
+    } else if offers("write") {
+        rules.push(
+            "- Change a file with write: its whole new content, every line it keeps and your change."
+                .to_string(),
+        );
+    }
+    if offers("bash") {
+        rules.push(
+            "- After changing code, run the project's checks or tests with bash when it has any."
+                .to_string(),
+        );
+    }
+    rules.push(
+        "- Paths are relative to the project root. Files outside it are off limits.
 - If a tool returns an error, read it and fix the call. Never repeat the same failing call.
 - If the request is unclear or risky, ask the user instead of guessing.
-- When done, answer briefly: what you changed and what the user still has to do.";
+- When done, answer briefly: what you changed and what the user still has to do."
+            .to_string(),
+    );
+    rules.join("\n")
+}
 
-const PLAN: &str = "Mode: Plan. You can only read (read, list, glob, grep, todo): do not change files or run commands. Study the code, then answer with a short step-by-step plan.";
+/// `a, b and c`.
+fn words(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// `a, b or c`.
+fn words_or(names: &[&str]) -> String {
+    match names {
+        [rest @ .., last] if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => words(names),
+    }
+}
+
+/// Plan mode, with the reading tools the run offers.
+fn plan(offers: &dyn Fn(&str) -> bool) -> String {
+    let tools: Vec<&str> = ["read", "list", "glob", "grep", "todo"]
+        .into_iter()
+        .filter(|n| offers(n))
+        .collect();
+    format!(
+        "Mode: Plan. You can only read ({}): do not change files or run commands. Study the code, then answer with a short step-by-step plan.",
+        tools.join(", ")
+    )
+}
 
 const BUILD: &str =
     "Mode: Build. You can read and change files and run commands. Do the work, then report.";
@@ -49,15 +113,21 @@ pub struct SystemPrompt<'a> {
     /// Every file of a small project, for a small model: told up front, it does not list
     /// folders the project does not have (the 1.5B listed schemas/, definitions/, modules/).
     pub files: Option<&'a [String]>,
+    /// Whether the run offers a tool by this name (the rules name no other).
+    pub offers: &'a dyn Fn(&str) -> bool,
 }
 
 impl SystemPrompt<'_> {
     /// The whole system prompt, base text first, then what the fields add.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
-        out.push_str(BASE);
+        out.push_str(&base(self.offers));
         out.push_str("\n\n");
-        out.push_str(if self.read_only { PLAN } else { BUILD });
+        if self.read_only {
+            out.push_str(&plan(self.offers));
+        } else {
+            out.push_str(BUILD);
+        }
         if let Some(extra) = self.agent_prompt.filter(|p| !p.trim().is_empty()) {
             out.push_str("\n\n");
             out.push_str(extra.trim());
@@ -203,4 +273,39 @@ pub fn instruction_commands(root: &Path) -> (Vec<String>, Vec<String>) {
         }
     }
     (format, check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_name_only_the_tools_offered() {
+        let all = base(&|_| true);
+        assert!(
+            all.contains("find things with grep, glob and list."),
+            "{all}"
+        );
+        assert!(all.contains("Change files with edit or patch;"), "{all}");
+        assert!(
+            all.contains("run the project's checks or tests with bash"),
+            "{all}"
+        );
+        // A model that writes code blocks: read, list, write and bash.
+        let small = base(&|n| matches!(n, "read" | "list" | "write" | "bash"));
+        assert!(small.contains("find things with list."), "{small}");
+        assert!(
+            small.contains("Change a file with write: its whole new content"),
+            "{small}"
+        );
+        for absent in ["grep", "glob", "edit", "patch"] {
+            assert!(!small.contains(absent), "{absent} in {small}");
+        }
+        let none = base(&|_| false);
+        assert!(!none.contains("bash") && !none.contains("write"), "{none}");
+        assert_eq!(
+            plan(&|n| n != "todo"),
+            "Mode: Plan. You can only read (read, list, glob, grep): do not change files or run commands. Study the code, then answer with a short step-by-step plan."
+        );
+    }
 }

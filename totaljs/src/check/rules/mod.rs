@@ -466,6 +466,18 @@ pub(crate) const DEFS: &[Def] = &[
     },
     Def {
         rule: Rule {
+            id: "route-action-handler",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "An action is named in the route string (ROUTE('GET /x/ --> Ns|action')), never passed as the handler.",
+        },
+        applies: js,
+        run: routes::action_as_handler,
+    },
+    Def {
+        rule: Rule {
             id: "install-argument",
             severity: Severity::Error,
             default_on: true,

@@ -67,6 +67,15 @@ pub(crate) fn route_strings(content: &str) -> Vec<(String, usize)> {
 /// `GET /` and `GET /about/` but called `ROUTE('GET /api/products/ --> Products|list')` "a route
 /// for the API products/": a route with an action and no handler did not read as one to it.
 pub fn describe_routes(content: &str) -> Option<String> {
+    Some(format!(
+        "Routes this file declares: {}.",
+        route_summary(content)?
+    ))
+}
+
+/// The routes a file declares, in one line: "GET / (function index), GET /api/products/ (action
+/// Products|list)". `None` when it declares none.
+pub fn route_summary(content: &str) -> Option<String> {
     let lexed = crate::js::lex(content);
     let tokens = &lexed.tokens;
     let mut routes: Vec<(usize, String)> = Vec::new();
@@ -108,7 +117,7 @@ pub fn describe_routes(content: &str) -> Option<String> {
     }
     routes.sort_by_key(|(line, _)| *line);
     let list: Vec<String> = routes.into_iter().map(|(_, r)| r).collect();
-    Some(format!("Routes this file declares: {}.", list.join(", ")))
+    Some(list.join(", "))
 }
 
 /// A route string's method and URL with the spacing made plain (`GET  /a/ ` → `GET /a/`); flags
@@ -243,6 +252,50 @@ pub(crate) fn flags_array(src: &Source, _: &ProjectContext) -> Hits {
                 "ROUTE() takes (url, handler, sizeInBytes): an array of flags silently disables the payload limit in v5; put the flags in the url string as @ words and the size limit as <10MB".to_string(),
             ));
         }
+    }
+    hits
+}
+
+/// A route whose handler is an action's id (`ROUTE('GET /x/', Products|count)` or
+/// `'Products|count'`): the id is no function, so the route has no handler (an unquoted one is
+/// a ReferenceError when the controller installs). The action goes in the route string. The
+/// 1.5B wrote `ROUTE('GET /api/products/count/', Products|count);` for "a route for it".
+pub(crate) fn action_as_handler(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for call in route_calls(tokens) {
+        let (Some(url), Some(handler)) = (call.args.first(), call.args.get(1)) else {
+            continue;
+        };
+        let Some((url, line)) = string_in(tokens, url) else {
+            continue;
+        };
+        let id = match &tokens[handler.clone()] {
+            [ns, bar, name]
+                if ns.kind == crate::js::Kind::Ident
+                    && bar.is_punct("|")
+                    && name.kind == crate::js::Kind::Ident =>
+            {
+                format!("{}|{}", ns.text, name.text)
+            }
+            [one] if one.kind == crate::js::Kind::Str => {
+                let Some((value, _)) = string_in(tokens, handler) else {
+                    continue;
+                };
+                if !value.contains('|') || value.contains(char::is_whitespace) {
+                    continue;
+                }
+                value.to_string()
+            }
+            _ => continue,
+        };
+        let url = url.split("-->").next().unwrap_or(url).trim();
+        hits.push((
+            line,
+            format!(
+                "{id} is an action, not a handler function: name it in the route string instead, ROUTE('{url} --> {id}');"
+            ),
+        ));
     }
     hits
 }
