@@ -1305,7 +1305,8 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
     let events = scripted(
         &env,
         &steps,
-        "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.",
+        // "Change": a task that may take code out, so the removal is not refused up front.
+        "Change the app: add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.",
         Answer::Once,
     )
     .await;
@@ -1507,4 +1508,49 @@ async fn a_write_that_changes_nothing_is_told_what_is_still_wrong() {
     ] {
         assert!(again.1.contains(said), "{said:?} not in {again:?}");
     }
+}
+
+/// A change that would remove an action or a route the task does not ask to remove is refused,
+/// with the new file the task names (the 1.5B renamed Products|list to the Contact|create it was
+/// asked to add in a new file, then wrote its action over the products, issue 34, c33).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
+    let products =
+        "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n";
+    let controller =
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
+    let env = small_totaljs_env(&[
+        ("controllers/default.js", controller),
+        ("actions/products.js", products),
+    ])
+    .await;
+    let rename = json!({"name": "edit", "arguments": {"path": "actions/products.js", "oldString": "Products|list", "newString": "Contact|create"}}).to_string();
+    let route = json!({"name": "edit", "arguments": {"path": "controllers/default.js", "oldString": "ROUTE('GET /api/products/ --> Products|list');", "newString": "ROUTE('POST /api/contact/ --> Contact|create');"}}).to_string();
+    let create = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&rename, &route, &create, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.",
+        Answer::Once,
+    )
+    .await;
+    let changes: Vec<_> = results(&events)
+        .into_iter()
+        .filter(|r| r.0 != "read")
+        .collect();
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert!(changes[0].2 && changes[1].2, "{changes:?}");
+    assert_eq!(
+        changes[0].1,
+        "Not changed: this would remove the action Products|list from actions/products.js, and the task does not ask to remove it. Keep it, and add your code beside it.\n\nThe task names actions/contact.js, which does not exist yet: to create it, write to that path."
+    );
+    assert!(
+        changes[1]
+            .1
+            .starts_with("Not changed: this would remove the route GET /api/products/ from controllers/default.js"),
+        "{changes:?}"
+    );
+    assert!(!changes[2].2, "{changes:?}");
+    assert_eq!(read(&env, "actions/products.js"), products);
+    assert_eq!(read(&env, "controllers/default.js"), controller);
 }

@@ -27,6 +27,11 @@ const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an aborted tool may take to stop what it started before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
+/// Words with which a task may ask to take code out of a file: a change that removes an action
+/// or a route is then not refused.
+const REMOVAL_WORDS: &[&str] = &[
+    "remove", "delete", "drop", "rename", "replace", "move", "change", "rewrite", "instead",
+];
 /// The largest file new code written over it is added to (bytes).
 const MERGE_BYTES: usize = 64 * 1024;
 /// Output of a check shown to the model (its tail).
@@ -211,20 +216,13 @@ impl Runner {
                 {
                     // The 0.5B, told to add an action in the new file actions/contact.js, wrote
                     // over actions/products.js again and again (c29).
-                    let root = self.tools.ctx.root();
-                    if let Some(new) = self
-                        .tools
-                        .named_unchanged
-                        .iter()
-                        .find(|f| **f != file.rel && !root.join(f.as_str()).exists())
-                    {
-                        refusal.push_str(&format!(
-                            "\n\nThe task names {new}, which does not exist yet: to create it, write to that path."
-                        ));
-                    }
+                    refusal.push_str(&self.missing_new_file(&file.rel));
                     return (told(refusal), true);
                 }
             }
+        }
+        if let Some(refusal) = self.removal_refusal(call, &prepared) {
+            return (refusal, true);
         }
 
         // A command only the built-in rules allowed runs confined (see `super::confine`).
@@ -664,13 +662,7 @@ impl Runner {
         }
         // New code for a new file the task names belongs there (the 0.5B, told to add an action
         // in the new file actions/contact.js, wrote it over actions/products.js, c29).
-        let root = self.tools.ctx.root();
-        if self
-            .tools
-            .named_unchanged
-            .iter()
-            .any(|f| f != rel && !root.join(f).exists())
-        {
+        if !self.missing_new_file(rel).is_empty() {
             return None;
         }
         let content = call.arguments["content"].as_str()?;
@@ -685,6 +677,66 @@ impl Runner {
         let mut args = call.arguments.clone();
         args["content"] = serde_json::Value::String(whole);
         Some((args, guide::merged_note(rel, &placed)))
+    }
+
+    /// The refusal of a constrained change of a Total.js script that would remove an action or
+    /// a route the file declares, when the task asks for no removal: the 1.5B, asked to add
+    /// Contact|create in a new file, renamed Products|list to it, then wrote its action over
+    /// the file's products (c33). Told afterwards, small models rarely put such code back.
+    fn removal_refusal(
+        &self,
+        call: &ToolCall,
+        prepared: &totem_tools::PreparedCall,
+    ) -> Option<String> {
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || !self.setup.changes_asked
+            || !matches!(call.name.as_str(), "write" | "edit")
+        {
+            return None;
+        }
+        let [file] = prepared.plan.writes.as_slice() else {
+            return None;
+        };
+        let prompt = self.prompt().unwrap_or("").to_lowercase();
+        if !file.rel.ends_with(".js") || REMOVAL_WORDS.iter().any(|w| prompt.contains(w)) {
+            return None;
+        }
+        let old = std::fs::read_to_string(&file.abs).ok()?;
+        let new = if call.name == "write" {
+            call.arguments["content"].as_str()?.to_string()
+        } else {
+            let from = call.arguments["oldString"].as_str()?;
+            let to = call.arguments["newString"].as_str()?;
+            if from.is_empty() || !old.contains(from) {
+                return None;
+            }
+            if call.arguments["replaceAll"].as_bool() == Some(true) {
+                old.replace(from, to)
+            } else {
+                old.replacen(from, to, 1)
+            }
+        };
+        let mut removed: Vec<String> = totem_totaljs::actions_removed(&old, &new)
+            .into_iter()
+            .map(|id| format!("the action {id}"))
+            .collect();
+        removed.extend(
+            totem_totaljs::routes_removed(&old, &new)
+                .into_iter()
+                .map(|route| format!("the route {route}")),
+        );
+        if removed.is_empty() {
+            return None;
+        }
+        let it = if removed.len() == 1 { "it" } else { "them" };
+        let mut refusal = format!(
+            "Not changed: this would remove {} from {}, and the task does not ask to remove {it}. Keep {it}, and add your code beside {it}.",
+            removed.join(", "),
+            file.rel
+        );
+        refusal.push_str(&self.missing_new_file(&file.rel));
+        Some(refusal)
     }
 
     /// What a write that changed nothing is told is still to do in a Total.js project: the task
@@ -721,7 +773,25 @@ impl Runner {
         for route in totem_totaljs::undeclared_routes(&project, &guide::named_routes(prompt)) {
             out.push_str(&guide::undeclared_route(&route, prompt));
         }
+        out.push_str(&self.missing_new_file(rel));
         out
+    }
+
+    /// A new file the task names that does not exist yet (other than `rel`), as a sentence that
+    /// says how to create it; empty when there is none. The 0.5B, told to add an action in the
+    /// new file actions/contact.js, wrote over actions/products.js again and again (c29).
+    fn missing_new_file(&self, rel: &str) -> String {
+        let root = self.tools.ctx.root();
+        self.tools
+            .named_unchanged
+            .iter()
+            .find(|f| *f != rel && !root.join(f.as_str()).exists())
+            .map(|new| {
+                format!(
+                    "\n\nThe task names {new}, which does not exist yet: to create it, write to that path."
+                )
+            })
+            .unwrap_or_default()
     }
 
     /// Decides a `format:` or `check:` command from the project's instruction file before it

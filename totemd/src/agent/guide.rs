@@ -290,8 +290,18 @@ pub(super) fn route_lines(route: &str, prompt: &str, path: &str) -> Option<Strin
             ),
             None => {
                 let handler = handler_name(route);
+                let lower = prompt.to_lowercase();
+                let answer = if lower.contains("json") {
+                    " $.json(…);"
+                } else if lower.contains("text") || lower.contains("plain") {
+                    " $.plain(…);"
+                } else if ["view", "page", "html"].iter().any(|w| lower.contains(w)) {
+                    " $.view(…);"
+                } else {
+                    " …"
+                };
                 format!(
-                    "\nThe task's route goes inside exports.install as the line: ROUTE('{route}', {handler});\nand its handler below, as a function of its own: function {handler}($) {{ … }}"
+                    "\nThe task's route goes inside exports.install as the line: ROUTE('{route}', {handler});\nand its handler below, as a function of its own: function {handler}($) {{{answer} }}"
                 )
             }
         });
@@ -611,6 +621,85 @@ pub(super) enum Placed {
 /// wrote only the new NEWACTION over actions/products.js and only the ROUTE line over the
 /// controller, was refused each time, and was stopped after 18 refusals (c32).
 pub(super) fn merge_fragment(old: &str, fragment: &str) -> Option<(String, Placed)> {
+    match unwrap_install(old, fragment) {
+        Some(inner) => merge_new_code(old, &inner),
+        None => merge_new_code(old, fragment),
+    }
+}
+
+/// The new code of content that wraps it in the file's own `exports.install = function() {`:
+/// the routes of its install block that the file does not have (each on a line of its own),
+/// the rest of the block moved out of it, and what follows the block. The 0.5B wrote
+/// `exports.install = function() {` with only the new route and its handler, 28 times (c33).
+fn unwrap_install(old: &str, content: &str) -> Option<String> {
+    let old_lines: HashSet<&str> = old.lines().map(str::trim).collect();
+    let lines: Vec<&str> = content.lines().collect();
+    let start = lines.iter().position(|l| {
+        l.trim_start().starts_with("exports.install") && old_lines.contains(l.trim())
+    })?;
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let end = start
+        + 1
+        + lines[start + 1..]
+            .iter()
+            .position(|l| matches!(l.trim(), "};" | "}") && indent(l) <= indent(lines[start]))?;
+    let body = &lines[start + 1..end];
+    let mut out: Vec<String> = body
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| l.starts_with("ROUTE(") && !old_lines.contains(l))
+        .map(str::to_string)
+        .collect();
+    let rest: Vec<&str> = body
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().starts_with("ROUTE("))
+        .collect();
+    let cut = rest
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent(l))
+        .min()
+        .unwrap_or(0);
+    out.push(String::new());
+    out.extend(rest.iter().map(|l| l.get(cut..).unwrap_or("").to_string()));
+    out.extend(lines[..start].iter().map(|l| l.to_string()));
+    out.extend(lines[end + 1..].iter().map(|l| l.to_string()));
+    Some(out.join("\n"))
+}
+
+/// The names a script declares at its top level (lines that start at the margin): `var`, `let`,
+/// `const` and `function` names, and NEWACTION ids.
+fn top_level_names(script: &str) -> HashSet<String> {
+    let mut names = HashSet::new();
+    for line in script.lines() {
+        if let Some(rest) = line.strip_prefix("NEWACTION(") {
+            let id: String = rest
+                .trim_start_matches(['\'', '"', '`'])
+                .chars()
+                .take_while(|c| !matches!(c, '\'' | '"' | '`'))
+                .collect();
+            names.insert(format!("NEWACTION {id}"));
+            continue;
+        }
+        let rest = ["var ", "let ", "const ", "function ", "async function "]
+            .iter()
+            .find_map(|k| line.strip_prefix(k));
+        if let Some(rest) = rest {
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                .collect();
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
     let significant = |l: &&str| l.trim().len() >= 4 && l.chars().any(char::is_alphanumeric);
     let old_lines: HashSet<&str> = old.lines().filter(significant).map(str::trim).collect();
     if old_lines.len() < 2 {
@@ -621,6 +710,14 @@ pub(super) fn merge_fragment(old: &str, fragment: &str) -> Option<(String, Place
         .filter(significant)
         .map(str::trim)
         .collect();
+    // Code that declares again what the file declares is a new version of it, not an addition.
+    let old_names = top_level_names(old);
+    if top_level_names(fragment)
+        .iter()
+        .any(|name| old_names.contains(name))
+    {
+        return None;
+    }
     let first_old = old.lines().find(significant).map(str::trim);
     let repeated = new.iter().filter(|l| old_lines.contains(*l)).count();
     // Its first line new, the file's first line not in it, and most of it new: a new action
@@ -1145,19 +1242,42 @@ mod tests {
     }
 
     #[test]
+    fn new_code_wrapped_in_the_files_install_is_unwrapped() {
+        // The 0.5B's content: the file's install line with only the new route, the handler
+        // inside the block or after it.
+        for content in [
+            "exports.install = function() {\n    ROUTE('GET /api/ping/', ping);\n};\n\nfunction ping($) {\n    $.json({ pong: true });\n}\n",
+            "exports.install = function() {\n  ROUTE('GET /api/ping/', ping);\n  function ping($) {\n    $.json({ pong: true });\n  }\n};\n",
+        ] {
+            let (merged, placed) = merge_fragment(CONTROLLER, content).expect("merged");
+            assert_eq!(placed, Placed::RoutesAndEnd(3), "{content}");
+            assert!(
+                merged.starts_with("exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n\tROUTE('GET /api/ping/', ping);\n};\n"),
+                "{merged}"
+            );
+            assert!(merged.contains("function about($) {"), "{merged}");
+            assert!(merged.contains("function ping($) {\n"), "{merged}");
+            assert!(merged.trim_end().ends_with('}'), "{merged}");
+            assert_eq!(merged.matches("exports.install").count(), 1, "{merged}");
+        }
+        // The file copied whole with the route: not new code (written as it is).
+        let whole = CONTROLLER.replace(
+            "about);\n};",
+            "about);\n\tROUTE('GET /api/ping/', ping);\n};",
+        );
+        assert_eq!(merge_fragment(CONTROLLER, &whole), None);
+    }
+
+    #[test]
     fn new_code_goes_at_the_end_and_a_partial_copy_is_no_fragment() {
         let action = "NEWACTION('Products|count', {\n\tname: 'Count',\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});";
         let old = "var PRODUCTS = [1, 2];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
         let (merged, placed) = merge_fragment(old, action).expect("merged");
         assert_eq!(placed, Placed::End);
         assert_eq!(merged, format!("{}\n\n{action}\n", old.trim_end()));
-        // The first line of the file in the content: a rewrite (refused or written whole), not a
-        // fragment.
+        // The file's first line in the content: a rewrite (refused or written whole).
         assert_eq!(
-            merge_fragment(
-                CONTROLLER,
-                "exports.install = function() {\n\tROUTE('GET /x/', x);\n};\n"
-            ),
+            merge_fragment(old, "var PRODUCTS = [3];\nvar OTHER = [4];\n"),
             None
         );
         // Routes without an exports.install to put them in.
@@ -1171,7 +1291,7 @@ mod tests {
         let prompt = "Add a route GET /api/ping/ in controllers/default.js that answers the JSON {\"pong\": true}.";
         let lines = route_lines("GET /api/ping/", prompt, "controllers/default.js").expect("lines");
         assert!(lines.contains("ROUTE('GET /api/ping/', ping);"), "{lines}");
-        assert!(lines.contains("function ping($) {"), "{lines}");
+        assert!(lines.contains("function ping($) { $.json(…); }"), "{lines}");
         let action = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.";
         let lines =
             route_lines("POST /api/contact/", action, "controllers/default.js").expect("lines");
