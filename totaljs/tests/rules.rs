@@ -231,6 +231,33 @@ fn v5_action_routes_are_clean() {
     clean("controllers/api.js", src, "route-v4-schema");
 }
 
+// action-model-param
+
+#[test]
+fn an_action_that_uses_model_without_taking_it_is_flagged() {
+    let src = "NEWACTION('Contact|create', {\n\tname: 'Create',\n\taction: function($) {\n\t\t$.success(model.title);\n\t}\n});\n";
+    assert_eq!(
+        lines("actions/contact.js", src, "action-model-param"),
+        vec![4]
+    );
+    let f = findings("actions/contact.js", src, "action-model-param");
+    assert!(
+        f[0].message.contains("action: function($, model)"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
+fn an_action_that_takes_model_or_declares_it_is_clean() {
+    let takes = "NEWACTION('Contact|create', {\n\taction: function($, model) {\n\t\t$.success(model.title);\n\t}\n});\n";
+    clean("actions/contact.js", takes, "action-model-param");
+    let declares = "NEWACTION('A|b', {\n\taction: function($) {\n\t\tvar model = $.body;\n\t\t$.success({ model: 1, x: a.model });\n\t}\n});\n";
+    clean("actions/a.js", declares, "action-model-param");
+    let key = "NEWACTION('A|b', {\n\taction: function($) {\n\t\t$.success({ model: 1, x: a.model });\n\t}\n});\n";
+    clean("actions/a.js", key, "action-model-param");
+}
+
 // route-action-handler
 
 #[test]

@@ -143,6 +143,17 @@ const CONTROLLER_ONLY: &[&str] = &[
 
 /// Functions whose `$` is an Options object: `action` of NEWACTION / `schema.action`, and AUTH.
 fn action_bodies<'a>(tokens: &[Token<'a>]) -> Vec<Func<'a>> {
+    let mut out = newaction_bodies(tokens);
+    for call in global_calls(tokens, "AUTH") {
+        if let Some(f) = call.args.first().and_then(|a| function_at(tokens, a)) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// The `action:` functions of the NEWACTION definitions in `tokens`.
+fn newaction_bodies<'a>(tokens: &[Token<'a>]) -> Vec<Func<'a>> {
     let mut out = Vec::new();
     let calls = global_calls(tokens, "NEWACTION")
         .into_iter()
@@ -165,12 +176,42 @@ fn action_bodies<'a>(tokens: &[Token<'a>]) -> Vec<Func<'a>> {
             out.push(f);
         }
     }
-    for call in global_calls(tokens, "AUTH") {
-        if let Some(f) = call.args.first().and_then(|a| function_at(tokens, a)) {
-            out.push(f);
+    out
+}
+
+/// An action that uses `model` without taking it: `action: function($) { $.success(model.name); }`
+/// fails with "model is not defined" when it runs (the request times out). The 1.5B copied
+/// `$.success(model.title)` from NEWACTION's options into an action that took only `$`.
+pub(crate) fn model_param(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let declared = tokens.windows(2).any(|w| {
+        (w[0].is_ident("var") || w[0].is_ident("let") || w[0].is_ident("const"))
+            && w[1].is_ident("model")
+    });
+    if declared {
+        return Hits::new();
+    }
+    let mut hits = Hits::new();
+    for f in newaction_bodies(tokens) {
+        if f.params.contains(&"model") {
+            continue;
+        }
+        let used = f.body.clone().find(|&i| {
+            tokens[i].is_ident("model")
+                && !prev_is(tokens, i, |p| p.is_punct("."))
+                && !tokens.get(i + 1).is_some_and(|n| n.is_punct(":"))
+        });
+        if let Some(i) = used {
+            let dollar = f.params.first().copied().unwrap_or("$");
+            hits.push((
+                tokens[i].line,
+                format!(
+                    "model is not defined here: the action's function gets the input as its second parameter, action: function({dollar}, model) {{ … }}"
+                ),
+            ));
         }
     }
-    out
+    hits
 }
 
 /// #10: `$.json()`, `$.view()`, `$.file()`… inside an action or AUTH body.

@@ -466,6 +466,18 @@ pub(crate) const DEFS: &[Def] = &[
     },
     Def {
         rule: Rule {
+            id: "action-model-param",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "An action that uses model takes it: action: function($, model) { … }.",
+        },
+        applies: js,
+        run: actions::model_param,
+    },
+    Def {
+        rule: Rule {
             id: "route-action-handler",
             severity: Severity::Error,
             default_on: true,

@@ -1,0 +1,6 @@
+NEWACTION('Products|count', {
+	name: 'Count products',
+	action: function($) {
+		$.success(3);
+	}
+});

@@ -1,0 +1,3 @@
+exports.install = function() {
+	ROUTE('GET /api/products/count/', Products|count); // expect: route-action-handler
+};
