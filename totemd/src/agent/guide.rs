@@ -334,6 +334,75 @@ fn handler_name(route: &str) -> String {
     }
 }
 
+/// Total.js 5 input types a prompt may name in parentheses after a field.
+const INPUT_TYPES: &[&str] = &[
+    "String",
+    "Number",
+    "Email",
+    "Boolean",
+    "Date",
+    "Object",
+    "Array",
+    "UID",
+    "Phone",
+    "URL",
+    "JSON",
+    "Name",
+    "Zip",
+    "Lower",
+    "Upper",
+    "Capitalize",
+    "Base64",
+    "SafeString",
+    "Color",
+];
+
+/// The input a prompt describes with typed fields ("a required name (String) and a required email
+/// (Email)"), as NEWACTION's `input` string: `*name:String, *email:Email` (`*`: the word
+/// "required" is among the three words before the field). `None` when it names no typed field.
+pub(super) fn named_input(prompt: &str) -> Option<String> {
+    let words: Vec<&str> = prompt.split_whitespace().collect();
+    let mut fields = Vec::new();
+    for (i, pair) in words.windows(2).enumerate() {
+        let kind = pair[1]
+            .trim_start_matches('(')
+            .trim_end_matches(['.', ',', ';', ':'])
+            .trim_end_matches(')');
+        if !pair[1].starts_with('(') || !INPUT_TYPES.contains(&kind) {
+            continue;
+        }
+        let name = pair[0].trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let required = words[i.saturating_sub(3)..i]
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case("required"));
+        let field = format!("{}{name}:{kind}", if required { "*" } else { "" });
+        if !fields.contains(&field) {
+            fields.push(field);
+        }
+    }
+    (!fields.is_empty()).then(|| fields.join(", "))
+}
+
+/// What a change's result says when the action the task names has no `input` and the task
+/// describes typed fields: the `input` to add. The 1.5B wrote Contact|create without one, and a
+/// request without an email got 200 where the task wanted 400 (c29, c34).
+pub(super) fn missing_input(prompt: &str, project: &[(String, String)]) -> Option<String> {
+    let input = named_input(prompt)?;
+    let action = named_action(prompt)?;
+    let block = project
+        .iter()
+        .find_map(|(_, content)| totem_totaljs::action_block(content, action))?;
+    if block.contains("input:") || block.contains("input :") {
+        return None;
+    }
+    Some(format!(
+        "\n\nThe task describes the action's fields, and NEWACTION('{action}') has no input yet: add input: '{input}', and take them as model: action: function($, model) {{ … }} (a request with missing or invalid fields then gets HTTP 400)."
+    ))
+}
+
 /// The action a prompt names, as `Namespace|name` (`Contact|create`).
 fn named_action(prompt: &str) -> Option<&str> {
     prompt
@@ -1284,6 +1353,38 @@ mod tests {
         assert_eq!(merge_fragment(old, "ROUTE('GET /x/', x);"), None);
         // Braces alone are not lines of the file.
         assert!(merge_fragment(old, "function x() {\n}\n").is_some());
+    }
+
+    #[test]
+    fn typed_fields_of_a_task_become_an_input() {
+        let prompt = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success. A request without a valid email must get HTTP 400.";
+        assert_eq!(
+            named_input(prompt).as_deref(),
+            Some("*name:String, *email:Email")
+        );
+        assert_eq!(
+            named_input("Store a title (String) and an optional count (Number).").as_deref(),
+            Some("title:String, count:Number")
+        );
+        assert_eq!(named_input("Add a route (see the docs) for x."), None);
+        let without = vec![(
+            "actions/contact.js".to_string(),
+            "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"
+                .to_string(),
+        )];
+        let told = missing_input(prompt, &without).expect("told");
+        assert!(
+            told.contains("add input: '*name:String, *email:Email'"),
+            "{told}"
+        );
+        let with = vec![(
+            "actions/contact.js".to_string(),
+            "NEWACTION('Contact|create', {\n\tinput: '*name:String',\n\taction: function($, model) {\n\t\t$.success();\n\t}\n});\n"
+                .to_string(),
+        )];
+        assert_eq!(missing_input(prompt, &with), None);
+        // No action yet: the route and file notes say what to do first.
+        assert_eq!(missing_input(prompt, &[]), None);
     }
 
     #[test]

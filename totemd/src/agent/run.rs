@@ -688,12 +688,17 @@ impl Runner {
                             self.prompt().unwrap_or(""),
                         ));
                     }
+                    let input = super::guide::missing_input(self.prompt().unwrap_or(""), &project);
+                    if let Some(input) = &input {
+                        output.push_str(input);
+                    }
                     let left = &self.tools.named_unchanged;
                     self.tools.settled = changes_asked
                         && changed
                         && left.is_empty()
                         && removed.is_empty()
-                        && undeclared.is_empty();
+                        && undeclared.is_empty()
+                        && input.is_none();
                     if self.tools.settled {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
