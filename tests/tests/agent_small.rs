@@ -1526,10 +1526,12 @@ async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
     .await;
     let rename = json!({"name": "edit", "arguments": {"path": "actions/products.js", "oldString": "Products|list", "newString": "Contact|create"}}).to_string();
     let route = json!({"name": "edit", "arguments": {"path": "controllers/default.js", "oldString": "ROUTE('GET /api/products/ --> Products|list');", "newString": "ROUTE('POST /api/contact/ --> Contact|create');"}}).to_string();
+    // The whole controller, its route left out for the new one.
+    let whole = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "exports.install = function() {\n\tROUTE('POST /api/contact/ --> Contact|create');\n};\n"}}).to_string();
     let create = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
     let events = scripted(
         &env,
-        &[&rename, &route, &create, r#"{"answer": "Added."}"#],
+        &[&rename, &route, &whole, &create, r#"{"answer": "Added."}"#],
         "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.",
         Answer::Once,
     )
@@ -1538,8 +1540,18 @@ async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
         .into_iter()
         .filter(|r| r.0 != "read")
         .collect();
-    assert_eq!(changes.len(), 3, "{changes:?}");
-    assert!(changes[0].2 && changes[1].2, "{changes:?}");
+    assert_eq!(changes.len(), 4, "{changes:?}");
+    assert!(changes[0].2 && changes[1].2 && changes[2].2, "{changes:?}");
+    let (_, copy) = changes[2]
+        .1
+        .split_once("Your write with it kept, to copy: ")
+        .expect("the write with the route kept");
+    let copy: serde_json::Value =
+        serde_json::from_str(copy.lines().next().unwrap_or("")).expect("a JSON call");
+    assert_eq!(
+        copy["arguments"]["content"],
+        "exports.install = function() {\n\tROUTE('POST /api/contact/ --> Contact|create');\n\tROUTE('GET /api/products/ --> Products|list');\n};\n"
+    );
     assert_eq!(
         changes[0].1,
         "Not changed: this would remove the action Products|list from actions/products.js, and the task does not ask to remove it. Keep it, and add your code beside it.\n\nThe task names actions/contact.js, which does not exist yet: to create it, write to that path."
@@ -1550,7 +1562,7 @@ async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
             .starts_with("Not changed: this would remove the route GET /api/products/ from controllers/default.js"),
         "{changes:?}"
     );
-    assert!(!changes[2].2, "{changes:?}");
+    assert!(!changes[3].2, "{changes:?}");
     assert_eq!(read(&env, "actions/products.js"), products);
     assert_eq!(read(&env, "controllers/default.js"), controller);
 }

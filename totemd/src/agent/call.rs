@@ -735,6 +735,16 @@ impl Runner {
             removed.join(", "),
             file.rel
         );
+        // A whole file with one route left out: the 1.5B wrote the controller with its new
+        // route and without GET /api/products/ six times, told each time to keep it (c34).
+        if call.name == "write"
+            && !self.setup.tool_offer.writes_code_blocks()
+            && new.len() <= guide::WHOLE_FILE_CALL_BYTES
+            && let Some(kept) = guide::put_back(&old, &new)
+        {
+            let copy = serde_json::json!({"name": "write", "arguments": {"path": file.rel, "content": kept}});
+            refusal.push_str(&format!("\n\nYour write with {it} kept, to copy: {copy}"));
+        }
         refusal.push_str(&self.missing_new_file(&file.rel));
         Some(refusal)
     }

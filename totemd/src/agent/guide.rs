@@ -803,7 +803,11 @@ fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
     let (routes, rest): (Vec<&str>, Vec<&str>) = fragment
         .lines()
         .partition(|l| !l.starts_with([' ', '\t']) && is_route(l.trim()));
-    let rest = rest.join("\n");
+    let mut rest = rest.join("\n");
+    // Indented as the file is: the 0.5B's handler came with four spaces into a file of tabs.
+    if indents_with_tabs(old) {
+        rest = spaces_to_tabs(&rest);
+    }
     let mut lines: Vec<String> = old.lines().map(str::to_string).collect();
     let mut placed = None;
     if !routes.is_empty() {
@@ -835,6 +839,68 @@ fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
     };
     merged.push('\n');
     Some((merged, placed))
+}
+
+/// `new` with what it removed of `old` put back: the `ROUTE()` lines of removed routes inside
+/// `exports.install` after its last route, removed actions at the end. `None` when that still
+/// removes something (a route or action `new` has no place for).
+pub(super) fn put_back(old: &str, new: &str) -> Option<String> {
+    let lines: Vec<&str> = old
+        .lines()
+        .filter(|l| {
+            l.trim_start().starts_with("ROUTE(")
+                && !totem_totaljs::routes_removed(l, new).is_empty()
+        })
+        .collect();
+    let mut out: Vec<String> = new.lines().map(str::to_string).collect();
+    if !lines.is_empty() {
+        let at = out
+            .iter()
+            .rposition(|l| l.trim_start().starts_with("ROUTE("))
+            .or_else(|| {
+                out.iter()
+                    .position(|l| l.trim_start().starts_with("exports.install"))
+            })?;
+        for (i, line) in lines.iter().enumerate() {
+            out.insert(at + 1 + i, (*line).to_string());
+        }
+    }
+    let mut text = out.join("\n");
+    for id in totem_totaljs::actions_removed(old, new) {
+        let block = totem_totaljs::action_block(old, &id)?;
+        text = format!("{}\n\n{}", text.trim_end(), block.trim_end());
+    }
+    text.push('\n');
+    (totem_totaljs::routes_removed(old, &text).is_empty()
+        && totem_totaljs::actions_removed(old, &text).is_empty())
+    .then_some(text)
+}
+
+/// Whether more of `text`'s indented lines start with a tab than with a space.
+fn indents_with_tabs(text: &str) -> bool {
+    let tabs = text.lines().filter(|l| l.starts_with('\t')).count();
+    let spaces = text.lines().filter(|l| l.starts_with(' ')).count();
+    tabs > spaces
+}
+
+/// `code` with its leading spaces as tabs, one a level (the level: its smallest indent).
+fn spaces_to_tabs(code: &str) -> String {
+    let lead = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let Some(unit) = code.lines().map(lead).filter(|&n| n > 0).min() else {
+        return code.to_string();
+    };
+    code.lines()
+        .map(|l| {
+            let n = lead(l);
+            format!(
+                "{}{}{}",
+                "\t".repeat(n / unit),
+                " ".repeat(n % unit),
+                &l[n..]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What the result of a write that [`merge_fragment`] completed says first.
@@ -1325,7 +1391,10 @@ mod tests {
                 "{merged}"
             );
             assert!(merged.contains("function about($) {"), "{merged}");
-            assert!(merged.contains("function ping($) {\n"), "{merged}");
+            assert!(
+                merged.contains("function ping($) {\n\t$.json({ pong: true });\n}"),
+                "indented with tabs, as the file: {merged}"
+            );
             assert!(merged.trim_end().ends_with('}'), "{merged}");
             assert_eq!(merged.matches("exports.install").count(), 1, "{merged}");
         }
@@ -1353,6 +1422,25 @@ mod tests {
         assert_eq!(merge_fragment(old, "ROUTE('GET /x/', x);"), None);
         // Braces alone are not lines of the file.
         assert!(merge_fragment(old, "function x() {\n}\n").is_some());
+    }
+
+    #[test]
+    fn what_a_write_removed_is_put_back_in_it() {
+        let old = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /api/products/ --> Products|list');\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+        let new = "exports.install = function() {\n\tROUTE('GET /api/products/count/ --> Products|count');\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+        assert_eq!(
+            put_back(old, new).as_deref(),
+            Some(
+                "exports.install = function() {\n\tROUTE('GET /api/products/count/ --> Products|count');\n\tROUTE('GET /', index);\n\tROUTE('GET /api/products/ --> Products|list');\n};\n\nfunction index($) {\n\t$.view('index');\n}\n"
+            )
+        );
+        let actions = "var P = [];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(P);\n\t}\n});\n";
+        let renamed = actions.replace("Products|list", "Contact|create");
+        let back = put_back(actions, &renamed).expect("put back");
+        assert!(back.starts_with(&renamed.trim_end().to_string()), "{back}");
+        assert!(back.ends_with("NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(P);\n\t}\n});\n"), "{back}");
+        // No install to put the route in.
+        assert_eq!(put_back(old, "var a = 1;\n"), None);
     }
 
     #[test]
