@@ -231,6 +231,24 @@ fn v5_action_routes_are_clean() {
     clean("controllers/api.js", src, "route-v4-schema");
 }
 
+// action-function
+
+#[test]
+fn a_newaction_without_an_action_function_is_flagged() {
+    let src = "NEWACTION('Contact|create', { name: 'Hammer', email: 'a@b.c' });\nNEWACTION('Contact|other', { name: 'A' }, function($) {\n\t$.success();\n});\nNEWACTION('Contact|ok', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n";
+    assert_eq!(
+        lines("actions/contact.js", src, "action-function"),
+        vec![1, 2]
+    );
+    let f = findings("actions/contact.js", src, "action-function");
+    assert!(
+        f[0].message
+            .contains("NEWACTION('Contact|create') has no action function"),
+        "{}",
+        f[0].message
+    );
+}
+
 // action-model-param
 
 #[test]

@@ -179,6 +179,34 @@ fn newaction_bodies<'a>(tokens: &[Token<'a>]) -> Vec<Func<'a>> {
     out
 }
 
+/// A NEWACTION whose options have no `action` function: a request to it never answers
+/// (total5 0.0.14: "TypeError: action.action is not a function"). The 0.5B wrote
+/// `NEWACTION('Contact|create', { name: 'Hammer', email: 'hammer@example.com' });` (c34).
+pub(crate) fn action_function(src: &Source, _: &ProjectContext) -> Hits {
+    let tokens = src.tokens();
+    let mut hits = Hits::new();
+    for call in global_calls(tokens, "NEWACTION") {
+        let Some((id, line)) = call.args.first().and_then(|a| string_in(tokens, a)) else {
+            continue;
+        };
+        let Some(options) = call.args.get(1) else {
+            continue;
+        };
+        if !tokens.get(options.start).is_some_and(|t| t.is_punct("{")) {
+            continue;
+        }
+        if property(tokens, options, "action").is_none() {
+            hits.push((
+                line,
+                format!(
+                    "NEWACTION('{id}') has no action function, so a request to it never answers: put it in the options, action: function($, model) {{ $.success(); }}"
+                ),
+            ));
+        }
+    }
+    hits
+}
+
 /// An action that uses `model` without taking it: `action: function($) { $.success(model.name); }`
 /// fails with "model is not defined" when it runs (the request times out). The 1.5B copied
 /// `$.success(model.title)` from NEWACTION's options into an action that took only `$`.

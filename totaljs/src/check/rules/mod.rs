@@ -466,6 +466,18 @@ pub(crate) const DEFS: &[Def] = &[
     },
     Def {
         rule: Rule {
+            id: "action-function",
+            severity: Severity::Error,
+            default_on: true,
+            confidence: Confidence::High,
+            files: ALL_JS,
+            summary: "A NEWACTION's options hold its action: function($, model) { … }.",
+        },
+        applies: js,
+        run: actions::action_function,
+    },
+    Def {
+        rule: Rule {
             id: "action-model-param",
             severity: Severity::Error,
             default_on: true,

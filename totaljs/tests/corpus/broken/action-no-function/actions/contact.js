@@ -1,0 +1,1 @@
+NEWACTION('Contact|create', { name: 'Hammer', email: 'hammer@example.com' }); // expect: action-function

@@ -1,0 +1,3 @@
+exports.install = function() {
+	ROUTE('POST /api/contact/ --> Contact|create');
+};
