@@ -87,14 +87,24 @@ impl Runner {
             ": every line of it that stays, and the change the task asks for.\nThe task: {task}"
         ));
         if self.setup.totaljs {
+            let rel = super::guide::key(path);
             let project = totem_totaljs::route_files(self.tools.ctx.root());
-            for route in
-                totem_totaljs::undeclared_routes(&project, &super::guide::named_routes(prompt))
-            {
-                if let Some(lines) =
-                    super::guide::route_lines(&route, prompt, &super::guide::key(path))
-                {
-                    out.push_str(&lines);
+            let undeclared =
+                totem_totaljs::undeclared_routes(&project, &super::guide::named_routes(prompt));
+            // An action file that does not declare the task's action yet: the whole NEWACTION
+            // from the task's words (the 0.5B wrote `NEWACTION('Contact|create', { name:
+            // 'Hammer', email: … })`, with no action function, c34).
+            let declared = project
+                .iter()
+                .any(|(p, text)| *p == rel && super::guide::declares_named_action(prompt, text));
+            match super::guide::action_skeleton(prompt, &rel, undeclared.first()) {
+                Some(skeleton) if !declared => out.push_str(&skeleton),
+                _ => {
+                    for route in &undeclared {
+                        if let Some(lines) = super::guide::route_lines(route, prompt, &rel) {
+                            out.push_str(&lines);
+                        }
+                    }
                 }
             }
         }

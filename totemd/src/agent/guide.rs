@@ -314,6 +314,39 @@ pub(super) fn route_lines(route: &str, prompt: &str, path: &str) -> Option<Strin
     }
 }
 
+/// The NEWACTION a task describes, for the action file `path` a small model is about to write:
+/// its id, the route the task names (when no file declares it), the input its typed fields make,
+/// and an action function that takes the input. `None` outside actions/ or when the task names
+/// no action.
+pub(super) fn action_skeleton(prompt: &str, path: &str, route: Option<&String>) -> Option<String> {
+    if !path.starts_with("actions/") {
+        return None;
+    }
+    let action = named_action(prompt)?;
+    let mut options = Vec::new();
+    if let Some(route) = route {
+        options.push(format!("route: '{route}'"));
+    }
+    let input = named_input(prompt);
+    if let Some(input) = &input {
+        options.push(format!("input: '{input}'"));
+    }
+    options.push(if input.is_some() {
+        "action: function($, model) { … $.success(); }".to_string()
+    } else {
+        "action: function($) { … $.success(value); }".to_string()
+    });
+    Some(format!(
+        "\nThe task's action, as Total.js 5 declares it: NEWACTION('{action}', {{ {} }});",
+        options.join(", ")
+    ))
+}
+
+/// Whether `script` declares the action the prompt names.
+pub(super) fn declares_named_action(prompt: &str, script: &str) -> bool {
+    named_action(prompt).is_some_and(|a| totem_totaljs::action_block(script, a).is_some())
+}
+
 /// A handler's name for a route: its URL's last word (`/api/ping/` → `ping`, `/api/order-list/`
 /// → `order_list`), or `handler`.
 fn handler_name(route: &str) -> String {
@@ -1441,6 +1474,38 @@ mod tests {
         assert!(back.ends_with("NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(P);\n\t}\n});\n"), "{back}");
         // No install to put the route in.
         assert_eq!(put_back(old, "var a = 1;\n"), None);
+    }
+
+    #[test]
+    fn the_action_a_task_describes_is_shown_whole_for_its_file() {
+        let prompt = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success.";
+        let route = "POST /api/contact/".to_string();
+        assert_eq!(
+            action_skeleton(prompt, "actions/contact.js", Some(&route)).as_deref(),
+            Some(
+                "\nThe task's action, as Total.js 5 declares it: NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) { … $.success(); } });"
+            )
+        );
+        assert_eq!(
+            action_skeleton(
+                "Add an action Products|count that answers the number of products.",
+                "actions/products.js",
+                None
+            )
+            .as_deref(),
+            Some(
+                "\nThe task's action, as Total.js 5 declares it: NEWACTION('Products|count', { action: function($) { … $.success(value); } });"
+            )
+        );
+        assert_eq!(
+            action_skeleton(prompt, "controllers/default.js", Some(&route)),
+            None
+        );
+        assert!(declares_named_action(
+            prompt,
+            "NEWACTION('Contact|create', {\n\taction: function($) {}\n});\n"
+        ));
+        assert!(!declares_named_action(prompt, "var a = 1;\n"));
     }
 
     #[test]
