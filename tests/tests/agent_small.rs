@@ -72,6 +72,14 @@ fn tool_offers(requests: &[Recorded]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The results of the calls that were not reads: (tool, output, is_error).
+fn changes(events: &[SessionEvent]) -> Vec<(String, String, bool)> {
+    results(events)
+        .into_iter()
+        .filter(|r| r.0 != "read")
+        .collect()
+}
+
 /// A project file's text (empty when missing).
 fn read(env: &Env, path: &str) -> String {
     std::fs::read_to_string(env.project.path().join(path)).unwrap_or_default()
@@ -1310,10 +1318,7 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
         Answer::Once,
     )
     .await;
-    let changes: Vec<_> = results(&events)
-        .into_iter()
-        .filter(|r| r.0 != "read")
-        .collect();
+    let changes = changes(&events);
     assert_eq!(changes.len(), 5, "{changes:?}");
     assert!(
         changes[0]
@@ -1536,10 +1541,7 @@ async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
         Answer::Once,
     )
     .await;
-    let changes: Vec<_> = results(&events)
-        .into_iter()
-        .filter(|r| r.0 != "read")
-        .collect();
+    let changes = changes(&events);
     assert_eq!(changes.len(), 4, "{changes:?}");
     assert!(changes[0].2 && changes[1].2 && changes[2].2, "{changes:?}");
     let (_, copy) = changes[2]
