@@ -224,6 +224,15 @@ impl Runner {
         if let Some(refusal) = self.removal_refusal(call, &prepared) {
             return (refusal, true);
         }
+        let single = match prepared.plan.writes.as_slice() {
+            [file] => Some((file.rel.clone(), file.abs.clone())),
+            _ => None,
+        };
+        if let Some((rel, abs)) = single
+            && let Some(refusal) = self.unparsable_write(call, &rel, &abs).await
+        {
+            return (refusal, true);
+        }
 
         // A command only the built-in rules allowed runs confined (see `super::confine`).
         let mut confined = false;
@@ -726,6 +735,13 @@ impl Runner {
                 .into_iter()
                 .map(|route| format!("the route {route}")),
         );
+        // A function or variable the file still uses: the 1.5B wrote the controller's install
+        // block alone over it, without index and about (c35).
+        removed.extend(
+            totem_totaljs::declarations_removed(&old, &new)
+                .into_iter()
+                .map(|(name, _)| format!("the declaration of {name} (still used)")),
+        );
         if removed.is_empty() {
             return None;
         }
@@ -747,6 +763,35 @@ impl Runner {
         }
         refusal.push_str(&self.missing_new_file(&file.rel));
         Some(refusal)
+    }
+
+    /// The refusal of a constrained `write` that would turn a JavaScript file that parses into
+    /// one that does not (node's error, with its line): the 1.5B wrote the controller's install
+    /// block alone over it, its closing `};` missing (c35). A file that does not parse before
+    /// (a syntax fix in progress) may be written.
+    async fn unparsable_write(
+        &self,
+        call: &ToolCall,
+        rel: &str,
+        abs: &std::path::Path,
+    ) -> Option<String> {
+        if !self.setup.tool_offer.constrained || call.name != "write" {
+            return None;
+        }
+        let content = call.arguments["content"].as_str()?.to_string();
+        if !abs.is_file() {
+            return None;
+        }
+        let found = super::syntax::check_content(rel, &content).await?;
+        super::syntax::node_check(self.tools.ctx.root(), rel)
+            .await
+            .is_none()
+            .then(|| {
+                format!(
+                    "Not written: {rel} parses now, and this content would not.{}",
+                    found.replace(". Fix that line.", ". Write it again with that line fixed.")
+                )
+            })
     }
 
     /// What a write that changed nothing is told is still to do in a Total.js project: the task

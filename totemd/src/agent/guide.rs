@@ -746,6 +746,15 @@ fn unwrap_install(old: &str, content: &str) -> Option<String> {
             .iter()
             .position(|l| matches!(l.trim(), "};" | "}") && indent(l) <= indent(lines[start]))?;
     let body = &lines[start + 1..end];
+    // A route over several lines (its handler inline) is not moved line by line: the 1.5B's
+    // `ROUTE('POST /api/contact/', function($, model) {` went into install without its body (c35).
+    if body.iter().any(|l| {
+        let l = l.trim();
+        l.starts_with("ROUTE(")
+            && !(l.ends_with(");") && l.matches('(').count() == l.matches(')').count())
+    }) {
+        return None;
+    }
     let mut out: Vec<String> = body
         .iter()
         .map(|l| l.trim())
@@ -1431,6 +1440,14 @@ mod tests {
             assert!(merged.trim_end().ends_with('}'), "{merged}");
             assert_eq!(merged.matches("exports.install").count(), 1, "{merged}");
         }
+        // A route with its handler inline, over several lines: not moved line by line.
+        assert_eq!(
+            merge_fragment(
+                CONTROLLER,
+                "exports.install = function() {\n\tROUTE('POST /x/', function($) {\n\t\t$.success();\n\t});\n};\n"
+            ),
+            None
+        );
         // The file copied whole with the route: not new code (written as it is).
         let whole = CONTROLLER.replace(
             "about);\n};",

@@ -79,23 +79,26 @@ pub(super) async fn node_check(root: &Path, rel: &str) -> Option<String> {
     finding(&said, rel)
 }
 
-/// Whether `content` parses as the JavaScript file `rel` (written to a folder of its own for
-/// node to read); true when node is missing or the folder cannot be made, as nothing can tell.
+/// Whether `content` parses as the JavaScript file `rel`; true when nothing can tell (see
+/// [`check_content`]).
 pub(super) async fn parses(rel: &str, content: &str) -> bool {
+    check_content(rel, content).await.is_none()
+}
+
+/// [`node_check`]'s finding for `content` as the file `rel` (written to a folder of its own for
+/// node to read, named as `rel` in the finding); `None` when it parses, or when node is missing
+/// or the folder cannot be made, as nothing can tell.
+pub(super) async fn check_content(rel: &str, content: &str) -> Option<String> {
     let name = Path::new(rel)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("file.js");
-    let Ok(dir) = tempfile::tempdir() else {
-        return true;
-    };
-    if tokio::fs::write(dir.path().join(name), content)
+    let dir = tempfile::tempdir().ok()?;
+    tokio::fs::write(dir.path().join(name), content)
         .await
-        .is_err()
-    {
-        return true;
-    }
-    node_check(dir.path(), name).await.is_none()
+        .ok()?;
+    let found = node_check(dir.path(), name).await?;
+    Some(found.replacen(&format!(" in {name} at"), &format!(" in {rel} at"), 1))
 }
 
 /// The sentence for node's report: its first line ends with `:LINE`, and one line names the error.
