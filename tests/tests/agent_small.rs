@@ -1650,3 +1650,42 @@ async fn a_write_that_breaks_a_script_that_parses_is_refused() {
             .contains("ROUTE('GET /x/', index);\n};\n\nfunction index")
     );
 }
+
+/// An action another file declares is not added to the file written over: the 1.5B wrote the
+/// Contact|create of its new actions/contact.js over the controller too, and it was added there
+/// (issue 34, c36).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_declared_elsewhere_is_not_added_to_another_file() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+    let action =
+        "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n";
+    let env = small_totaljs_env(&[
+        ("controllers/default.js", controller),
+        ("actions/contact.js", action),
+    ])
+    .await;
+    let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
+    let again = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": action}}).to_string();
+    let route = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "ROUTE('POST /api/contact/ --> Contact|create');"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &again, &route, r#"{"answer": "Added."}"#],
+        "Add a route POST /api/contact/ for the action Contact|create.",
+        Answer::Once,
+    )
+    .await;
+    let writes = changes(&events);
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert!(
+        writes[0].2 && writes[0].1.starts_with("Not written"),
+        "{:?}",
+        writes[0]
+    );
+    assert!(!writes[1].2, "{:?}", writes[1]);
+    let now = read(&env, "controllers/default.js");
+    assert!(
+        !now.contains("NEWACTION")
+            && now.contains("\tROUTE('POST /api/contact/ --> Contact|create');\n};"),
+        "{now}"
+    );
+}

@@ -679,6 +679,20 @@ impl Runner {
         if old.len() > MERGE_BYTES {
             return None;
         }
+        // An action another file declares is no code to add here: the 1.5B wrote the
+        // Contact|create of its new actions/contact.js over the controller too (c36).
+        let actions = guide::declared_actions(content);
+        if !actions.is_empty()
+            && totem_totaljs::route_files(self.tools.ctx.root())
+                .iter()
+                .any(|(_, text)| {
+                    actions
+                        .iter()
+                        .any(|id| totem_totaljs::action_block(text, id).is_some())
+                })
+        {
+            return None;
+        }
         let (whole, placed) = guide::merge_fragment(&old, content)?;
         if !super::syntax::parses(rel, &whole).await {
             return None;

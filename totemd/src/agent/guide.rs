@@ -779,6 +779,14 @@ fn unwrap_install(old: &str, content: &str) -> Option<String> {
     Some(out.join("\n"))
 }
 
+/// The ids of the actions `script` declares with NEWACTION at its margin.
+pub(super) fn declared_actions(script: &str) -> Vec<String> {
+    top_level_names(script)
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("NEWACTION ").map(str::to_string))
+        .collect()
+}
+
 /// The names a script declares at its top level (lines that start at the margin): `var`, `let`,
 /// `const` and `function` names, and NEWACTION ids.
 fn top_level_names(script: &str) -> HashSet<String> {
