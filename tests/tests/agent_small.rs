@@ -1323,9 +1323,9 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
     assert!(
         changes[0]
             .1
-            .contains("NEWACTION options: input: '*title:String, email:Email, count:Number'")
-            && !changes[2].1.contains("NEWACTION options"),
-        "the first change of an action file is told NEWACTION's options, once: {changes:?}"
+            .contains("The task's action, as Total.js 5 declares it: NEWACTION('Contact|create', { route: 'POST /api/contact/', action: function($) { … $.success(value); } });")
+            && !changes[2].1.contains("The task's action"),
+        "the first change of an action file is told the task's action whole, once: {changes:?}"
     );
     let second = &changes[1].1;
     assert!(

@@ -858,6 +858,14 @@ fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
     if indents_with_tabs(old) {
         rest = spaces_to_tabs(&rest);
     }
+    // A route the file declares already (its method and URL): the content changes it, it adds
+    // nothing (the 1.5B wrote the controller back with a route it had renamed).
+    if routes
+        .iter()
+        .any(|r| totem_totaljs::routes_removed(r, old).is_empty())
+    {
+        return None;
+    }
     let mut lines: Vec<String> = old.lines().map(str::to_string).collect();
     let mut placed = None;
     if !routes.is_empty() {
@@ -1448,6 +1456,14 @@ mod tests {
             assert!(merged.trim_end().ends_with('}'), "{merged}");
             assert_eq!(merged.matches("exports.install").count(), 1, "{merged}");
         }
+        // A route the file has, pointed elsewhere: a change of it, not an addition.
+        assert_eq!(
+            merge_fragment(
+                CONTROLLER,
+                "exports.install = function() {\n\tROUTE('GET /about/ --> About|show');\n};\n"
+            ),
+            None
+        );
         // A route with its handler inline, over several lines: not moved line by line.
         assert_eq!(
             merge_fragment(

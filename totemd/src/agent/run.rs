@@ -634,7 +634,7 @@ impl Runner {
                     output.push_str(&routes);
                 }
                 if !is_error && let Some(options) = self.action_options_note(&call) {
-                    output.push_str(options);
+                    output.push_str(&options);
                 }
                 // A change the conventions check says broke the app (a route removed, an
                 // error added) is not a place to stop either: the 0.5B broke a route and was
@@ -947,7 +947,7 @@ impl Runner {
     /// NEWACTION's options, once a run, after the first change of a file in actions/ (constrained
     /// steps in a Total.js project). The small-model prompt names NEWACTION only; the 1.5B wrote
     /// an action "that takes a required email" with no `input`, so nothing checked the email.
-    fn action_options_note(&mut self, call: &ToolCall) -> Option<&'static str> {
+    fn action_options_note(&mut self, call: &ToolCall) -> Option<String> {
         let path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
         if !self.setup.tool_offer.constrained
             || !self.setup.totaljs
@@ -959,7 +959,19 @@ impl Runner {
             return None;
         }
         self.tools.action_options_told = true;
-        Some(ACTION_OPTIONS)
+        // The task's own action, whole, where it names one: told the options in general, the
+        // 1.5B wrote `$.view()` back five times, and no `input` (c34, c36).
+        let prompt = self.prompt().unwrap_or("");
+        let route = totem_totaljs::undeclared_routes(
+            &totem_totaljs::route_files(self.tools.ctx.root()),
+            &super::guide::named_routes(prompt),
+        );
+        Some(
+            match super::guide::action_skeleton(prompt, &path, route.first()) {
+                Some(skeleton) => format!("\n{skeleton}"),
+                None => ACTION_OPTIONS.to_string(),
+            },
+        )
     }
 
     /// The call that puts the first removed action of `removed` back as it was, at the end of the
