@@ -1295,13 +1295,14 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
             "edit",
             json!({"path": "controllers/default.js", "oldString": "Products|list", "newString": "Contact|create"}),
         ),
-        call(
-            "write",
-            json!({"path": "actions/contact.js", "content": contact}),
-        ),
+        // Put back first: a second Contact|create beside the renamed one would be refused.
         call(
             "write",
             json!({"path": "actions/products.js", "content": products}),
+        ),
+        call(
+            "write",
+            json!({"path": "actions/contact.js", "content": contact}),
         ),
         call(
             "write",
@@ -1353,15 +1354,15 @@ async fn a_change_is_not_the_last_while_the_new_file_is_missing_or_a_removal_sta
     );
     let third = &changes[2].1;
     assert!(
-        !third.contains("does not exist yet")
-            && !third.contains("The task names the route")
-            && third.contains("Your changes removed the action Products|list")
+        third.contains("The task also names actions/contact.js, which does not exist yet")
+            && third.contains("The task names the route POST /api/contact/")
+            && !third.contains("Your changes removed")
             && !third.contains("answer now"),
-        "{third}"
+        "put back, the new file and its route still missing: {third}"
     );
     assert!(
         changes[3].1.contains("answer now") && !changes[3].1.contains("removed"),
-        "all put back: {:?}",
+        "all done: {:?}",
         changes[3]
     );
 }
@@ -1688,4 +1689,48 @@ async fn an_action_declared_elsewhere_is_not_added_to_another_file() {
             && now.contains("\tROUTE('POST /api/contact/ --> Contact|create');\n};"),
         "{now}"
     );
+}
+
+/// A change that declares an action another file declares is refused, and a JSON write comes
+/// back without the copy (the 1.5B wrote the controller with its new route and a copy of the
+/// Products|count it had added to actions/products.js, issue 34, c36).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_newaction_of_an_id_another_file_declares_is_refused() {
+    let controller =
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
+    let products = "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback([]);\n\t}\n});\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(3);\n\t}\n});\n";
+    let env = small_totaljs_env(&[
+        ("controllers/default.js", controller),
+        ("actions/products.js", products),
+    ])
+    .await;
+    let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
+    let copied = "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(3);\n\t}\n});\n";
+    let write = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": copied}}).to_string();
+    let fixed = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &write, &fixed, r#"{"answer": "Added."}"#],
+        "Add a route GET /api/products/count/ for the action Products|count in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let writes = changes(&events);
+    assert!(
+        writes[0].2
+            && writes[0].1.starts_with("Not changed: actions/products.js declares Products|count already, and a second NEWACTION('Products|count') in controllers/default.js would replace it."),
+        "{writes:?}"
+    );
+    let (_, copy) = writes[0]
+        .1
+        .split_once("Your write without it, to copy: ")
+        .expect("the write without the copy");
+    let copy: serde_json::Value =
+        serde_json::from_str(copy.lines().next().unwrap_or("")).expect("a JSON call");
+    assert_eq!(
+        copy["arguments"]["content"],
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n"
+    );
+    assert!(!writes[1].2, "{writes:?}");
+    assert!(!read(&env, "controllers/default.js").contains("NEWACTION"));
 }

@@ -706,6 +706,7 @@ impl Runner {
     /// a route the file declares, when the task asks for no removal: the 1.5B, asked to add
     /// Contact|create in a new file, renamed Products|list to it, then wrote its action over
     /// the file's products (c33). Told afterwards, small models rarely put such code back.
+    /// Also of one that declares an action another file declares (see [`Self::second_action`]).
     fn removal_refusal(
         &self,
         call: &ToolCall,
@@ -722,10 +723,10 @@ impl Runner {
             return None;
         };
         let prompt = self.prompt().unwrap_or("").to_lowercase();
-        if !file.rel.ends_with(".js") || REMOVAL_WORDS.iter().any(|w| prompt.contains(w)) {
+        if !file.rel.ends_with(".js") {
             return None;
         }
-        let old = std::fs::read_to_string(&file.abs).ok()?;
+        let old = std::fs::read_to_string(&file.abs).unwrap_or_default();
         let new = if call.name == "write" {
             call.arguments["content"].as_str()?.to_string()
         } else {
@@ -740,6 +741,12 @@ impl Runner {
                 old.replacen(from, to, 1)
             }
         };
+        if let Some(refusal) = self.second_action(call, &file.rel, &old, &new) {
+            return Some(refusal);
+        }
+        if old.is_empty() || REMOVAL_WORDS.iter().any(|w| prompt.contains(w)) {
+            return None;
+        }
         let mut removed: Vec<String> = totem_totaljs::actions_removed(&old, &new)
             .into_iter()
             .map(|id| format!("the action {id}"))
@@ -806,6 +813,46 @@ impl Runner {
                     found.replace(". Fix that line.", ". Write it again with that line fixed.")
                 )
             })
+    }
+
+    /// The refusal of a change of `rel` that declares an action another project file declares:
+    /// a second NEWACTION of the same id replaces the first, wherever it is. The 1.5B wrote
+    /// the controller with its new route and a copy of the Products|count it had just added to
+    /// actions/products.js, then edited the copy into a loop (c36). A JSON write comes back
+    /// without the copy, to send again.
+    fn second_action(&self, call: &ToolCall, rel: &str, old: &str, new: &str) -> Option<String> {
+        let before = guide::declared_actions(old);
+        let added: Vec<String> = guide::declared_actions(new)
+            .into_iter()
+            .filter(|id| !before.contains(id))
+            .collect();
+        if added.is_empty() {
+            return None;
+        }
+        let project = totem_totaljs::route_files(self.tools.ctx.root());
+        let (id, elsewhere) = added.iter().find_map(|id| {
+            project
+                .iter()
+                .find(|(p, text)| p != rel && totem_totaljs::action_block(text, id).is_some())
+                .map(|(p, _)| (id, p))
+        })?;
+        let mut refusal = format!(
+            "Not changed: {elsewhere} declares {id} already, and a second NEWACTION('{id}') in {rel} would replace it. Leave it out of {rel}."
+        );
+        if call.name == "write"
+            && !self.setup.tool_offer.writes_code_blocks()
+            && new.len() <= guide::WHOLE_FILE_CALL_BYTES
+            && let Some(block) = totem_totaljs::action_block(new, id)
+        {
+            let mut without = new.replacen(&block, "", 1);
+            while without.contains("\n\n\n") {
+                without = without.replace("\n\n\n", "\n\n");
+            }
+            let without = format!("{}\n", without.trim_end());
+            let copy = serde_json::json!({"name": "write", "arguments": {"path": rel, "content": without}});
+            refusal.push_str(&format!("\n\nYour write without it, to copy: {copy}"));
+        }
+        Some(refusal)
     }
 
     /// What a write that changed nothing is told is still to do in a Total.js project: the task
