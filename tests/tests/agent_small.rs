@@ -1609,8 +1609,8 @@ async fn an_action_without_the_input_the_task_describes_is_not_done() {
     );
 }
 
-/// A write that would turn a script that parses into one that does not is refused with node's
-/// error, and a write that drops a function the file still uses is refused (the 1.5B wrote the
+/// A write or an edit that would turn a script that parses into one that does not is refused
+/// with node's error, and a write that drops a function the file still uses is refused (the 1.5B wrote the
 /// controller's install block alone over it, without `};`, index and about, issue 34, c35).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_that_breaks_a_script_that_parses_is_refused() {
@@ -1619,20 +1619,28 @@ async fn a_write_that_breaks_a_script_that_parses_is_refused() {
     let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
     let unclosed = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": controller.replace("\t$.plain('Since 1999.');\n}\n", "\t$.plain('Since 1999.');\n\tROUTE('GET /x/', index);\n")}}).to_string();
     let dropped = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /about/', about);\n\tROUTE('GET /x/', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n"}}).to_string();
+    let broken_edit = json!({"name": "edit", "arguments": {"path": "controllers/default.js", "oldString": "\tROUTE('GET /about/', about);\n};", "newString": "\tROUTE('GET /about/', about);\n\tROUTE('GET /x/', index);\n}}"}}).to_string();
     let good = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": controller.replace("about);\n};", "about);\n\tROUTE('GET /x/', index);\n};")}}).to_string();
     let events = scripted(
         &env,
-        &[&look, &unclosed, &dropped, &good, r#"{"answer": "Added."}"#],
+        &[
+            &look,
+            &unclosed,
+            &dropped,
+            &broken_edit,
+            &good,
+            r#"{"answer": "Added."}"#,
+        ],
         "Add a route GET /x/ in controllers/default.js that shows the home page.",
         Answer::Once,
     )
     .await;
     let writes = changes(&events);
-    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert_eq!(writes.len(), 4, "{writes:?}");
     assert!(
         writes[0].2
             && writes[0].1.starts_with(
-                "Not written: controllers/default.js parses now, and this content would not.\n\nnode --check finds a syntax error in controllers/default.js at line"
+                "Not written: controllers/default.js parses now, and this change would make it fail to parse.\n\nnode --check finds a syntax error in controllers/default.js at line"
             ),
         "{:?}",
         writes[0]
@@ -1645,7 +1653,16 @@ async fn a_write_that_breaks_a_script_that_parses_is_refused() {
         "{:?}",
         writes[1]
     );
-    assert!(!writes[2].2, "{:?}", writes[2]);
+    assert!(
+        writes[2].2
+            && writes[2].1.starts_with(
+                "Not edited: controllers/default.js parses now, and this change would make it fail to parse."
+            )
+            && writes[2].1.contains("Send the edit again with that line fixed."),
+        "{:?}",
+        writes[2]
+    );
+    assert!(!writes[3].2, "{:?}", writes[3]);
     assert!(
         read(&env, "controllers/default.js")
             .contains("ROUTE('GET /x/', index);\n};\n\nfunction index")

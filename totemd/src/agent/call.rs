@@ -27,6 +27,21 @@ const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an aborted tool may take to stop what it started before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
+/// The text of `old` after the `edit` call, as the edit tool makes it when its oldString is
+/// found; `None` when it is not (the tool then refuses the edit itself).
+fn edited(call: &ToolCall, old: &str) -> Option<String> {
+    let from = call.arguments["oldString"].as_str()?;
+    let to = call.arguments["newString"].as_str()?;
+    if from.is_empty() || !old.contains(from) {
+        return None;
+    }
+    Some(if call.arguments["replaceAll"].as_bool() == Some(true) {
+        old.replace(from, to)
+    } else {
+        old.replacen(from, to, 1)
+    })
+}
+
 /// Words with which a task may ask to take code out of a file: a change that removes an action
 /// or a route is then not refused.
 const REMOVAL_WORDS: &[&str] = &[
@@ -730,16 +745,7 @@ impl Runner {
         let new = if call.name == "write" {
             call.arguments["content"].as_str()?.to_string()
         } else {
-            let from = call.arguments["oldString"].as_str()?;
-            let to = call.arguments["newString"].as_str()?;
-            if from.is_empty() || !old.contains(from) {
-                return None;
-            }
-            if call.arguments["replaceAll"].as_bool() == Some(true) {
-                old.replace(from, to)
-            } else {
-                old.replacen(from, to, 1)
-            }
+            edited(call, &old)?
         };
         if let Some(refusal) = self.second_action(call, &file.rel, &old, &new) {
             return Some(refusal);
@@ -786,31 +792,41 @@ impl Runner {
         Some(refusal)
     }
 
-    /// The refusal of a constrained `write` that would turn a JavaScript file that parses into
-    /// one that does not (node's error, with its line): the 1.5B wrote the controller's install
-    /// block alone over it, its closing `};` missing (c35). A file that does not parse before
-    /// (a syntax fix in progress) may be written.
+    /// The refusal of a constrained `write` or `edit` that would turn a JavaScript file that
+    /// parses into one that does not (node's error, with its line): the 1.5B wrote the
+    /// controller's install block alone over it, its closing `};` missing (c35), and edited its
+    /// new action into `}}` (c37). A file that does not parse before (a syntax fix in progress)
+    /// may be changed.
     async fn unparsable_write(
         &self,
         call: &ToolCall,
         rel: &str,
         abs: &std::path::Path,
     ) -> Option<String> {
-        if !self.setup.tool_offer.constrained || call.name != "write" {
+        if !self.setup.tool_offer.constrained || !abs.is_file() {
             return None;
         }
-        let content = call.arguments["content"].as_str()?.to_string();
-        if !abs.is_file() {
-            return None;
-        }
+        let content = match call.name.as_str() {
+            "write" => call.arguments["content"].as_str()?.to_string(),
+            "edit" => edited(call, &std::fs::read_to_string(abs).ok()?)?,
+            _ => return None,
+        };
         let found = super::syntax::check_content(rel, &content).await?;
+        let (what, again) = if call.name == "write" {
+            ("Not written", "Write it again")
+        } else {
+            ("Not edited", "Send the edit again")
+        };
         super::syntax::node_check(self.tools.ctx.root(), rel)
             .await
             .is_none()
             .then(|| {
                 format!(
-                    "Not written: {rel} parses now, and this content would not.{}",
-                    found.replace(". Fix that line.", ". Write it again with that line fixed.")
+                    "{what}: {rel} parses now, and this change would make it fail to parse.{}",
+                    found.replace(
+                        ". Fix that line.",
+                        &format!(". {again} with that line fixed.")
+                    )
                 )
             })
     }
