@@ -829,6 +829,14 @@ fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
         .filter(significant)
         .map(str::trim)
         .collect();
+    // A controller's install block is no code to add to another file: the 0.5B wrote the
+    // controller over actions/products.js, and it was added there twice (c37).
+    if fragment
+        .lines()
+        .any(|l| l.trim_start().starts_with("exports.install"))
+    {
+        return None;
+    }
     // Code that declares again what the file declares is a new version of it, not an addition.
     let old_names = top_level_names(old);
     if top_level_names(fragment)
@@ -1490,6 +1498,14 @@ mod tests {
         // The file's first line in the content: a rewrite (refused or written whole).
         assert_eq!(
             merge_fragment(old, "var PRODUCTS = [3];\nvar OTHER = [4];\n"),
+            None
+        );
+        // A controller's install block written over an action file: not added to it.
+        assert_eq!(
+            merge_fragment(
+                old,
+                "exports.install = function() {\n\tROUTE('GET /x/', x);\n};\n"
+            ),
             None
         );
         // Routes without an exports.install to put them in.
