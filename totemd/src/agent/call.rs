@@ -158,12 +158,13 @@ impl Runner {
         // New code written over a whole file is added to it (see `guide::merge_fragment`); the
         // call that runs, and that the user is asked about, writes the whole file.
         let mut merged = None;
+        // The one file a write or edit changes (a merge rewrites its content, not its path).
         let target = match prepared.plan.writes.as_slice() {
             [file] => Some((file.rel.clone(), file.abs.clone())),
             _ => None,
         };
-        if let Some((rel, abs)) = target
-            && let Some((args, note)) = self.fragment_write(call, &rel, &abs).await
+        if let Some((rel, abs)) = &target
+            && let Some((args, note)) = self.fragment_write(call, rel, abs).await
             && let Ok(again) = self.tools.registry.prepare(
                 &call.name,
                 args.clone(),
@@ -239,12 +240,8 @@ impl Runner {
         if let Some(refusal) = self.removal_refusal(call, &prepared) {
             return (refusal, true);
         }
-        let single = match prepared.plan.writes.as_slice() {
-            [file] => Some((file.rel.clone(), file.abs.clone())),
-            _ => None,
-        };
-        if let Some((rel, abs)) = single
-            && let Some(refusal) = self.unparsable_write(call, &rel, &abs).await
+        if let Some((rel, abs)) = &target
+            && let Some(refusal) = self.unparsable_write(call, rel, abs).await
         {
             return (refusal, true);
         }
@@ -696,15 +693,9 @@ impl Runner {
         }
         // An action another file declares is no code to add here: the 1.5B wrote the
         // Contact|create of its new actions/contact.js over the controller too (c36).
-        let actions = guide::declared_actions(content);
-        if !actions.is_empty()
-            && totem_totaljs::route_files(self.tools.ctx.root())
-                .iter()
-                .any(|(_, text)| {
-                    actions
-                        .iter()
-                        .any(|id| totem_totaljs::action_block(text, id).is_some())
-                })
+        if self
+            .declared_in_project(&guide::declared_actions(content), None)
+            .is_some()
         {
             return None;
         }
@@ -845,20 +836,14 @@ impl Runner {
         if added.is_empty() {
             return None;
         }
-        let project = totem_totaljs::route_files(self.tools.ctx.root());
-        let (id, elsewhere) = added.iter().find_map(|id| {
-            project
-                .iter()
-                .find(|(p, text)| p != rel && totem_totaljs::action_block(text, id).is_some())
-                .map(|(p, _)| (id, p))
-        })?;
+        let (id, elsewhere) = self.declared_in_project(&added, Some(rel))?;
         let mut refusal = format!(
             "Not changed: {elsewhere} declares {id} already, and a second NEWACTION('{id}') in {rel} would replace it. Leave it out of {rel}."
         );
         if call.name == "write"
             && !self.setup.tool_offer.writes_code_blocks()
             && new.len() <= guide::WHOLE_FILE_CALL_BYTES
-            && let Some(block) = totem_totaljs::action_block(new, id)
+            && let Some(block) = totem_totaljs::action_block(new, &id)
         {
             let mut without = new.replacen(&block, "", 1);
             while without.contains("\n\n\n") {
@@ -869,6 +854,26 @@ impl Runner {
             refusal.push_str(&format!("\n\nYour write without it, to copy: {copy}"));
         }
         Some(refusal)
+    }
+
+    /// The first of `ids` that a project file (other than `except`) declares, with that file.
+    fn declared_in_project(
+        &self,
+        ids: &[String],
+        except: Option<&str>,
+    ) -> Option<(String, String)> {
+        if ids.is_empty() {
+            return None;
+        }
+        let project = totem_totaljs::route_files(self.tools.ctx.root());
+        ids.iter().find_map(|id| {
+            project
+                .iter()
+                .find(|(p, text)| {
+                    Some(p.as_str()) != except && totem_totaljs::action_block(text, id).is_some()
+                })
+                .map(|(p, _)| (id.clone(), p.clone()))
+        })
     }
 
     /// What a write that changed nothing is told is still to do in a Total.js project: the task

@@ -75,7 +75,6 @@ pub(super) enum StepError {
 /// unlike any task's.
 const ACTION_OPTIONS: &str = "\n\nNEWACTION options: input: '*title:String, email:Email, count:Number' (* = required; a request with missing or invalid input gets HTTP 400 before the action runs), route: 'POST /api/items/' (the action's own route), action: function($, model) { $.success(model.title); } (model holds the input).";
 
-/// Added to the second identical read-only call in a row.
 /// After a change worked in a run asked for one (constrained steps).
 const DONE_AFTER_CHANGE: &str = "\n\nIf this was the last change the task needs, answer now with {\"answer\": \"what you changed\"}; otherwise make the next change.";
 /// After a read in a run asked a question (constrained steps).
@@ -87,6 +86,7 @@ const DONE_AFTER_CHANGE_DONE: &str = "\n\nThe change is made: write {\"done\": t
 const DONE_AFTER_LOOK_DONE: &str = "\n\nIf this answers the question, write {\"done\": true}.";
 /// [`REPEATED_LOOK`] for a run that was not asked to change anything.
 const REPEATED_LOOK_QUESTION: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: look at another file, or answer.";
+/// Added to the second identical read-only call in a row.
 const REPEATED_LOOK: &str = "\n\nYou made this same call in the step before and got the same result. Do not call it again: act on it (edit or write a file, run a command) or answer.";
 
 impl From<DaemonError> for StepError {
