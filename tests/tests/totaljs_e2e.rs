@@ -800,3 +800,49 @@ async fn the_boot_check_asks_the_routes_of_an_action_the_edit_renamed() {
         "{third}"
     );
 }
+
+/// A new POST route whose action throws on a valid request (Qwen2.5-Coder 0.5B wrote
+/// `model.products.push` into Contact|create and said it was done, c37 and c38): the boot check
+/// asks the route the run added with a body its `input` accepts, the action's error goes back to
+/// the model with the body sent, and the fixed action answers 200. A POST route the run did not
+/// add is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boot_check_posts_a_valid_body_to_a_route_the_run_added() {
+    let untouched =
+        "exports.install = function() {\n\tROUTE('POST /api/reset/', $ => $.plain(nosuch));\n};\n";
+    let (env, _) = boot_app(&[("controllers/admin.js", untouched)]).await;
+    let broken = "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\tinput: '*name:String, *email:Email',\n\taction: function($, model) {\n\t\tmodel.products.push(model.name);\n\t\t$.success();\n\t}\n});\n";
+    let fixed = broken.replace("\t\tmodel.products.push(model.name);\n", "");
+    write_then_answer(
+        &env,
+        &[
+            ("actions/contact.js", broken, "Added the contact action."),
+            ("actions/contact.js", &fixed, "Removed the line that threw."),
+        ],
+    );
+    let events = build_run(&env, "Add an action Contact|create").await;
+    let notices = last_run_notices(&events);
+    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
+        return;
+    }
+    let texts: Vec<&str> = notices.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        texts.first().copied(),
+        Some(
+            r#"Boot check failed: POST /api/contact/ with {"name":"Test","email":"test@example.com"} threw TypeError: Cannot read properties of undefined (reading 'push') (actions/contact.js:5) and never answered"#
+        ),
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .get(1)
+            .is_some_and(|n| n
+                .starts_with("Boot check: the app started and answered POST /api/contact/ 200 (")),
+        "{texts:#?}"
+    );
+    let third = env.sim.chat_requests()[2].body.to_string();
+    assert!(
+        third.contains("threw TypeError: Cannot read properties of undefined (reading 'push') (actions/contact.js:5)"),
+        "{third}"
+    );
+}

@@ -3,7 +3,7 @@
 //! Totem chose, and how to read what the app printed into one short finding that names the
 //! project's own line (`actions/items.js:1`), not the framework's.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::check::rules::routes::route_strings;
@@ -68,12 +68,23 @@ pub struct BootRequest {
     pub method: String,
     /// The URL path, e.g. `/api/items/`.
     pub path: String,
+    /// The JSON body to send: for a route the run added, one made from its action's `input` (see
+    /// [`added_write_requests`]). `None` sends none for `GET`, `{}` for other methods.
+    pub body: Option<String>,
 }
 
 impl BootRequest {
     /// `GET /api/items/`.
     pub fn label(&self) -> String {
         format!("{} {}", self.method, self.path)
+    }
+
+    /// The label with the body sent, for a finding: `POST /api/contact/ with {"name":"Test"}`.
+    pub fn describe(&self) -> String {
+        match &self.body {
+            Some(body) => format!("{} with {body}", self.label()),
+            None => self.label(),
+        }
     }
 }
 
@@ -181,6 +192,178 @@ fn changed_actions(before: Option<&Option<String>>, after: &str) -> Vec<String> 
     out
 }
 
+/// The methods whose new routes [`added_write_requests`] asks.
+const WRITE_METHODS: &[&str] = &["POST", "PUT", "PATCH", "DELETE"];
+
+/// The requests for the routes other than `GET` that the run's edits added (their method and URL
+/// are new to their file), each with a JSON body that passes the `input` of the action it runs
+/// ([`sample_body`]), so the action's own code runs as a valid request runs it. The 0.5B wrote
+/// `Contact|create` with its route and input and a line that throws (`model.products.push`), and
+/// said it was done (c37, c38): only a request reaches that line. A route the run only changed,
+/// or in a file a command changed, is not asked.
+///
+/// For the agent's boot check, which runs the app in the kernel sandbox (it writes only its temp
+/// folder, reaches only its own port); `totem check --boot` runs the app unconfined and asks
+/// these routes only when the settings declare them safe.
+pub fn added_write_requests(
+    files: &[EditedFile],
+    project: &[(String, String)],
+) -> Vec<BootRequest> {
+    let mut inputs: HashMap<String, Option<String>> = HashMap::new();
+    let contents = project
+        .iter()
+        .map(|(_, c)| c.as_str())
+        .chain(files.iter().map(|f| f.after.as_str()));
+    for content in contents {
+        for spec in action_specs(content) {
+            inputs.entry(spec.id).or_insert(spec.input);
+        }
+    }
+    let mut out: Vec<BootRequest> = Vec::new();
+    for file in files {
+        let Some(before) = &file.before else {
+            continue;
+        };
+        let old: HashSet<String> = before
+            .as_deref()
+            .map(route_strings)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(r, _)| route_key(r))
+            .collect();
+        let specs = action_specs(&file.after);
+        for (route, _) in route_strings(&file.after) {
+            let Some((method, url)) = method_and_url(&route) else {
+                continue;
+            };
+            if !WRITE_METHODS.contains(&method.as_str())
+                || !url.starts_with('/')
+                || url.contains(['{', '*', ':'])
+                || old.contains(&format!("{method} {url}"))
+            {
+                continue;
+            }
+            let action = route_actions(&route)
+                .next()
+                .map(str::to_string)
+                .or_else(|| {
+                    specs
+                        .iter()
+                        .find(|s| s.route.as_deref() == Some(route.as_str()))
+                        .map(|s| s.id.clone())
+                });
+            let input = action.and_then(|id| inputs.get(&id).cloned().flatten());
+            let request = BootRequest {
+                method,
+                path: url,
+                body: Some(sample_body(input.as_deref().unwrap_or(""))),
+            };
+            if out.len() < MAX_REQUESTS && !out.iter().any(|r| r.label() == request.label()) {
+                out.push(request);
+            }
+        }
+    }
+    out
+}
+
+/// One `NEWACTION('Ns|name', { route: '…', input: '…' })` of a file.
+struct ActionSpec {
+    id: String,
+    route: Option<String>,
+    input: Option<String>,
+}
+
+fn action_specs(content: &str) -> Vec<ActionSpec> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    crate::check::syntax::global_calls(tokens, "NEWACTION")
+        .iter()
+        .filter_map(|call| {
+            let (id, _) = crate::check::syntax::string_in(tokens, call.args.first()?)?;
+            let text = |key: &str| {
+                let options = call.args.get(1)?;
+                let value = crate::check::syntax::property(tokens, options, key)?;
+                crate::check::syntax::string_in(tokens, &value).map(|(v, _)| v.to_string())
+            };
+            Some(ActionSpec {
+                id: id.to_string(),
+                route: text("route"),
+                input: text("input"),
+            })
+        })
+        .collect()
+}
+
+/// A JSON object that passes an action's `input` (`*name:String, *email:Email, tags:[String]`):
+/// a plain value of each field's type (`{"name":"Test","email":"test@example.com",…}`). A field
+/// typed by a schema (`@Item`) gets `{}`, an unknown type a string.
+fn sample_body(input: &str) -> String {
+    let mut body = serde_json::Map::new();
+    for field in top_level_fields(input) {
+        let field = field.trim().trim_start_matches('*');
+        let (name, kind) = field.split_once(':').unwrap_or((field, "String"));
+        let name = name.trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        body.insert(name.to_string(), sample_value(kind.trim()));
+    }
+    serde_json::Value::Object(body).to_string()
+}
+
+/// `input`'s fields: split at the commas outside brackets.
+fn top_level_fields(input: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, c) in input.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(&input[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&input[start..]);
+    out.into_iter().filter(|f| !f.trim().is_empty()).collect()
+}
+
+/// A value of one `input` type: `String`, `Email`, `[Number]`, `{a|b}`, `String(50)`, `@Item`.
+fn sample_value(kind: &str) -> serde_json::Value {
+    use serde_json::json;
+    if let Some(inner) = kind.strip_prefix('[').and_then(|k| k.strip_suffix(']')) {
+        return json!([sample_value(inner.trim())]);
+    }
+    if let Some(options) = kind.strip_prefix('{').and_then(|k| k.strip_suffix('}')) {
+        return json!(options.split('|').next().unwrap_or("").trim());
+    }
+    if kind.starts_with('@') {
+        return json!({});
+    }
+    let base = kind.split('(').next().unwrap_or(kind).trim();
+    match base.to_ascii_lowercase().as_str() {
+        "email" => json!("test@example.com"),
+        "phone" => json!("+421900123456"),
+        "url" => json!("https://example.com/"),
+        "zip" => json!("12345"),
+        // A UID that total5's `isUID()` accepts (made by its `UID()`).
+        "uid" => json!("Jbp8Rz1cG61f"),
+        "guid" => json!("6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"),
+        "json" => json!("{}"),
+        "base64" => json!("dGVzdA=="),
+        "color" => json!("#336699"),
+        "icon" => json!("ti ti-home"),
+        "number" | "number2" | "int" | "integer" | "float" | "decimal" => json!(1),
+        "boolean" | "bool" => json!(true),
+        "date" => json!("2026-01-01T00:00:00.000Z"),
+        "object" => json!({}),
+        "array" => json!([]),
+        _ => json!("Test"),
+    }
+}
+
 /// The action a Total.js 5 answer says does not exist: its body for a route whose action is not
 /// declared is `[{"error":"The action \"Products|list\" not found"}]` (status 400).
 pub fn missing_action(body: &str) -> Option<String> {
@@ -272,7 +455,11 @@ fn request_for(route: &str, safe: &HashSet<String>) -> Option<BootRequest> {
     if method != "GET" && !declared {
         return None;
     }
-    Some(BootRequest { method, path: url })
+    Some(BootRequest {
+        method,
+        path: url,
+        body: None,
+    })
 }
 
 /// Folders whose `.js` files declare routes: `(path relative to the root, content)` of each, for
@@ -795,6 +982,58 @@ mod tests {
             ("controllers/api.js".to_string(), controller),
         ];
         assert!(removed_by_run(&before, &moved).is_empty());
+    }
+
+    #[test]
+    fn routes_other_than_get_the_run_added_are_asked_with_a_body_their_input_accepts() {
+        let controller_before =
+            "exports.install = function() {\n\tROUTE('POST /api/orders/ --> Orders|create');\n};\n";
+        let controller_after = "exports.install = function() {\n\tROUTE('POST /api/orders/ --> Orders|create');\n\tROUTE('PUT /api/orders/ --> Orders|update');\n\tROUTE('GET /api/orders/ --> Orders|list');\n\tROUTE('POST /api/orders/{id}/ --> Orders|update');\n};\n";
+        let orders = "NEWACTION('Orders|update', {\n\tinput: '*id:UID, count:Number, tags:[String], kind:{a|b}, note:String(50), item:@Item',\n\taction: function($, model) {\n\t\t$.success();\n\t}\n});\n";
+        let contact = "NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) {\n\t$.success();\n} });\n";
+        let files = [
+            EditedFile {
+                path: "controllers/default.js".into(),
+                before: Some(Some(controller_before.into())),
+                after: controller_after.into(),
+            },
+            EditedFile {
+                path: "actions/contact.js".into(),
+                before: Some(None),
+                after: contact.into(),
+            },
+            // A command changed this file: Totem does not know what it added.
+            EditedFile {
+                path: "controllers/other.js".into(),
+                before: None,
+                after: "exports.install = function() {\n\tROUTE('POST /api/other/', o);\n};\n"
+                    .into(),
+            },
+        ];
+        let project = [("actions/orders.js".to_string(), orders.to_string())];
+        let asked: Vec<String> = added_write_requests(&files, &project)
+            .iter()
+            .map(BootRequest::describe)
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                r#"PUT /api/orders/ with {"id":"Jbp8Rz1cG61f","count":1,"tags":["Test"],"kind":"a","note":"Test","item":{}}"#,
+                r#"POST /api/contact/ with {"name":"Test","email":"test@example.com"}"#,
+            ]
+        );
+        // An action without input, or one Totem cannot find, gets an empty object.
+        assert_eq!(sample_body(""), "{}");
+        assert_eq!(
+            sample_body("*a:Boolean, b:Date"),
+            r#"{"a":true,"b":"2026-01-01T00:00:00.000Z"}"#
+        );
+        // The plain boot requests are unchanged: no body, other methods only when safe.
+        assert!(
+            changed_boot_requests(&files, &project, &[])
+                .iter()
+                .all(|r| r.method == "GET" && r.body.is_none())
+        );
     }
 
     #[test]

@@ -311,33 +311,33 @@ impl BootCheck {
         for request in &self.requests {
             let mark = output.len();
             let label = request.label();
+            // A finding names the body sent, for the model to see which request broke.
+            let what = request.describe();
             let status = tokio::time::timeout(self.request_timeout, ask(port, request)).await;
             // Errors are printed as the request fails; give the pipe a moment.
             tokio::time::sleep(Duration::from_millis(30)).await;
             let error = self.first_error(&output.since(mark));
             match (status, error) {
                 (Err(_), Some(error)) => {
-                    return Err(format!("{label} threw {error} and never answered"));
+                    return Err(format!("{what} threw {error} and never answered"));
                 }
                 (Err(_), None) => {
                     return Err(format!(
-                        "{label} did not answer within {} s (the handler never calls $.success, $.json, $.view or $.callback, or a view is missing its layout)",
+                        "{what} did not answer within {} s (the handler never calls $.success, $.json, $.view or $.callback, or a view is missing its layout)",
                         self.request_timeout.as_secs()
                     ));
                 }
                 (Ok(Err(e)), _) => {
-                    return Err(format!("{label} failed: {e}"));
+                    return Err(format!("{what} failed: {e}"));
                 }
                 (Ok(Ok(Answer { code, .. })), Some(error)) if code >= 500 => {
-                    return Err(format!("{label} answered {code}: {error}"));
+                    return Err(format!("{what} answered {code}: {error}"));
                 }
                 (Ok(Ok(Answer { code, .. })), None) if code >= 500 => {
-                    return Err(format!("{label} answered {code}"));
+                    return Err(format!("{what} answered {code}"));
                 }
                 (Ok(Ok(Answer { code, .. })), Some(error)) => {
-                    return Err(format!(
-                        "{label} answered {code} but the app logged {error}"
-                    ));
+                    return Err(format!("{what} answered {code} but the app logged {error}"));
                 }
                 (
                     Ok(Ok(Answer {
@@ -347,7 +347,7 @@ impl BootCheck {
                     None,
                 ) => {
                     return Err(format!(
-                        "{label} answered {code}: the action {action} it runs is not declared (no NEWACTION('{action}') in actions/)"
+                        "{what} answered {code}: the action {action} it runs is not declared (no NEWACTION('{action}') in actions/)"
                     ));
                 }
                 (Ok(Ok(Answer { code, .. })), None) => answered.push((label, code)),
@@ -397,7 +397,11 @@ const MAX_BODY: usize = 8 * 1024;
 /// missing.
 async fn ask(port: u16, request: &BootRequest) -> std::io::Result<Answer> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    let body = if request.method == "GET" { "" } else { "{}" };
+    let body = match &request.body {
+        Some(body) => body.as_str(),
+        None if request.method == "GET" => "",
+        None => "{}",
+    };
     let head = format!(
         "{} {} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: totem-boot-check\r\nAccept: */*\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         request.method,

@@ -54,11 +54,18 @@ impl Runner {
                 })
             })
             .collect();
-        let mut requests = totem_totaljs::changed_boot_requests(
-            &files,
-            &totem_totaljs::route_files(&root),
-            &settings.safe_routes,
-        );
+        let project = totem_totaljs::route_files(&root);
+        let mut requests =
+            totem_totaljs::changed_boot_requests(&files, &project, &settings.safe_routes);
+        // The app runs in the sandbox: the routes other than GET that the run added are asked
+        // too, with a body their action's input accepts.
+        for added in totem_totaljs::added_write_requests(&files, &project) {
+            if let Some(request) = requests.iter_mut().find(|r| r.label() == added.label()) {
+                request.body = added.body;
+            } else if requests.len() < totem_totaljs::MAX_REQUESTS {
+                requests.push(added);
+            }
+        }
         for again in std::mem::take(&mut self.tools.boot_failed_requests) {
             if !requests.contains(&again) {
                 requests.push(again);
