@@ -1572,18 +1572,21 @@ async fn a_change_that_removes_an_action_the_task_keeps_is_refused() {
 
 /// An action the task describes with typed fields is not done without its `input`: the result
 /// says which input to add (the 1.5B wrote Contact|create without one, and a request without an
-/// email got 200 where the task wanted 400, issue 34, c29 and c34).
+/// email got 200 where the task wanted 400, issue 34, c29 and c34). Nor, when the task says it
+/// answers success, without `$.success()` (the 0.5B ended it with `$.callback(model)`, c39).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_action_without_the_input_the_task_describes_is_not_done() {
+async fn an_action_without_the_input_or_answer_the_task_describes_is_not_done() {
     let env = small_totaljs_env(&[]).await;
-    let action = |input: &str| {
-        json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": format!("NEWACTION('Contact|create', {{\n\troute: 'POST /api/contact/',{input}\n\taction: function($, model) {{\n\t\t$.success();\n\t}}\n}});\n")}}).to_string()
+    let action = |input: &str, answer: &str| {
+        json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": format!("NEWACTION('Contact|create', {{\n\troute: 'POST /api/contact/',{input}\n\taction: function($, model) {{\n\t\t{answer};\n\t}}\n}});\n")}}).to_string()
     };
+    let input = "\n\tinput: '*name:String, *email:Email',";
     let events = scripted(
         &env,
         &[
-            &action(""),
-            &action("\n\tinput: '*name:String, *email:Email',"),
+            &action("", "$.success()"),
+            &action(input, "$.callback(model)"),
+            &action(input, "$.success()"),
             r#"{"answer": "Added."}"#,
         ],
         "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success.",
@@ -1594,7 +1597,7 @@ async fn an_action_without_the_input_the_task_describes_is_not_done() {
         .into_iter()
         .filter(|r| r.0 == "write")
         .collect();
-    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert_eq!(writes.len(), 3, "{writes:?}");
     assert!(
         writes[0].1.contains(
             "NEWACTION('Contact|create') has no input yet: add input: '*name:String, *email:Email'"
@@ -1603,9 +1606,18 @@ async fn an_action_without_the_input_the_task_describes_is_not_done() {
         writes[0]
     );
     assert!(
-        !writes[1].1.contains("has no input") && writes[1].1.contains("answer now"),
+        !writes[1].1.contains("has no input")
+            && writes[1].1.contains("The task says NEWACTION('Contact|create') answers success, and its action does not call $.success() yet")
+            && !writes[1].1.contains("answer now"),
         "{:?}",
         writes[1]
+    );
+    assert!(
+        !writes[2].1.contains("has no input")
+            && !writes[2].1.contains("answers success")
+            && writes[2].1.contains("answer now"),
+        "{:?}",
+        writes[2]
     );
 }
 

@@ -634,6 +634,56 @@ pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
     out
 }
 
+/// The lines of `content` that declare the top-level `name` (`var PRODUCTS = [ … ];`, `function
+/// index($) { … }`), from the declaration's first line to its last, to put a removed declaration
+/// back as it was. `None` for a variable whose statement ends without `;`.
+pub fn declaration_block(content: &str, name: &str) -> Option<String> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    let mut depth = 0usize;
+    let mut start = None;
+    for (i, t) in tokens.iter().enumerate() {
+        match t.text {
+            "{" | "(" | "[" if t.kind == crate::js::Kind::Punct => depth += 1,
+            "}" | ")" | "]" if t.kind == crate::js::Kind::Punct => depth = depth.saturating_sub(1),
+            "var" | "let" | "const" | "function" | "class"
+                if depth == 0
+                    && t.kind == crate::js::Kind::Ident
+                    && tokens.get(i + 1).is_some_and(|n| n.is_ident(name)) =>
+            {
+                start = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let start = start?;
+    let is_var = matches!(tokens[start].text, "var" | "let" | "const");
+    let mut end = None;
+    for (i, t) in tokens.iter().enumerate().skip(start + 2) {
+        if is_var {
+            match t.text {
+                "{" | "(" | "[" if t.kind == crate::js::Kind::Punct => depth += 1,
+                "}" | ")" | "]" if t.kind == crate::js::Kind::Punct => {
+                    depth = depth.saturating_sub(1)
+                }
+                ";" if depth == 0 && t.kind == crate::js::Kind::Punct => {
+                    end = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        } else if t.is_punct("{") {
+            end = Some(crate::check::syntax::matching(tokens, i));
+            break;
+        }
+    }
+    let first = tokens[start].line;
+    let last = tokens.get(end?)?.line;
+    let lines: Vec<&str> = content.lines().collect();
+    Some(lines.get(first - 1..last)?.join("\n"))
+}
+
 /// The lines of `content` that declare the action `id` (`NEWACTION('Products|list', { … });`,
 /// from the call's first line to its last), to put a removed action back as it was.
 pub fn action_block(content: &str, id: &str) -> Option<String> {

@@ -35,9 +35,9 @@ mod scaffold;
 
 pub use boot::{
     BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, action_block, actions_removed,
-    added_write_requests, boot_requests, changed_boot_requests, declarations_removed,
-    first_project_frame, missing_action, read_errors, removed_by_run, route_files, routes_removed,
-    undeclared_routes,
+    added_write_requests, boot_requests, changed_boot_requests, declaration_block,
+    declarations_removed, first_project_frame, missing_action, read_errors, removed_by_run,
+    route_files, routes_removed, undeclared_routes,
 };
 pub use check::{
     BREAK_MARKS, CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding,

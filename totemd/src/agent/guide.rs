@@ -436,6 +436,25 @@ pub(super) fn missing_input(prompt: &str, project: &[(String, String)]) -> Optio
     ))
 }
 
+/// What a change's result says when the task says the action it names "answers success" and
+/// the action never calls `$.success()`: the 0.5B wrote Contact|create ending in
+/// `$.callback(model)`, which answers the model, and was told it was done (c39).
+pub(super) fn missing_success(prompt: &str, project: &[(String, String)]) -> Option<String> {
+    if !prompt.to_lowercase().contains("success") {
+        return None;
+    }
+    let action = named_action(prompt)?;
+    let block = project
+        .iter()
+        .find_map(|(_, content)| totem_totaljs::action_block(content, action))?;
+    if block.contains("$.success(") {
+        return None;
+    }
+    Some(format!(
+        "\n\nThe task says NEWACTION('{action}') answers success, and its action does not call $.success() yet: answer with $.success(); (the client gets {{\"success\":true}})."
+    ))
+}
+
 /// The action a prompt names, as `Namespace|name` (`Contact|create`).
 fn named_action(prompt: &str) -> Option<&str> {
     prompt
@@ -908,8 +927,9 @@ fn merge_new_code(old: &str, fragment: &str) -> Option<(String, Placed)> {
 }
 
 /// `new` with what it removed of `old` put back: the `ROUTE()` lines of removed routes inside
-/// `exports.install` after its last route, removed actions at the end. `None` when that still
-/// removes something (a route or action `new` has no place for).
+/// `exports.install` after its last route, removed actions at the end, removed declarations the
+/// file still uses (variables at the top, functions at the end). `None` when that still removes
+/// something (a route `new` has no place for).
 pub(super) fn put_back(old: &str, new: &str) -> Option<String> {
     let lines: Vec<&str> = old
         .lines()
@@ -936,9 +956,26 @@ pub(super) fn put_back(old: &str, new: &str) -> Option<String> {
         let block = totem_totaljs::action_block(old, &id)?;
         text = format!("{}\n\n{}", text.trim_end(), block.trim_end());
     }
+    // Declarations the file still uses: variables at the top (before their first use),
+    // functions at the end. The 1.5B wrote actions/products.js without `var PRODUCTS = [...]`
+    // again and again, refused each time with nothing to copy (c38).
+    let mut top = Vec::new();
+    for (name, _) in totem_totaljs::declarations_removed(old, &text) {
+        let block = totem_totaljs::declaration_block(old, &name)?;
+        let trimmed = block.trim_start();
+        if trimmed.starts_with("function") || trimmed.starts_with("class") {
+            text = format!("{}\n\n{}", text.trim_end(), block.trim_end());
+        } else {
+            top.push(block.trim_end().to_string());
+        }
+    }
+    if !top.is_empty() {
+        text = format!("{}\n\n{}", top.join("\n"), text.trim_start());
+    }
     text.push('\n');
     (totem_totaljs::routes_removed(old, &text).is_empty()
-        && totem_totaljs::actions_removed(old, &text).is_empty())
+        && totem_totaljs::actions_removed(old, &text).is_empty()
+        && totem_totaljs::declarations_removed(old, &text).is_empty())
     .then_some(text)
 }
 
@@ -1531,6 +1568,28 @@ mod tests {
         assert!(back.ends_with("NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(P);\n\t}\n});\n"), "{back}");
         // No install to put the route in.
         assert_eq!(put_back(old, "var a = 1;\n"), None);
+        // A dropped declaration the file still uses: variables at the top, functions at the end.
+        let products = "var PRODUCTS = [\n\t{ id: 1, name: 'Hammer' }\n];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n";
+        let without = "NEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});\n";
+        assert_eq!(
+            put_back(products, without).as_deref(),
+            Some(
+                format!("var PRODUCTS = [\n\t{{ id: 1, name: 'Hammer' }}\n];\n\n{without}")
+                    .as_str()
+            )
+        );
+        let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.view('index');\n}\n";
+        let install_only = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /x/', x);\n};\nfunction x($) {\n\t$.plain('x');\n}\n";
+        assert_eq!(
+            put_back(controller, install_only).as_deref(),
+            Some(
+                format!(
+                    "{}\n\nfunction index($) {{\n\t$.view('index');\n}}\n",
+                    install_only.trim_end()
+                )
+                .as_str()
+            )
+        );
     }
 
     #[test]
@@ -1595,6 +1654,30 @@ mod tests {
         assert_eq!(missing_input(prompt, &with), None);
         // No action yet: the route and file notes say what to do first.
         assert_eq!(missing_input(prompt, &[]), None);
+    }
+
+    #[test]
+    fn an_action_the_task_says_answers_success_is_told_to() {
+        let prompt = "Add an action Contact|create in a new file actions/contact.js. It takes a required name (String), and answers success.";
+        let echo = vec![(
+            "actions/contact.js".to_string(),
+            "NEWACTION('Contact|create', {\n\tinput: '*name:String',\n\taction: function($, model) {\n\t\t$.callback(model);\n\t}\n});\n".to_string(),
+        )];
+        let told = missing_success(prompt, &echo).expect("told");
+        assert!(told.contains("answer with $.success();"), "{told}");
+        let success = vec![(
+            echo[0].0.clone(),
+            echo[0].1.replace("$.callback(model)", "$.success()"),
+        )];
+        assert_eq!(missing_success(prompt, &success), None);
+        assert_eq!(
+            missing_success(
+                &prompt.replace("answers success", "answers the contact"),
+                &echo
+            ),
+            None
+        );
+        assert_eq!(missing_success(prompt, &[]), None);
     }
 
     #[test]

@@ -688,9 +688,11 @@ impl Runner {
                             self.prompt().unwrap_or(""),
                         ));
                     }
-                    let input = super::guide::missing_input(self.prompt().unwrap_or(""), &project);
-                    if let Some(input) = &input {
-                        output.push_str(input);
+                    let prompt = self.prompt().unwrap_or("");
+                    let input = super::guide::missing_input(prompt, &project);
+                    let answer = super::guide::missing_success(prompt, &project);
+                    for told in input.iter().chain(&answer) {
+                        output.push_str(told);
                     }
                     let left = &self.tools.named_unchanged;
                     self.tools.settled = changes_asked
@@ -698,7 +700,8 @@ impl Runner {
                         && left.is_empty()
                         && removed.is_empty()
                         && undeclared.is_empty()
-                        && input.is_none();
+                        && input.is_none()
+                        && answer.is_none();
                     if self.tools.settled {
                         output.push_str(if done {
                             DONE_AFTER_CHANGE_DONE
