@@ -1607,7 +1607,7 @@ async fn an_action_without_the_input_or_answer_the_task_describes_is_not_done() 
     );
     assert!(
         !writes[1].1.contains("has no input")
-            && writes[1].1.contains("The task says NEWACTION('Contact|create') answers success, and its action does not call $.success() yet")
+            && writes[1].1.contains("The task says NEWACTION('Contact|create') answers success (the client gets {\"success\":true}), and its action does not call $.success() yet. End its action with: $.success();")
             && !writes[1].1.contains("answer now"),
         "{:?}",
         writes[1]
@@ -1618,6 +1618,48 @@ async fn an_action_without_the_input_or_answer_the_task_describes_is_not_done() 
             && writes[2].1.contains("answer now"),
         "{:?}",
         writes[2]
+    );
+}
+
+/// A new action file written otherwise than the task describes it completely (its action answers
+/// success, at a named route, with typed fields) gets the whole file to copy in the result, and
+/// the copy is the change that ends the task (the 1.5B wrote Contact|create with `$.view()` and
+/// no route, then copied a finding's words into it as code, issue 34, c39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_action_file_unlike_the_task_gets_the_file_to_copy() {
+    let env = small_totaljs_env(&[]).await;
+    let wrong = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\tname: 'Create contact',\n\taction: function($) {\n\t\t$.view('contact/create');\n\t}\n});"}}).to_string();
+    let file = "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\tinput: '*name:String, *email:Email',\n\taction: function($, model) {\n\t\t$.success();\n\t}\n});\n";
+    let copy =
+        json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": file}})
+            .to_string();
+    let events = scripted(
+        &env,
+        &[&wrong, &copy, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success.",
+        Answer::Once,
+    )
+    .await;
+    let writes: Vec<_> = results(&events)
+        .into_iter()
+        .filter(|r| r.0 == "write")
+        .collect();
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert!(
+        writes[0].1.contains(&format!(
+            "The whole file as the task describes it, to copy: {copy}"
+        )),
+        "{:?}",
+        writes[0]
+    );
+    assert!(
+        !writes[1].1.contains("to copy") && writes[1].1.contains("answer now"),
+        "{:?}",
+        writes[1]
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root().join("actions/contact.js")).expect("the action"),
+        file
     );
 }
 

@@ -331,10 +331,12 @@ pub(super) fn action_skeleton(prompt: &str, path: &str, route: Option<&String>) 
     if let Some(input) = &input {
         options.push(format!("input: '{input}'"));
     }
-    options.push(if input.is_some() {
-        "action: function($, model) { … $.success(); }".to_string()
-    } else {
-        "action: function($) { … $.success(value); }".to_string()
+    // A task whose action answers success needs no more than that: no `…` to copy.
+    options.push(match (input.is_some(), answers_success(prompt)) {
+        (true, true) => "action: function($, model) { $.success(); }".to_string(),
+        (false, true) => "action: function($) { $.success(); }".to_string(),
+        (true, false) => "action: function($, model) { … $.success(); }".to_string(),
+        (false, false) => "action: function($) { … $.success(value); }".to_string(),
     });
     Some(format!(
         "\nThe task's action, as Total.js 5 declares it: NEWACTION('{action}', {{ {} }});",
@@ -342,9 +344,47 @@ pub(super) fn action_skeleton(prompt: &str, path: &str, route: Option<&String>) 
     ))
 }
 
+/// Whether the task says its action answers success ("… and answers success").
+fn answers_success(prompt: &str) -> bool {
+    prompt.to_lowercase().contains("success")
+}
+
+/// The whole content of the new action file `path` for a task that describes its action
+/// completely: it names the action, says it answers success, and names its route and typed
+/// fields where it has them. `None` for any other task (its action needs code of its own).
+pub(super) fn action_file(prompt: &str, path: &str, route: Option<&String>) -> Option<String> {
+    if !path.starts_with("actions/") || !answers_success(prompt) {
+        return None;
+    }
+    let action = named_action(prompt)?;
+    let mut out = format!("NEWACTION('{action}', {{\n");
+    if let Some(route) = route {
+        out.push_str(&format!("\troute: '{route}',\n"));
+    }
+    let input = named_input(prompt);
+    if let Some(input) = &input {
+        out.push_str(&format!("\tinput: '{input}',\n"));
+    }
+    let params = if input.is_some() { "$, model" } else { "$" };
+    out.push_str(&format!(
+        "\taction: function({params}) {{\n\t\t$.success();\n\t}}\n}});\n"
+    ));
+    Some(out)
+}
+
+/// The lines of `script` that declare the action the prompt names.
+pub(super) fn named_action_block(prompt: &str, script: &str) -> Option<String> {
+    totem_totaljs::action_block(script, named_action(prompt)?)
+}
+
+/// Whether two scripts hold the same code, whitespace aside.
+pub(super) fn same_code(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
+}
+
 /// Whether `script` declares the action the prompt names.
 pub(super) fn declares_named_action(prompt: &str, script: &str) -> bool {
-    named_action(prompt).is_some_and(|a| totem_totaljs::action_block(script, a).is_some())
+    named_action_block(prompt, script).is_some()
 }
 
 /// A handler's name for a route: its URL's last word (`/api/ping/` → `ping`, `/api/order-list/`
@@ -440,7 +480,7 @@ pub(super) fn missing_input(prompt: &str, project: &[(String, String)]) -> Optio
 /// the action never calls `$.success()`: the 0.5B wrote Contact|create ending in
 /// `$.callback(model)`, which answers the model, and was told it was done (c39).
 pub(super) fn missing_success(prompt: &str, project: &[(String, String)]) -> Option<String> {
-    if !prompt.to_lowercase().contains("success") {
+    if !answers_success(prompt) {
         return None;
     }
     let action = named_action(prompt)?;
@@ -451,7 +491,7 @@ pub(super) fn missing_success(prompt: &str, project: &[(String, String)]) -> Opt
         return None;
     }
     Some(format!(
-        "\n\nThe task says NEWACTION('{action}') answers success, and its action does not call $.success() yet: answer with $.success(); (the client gets {{\"success\":true}})."
+        "\n\nThe task says NEWACTION('{action}') answers success (the client gets {{\"success\":true}}), and its action does not call $.success() yet. End its action with: $.success();"
     ))
 }
 
@@ -1599,8 +1639,23 @@ mod tests {
         assert_eq!(
             action_skeleton(prompt, "actions/contact.js", Some(&route)).as_deref(),
             Some(
-                "\nThe task's action, as Total.js 5 declares it: NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) { … $.success(); } });"
+                "\nThe task's action, as Total.js 5 declares it: NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) { $.success(); } });"
             )
+        );
+        assert_eq!(
+            action_file(prompt, "actions/contact.js", Some(&route)).as_deref(),
+            Some(
+                "NEWACTION('Contact|create', {\n\troute: 'POST /api/contact/',\n\tinput: '*name:String, *email:Email',\n\taction: function($, model) {\n\t\t$.success();\n\t}\n});\n"
+            )
+        );
+        // An action with work of its own to do gets the shape, not a file.
+        assert_eq!(
+            action_file(
+                "Add an action Products|count that answers the number of products.",
+                "actions/products.js",
+                None
+            ),
+            None
         );
         assert_eq!(
             action_skeleton(
@@ -1664,7 +1719,10 @@ mod tests {
             "NEWACTION('Contact|create', {\n\tinput: '*name:String',\n\taction: function($, model) {\n\t\t$.callback(model);\n\t}\n});\n".to_string(),
         )];
         let told = missing_success(prompt, &echo).expect("told");
-        assert!(told.contains("answer with $.success();"), "{told}");
+        assert!(
+            told.ends_with("End its action with: $.success();"),
+            "{told}"
+        );
         let success = vec![(
             echo[0].0.clone(),
             echo[0].1.replace("$.callback(model)", "$.success()"),

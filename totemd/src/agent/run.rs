@@ -969,12 +969,27 @@ impl Runner {
             &totem_totaljs::route_files(self.tools.ctx.root()),
             &super::guide::named_routes(prompt),
         );
-        Some(
-            match super::guide::action_skeleton(prompt, &path, route.first()) {
-                Some(skeleton) => format!("\n{skeleton}"),
-                None => ACTION_OPTIONS.to_string(),
-            },
-        )
+        let mut note = match super::guide::action_skeleton(prompt, &path, route.first()) {
+            Some(skeleton) => format!("\n{skeleton}"),
+            None => return Some(ACTION_OPTIONS.to_string()),
+        };
+        // A file that holds only the task's action, written otherwise than the task describes
+        // it: the whole file, to copy. The 1.5B wrote Contact|create with `$.view()` and no
+        // route, then copied the conventions finding's words into it as code (c39).
+        let now = std::fs::read_to_string(self.tools.ctx.root().join(&path)).unwrap_or_default();
+        let only_the_action = super::guide::named_action_block(prompt, &now)
+            .is_some_and(|block| block.trim() == now.trim());
+        if let Some(file) = super::guide::action_file(prompt, &path, route.first())
+            && only_the_action
+            && !super::guide::same_code(&now, &file)
+        {
+            let copy =
+                serde_json::json!({"name": "write", "arguments": {"path": path, "content": file}});
+            note.push_str(&format!(
+                "\nThe whole file as the task describes it, to copy: {copy}"
+            ));
+        }
+        Some(note)
     }
 
     /// The call that puts the first removed action of `removed` back as it was, at the end of the

@@ -259,14 +259,16 @@ pub(crate) fn controller_methods(src: &Source, _: &ProjectContext) -> Hits {
                 && tokens.get(i + 3).is_some_and(|n| n.is_punct("("))
             {
                 let m = tokens[i + 2].text;
-                let fix = if m == "view" {
-                    "answer with $.success(value) instead (views are rendered by a controller's route handler)"
+                // The code to copy ends the message: the 1.5B copied the words after
+                // "$.success(value)" into its action as code (c39).
+                let why = if m == "view" {
+                    "views are rendered by a controller's route handler"
                 } else {
-                    "answer with $.success(value) instead (JSON envelope), or $.callback(value) for the raw value"
+                    "it exists only on a controller's route handler"
                 };
                 hits.push((
                     t.line,
-                    format!("{dollar}.{m}() does not exist on an action's $ (only on controller handlers): {fix}"),
+                    format!("{dollar}.{m}() does not exist on an action's $: {why}. In an action, answer with $.callback(value) for a value as it is, or with: {dollar}.success();"),
                 ));
             }
         }
@@ -317,7 +319,7 @@ pub(crate) fn success_envelope(src: &Source, _: &ProjectContext) -> Hits {
         if envelope {
             hits.push((
                 tokens[call.at].line,
-                "hand-made success envelope: call $.success(value) (sends { success: true, value }) or $.invalid(error) instead".to_string(),
+                "hand-made success envelope: Total.js sends { success: true, value } itself with $.success(value), and an error with $.invalid(error)".to_string(),
             ));
         }
     }

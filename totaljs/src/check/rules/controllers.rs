@@ -176,7 +176,7 @@ pub(crate) fn handler_this(src: &Source, _: &ProjectContext) -> Hits {
             .map_or("the handler".to_string(), |n| format!("{n}()"));
         let message = match member {
             Some(m) => format!(
-                "this.{m} in a route handler: Total.js 5 passes the controller as the handler's argument and `this` is not it; give {handler} a parameter $ and call $.{m}() instead"
+                "this.{m} in a route handler: Total.js 5 passes the controller as the handler's argument and `this` is not it; give {handler} a parameter $ and call $.{m}()"
             ),
             None => format!(
                 "`var {alias} = this` in a route handler: Total.js 5 passes the controller as the argument and `this` is not it, so {alias}.json() throws; give {handler} a parameter $ and use $ instead of {alias}",
