@@ -1661,6 +1661,63 @@ async fn a_new_action_file_unlike_the_task_gets_the_file_to_copy() {
         std::fs::read_to_string(env.root().join("actions/contact.js")).expect("the action"),
         file
     );
+
+    // Written as the task describes it on one line (the 0.5B, c40): shown with its own route,
+    // and nothing to copy.
+    let env = small_totaljs_env(&[]).await;
+    let one_line = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) { $.success(); } });\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&one_line, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success.",
+        Answer::Once,
+    )
+    .await;
+    let written = &results(&events)[0].1;
+    assert!(
+        written.contains("NEWACTION('Contact|create', { route: 'POST /api/contact/', input: '*name:String, *email:Email', action: function($, model) { $.success(); } });")
+            && !written.contains("to copy")
+            && written.contains("answer now"),
+        "{written}"
+    );
+}
+
+/// A write of code the file holds already, over the whole file, is not written: the result says
+/// there is nothing to add and what the task still needs (the 1.5B's new action had been added
+/// to actions/products.js, and it wrote the action alone over the file again and again, c38).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_code_the_file_holds_already_is_not_written() {
+    let products = "var PRODUCTS = [1, 2, 3];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS);\n\t}\n});\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});\n";
+    let controller =
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
+    let env = small_totaljs_env(&[
+        ("actions/products.js", products),
+        ("controllers/default.js", controller),
+    ])
+    .await;
+    let again = json!({"name": "write", "arguments": {"path": "actions/products.js", "content": "NEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(PRODUCTS.length);\n\t}\n});"}}).to_string();
+    let route = json!({"name": "edit", "arguments": {"path": "controllers/default.js", "oldString": "Products|list');", "newString": "Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&again, &route, r#"{"answer": "Added."}"#],
+        "Add an action Products|count in actions/products.js that answers the number of products, and a route GET /api/products/count/ for it in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let write = results(&events)
+        .into_iter()
+        .find(|r| r.0 == "write")
+        .expect("the write's result");
+    assert!(
+        write.1.starts_with("Not written: actions/products.js has every line of this already; there is nothing to add to it.")
+            && write.1.contains("The task: Add an action Products|count")
+            && write.1.contains("GET /api/products/count/, which no file declares yet"),
+        "{write:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.root().join("actions/products.js")).expect("products"),
+        products
+    );
 }
 
 /// A write or an edit that would turn a script that parses into one that does not is refused

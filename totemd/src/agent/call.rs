@@ -221,6 +221,21 @@ impl Runner {
                 // wrote the controller's lines into its new actions/contact.js, then its action
                 // over them, and was refused until stopped (c30).
                 let created_by_run = matches!(self.tools.boot_before.get(&file.rel), Some(None));
+                // Code the file holds already, written over it: the 1.5B's new action had been
+                // added to actions/products.js, and it wrote the action alone over the file
+                // again and again, refused for what that removed (c38).
+                if let Ok(old) = &old
+                    && !created_by_run
+                    && guide::already_in(old, content)
+                    && !self.asks_removal()
+                {
+                    let refusal = format!(
+                        "Not written: {} has every line of this already; there is nothing to add to it.{}",
+                        file.rel,
+                        self.still_wrong(&file.rel, old)
+                    );
+                    return (told(refusal), true);
+                }
                 if let Ok(old) = old
                     && !created_by_run
                     && let Some(mut refusal) = guide::dropping_overwrite(
@@ -728,7 +743,6 @@ impl Runner {
         let [file] = prepared.plan.writes.as_slice() else {
             return None;
         };
-        let prompt = self.prompt().unwrap_or("").to_lowercase();
         if !file.rel.ends_with(".js") {
             return None;
         }
@@ -741,7 +755,7 @@ impl Runner {
         if let Some(refusal) = self.second_action(call, &file.rel, &old, &new) {
             return Some(refusal);
         }
-        if old.is_empty() || REMOVAL_WORDS.iter().any(|w| prompt.contains(w)) {
+        if old.is_empty() || self.asks_removal() {
             return None;
         }
         let mut removed: Vec<String> = totem_totaljs::actions_removed(&old, &new)
@@ -781,6 +795,12 @@ impl Runner {
         }
         refusal.push_str(&self.missing_new_file(&file.rel));
         Some(refusal)
+    }
+
+    /// Whether the task's words ask to remove or replace something (see [`REMOVAL_WORDS`]).
+    fn asks_removal(&self) -> bool {
+        let prompt = self.prompt().unwrap_or("").to_lowercase();
+        REMOVAL_WORDS.iter().any(|w| prompt.contains(w))
     }
 
     /// The refusal of a constrained `write` or `edit` that would turn a JavaScript file that

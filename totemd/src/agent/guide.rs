@@ -382,6 +382,18 @@ pub(super) fn same_code(a: &str, b: &str) -> bool {
     a.split_whitespace().eq(b.split_whitespace())
 }
 
+/// Whether every line of `new` (blank lines and lone braces aside, at least two) is a line of
+/// `old`, and `old` has more: a write of `new` over `old` adds nothing and removes the rest.
+pub(super) fn already_in(old: &str, new: &str) -> bool {
+    let old_lines: HashSet<&str> = old.lines().map(str::trim).collect();
+    let lines: Vec<&str> = new
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !matches!(*l, "{" | "}" | "};" | "});" | ")" | ");"))
+        .collect();
+    lines.len() >= 2 && lines.iter().all(|l| old_lines.contains(l)) && !same_code(old, new)
+}
+
 /// Whether `script` declares the action the prompt names.
 pub(super) fn declares_named_action(prompt: &str, script: &str) -> bool {
     named_action_block(prompt, script).is_some()
@@ -1709,6 +1721,16 @@ mod tests {
         assert_eq!(missing_input(prompt, &with), None);
         // No action yet: the route and file notes say what to do first.
         assert_eq!(missing_input(prompt, &[]), None);
+    }
+
+    #[test]
+    fn content_the_file_holds_already_is_found() {
+        let old = "var P = [];\n\nNEWACTION('Products|list', {\n\taction: function($) {\n\t\t$.callback(P);\n\t}\n});\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(P.length);\n\t}\n});\n";
+        let count = "NEWACTION('Products|count', {\n    action: function($) {\n        $.callback(P.length);\n    }\n});";
+        assert!(already_in(old, count));
+        assert!(!already_in(old, old));
+        assert!(!already_in(old, &count.replace("P.length", "P.length + 1")));
+        assert!(!already_in(old, "});\n"));
     }
 
     #[test]

@@ -965,10 +965,12 @@ impl Runner {
         // The task's own action, whole, where it names one: told the options in general, the
         // 1.5B wrote `$.view()` back five times, and no `input` (c34, c36).
         let prompt = self.prompt().unwrap_or("");
-        let route = totem_totaljs::undeclared_routes(
-            &totem_totaljs::route_files(self.tools.ctx.root()),
-            &super::guide::named_routes(prompt),
-        );
+        // The task's route, unless another file declares it: the change ran already, and the
+        // action's own `route:` belongs in what it is shown (the 0.5B was shown its action
+        // without the route it had written, c40).
+        let mut others = totem_totaljs::route_files(self.tools.ctx.root());
+        others.retain(|(p, _)| *p != path);
+        let route = totem_totaljs::undeclared_routes(&others, &super::guide::named_routes(prompt));
         let mut note = match super::guide::action_skeleton(prompt, &path, route.first()) {
             Some(skeleton) => format!("\n{skeleton}"),
             None => return Some(ACTION_OPTIONS.to_string()),
