@@ -1718,6 +1718,58 @@ async fn a_write_of_code_the_file_holds_already_is_not_written() {
         std::fs::read_to_string(env.root().join("actions/products.js")).expect("products"),
         products
     );
+
+    // A script that does not parse may lose a line: that is how a stray brace is fixed.
+    let fixed = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.plain('home');\n}\n";
+    let broken = fixed.replace("};\n", "};\n}\n");
+    let env = small_totaljs_env(&[("controllers/default.js", broken.as_str())]).await;
+    let fix =
+        json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": fixed}})
+            .to_string();
+    scripted(
+        &env,
+        &[&fix, r#"{"answer": "Fixed."}"#],
+        "Fix the SyntaxError in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(env.root().join("controllers/default.js")).expect("controller"),
+        fixed
+    );
+}
+
+/// Code that holds the `…` of an example is not written, and the result says what `…` is (the
+/// 0.5B copied `$.json(…)` from the route's line into the controller until stopped, issue 34,
+/// c41). `…` inside a string is code like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_with_an_examples_placeholder_is_not_written() {
+    let controller = "exports.install = function() {\n\tROUTE('GET /', index);\n};\n\nfunction index($) {\n\t$.plain('home');\n}\n";
+    let env = small_totaljs_env(&[("controllers/default.js", controller)]).await;
+    let with = |answer: &str| {
+        json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": controller.replace("\t$.plain('home');", &format!("\t{answer};"))}}).to_string()
+    };
+    let events = scripted(
+        &env,
+        &[
+            &with("$.json(…)"),
+            &with("$.plain('Loading…')"),
+            r#"{"answer": "Changed."}"#,
+        ],
+        "Make the home page in controllers/default.js answer Loading… instead.",
+        Answer::Once,
+    )
+    .await;
+    let writes = changes(&events);
+    assert!(
+        writes[0].2
+            && writes[0].1.starts_with(
+                "Not written: `…` in your code stands for code an example left out, and JavaScript cannot run it. Write the real code in its place.\n\nnode --check finds a syntax error in controllers/default.js at line 6:"
+            ),
+        "{writes:?}"
+    );
+    assert!(!writes[1].2, "{writes:?}");
+    assert!(read(&env, "controllers/default.js").contains("$.plain('Loading…');"));
 }
 
 /// A write or an edit that would turn a script that parses into one that does not is refused
@@ -1778,6 +1830,26 @@ async fn a_write_that_breaks_a_script_that_parses_is_refused() {
         read(&env, "controllers/default.js")
             .contains("ROUTE('GET /x/', index);\n};\n\nfunction index")
     );
+
+    // The refusal names the new file the task asks for (the 1.5B edited actions/products.js
+    // into a syntax error six times instead, c41).
+    let env = small_totaljs_env(&[("controllers/default.js", controller)]).await;
+    let create = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &broken_edit, &create, r#"{"answer": "Added."}"#],
+        "Add an action Contact|create in a new file actions/contact.js that answers success.",
+        Answer::Once,
+    )
+    .await;
+    let refused = &changes(&events)[0];
+    assert!(
+        refused.2
+            && refused.1.ends_with(
+                "The task names actions/contact.js, which does not exist yet: to create it, write to that path."
+            ),
+        "{refused:?}"
+    );
 }
 
 /// An action another file declares is not added to the file written over: the 1.5B wrote the
@@ -1819,9 +1891,10 @@ async fn an_action_declared_elsewhere_is_not_added_to_another_file() {
     );
 }
 
-/// A change that declares an action another file declares is refused, and a JSON write comes
-/// back without the copy (the 1.5B wrote the controller with its new route and a copy of the
-/// Products|count it had added to actions/products.js, issue 34, c36).
+/// A change that declares an action another file declares otherwise is refused, and a JSON write
+/// comes back without the copy (the 1.5B wrote the controller with its new route and a copy of
+/// the Products|count it had added to actions/products.js, issue 34, c36). A copy with the same
+/// code is left out and the rest written (it sent such a write back until stopped, c38, c41).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_newaction_of_an_id_another_file_declares_is_refused() {
     let controller =
@@ -1833,7 +1906,7 @@ async fn a_second_newaction_of_an_id_another_file_declares_is_refused() {
     ])
     .await;
     let look = json!({"name": "read", "arguments": {"path": "controllers/default.js"}}).to_string();
-    let copied = "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(3);\n\t}\n});\n";
+    let copied = "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n\nNEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(4);\n\t}\n});\n";
     let write = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": copied}}).to_string();
     let fixed = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n"}}).to_string();
     let events = scripted(
@@ -1861,4 +1934,28 @@ async fn a_second_newaction_of_an_id_another_file_declares_is_refused() {
     );
     assert!(!writes[1].2, "{writes:?}");
     assert!(!read(&env, "controllers/default.js").contains("NEWACTION"));
+
+    let env = small_totaljs_env(&[
+        ("controllers/default.js", controller),
+        ("actions/products.js", products),
+    ])
+    .await;
+    let same = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": copied.replace("callback(4)", "callback(3)")}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &same, r#"{"answer": "Added."}"#],
+        "Add a route GET /api/products/count/ for the action Products|count in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let writes = changes(&events);
+    assert!(
+        !writes[0].2
+            && writes[0].1.starts_with("Totem left out of controllers/default.js your copy of NEWACTION('Products|count') (actions/products.js declares it, the same): one declaration is enough."),
+        "{writes:?}"
+    );
+    assert_eq!(
+        read(&env, "controllers/default.js"),
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n"
+    );
 }

@@ -155,36 +155,40 @@ impl Runner {
             }
             Err(e) => return (e.to_string(), true),
         };
-        // New code written over a whole file is added to it (see `guide::merge_fragment`); the
-        // call that runs, and that the user is asked about, writes the whole file.
-        let mut merged = None;
-        // The one file a write or edit changes (a merge rewrites its content, not its path).
+        // The one file a write or edit changes (a rewrite changes its content, not its path).
         let target = match prepared.plan.writes.as_slice() {
             [file] => Some((file.rel.clone(), file.abs.clone())),
             _ => None,
         };
-        if let Some((rel, abs)) = &target
-            && let Some((args, note)) = self.fragment_write(call, rel, abs).await
-            && let Ok(again) = self.tools.registry.prepare(
-                &call.name,
-                args.clone(),
-                &self.tools.ctx,
-                self.setup.read_only,
-            )
-        {
-            prepared = again;
-            merged = Some((
-                ToolCall {
-                    arguments: args,
-                    ..call.clone()
-                },
-                note,
-            ));
+        // A constrained write may be rewritten before it runs: a copy of an action another file
+        // declares the same is left out, and new code written over a whole file is added to it
+        // (see `guide::merge_fragment`). The call that runs, and that the user is asked about,
+        // writes the whole file; its result starts with what Totem did.
+        let mut rewritten = call.clone();
+        let mut merged_note = String::new();
+        if let Some((rel, abs)) = &target {
+            for step in 0..2 {
+                let found = if step == 0 {
+                    self.without_copies(&rewritten, rel)
+                } else {
+                    self.fragment_write(&rewritten, rel, abs).await
+                };
+                if let Some((args, note)) = found
+                    && let Ok(again) = self.tools.registry.prepare(
+                        &rewritten.name,
+                        args.clone(),
+                        &self.tools.ctx,
+                        self.setup.read_only,
+                    )
+                {
+                    prepared = again;
+                    rewritten.arguments = args;
+                    merged_note.push_str(&note);
+                }
+            }
         }
-        let (call, merged_note) = match &merged {
-            Some((call, note)) => (call, note.as_str()),
-            None => (call, ""),
-        };
+        let call = &rewritten;
+        let merged_note = merged_note.as_str();
         if self.setup.tool_offer.constrained && call.name == "write" {
             let told = |refusal: String| {
                 if self.setup.tool_offer.writes_code_blocks() {
@@ -202,6 +206,18 @@ impl Runner {
                     return (told(refusal), true);
                 }
                 let content = call.arguments["content"].as_str().unwrap_or("");
+                // `…` copied from an example as code: the 0.5B wrote `$.json(…)` over the
+                // controller until stopped, refused for the lines it dropped (c41).
+                if file.rel.ends_with(".js")
+                    && content.contains('…')
+                    && let Some(found) = super::syntax::check_content(&file.rel, content).await
+                {
+                    let refusal = format!(
+                        "Not written: `…` in your code stands for code an example left out, and JavaScript cannot run it. Write the real code in its place.{}",
+                        found.replace(". Fix that line.", ".")
+                    );
+                    return (told(refusal), true);
+                }
                 let old = std::fs::read_to_string(&file.abs);
                 // The same content again is no change (the 0.5B wrote the controller back as
                 // it was and was told the change was made).
@@ -224,10 +240,13 @@ impl Runner {
                 // Code the file holds already, written over it: the 1.5B's new action had been
                 // added to actions/products.js, and it wrote the action alone over the file
                 // again and again, refused for what that removed (c38).
+                // Only for a script that parses: deleting a stray line is how some are fixed.
                 if let Ok(old) = &old
                     && !created_by_run
+                    && file.rel.ends_with(".js")
                     && guide::already_in(old, content)
                     && !self.asks_removal()
+                    && super::syntax::parses(&file.rel, old).await
                 {
                     let refusal = format!(
                         "Not written: {} has every line of this already; there is nothing to add to it.{}",
@@ -675,6 +694,55 @@ impl Runner {
 }
 
 impl Runner {
+    /// A constrained write of a Total.js script without the copies it holds of actions another
+    /// project file declares with the same code, and the note for its result: the 1.5B wrote
+    /// the controller with its route and a copy of the Products|count it had added to
+    /// actions/products.js, refused each time with the write without it to copy, until stopped
+    /// (c38, c41). A copy that differs is left to [`Self::second_action`] to refuse.
+    fn without_copies(&self, call: &ToolCall, rel: &str) -> Option<(serde_json::Value, String)> {
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || !self.setup.changes_asked
+            || call.name != "write"
+            || !rel.ends_with(".js")
+        {
+            return None;
+        }
+        let content = call.arguments["content"].as_str()?;
+        let project = totem_totaljs::route_files(self.tools.ctx.root());
+        let mut kept = content.to_string();
+        let mut left_out = Vec::new();
+        for id in guide::declared_actions(content) {
+            let Some(block) = totem_totaljs::action_block(&kept, &id) else {
+                continue;
+            };
+            let elsewhere = project.iter().find(|(p, text)| {
+                p != rel
+                    && totem_totaljs::action_block(text, &id)
+                        .is_some_and(|theirs| guide::same_code(&theirs, &block))
+            });
+            if let Some((path, _)) = elsewhere {
+                kept = kept.replacen(&block, "", 1);
+                left_out.push(format!("NEWACTION('{id}') ({path} declares it, the same)"));
+            }
+        }
+        if left_out.is_empty() || kept.trim().is_empty() {
+            return None;
+        }
+        while kept.contains("\n\n\n") {
+            kept = kept.replace("\n\n\n", "\n\n");
+        }
+        let mut args = call.arguments.clone();
+        args["content"] = serde_json::Value::String(format!("{}\n", kept.trim_end()));
+        Some((
+            args,
+            format!(
+                "Totem left out of {rel} your copy of {}: one declaration is enough.\n",
+                left_out.join(", ")
+            ),
+        ))
+    }
+
     /// The arguments of a constrained `write` whose content is only new code for a file the run
     /// read, with that code added to the file (see [`guide::merge_fragment`]), and the note for
     /// its result. Not for a file the run created, a prompt that asks for a rewrite, or a
@@ -832,12 +900,15 @@ impl Runner {
             .await
             .is_none()
             .then(|| {
+                // The 1.5B, asked for an action in the new file actions/contact.js, edited
+                // actions/products.js into a syntax error six times (c41).
                 format!(
-                    "{what}: {rel} parses now, and this change would make it fail to parse.{}",
+                    "{what}: {rel} parses now, and this change would make it fail to parse.{}{}",
                     found.replace(
                         ". Fix that line.",
                         &format!(". {again} with that line fixed.")
-                    )
+                    ),
+                    self.missing_new_file(rel)
                 )
             })
     }

@@ -291,14 +291,16 @@ pub(super) fn route_lines(route: &str, prompt: &str, path: &str) -> Option<Strin
             None => {
                 let handler = handler_name(route);
                 let lower = prompt.to_lowercase();
-                let answer = if lower.contains("json") {
-                    " $.json(…);"
+                let answer = if let Some(value) = json_in(prompt) {
+                    format!(" $.json({value});")
+                } else if lower.contains("json") {
+                    " $.json(…);".to_string()
                 } else if lower.contains("text") || lower.contains("plain") {
-                    " $.plain(…);"
+                    " $.plain(…);".to_string()
                 } else if ["view", "page", "html"].iter().any(|w| lower.contains(w)) {
-                    " $.view(…);"
+                    " $.view(…);".to_string()
                 } else {
-                    " …"
+                    " …".to_string()
                 };
                 format!(
                     "\nThe task's route goes inside exports.install as the line: ROUTE('{route}', {handler});\nand its handler below, as a function of its own: function {handler}($) {{{answer} }}"
@@ -312,6 +314,30 @@ pub(super) fn route_lines(route: &str, prompt: &str, path: &str) -> Option<Strin
         )),
         _ => None,
     }
+}
+
+/// The first JSON object a prompt spells out ("answers the JSON {"pong": true}"), as written:
+/// the value a handler answers, for its line. The 0.5B copied `$.json(…)` from that line as it
+/// was, `…` and all, until stopped (c41).
+fn json_in(prompt: &str) -> Option<&str> {
+    let start = prompt.find('{')?;
+    let mut depth = 0usize;
+    for (i, c) in prompt[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    let text = &prompt[start..=start + i];
+                    return serde_json::from_str::<serde_json::Value>(text)
+                        .is_ok()
+                        .then_some(text);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The NEWACTION a task describes, for the action file `path` a small model is about to write:
@@ -1765,7 +1791,15 @@ mod tests {
         let prompt = "Add a route GET /api/ping/ in controllers/default.js that answers the JSON {\"pong\": true}.";
         let lines = route_lines("GET /api/ping/", prompt, "controllers/default.js").expect("lines");
         assert!(lines.contains("ROUTE('GET /api/ping/', ping);"), "{lines}");
-        assert!(lines.contains("function ping($) { $.json(…); }"), "{lines}");
+        assert!(
+            lines.contains("function ping($) { $.json({\"pong\": true}); }"),
+            "{lines}"
+        );
+        assert_eq!(
+            json_in("answers {\"a\": {\"b\": 1}} now"),
+            Some("{\"a\": {\"b\": 1}}")
+        );
+        assert_eq!(json_in("answers {not json}"), None);
         let action = "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/.";
         let lines =
             route_lines("POST /api/contact/", action, "controllers/default.js").expect("lines");
