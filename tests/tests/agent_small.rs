@@ -1835,20 +1835,37 @@ async fn a_write_that_breaks_a_script_that_parses_is_refused() {
     // into a syntax error six times instead, c41).
     let env = small_totaljs_env(&[("controllers/default.js", controller)]).await;
     let create = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
+    // And so does the refusal to write over a file the run has not read (the 0.5B wrote its
+    // action over views/layout.html 40 times instead, c41).
+    let unread = json!({"name": "write", "arguments": {"path": "index.js", "content": "NEWACTION('Contact|create', {\n\taction: function($) {\n\t\t$.success();\n\t}\n});\n"}}).to_string();
     let events = scripted(
         &env,
-        &[&look, &broken_edit, &create, r#"{"answer": "Added."}"#],
+        &[
+            &look,
+            &broken_edit,
+            &unread,
+            &create,
+            r#"{"answer": "Added."}"#,
+        ],
         "Add an action Contact|create in a new file actions/contact.js that answers success.",
         Answer::Once,
     )
     .await;
-    let refused = &changes(&events)[0];
+    let refusals = changes(&events);
+    for refused in &refusals[..2] {
+        assert!(
+            refused.2
+                && refused.1.ends_with(
+                    "The task names actions/contact.js, which does not exist yet: to create it, write to that path."
+                ),
+            "{refused:?}"
+        );
+    }
     assert!(
-        refused.2
-            && refused.1.ends_with(
-                "The task names actions/contact.js, which does not exist yet: to create it, write to that path."
-            ),
-        "{refused:?}"
+        refusals[1]
+            .1
+            .starts_with("index.js already exists and has not been read"),
+        "{refusals:?}"
     );
 }
 

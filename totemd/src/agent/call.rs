@@ -198,11 +198,14 @@ impl Runner {
                 }
             };
             for file in &prepared.plan.writes {
-                if let Some(refusal) = self
+                if let Some(mut refusal) = self
                     .tools
                     .seen
                     .unseen_overwrite(&file.rel, file.abs.is_file())
                 {
+                    // The 0.5B, asked for the new file actions/contact.js, wrote its action
+                    // over views/layout.html 40 times, told each time to read it first (c41).
+                    refusal.push_str(&self.missing_new_file(&file.rel));
                     return (told(refusal), true);
                 }
                 let content = call.arguments["content"].as_str().unwrap_or("");
