@@ -682,6 +682,17 @@ fn last_run_notices(
         .collect()
 }
 
+/// The texts of the notices of a build run of `prompt`; `None` when the kernel has no sandbox
+/// for the boot check (said on stderr).
+async fn boot_notices(env: &Env, prompt: &str) -> Option<Vec<String>> {
+    let events = build_run(env, prompt).await;
+    let notices = last_run_notices(&events);
+    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
+        return None;
+    }
+    Some(notices.into_iter().map(|(_, n)| n).collect())
+}
+
 /// The boot check asks the routes the run's edits added or changed (#32 item 1): a route that
 /// answers 500 but that the edit left alone is not asked, the changed and the added ones are.
 /// Then a run whose every fix still fails ends saying, at error level, that the app does not
@@ -774,14 +785,11 @@ async fn the_boot_check_asks_the_routes_of_an_action_the_edit_renamed() {
             ),
         ],
     );
-    let events = build_run(&env, "Add an action Contact|create").await;
-    let notices = last_run_notices(&events);
-    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
+    let Some(texts) = boot_notices(&env, "Add an action Contact|create").await else {
         return;
-    }
-    let texts: Vec<&str> = notices.iter().map(|(_, n)| n.as_str()).collect();
+    };
     assert_eq!(
-        texts.first().copied(),
+        texts.first().map(String::as_str),
         Some(
             "Boot check failed: GET /api/products/ answered 400: the action Products|list it runs is not declared (no NEWACTION('Products|list') in actions/)"
         ),
@@ -820,14 +828,11 @@ async fn the_boot_check_posts_a_valid_body_to_a_route_the_run_added() {
             ("actions/contact.js", &fixed, "Removed the line that threw."),
         ],
     );
-    let events = build_run(&env, "Add an action Contact|create").await;
-    let notices = last_run_notices(&events);
-    if no_sandbox(notices.iter().map(|(_, n)| n.as_str())) {
+    let Some(texts) = boot_notices(&env, "Add an action Contact|create").await else {
         return;
-    }
-    let texts: Vec<&str> = notices.iter().map(|(_, n)| n.as_str()).collect();
+    };
     assert_eq!(
-        texts.first().copied(),
+        texts.first().map(String::as_str),
         Some(
             r#"Boot check failed: POST /api/contact/ with {"name":"Test","email":"test@example.com"} threw TypeError: Cannot read properties of undefined (reading 'push') (actions/contact.js:5) and never answered"#
         ),
