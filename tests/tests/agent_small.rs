@@ -1772,6 +1772,41 @@ async fn code_with_an_examples_placeholder_is_not_written() {
     assert!(read(&env, "controllers/default.js").contains("$.plain('Loading…');"));
 }
 
+/// A route written with an action's id as its handler is written with the action in its route
+/// string, and the result says so (the 1.5B wrote `ROUTE('GET /api/products/count/',
+/// Products|count);`, a ReferenceError at start, and could not fix it when told, issue 34, c42).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_written_as_a_routes_handler_goes_into_its_route_string() {
+    let controller =
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n};\n";
+    let products =
+        "NEWACTION('Products|count', {\n\taction: function($) {\n\t\t$.callback(3);\n\t}\n});\n";
+    let env = small_totaljs_env(&[
+        ("controllers/default.js", controller),
+        ("actions/products.js", products),
+    ])
+    .await;
+    let write = json!({"name": "write", "arguments": {"path": "controllers/default.js", "content": "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/', Products|count);\n};\n"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&write, r#"{"answer": "Added."}"#],
+        "Add a route GET /api/products/count/ for the action Products|count in controllers/default.js.",
+        Answer::Once,
+    )
+    .await;
+    let writes = changes(&events);
+    assert!(
+        !writes[0].2
+            && writes[0].1.starts_with("An action is named in its route string, not as a handler, so Totem wrote ROUTE('GET /api/products/count/ --> Products|count');")
+            && !writes[0].1.contains("route-action-handler"),
+        "{writes:?}"
+    );
+    assert_eq!(
+        read(&env, "controllers/default.js"),
+        "exports.install = function() {\n\tROUTE('GET /api/products/ --> Products|list');\n\tROUTE('GET /api/products/count/ --> Products|count');\n};\n"
+    );
+}
+
 /// A write or an edit that would turn a script that parses into one that does not is refused
 /// with node's error, and a write that drops a function the file still uses is refused (the 1.5B wrote the
 /// controller's install block alone over it, without `};`, index and about, issue 34, c35).

@@ -576,7 +576,7 @@ async fn the_same_edit_made_twice_is_told_it_is_already_made() {
     assert!(out.is_error, "{}", out.text);
     assert_eq!(
         out.text,
-        format!("oldString and newString are the same, so {said}")
+        "oldString and newString are the same, so this edit changes nothing; put the corrected text in newString to change it in index.html."
     );
     assert_eq!(
         p.get("index.html"),

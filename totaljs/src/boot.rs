@@ -165,6 +165,15 @@ fn declared_actions(content: &str) -> Vec<(String, usize)> {
         .collect()
 }
 
+/// The ids of a script's `NEWACTION('Ns|name', …)` calls, in order, wherever they are (also
+/// inside a function).
+pub fn action_ids(content: &str) -> Vec<String> {
+    declared_actions(content)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
 /// The action ids an edit from `before` to `after` added, removed, or whose declaration (from its
 /// line up to the next action's) it touched; every id of both when `before` is not known.
 fn changed_actions(before: Option<&Option<String>>, after: &str) -> Vec<String> {

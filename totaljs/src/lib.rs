@@ -34,16 +34,16 @@ mod primer;
 mod scaffold;
 
 pub use boot::{
-    BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, action_block, actions_removed,
-    added_write_requests, boot_requests, changed_boot_requests, declaration_block,
+    BOOT_PRELOAD, BootError, BootRequest, EditedFile, MAX_REQUESTS, action_block, action_ids,
+    actions_removed, added_write_requests, boot_requests, changed_boot_requests, declaration_block,
     declarations_removed, first_project_frame, missing_action, read_errors, removed_by_run,
     route_files, routes_removed, undeclared_routes,
 };
 pub use check::{
     BREAK_MARKS, CheckConfig, CheckConfigError, Confidence, EditFindings, FileFindings, Finding,
     ProjectContext, ProjectReport, Rule, Severity, Views, check, check_edit, check_in_project,
-    check_project, describe_routes, format_edit, format_finding, format_findings, route_summary,
-    rules,
+    check_project, describe_routes, fix_action_handlers, format_edit, format_finding,
+    format_findings, route_summary, rules,
 };
 pub use detect::{Evidence, LegacyVersion, Project, detect};
 pub use primer::{primer, primer_example, reminder};

@@ -295,6 +295,25 @@ fn an_action_passed_as_the_handler_is_flagged_with_the_route_to_write() {
 }
 
 #[test]
+fn an_action_passed_as_the_handler_is_rewritten_into_the_route_string() {
+    let src = "exports.install = function() {\n\tROUTE('GET /api/products/count/', Products|count);\n\tROUTE('POST /api/contact/', 'Contact|create');\n\tROUTE('GET /', index);\n};\n";
+    let (fixed, calls) = totem_totaljs::fix_action_handlers(src).expect("fixed");
+    assert_eq!(
+        fixed,
+        "exports.install = function() {\n\tROUTE('GET /api/products/count/ --> Products|count');\n\tROUTE('POST /api/contact/ --> Contact|create');\n\tROUTE('GET /', index);\n};\n"
+    );
+    assert_eq!(
+        calls,
+        [
+            "ROUTE('GET /api/products/count/ --> Products|count');",
+            "ROUTE('POST /api/contact/ --> Contact|create');"
+        ]
+    );
+    clean("controllers/default.js", &fixed, "route-action-handler");
+    assert_eq!(totem_totaljs::fix_action_handlers(&fixed), None);
+}
+
+#[test]
 fn handlers_and_action_routes_are_clean_of_route_action_handler() {
     let src = "exports.install = function() {\n\tROUTE('GET /', index);\n\tROUTE('GET /api/x/ --> Items|list');\n\tROUTE('GET /y/', function($) { $.json(a | b); });\n\tROUTE('GET /z/', 'view');\n};\n";
     clean("controllers/default.js", src, "route-action-handler");

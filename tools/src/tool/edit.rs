@@ -122,27 +122,29 @@ pub fn apply_edit(
     let text = content.replace("\r\n", "\n");
     let old_lf = old.replace("\r\n", "\n");
     let new_lf = new.replace("\r\n", "\n");
+    // The same text as both strings changes nothing, whether or not it is in the file: told it
+    // was "already made", the 1.5B sent `about` → `about` for a line still broken until stopped
+    // (issue 34, c42).
+    if old == new {
+        return Err(
+            "oldString and newString are the same, so this edit changes nothing; put the corrected text in newString to change it"
+                .to_string(),
+        );
+    }
     // The same edit made twice (small models repeat their last call): the file has the new text
     // and not the old, and the model is told so rather than "not found".
     // An edit that only removes characters (its new text inside its old) is not recognised
     // this way: its short new text is often in the file anyway (the 1.5B turned `about;` into
     // `about`, then was told that change was made when `about` was found on the line).
     if !new_lf.trim().is_empty()
-        && (old == new || (!text.contains(&old_lf) && !old_lf.contains(&new_lf)))
+        && !text.contains(&old_lf)
+        && !old_lf.contains(&new_lf)
         && let Some(at) = text.find(&new_lf)
     {
         let line = text[..at].matches('\n').count() + 1;
-        let same = if old == new {
-            "oldString and newString are the same, so "
-        } else {
-            ""
-        };
         return Err(format!(
-            "{same}this change is already made (do not make it again; go on with the next change, or answer if the task is done): newString is at line {line}"
+            "this change is already made (do not make it again; go on with the next change, or answer if the task is done): newString is at line {line}"
         ));
-    }
-    if old == new {
-        return Err("oldString and newString are the same; nothing to change".to_string());
     }
     let mut applied = find_and_replace(&text, &old_lf, &new_lf, replace_all)?;
     if applied.is_none() {

@@ -21,7 +21,7 @@ pub use project::{FileFindings, ProjectReport, check_project};
 pub use report::{BREAK_MARKS, EditFindings, format_edit, format_finding};
 pub use rules::{
     Rule,
-    routes::{describe_routes, route_summary},
+    routes::{describe_routes, fix_action_handlers, route_summary},
     rules,
 };
 

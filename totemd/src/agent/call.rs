@@ -167,11 +167,11 @@ impl Runner {
         let mut rewritten = call.clone();
         let mut merged_note = String::new();
         if let Some((rel, abs)) = &target {
-            for step in 0..2 {
-                let found = if step == 0 {
-                    self.without_copies(&rewritten, rel)
-                } else {
-                    self.fragment_write(&rewritten, rel, abs).await
+            for step in 0..3 {
+                let found = match step {
+                    0 => self.action_handlers_fixed(&rewritten, rel),
+                    1 => self.without_copies(&rewritten, rel),
+                    _ => self.fragment_write(&rewritten, rel, abs).await,
                 };
                 if let Some((args, note)) = found
                     && let Ok(again) = self.tools.registry.prepare(
@@ -697,6 +697,36 @@ impl Runner {
 }
 
 impl Runner {
+    /// A constrained write of a Total.js script with each route whose handler is an action's id
+    /// (`ROUTE('GET /x/', Products|count)`, a ReferenceError when the app starts) written with
+    /// the action in its route string, and the note for its result: the 1.5B wrote that route,
+    /// was told the fix by the conventions check, and could not make it (c42).
+    fn action_handlers_fixed(
+        &self,
+        call: &ToolCall,
+        rel: &str,
+    ) -> Option<(serde_json::Value, String)> {
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || !self.setup.changes_asked
+            || call.name != "write"
+            || !rel.ends_with(".js")
+        {
+            return None;
+        }
+        let (fixed, routes) =
+            totem_totaljs::fix_action_handlers(call.arguments["content"].as_str()?)?;
+        let mut args = call.arguments.clone();
+        args["content"] = serde_json::Value::String(fixed);
+        Some((
+            args,
+            format!(
+                "An action is named in its route string, not as a handler, so Totem wrote {}\n",
+                routes.join(" ")
+            ),
+        ))
+    }
+
     /// A constrained write of a Total.js script without the copies it holds of actions another
     /// project file declares with the same code, and the note for its result: the 1.5B wrote
     /// the controller with its route and a copy of the Products|count it had added to

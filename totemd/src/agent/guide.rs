@@ -876,12 +876,12 @@ fn unwrap_install(old: &str, content: &str) -> Option<String> {
     Some(out.join("\n"))
 }
 
-/// The ids of the actions `script` declares with NEWACTION at its margin.
+/// The ids of the actions `script` declares with NEWACTION, in order (the lexer finds them
+/// wherever they are: the 1.5B wrote one inside `exports.install`, c38).
 pub(super) fn declared_actions(script: &str) -> Vec<String> {
-    top_level_names(script)
-        .into_iter()
-        .filter_map(|n| n.strip_prefix("NEWACTION ").map(str::to_string))
-        .collect()
+    let mut ids = totem_totaljs::action_ids(script);
+    ids.dedup();
+    ids
 }
 
 /// The names a script declares at its top level (lines that start at the margin): `var`, `let`,
@@ -1747,6 +1747,12 @@ mod tests {
         assert_eq!(missing_input(prompt, &with), None);
         // No action yet: the route and file notes say what to do first.
         assert_eq!(missing_input(prompt, &[]), None);
+    }
+
+    #[test]
+    fn actions_are_found_wherever_they_are_declared() {
+        let script = "exports.install = function() {\n\tROUTE('POST /x/ --> A|b');\n\tNEWACTION('A|b', { action: $ => $.success() });\n};\nNEWACTION('C|d', {\n\taction: $ => $.success()\n});\n// NEWACTION('E|f')\n";
+        assert_eq!(declared_actions(script), ["A|b", "C|d"]);
     }
 
     #[test]

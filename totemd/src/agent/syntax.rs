@@ -115,8 +115,17 @@ fn finding(report: &str, rel: &str) -> Option<String> {
         .lines()
         .find(|l| l.starts_with("SyntaxError:"))?
         .trim();
+    // The line as node prints it under the location: the 1.5B, told only its number, sent
+    // `about` → `about` for it until stopped (c42).
+    let code = report
+        .lines()
+        .nth(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && l.chars().count() <= 120)
+        .map(|l| format!(", in `{l}`"))
+        .unwrap_or_default();
     Some(format!(
-        "\n\nnode --check finds a syntax error in {rel} at line {line}: {error}. Fix that line."
+        "\n\nnode --check finds a syntax error in {rel} at line {line}: {error}{code}. Fix that line."
     ))
 }
 
@@ -130,7 +139,7 @@ mod tests {
         assert_eq!(
             finding(report, "controllers/default.js").as_deref(),
             Some(
-                "\n\nnode --check finds a syntax error in controllers/default.js at line 3: SyntaxError: missing ) after argument list. Fix that line."
+                "\n\nnode --check finds a syntax error in controllers/default.js at line 3: SyntaxError: missing ) after argument list, in `ROUTE('GET /about/', about;`. Fix that line."
             )
         );
         assert_eq!(finding("node: bad option\n", "a.js"), None);

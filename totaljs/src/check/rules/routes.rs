@@ -261,13 +261,45 @@ pub(crate) fn flags_array(src: &Source, _: &ProjectContext) -> Hits {
 /// a ReferenceError when the controller installs). The action goes in the route string. The
 /// 1.5B wrote `ROUTE('GET /api/products/count/', Products|count);` for "a route for it".
 pub(crate) fn action_as_handler(src: &Source, _: &ProjectContext) -> Hits {
-    let tokens = src.tokens();
-    let mut hits = Hits::new();
+    action_handlers(src.tokens())
+        .into_iter()
+        .map(|h| {
+            (
+                h.line,
+                format!(
+                    "{} is an action, not a handler function: name it in the route string instead, {}",
+                    h.id,
+                    h.fixed_call()
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A `ROUTE()` whose handler is an action's id, for [`action_as_handler`] and
+/// [`fix_action_handlers`].
+struct ActionHandler {
+    id: String,
+    /// The route string without its `-->` part.
+    url: String,
+    line: usize,
+    /// The tokens from the route string to the end of the handler.
+    span: std::ops::Range<usize>,
+}
+
+impl ActionHandler {
+    fn fixed_call(&self) -> String {
+        format!("ROUTE('{} --> {}');", self.url, self.id)
+    }
+}
+
+fn action_handlers(tokens: &[Token]) -> Vec<ActionHandler> {
+    let mut out = Vec::new();
     for call in route_calls(tokens) {
         let (Some(url), Some(handler)) = (call.args.first(), call.args.get(1)) else {
             continue;
         };
-        let Some((url, line)) = string_in(tokens, url) else {
+        let Some((value, line)) = string_in(tokens, url) else {
             continue;
         };
         let id = match &tokens[handler.clone()] {
@@ -289,15 +321,42 @@ pub(crate) fn action_as_handler(src: &Source, _: &ProjectContext) -> Hits {
             }
             _ => continue,
         };
-        let url = url.split("-->").next().unwrap_or(url).trim();
-        hits.push((
+        out.push(ActionHandler {
+            id,
+            url: value
+                .split("-->")
+                .next()
+                .unwrap_or(value)
+                .trim()
+                .to_string(),
             line,
-            format!(
-                "{id} is an action, not a handler function: name it in the route string instead, ROUTE('{url} --> {id}');"
-            ),
-        ));
+            span: url.start..handler.end,
+        });
     }
-    hits
+    out
+}
+
+/// `content` with each route whose handler is an action's id (`ROUTE('GET /x/', Products|count)`)
+/// written the way Total.js 5 runs an action (`ROUTE('GET /x/ --> Products|count')`), and the
+/// routes so changed as they are now. `None` when it has none to change.
+pub fn fix_action_handlers(content: &str) -> Option<(String, Vec<String>)> {
+    let lexed = crate::js::lex(content);
+    let tokens = &lexed.tokens;
+    let offset = |t: &Token| t.text.as_ptr() as usize - content.as_ptr() as usize;
+    let mut fixed = content.to_string();
+    let mut calls = Vec::new();
+    for found in action_handlers(tokens).iter().rev() {
+        let first = tokens.get(found.span.start)?;
+        let last = tokens.get(found.span.end.checked_sub(1)?)?;
+        if found.url.contains(['\'', '\\']) {
+            continue;
+        }
+        let (start, end) = (offset(first), offset(last) + last.text.len());
+        fixed.replace_range(start..end, &format!("'{} --> {}'", found.url, found.id));
+        calls.push(found.fixed_call());
+    }
+    calls.reverse();
+    (!calls.is_empty()).then_some((fixed, calls))
 }
 
 /// #17: a `+`/`-` route in a project without `AUTH()`. Needs [`ProjectContext::has_auth`].
