@@ -187,6 +187,9 @@ struct Probe {
     status: u16,
     /// Text the answer's body must contain (each of them).
     contains: &'static [&'static str],
+    /// Text the answer's body must not contain (a count that answers the whole list holds "3"
+    /// too: the 0.5B's `$.callback(PRODUCTS)` passed two-file in c41 and c42 until this).
+    lacks: &'static [&'static str],
 }
 
 const fn get(path: &'static str, contains: &'static [&'static str]) -> Probe {
@@ -196,6 +199,7 @@ const fn get(path: &'static str, contains: &'static [&'static str]) -> Probe {
         body: None,
         status: 200,
         contains,
+        lacks: &[],
     }
 }
 
@@ -283,6 +287,7 @@ const TASKS: &[Task] = &[
                 body: Some(r#"{"name": "Ann", "email": "ann@example.com"}"#),
                 status: 200,
                 contains: &["success"],
+                lacks: &[],
             },
             Probe {
                 method: "POST",
@@ -290,6 +295,7 @@ const TASKS: &[Task] = &[
                 body: Some(r#"{"name": "Ann"}"#),
                 status: 400,
                 contains: &["email"],
+                lacks: &[],
             },
             Probe {
                 method: "POST",
@@ -297,6 +303,7 @@ const TASKS: &[Task] = &[
                 body: Some(r#"{"name": "Ann", "email": "not an address"}"#),
                 status: 400,
                 contains: &["email"],
+                lacks: &[],
             },
             get("/api/products/", &["Hammer"]),
         ],
@@ -308,7 +315,10 @@ const TASKS: &[Task] = &[
         setup: no_setup,
         answer: &[],
         probes: &[
-            get("/api/products/count/", &["3"]),
+            Probe {
+                lacks: &["Hammer", "id"],
+                ..get("/api/products/count/", &["3"])
+            },
             get("/api/products/", &["Hammer", "Drill"]),
             get("/about/", &["since 1999"]),
         ],
@@ -685,14 +695,16 @@ fn check_app(root: &Path, probes: &[Probe]) -> Option<String> {
                     .iter()
                     .filter(|s| !body.contains(**s))
                     .collect();
-                if status != probe.status || !missing.is_empty() {
+                let extra = probe.lacks.iter().any(|s| body.contains(*s));
+                if status != probe.status || !missing.is_empty() || extra {
                     return Some(format!(
-                        "{} {} answered {status} {:?} (wanted {} with {:?})",
+                        "{} {} answered {status} {:?} (wanted {} with {:?}, without {:?})",
                         probe.method,
                         probe.path,
                         excerpt(&body, 160),
                         probe.status,
-                        probe.contains
+                        probe.contains,
+                        probe.lacks
                     ));
                 }
             }
