@@ -1633,9 +1633,12 @@ async fn a_new_action_file_unlike_the_task_gets_the_file_to_copy() {
     let copy =
         json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": file}})
             .to_string();
+    // Shown the file, the 1.5B took its route and input and kept its `$.view()` (c43): the
+    // file is shown again while the action is still wrong.
+    let half = json!({"name": "write", "arguments": {"path": "actions/contact.js", "content": file.replace("$.success();", "$.view('contact');")}}).to_string();
     let events = scripted(
         &env,
-        &[&wrong, &copy, r#"{"answer": "Added."}"#],
+        &[&wrong, &half, &copy, r#"{"answer": "Added."}"#],
         "Add an action Contact|create in a new file actions/contact.js, served at POST /api/contact/. It takes a required name (String) and a required email (Email), and answers success.",
         Answer::Once,
     )
@@ -1644,18 +1647,19 @@ async fn a_new_action_file_unlike_the_task_gets_the_file_to_copy() {
         .into_iter()
         .filter(|r| r.0 == "write")
         .collect();
-    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    for offered in &writes[..2] {
+        assert!(
+            offered.1.contains(&format!(
+                "The whole file as the task describes it, to copy: {copy}"
+            )),
+            "{offered:?}"
+        );
+    }
     assert!(
-        writes[0].1.contains(&format!(
-            "The whole file as the task describes it, to copy: {copy}"
-        )),
+        !writes[2].1.contains("to copy") && writes[2].1.contains("answer now"),
         "{:?}",
-        writes[0]
-    );
-    assert!(
-        !writes[1].1.contains("to copy") && writes[1].1.contains("answer now"),
-        "{:?}",
-        writes[1]
+        writes[2]
     );
     assert_eq!(
         std::fs::read_to_string(env.root().join("actions/contact.js")).expect("the action"),

@@ -71,6 +71,8 @@ pub(super) enum StepError {
     },
 }
 
+/// How the whole action file a task describes is introduced, to copy.
+const COPY_MARK: &str = "The whole file as the task describes it, to copy:";
 /// What [`Runner::action_options_note`] adds: NEWACTION's options in one line, with field names
 /// unlike any task's.
 const ACTION_OPTIONS: &str = "\n\nNEWACTION options: input: '*title:String, email:Email, count:Number' (* = required; a request with missing or invalid input gets HTTP 400 before the action runs), route: 'POST /api/items/' (the action's own route), action: function($, model) { $.success(model.title); } (model holds the input).";
@@ -642,6 +644,18 @@ impl Runner {
                 broken |= totem_totaljs::BREAK_MARKS
                     .iter()
                     .any(|m| output.contains(m));
+                let action_path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
+                if !is_error
+                    && self.setup.tool_offer.constrained
+                    && self.setup.totaljs
+                    && super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
+                    && action_path.starts_with("actions/")
+                    && !output.contains(COPY_MARK)
+                    && (broken || self.action_unlike_task())
+                    && let Some(copy) = self.action_file_copy(&action_path)
+                {
+                    output.push_str(&copy);
+                }
                 self.tools.settled = false;
                 if !is_error && !broken && self.setup.tool_offer.constrained {
                     let changed = super::guide::CHANGE_TOOLS.contains(&call.name.as_str())
@@ -965,33 +979,54 @@ impl Runner {
         // The task's own action, whole, where it names one: told the options in general, the
         // 1.5B wrote `$.view()` back five times, and no `input` (c34, c36).
         let prompt = self.prompt().unwrap_or("");
-        // The task's route, unless another file declares it: the change ran already, and the
-        // action's own `route:` belongs in what it is shown (the 0.5B was shown its action
-        // without the route it had written, c40).
-        let mut others = totem_totaljs::route_files(self.tools.ctx.root());
-        others.retain(|(p, _)| *p != path);
-        let route = totem_totaljs::undeclared_routes(&others, &super::guide::named_routes(prompt));
-        let mut note = match super::guide::action_skeleton(prompt, &path, route.first()) {
+        let route = self.task_route_outside(&path);
+        let mut note = match super::guide::action_skeleton(prompt, &path, route.as_ref()) {
             Some(skeleton) => format!("\n{skeleton}"),
             None => return Some(ACTION_OPTIONS.to_string()),
         };
-        // A file that holds only the task's action, written otherwise than the task describes
-        // it: the whole file, to copy. The 1.5B wrote Contact|create with `$.view()` and no
-        // route, then copied the conventions finding's words into it as code (c39).
-        let now = std::fs::read_to_string(self.tools.ctx.root().join(&path)).unwrap_or_default();
-        let only_the_action = super::guide::named_action_block(prompt, &now)
-            .is_some_and(|block| block.trim() == now.trim());
-        if let Some(file) = super::guide::action_file(prompt, &path, route.first())
-            && only_the_action
-            && !super::guide::same_code(&now, &file)
-        {
-            let copy =
-                serde_json::json!({"name": "write", "arguments": {"path": path, "content": file}});
-            note.push_str(&format!(
-                "\nThe whole file as the task describes it, to copy: {copy}"
-            ));
+        if let Some(copy) = self.action_file_copy(&path) {
+            note.push_str(&copy);
         }
         Some(note)
+    }
+
+    /// The route the task names, unless a file other than `path` declares it: the change ran
+    /// already, and the action's own `route:` belongs in what it is shown (the 0.5B was shown
+    /// its action without the route it had written, c40).
+    fn task_route_outside(&self, path: &str) -> Option<String> {
+        let mut others = totem_totaljs::route_files(self.tools.ctx.root());
+        others.retain(|(p, _)| p != path);
+        let prompt = self.prompt().unwrap_or("");
+        totem_totaljs::undeclared_routes(&others, &super::guide::named_routes(prompt))
+            .into_iter()
+            .next()
+    }
+
+    /// Whether the task's action lacks the `input` or the `$.success()` the task describes.
+    fn action_unlike_task(&self) -> bool {
+        let prompt = self.prompt().unwrap_or("");
+        let project = totem_totaljs::route_files(self.tools.ctx.root());
+        super::guide::missing_input(prompt, &project).is_some()
+            || super::guide::missing_success(prompt, &project).is_some()
+    }
+
+    /// For an action file `path` that holds only the task's action, written otherwise than a
+    /// task that describes it completely: the whole file, to copy. The 1.5B wrote
+    /// Contact|create with `$.view()` and no route, then copied the conventions finding's words
+    /// into it as code (c39); shown the file once, it took its route and input and kept its
+    /// `$.view()` (c43), so it is shown again while the action is still wrong.
+    fn action_file_copy(&self, path: &str) -> Option<String> {
+        let prompt = self.prompt().unwrap_or("");
+        let now = std::fs::read_to_string(self.tools.ctx.root().join(path)).ok()?;
+        let only_the_action = super::guide::named_action_block(prompt, &now)
+            .is_some_and(|block| block.trim() == now.trim());
+        let file = super::guide::action_file(prompt, path, self.task_route_outside(path).as_ref())?;
+        if !only_the_action || super::guide::same_code(&now, &file) {
+            return None;
+        }
+        let copy =
+            serde_json::json!({"name": "write", "arguments": {"path": path, "content": file}});
+        Some(format!("\n{COPY_MARK} {copy}"))
     }
 
     /// The call that puts the first removed action of `removed` back as it was, at the end of the
