@@ -1651,7 +1651,7 @@ async fn a_new_action_file_unlike_the_task_gets_the_file_to_copy() {
     for offered in &writes[..2] {
         assert!(
             offered.1.contains(&format!(
-                "The whole file as the task describes it, to copy: {copy}"
+                "The task's action as a whole file, to copy (put any other work the task asks for in its action function): {copy}"
             )),
             "{offered:?}"
         );

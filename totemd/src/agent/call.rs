@@ -160,7 +160,8 @@ impl Runner {
             [file] => Some((file.rel.clone(), file.abs.clone())),
             _ => None,
         };
-        // A constrained write may be rewritten before it runs: a copy of an action another file
+        // A constrained write may be rewritten before it runs: a route whose handler is an
+        // action's id gets the action in its route string, a copy of an action another file
         // declares the same is left out, and new code written over a whole file is added to it
         // (see `guide::merge_fragment`). The call that runs, and that the user is asked about,
         // writes the whole file; its result starts with what Totem did.
@@ -697,6 +698,16 @@ impl Runner {
 }
 
 impl Runner {
+    /// Whether Totem may rewrite this call before it runs: a constrained `write` of a script in a
+    /// Total.js project, in a run that asks for changes.
+    fn rewrites(&self, call: &ToolCall, rel: &str) -> bool {
+        self.setup.tool_offer.constrained
+            && self.setup.totaljs
+            && self.setup.changes_asked
+            && call.name == "write"
+            && rel.ends_with(".js")
+    }
+
     /// A constrained write of a Total.js script with each route whose handler is an action's id
     /// (`ROUTE('GET /x/', Products|count)`, a ReferenceError when the app starts) written with
     /// the action in its route string, and the note for its result: the 1.5B wrote that route,
@@ -706,12 +717,7 @@ impl Runner {
         call: &ToolCall,
         rel: &str,
     ) -> Option<(serde_json::Value, String)> {
-        if !self.setup.tool_offer.constrained
-            || !self.setup.totaljs
-            || !self.setup.changes_asked
-            || call.name != "write"
-            || !rel.ends_with(".js")
-        {
+        if !self.rewrites(call, rel) {
             return None;
         }
         let (fixed, routes) =
@@ -733,12 +739,7 @@ impl Runner {
     /// actions/products.js, refused each time with the write without it to copy, until stopped
     /// (c38, c41). A copy that differs is left to [`Self::second_action`] to refuse.
     fn without_copies(&self, call: &ToolCall, rel: &str) -> Option<(serde_json::Value, String)> {
-        if !self.setup.tool_offer.constrained
-            || !self.setup.totaljs
-            || !self.setup.changes_asked
-            || call.name != "write"
-            || !rel.ends_with(".js")
-        {
+        if !self.rewrites(call, rel) {
             return None;
         }
         let content = call.arguments["content"].as_str()?;

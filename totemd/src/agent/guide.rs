@@ -370,9 +370,22 @@ pub(super) fn action_skeleton(prompt: &str, path: &str, route: Option<&String>) 
     ))
 }
 
-/// Whether the task says its action answers success ("… and answers success").
+/// Whether the task says its action answers success ("… and answers success", "returns
+/// success"), not merely that something succeeds ("saves it successfully").
 fn answers_success(prompt: &str) -> bool {
-    prompt.to_lowercase().contains("success")
+    let words: Vec<String> = prompt
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    words.windows(2).enumerate().any(|(i, pair)| {
+        let verb = matches!(
+            pair[0].as_str(),
+            "answers" | "answer" | "returns" | "return" | "responds" | "respond" | "replies"
+        );
+        verb && (pair[1] == "success"
+            || (pair[1] == "with" && words.get(i + 2).is_some_and(|w| w == "success")))
+    })
 }
 
 /// The whole content of the new action file `path` for a task that describes its action
@@ -1763,6 +1776,17 @@ mod tests {
         assert!(!already_in(old, old));
         assert!(!already_in(old, &count.replace("P.length", "P.length + 1")));
         assert!(!already_in(old, "});\n"));
+    }
+
+    #[test]
+    fn only_a_task_that_says_its_action_answers_success_asks_for_it() {
+        assert!(answers_success("It takes a name, and answers success."));
+        assert!(answers_success("The action responds with success."));
+        assert!(answers_success("Returns success when saved."));
+        assert!(!answers_success(
+            "Add an action that saves the order successfully."
+        ));
+        assert!(!answers_success("Show a success message on the page."));
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub(super) enum StepError {
 }
 
 /// How the whole action file a task describes is introduced, to copy.
-const COPY_MARK: &str = "The whole file as the task describes it, to copy:";
+const COPY_MARK: &str = "The task's action as a whole file, to copy (put any other work the task asks for in its action function):";
 /// What [`Runner::action_options_note`] adds: NEWACTION's options in one line, with field names
 /// unlike any task's.
 const ACTION_OPTIONS: &str = "\n\nNEWACTION options: input: '*title:String, email:Email, count:Number' (* = required; a request with missing or invalid input gets HTTP 400 before the action runs), route: 'POST /api/items/' (the action's own route), action: function($, model) { $.success(model.title); } (model holds the input).";
@@ -644,6 +644,7 @@ impl Runner {
                 broken |= totem_totaljs::BREAK_MARKS
                     .iter()
                     .any(|m| output.contains(m));
+                // An action file still unlike the task that describes it: the whole file again.
                 let action_path = super::guide::key(call.arguments["path"].as_str().unwrap_or(""));
                 if !is_error
                     && self.setup.tool_offer.constrained
@@ -1016,6 +1017,11 @@ impl Runner {
     /// into it as code (c39); shown the file once, it took its route and input and kept its
     /// `$.view()` (c43), so it is shown again while the action is still wrong.
     fn action_file_copy(&self, path: &str) -> Option<String> {
+        // A model that writes code blocks sends no content in its calls: its request for the
+        // file's content shows the task's action (see `blocks.rs`).
+        if self.setup.tool_offer.writes_code_blocks() {
+            return None;
+        }
         let prompt = self.prompt().unwrap_or("");
         let now = std::fs::read_to_string(self.tools.ctx.root().join(path)).ok()?;
         let only_the_action = super::guide::named_action_block(prompt, &now)
