@@ -1811,6 +1811,34 @@ async fn an_action_written_as_a_routes_handler_goes_into_its_route_string() {
     );
 }
 
+/// A change that adds an error the conventions check finds to a script it finds none in is
+/// refused, and the file stays right (the 1.5B had the task's action right, then edited
+/// `$.success()` into `$.view()` until stopped, issue 34, c44).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_adds_a_conventions_error_to_a_clean_script_is_refused() {
+    let action = "NEWACTION('Contact|create', {\n\taction: function($, model) {\n\t\t$.success();\n\t}\n});\n";
+    let env = small_totaljs_env(&[("actions/contact.js", action)]).await;
+    let look = json!({"name": "read", "arguments": {"path": "actions/contact.js"}}).to_string();
+    let worse = json!({"name": "edit", "arguments": {"path": "actions/contact.js", "oldString": "$.success();", "newString": "$.view('contact');"}}).to_string();
+    let better = json!({"name": "edit", "arguments": {"path": "actions/contact.js", "oldString": "$.success();", "newString": "$.success(model.name);"}}).to_string();
+    let events = scripted(
+        &env,
+        &[&look, &worse, &better, r#"{"answer": "Changed."}"#],
+        "Make Contact|create in actions/contact.js answer the name it was given.",
+        Answer::Once,
+    )
+    .await;
+    let edits = changes(&events);
+    assert!(
+        edits[0].2
+            && edits[0].1.starts_with("Not changed: the conventions check finds no error in actions/contact.js now, and this change would add one that breaks the app at run time:\nactions/contact.js:3")
+            && edits[0].1.contains("[action-controller-method]"),
+        "{edits:?}"
+    );
+    assert!(!edits[1].2, "{edits:?}");
+    assert!(read(&env, "actions/contact.js").contains("$.success(model.name);"));
+}
+
 /// A write or an edit that would turn a script that parses into one that does not is refused
 /// with node's error, and a write that drops a function the file still uses is refused (the 1.5B wrote the
 /// controller's install block alone over it, without `};`, index and about, issue 34, c35).

@@ -283,6 +283,11 @@ impl Runner {
         {
             return (refusal, true);
         }
+        if let Some((rel, abs)) = &target
+            && let Some(refusal) = self.error_adding_change(call, rel, abs)
+        {
+            return (refusal, true);
+        }
 
         // A command only the built-in rules allowed runs confined (see `super::confine`).
         let mut confined = false;
@@ -905,6 +910,58 @@ impl Runner {
         REMOVAL_WORDS.iter().any(|w| prompt.contains(w))
     }
 
+    /// The errors the conventions check finds in `content` as the project's file `rel`, each as
+    /// one line (`file:line: error [rule] message`).
+    fn check_errors(&self, rel: &str, content: &str) -> Vec<String> {
+        let root = self.tools.ctx.root();
+        let findings = tokio::task::block_in_place(|| {
+            let (config, _) = self.settings.totaljs_check().with_project(root);
+            let project = totem_totaljs::ProjectContext::scan(root);
+            totem_totaljs::check_in_project(rel, content, &config, &project)
+        });
+        findings
+            .iter()
+            .filter(|f| f.severity == totem_totaljs::Severity::Error)
+            .map(|f| totem_totaljs::format_finding(rel, f))
+            .collect()
+    }
+
+    /// The refusal of a constrained change of a Total.js script the conventions check finds no
+    /// error in that would add one: the 1.5B had the task's action right, then edited
+    /// `$.success()` into `$.view()` and back and forth until stopped (c44).
+    fn error_adding_change(
+        &self,
+        call: &ToolCall,
+        rel: &str,
+        abs: &std::path::Path,
+    ) -> Option<String> {
+        if !self.setup.tool_offer.constrained
+            || !self.setup.totaljs
+            || !self.setup.changes_asked
+            || !rel.ends_with(".js")
+        {
+            return None;
+        }
+        let old = std::fs::read_to_string(abs).ok()?;
+        let new = match call.name.as_str() {
+            "write" => call.arguments["content"].as_str()?.to_string(),
+            "edit" => edited(call, &old)?,
+            _ => return None,
+        };
+        if !self.check_errors(rel, &old).is_empty() {
+            return None;
+        }
+        let errors = self.check_errors(rel, &new);
+        if errors.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "Not changed: the conventions check finds no error in {rel} now, and this change would add one that breaks the app at run time:\n{}\nKeep {rel} as it is, or change it without that.{}",
+            errors.join("\n"),
+            self.missing_new_file(rel)
+        ))
+    }
+
     /// The refusal of a constrained `write` or `edit` that would turn a JavaScript file that
     /// parses into one that does not (node's error, with its line): the 1.5B wrote the
     /// controller's install block alone over it, its closing `};` missing (c35), and edited its
@@ -1015,16 +1072,7 @@ impl Runner {
             return out;
         }
         let root = self.tools.ctx.root();
-        let findings = tokio::task::block_in_place(|| {
-            let (config, _) = self.settings.totaljs_check().with_project(root);
-            let project = totem_totaljs::ProjectContext::scan(root);
-            totem_totaljs::check_in_project(rel, content, &config, &project)
-        });
-        let errors: Vec<String> = findings
-            .iter()
-            .filter(|f| f.severity == totem_totaljs::Severity::Error)
-            .map(|f| totem_totaljs::format_finding(rel, f))
-            .collect();
+        let errors = self.check_errors(rel, content);
         if !errors.is_empty() {
             out.push_str(&format!(
                 "\n\nStill wrong in {rel} (fix it in your write):\n{}",
