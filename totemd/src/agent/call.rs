@@ -162,17 +162,19 @@ impl Runner {
         };
         // A constrained write may be rewritten before it runs: a route whose handler is an
         // action's id gets the action in its route string, a copy of an action another file
-        // declares the same is left out, and new code written over a whole file is added to it
-        // (see `guide::merge_fragment`). The call that runs, and that the user is asked about,
+        // declares the same is left out, new code written over a whole file is added to it
+        // (see `guide::merge_fragment`), and what a whole file left out that the task does not
+        // ask to remove is kept. The call that runs, and that the user is asked about,
         // writes the whole file; its result starts with what Totem did.
         let mut rewritten = call.clone();
         let mut merged_note = String::new();
         if let Some((rel, abs)) = &target {
-            for step in 0..3 {
+            for step in 0..4 {
                 let found = match step {
                     0 => self.action_handlers_fixed(&rewritten, rel),
                     1 => self.without_copies(&rewritten, rel),
-                    _ => self.fragment_write(&rewritten, rel, abs).await,
+                    2 => self.fragment_write(&rewritten, rel, abs).await,
+                    _ => self.removed_kept(&rewritten, rel, abs).await,
                 };
                 if let Some((args, note)) = found
                     && let Ok(again) = self.tools.registry.prepare(
@@ -711,6 +713,59 @@ impl Runner {
             && self.setup.changes_asked
             && call.name == "write"
             && rel.ends_with(".js")
+    }
+
+    /// A constrained write of a whole Total.js script that leaves out routes, actions or
+    /// declarations the file still uses, in a task that asks to remove nothing, with them put
+    /// back (see [`guide::put_back`]), and the note for its result; only when that parses and
+    /// keeps most of the file. The 1.5B, refused for leaving out GET /api/products/ and given
+    /// the write with it kept to copy, sent its own write back until stopped (c34, c45).
+    async fn removed_kept(
+        &self,
+        call: &ToolCall,
+        rel: &str,
+        abs: &std::path::Path,
+    ) -> Option<(serde_json::Value, String)> {
+        if !self.rewrites(call, rel)
+            || self.asks_removal()
+            || self.tools.seen.unseen_overwrite(rel, true).is_some()
+            || matches!(self.tools.boot_before.get(rel), Some(None))
+        {
+            return None;
+        }
+        let new = call.arguments["content"].as_str()?;
+        let old = std::fs::read_to_string(abs).ok()?;
+        let mut removed: Vec<String> = totem_totaljs::routes_removed(&old, new)
+            .into_iter()
+            .map(|route| format!("the route {route}"))
+            .collect();
+        removed.extend(
+            totem_totaljs::actions_removed(&old, new)
+                .into_iter()
+                .map(|id| format!("the action {id}")),
+        );
+        removed.extend(
+            totem_totaljs::declarations_removed(&old, new)
+                .into_iter()
+                .map(|(name, _)| format!("the declaration of {name}")),
+        );
+        if removed.is_empty() || guide::dropping_overwrite(rel, &old, new, "").is_some() {
+            return None;
+        }
+        let kept = guide::put_back(&old, new)?;
+        if !super::syntax::parses(rel, &kept).await {
+            return None;
+        }
+        let mut args = call.arguments.clone();
+        args["content"] = serde_json::Value::String(kept);
+        Some((
+            args,
+            format!(
+                "Your write left out {} of {rel}, which the task does not ask to remove, so Totem kept {}.\n",
+                removed.join(", "),
+                if removed.len() == 1 { "it" } else { "them" }
+            ),
+        ))
     }
 
     /// A constrained write of a Total.js script with each route whose handler is an action's id
