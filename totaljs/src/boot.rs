@@ -156,12 +156,9 @@ fn route_actions(route: &str) -> impl Iterator<Item = &str> {
 
 /// The ids of a file's `NEWACTION('Ns|name', …)` with their 1-based lines.
 fn declared_actions(content: &str) -> Vec<(String, usize)> {
-    let lexed = crate::js::lex(content);
-    let tokens = &lexed.tokens;
-    crate::check::syntax::global_calls(tokens, "NEWACTION")
-        .iter()
-        .filter_map(|call| crate::check::syntax::string_in(tokens, call.args.first()?))
-        .map(|(id, line)| (id.to_string(), line))
+    action_specs(content)
+        .into_iter()
+        .map(|spec| (spec.id, spec.line))
         .collect()
 }
 
@@ -278,6 +275,8 @@ pub fn added_write_requests(
 /// One `NEWACTION('Ns|name', { route: '…', input: '…' })` of a file.
 struct ActionSpec {
     id: String,
+    /// The 1-based line of its id.
+    line: usize,
     route: Option<String>,
     input: Option<String>,
 }
@@ -288,7 +287,7 @@ fn action_specs(content: &str) -> Vec<ActionSpec> {
     crate::check::syntax::global_calls(tokens, "NEWACTION")
         .iter()
         .filter_map(|call| {
-            let (id, _) = crate::check::syntax::string_in(tokens, call.args.first()?)?;
+            let (id, line) = crate::check::syntax::string_in(tokens, call.args.first()?)?;
             let text = |key: &str| {
                 let options = call.args.get(1)?;
                 let value = crate::check::syntax::property(tokens, options, key)?;
@@ -296,6 +295,7 @@ fn action_specs(content: &str) -> Vec<ActionSpec> {
             };
             Some(ActionSpec {
                 id: id.to_string(),
+                line,
                 route: text("route"),
                 input: text("input"),
             })
@@ -591,6 +591,15 @@ pub fn undeclared_routes(project: &[(String, String)], wanted: &[String]) -> Vec
 /// The names a script (its tokens) declares at its top level (`var PRODUCTS`, `function about`, `const a, b`
 /// is `a` only) with the line of each.
 fn top_level_names(tokens: &[crate::js::Token]) -> Vec<(String, usize)> {
+    top_level_declarations(tokens)
+        .into_iter()
+        .map(|i| (tokens[i + 1].text.to_string(), tokens[i].line))
+        .collect()
+}
+
+/// The indexes of the `var`, `let`, `const`, `function` and `class` tokens at a script's top
+/// level that a name follows.
+fn top_level_declarations(tokens: &[crate::js::Token]) -> Vec<usize> {
     let mut depth = 0usize;
     let mut out = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
@@ -598,14 +607,13 @@ fn top_level_names(tokens: &[crate::js::Token]) -> Vec<(String, usize)> {
             "{" | "(" | "[" if t.kind == crate::js::Kind::Punct => depth += 1,
             "}" | ")" | "]" if t.kind == crate::js::Kind::Punct => depth = depth.saturating_sub(1),
             "var" | "let" | "const" | "function" | "class"
-                if depth == 0 && t.kind == crate::js::Kind::Ident =>
+                if depth == 0
+                    && t.kind == crate::js::Kind::Ident
+                    && tokens
+                        .get(i + 1)
+                        .is_some_and(|n| n.kind == crate::js::Kind::Ident) =>
             {
-                if let Some(name) = tokens
-                    .get(i + 1)
-                    .filter(|n| n.kind == crate::js::Kind::Ident)
-                {
-                    out.push((name.text.to_string(), t.line));
-                }
+                out.push(i);
             }
             _ => {}
         }
@@ -649,24 +657,10 @@ pub fn declarations_removed(before: &str, after: &str) -> Vec<(String, usize)> {
 pub fn declaration_block(content: &str, name: &str) -> Option<String> {
     let lexed = crate::js::lex(content);
     let tokens = &lexed.tokens;
+    let start = top_level_declarations(tokens)
+        .into_iter()
+        .find(|&i| tokens[i + 1].is_ident(name))?;
     let mut depth = 0usize;
-    let mut start = None;
-    for (i, t) in tokens.iter().enumerate() {
-        match t.text {
-            "{" | "(" | "[" if t.kind == crate::js::Kind::Punct => depth += 1,
-            "}" | ")" | "]" if t.kind == crate::js::Kind::Punct => depth = depth.saturating_sub(1),
-            "var" | "let" | "const" | "function" | "class"
-                if depth == 0
-                    && t.kind == crate::js::Kind::Ident
-                    && tokens.get(i + 1).is_some_and(|n| n.is_ident(name)) =>
-            {
-                start = Some(i);
-                break;
-            }
-            _ => {}
-        }
-    }
-    let start = start?;
     let is_var = matches!(tokens[start].text, "var" | "let" | "const");
     let mut end = None;
     for (i, t) in tokens.iter().enumerate().skip(start + 2) {

@@ -735,20 +735,7 @@ impl Runner {
         }
         let new = call.arguments["content"].as_str()?;
         let old = std::fs::read_to_string(abs).ok()?;
-        let mut removed: Vec<String> = totem_totaljs::routes_removed(&old, new)
-            .into_iter()
-            .map(|route| format!("the route {route}"))
-            .collect();
-        removed.extend(
-            totem_totaljs::actions_removed(&old, new)
-                .into_iter()
-                .map(|id| format!("the action {id}")),
-        );
-        removed.extend(
-            totem_totaljs::declarations_removed(&old, new)
-                .into_iter()
-                .map(|(name, _)| format!("the declaration of {name}")),
-        );
+        let removed = guide::removed_parts(&old, new, "");
         if removed.is_empty() || guide::dropping_overwrite(rel, &old, new, "").is_some() {
             return None;
         }
@@ -816,18 +803,15 @@ impl Runner {
                         .is_some_and(|theirs| guide::same_code(&theirs, &block))
             });
             if let Some((path, _)) = elsewhere {
-                kept = kept.replacen(&block, "", 1);
+                kept = guide::without_block(&kept, &block);
                 left_out.push(format!("NEWACTION('{id}') ({path} declares it, the same)"));
             }
         }
         if left_out.is_empty() || kept.trim().is_empty() {
             return None;
         }
-        while kept.contains("\n\n\n") {
-            kept = kept.replace("\n\n\n", "\n\n");
-        }
         let mut args = call.arguments.clone();
-        args["content"] = serde_json::Value::String(format!("{}\n", kept.trim_end()));
+        args["content"] = serde_json::Value::String(kept);
         Some((
             args,
             format!(
@@ -920,22 +904,9 @@ impl Runner {
         if old.is_empty() || self.asks_removal() {
             return None;
         }
-        let mut removed: Vec<String> = totem_totaljs::actions_removed(&old, &new)
-            .into_iter()
-            .map(|id| format!("the action {id}"))
-            .collect();
-        removed.extend(
-            totem_totaljs::routes_removed(&old, &new)
-                .into_iter()
-                .map(|route| format!("the route {route}")),
-        );
         // A function or variable the file still uses: the 1.5B wrote the controller's install
         // block alone over it, without index and about (c35).
-        removed.extend(
-            totem_totaljs::declarations_removed(&old, &new)
-                .into_iter()
-                .map(|(name, _)| format!("the declaration of {name} (still used)")),
-        );
+        let removed = guide::removed_parts(&old, &new, " (still used)");
         if removed.is_empty() {
             return None;
         }
@@ -1003,11 +974,9 @@ impl Runner {
             "edit" => edited(call, &old)?,
             _ => return None,
         };
-        if !self.check_errors(rel, &old).is_empty() {
-            return None;
-        }
+        // The change's errors first: most changes add none, and the file is not checked then.
         let errors = self.check_errors(rel, &new);
-        if errors.is_empty() {
+        if errors.is_empty() || !self.check_errors(rel, &old).is_empty() {
             return None;
         }
         Some(format!(
@@ -1082,11 +1051,7 @@ impl Runner {
             && new.len() <= guide::WHOLE_FILE_CALL_BYTES
             && let Some(block) = totem_totaljs::action_block(new, &id)
         {
-            let mut without = new.replacen(&block, "", 1);
-            while without.contains("\n\n\n") {
-                without = without.replace("\n\n\n", "\n\n");
-            }
-            let without = format!("{}\n", without.trim_end());
+            let without = guide::without_block(new, &block);
             let copy = serde_json::json!({"name": "write", "arguments": {"path": rel, "content": without}});
             refusal.push_str(&format!("\n\nYour write without it, to copy: {copy}"));
         }

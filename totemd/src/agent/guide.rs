@@ -433,6 +433,49 @@ pub(super) fn already_in(old: &str, new: &str) -> bool {
     lines.len() >= 2 && lines.iter().all(|l| old_lines.contains(l)) && !same_code(old, new)
 }
 
+/// What a change from `old` to `new` of a Total.js script removes that the file has: its
+/// actions, routes and the top-level declarations it still uses, as `the action Products|list`,
+/// `the route GET /api/products/`, `the declaration of index{used}`.
+pub(super) fn removed_parts(old: &str, new: &str, used: &str) -> Vec<String> {
+    let mut removed: Vec<String> = totem_totaljs::actions_removed(old, new)
+        .into_iter()
+        .map(|id| format!("the action {id}"))
+        .collect();
+    removed.extend(
+        totem_totaljs::routes_removed(old, new)
+            .into_iter()
+            .map(|route| format!("the route {route}")),
+    );
+    removed.extend(
+        totem_totaljs::declarations_removed(old, new)
+            .into_iter()
+            .map(|(name, _)| format!("the declaration of {name}{used}")),
+    );
+    removed
+}
+
+/// `text` without the lines `block` (an action's declaration), blank runs left by it closed up,
+/// ending in one newline.
+pub(super) fn without_block(text: &str, block: &str) -> String {
+    let mut without = text.replacen(block, "", 1);
+    while without.contains("\n\n\n") {
+        without = without.replace("\n\n\n", "\n\n");
+    }
+    format!("{}\n", without.trim_end())
+}
+
+/// The action the prompt names and the lines a project file (path, content) declares it with.
+fn task_action_block<'a>(
+    prompt: &'a str,
+    project: &[(String, String)],
+) -> Option<(&'a str, String)> {
+    let action = named_action(prompt)?;
+    let block = project
+        .iter()
+        .find_map(|(_, content)| totem_totaljs::action_block(content, action))?;
+    Some((action, block))
+}
+
 /// Whether `script` declares the action the prompt names.
 pub(super) fn declares_named_action(prompt: &str, script: &str) -> bool {
     named_action_block(prompt, script).is_some()
@@ -515,10 +558,7 @@ pub(super) fn named_input(prompt: &str) -> Option<String> {
 /// request without an email got 200 where the task wanted 400 (c29, c34).
 pub(super) fn missing_input(prompt: &str, project: &[(String, String)]) -> Option<String> {
     let input = named_input(prompt)?;
-    let action = named_action(prompt)?;
-    let block = project
-        .iter()
-        .find_map(|(_, content)| totem_totaljs::action_block(content, action))?;
+    let (action, block) = task_action_block(prompt, project)?;
     if block.contains("input:") || block.contains("input :") {
         return None;
     }
@@ -534,10 +574,7 @@ pub(super) fn missing_success(prompt: &str, project: &[(String, String)]) -> Opt
     if !answers_success(prompt) {
         return None;
     }
-    let action = named_action(prompt)?;
-    let block = project
-        .iter()
-        .find_map(|(_, content)| totem_totaljs::action_block(content, action))?;
+    let (action, block) = task_action_block(prompt, project)?;
     if block.contains("$.success(") {
         return None;
     }
